@@ -1,0 +1,1 @@
+//! tilec: a compiler for a small tile DSL.

@@ -1,0 +1,1 @@
+//! tilec runtime: artifact metadata, argument binding and kernel launch.

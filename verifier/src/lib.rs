@@ -1,0 +1,1 @@
+//! kverify: fp64 references, gates and candidates for judging GPU kernels.

@@ -1,0 +1,4 @@
+fn main() {
+    eprintln!("kverify: no subcommands yet");
+    std::process::exit(2);
+}
