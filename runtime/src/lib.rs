@@ -1,1 +1,2 @@
 //! tilec runtime: artifact metadata, argument binding and kernel launch.
+pub mod meta;

@@ -1,0 +1,203 @@
+//! The artifact metadata schema: `<kernel>.<target>.meta.json`, written by `tilec build`,
+//! read by this runtime (argument binding, launch configuration) and by `kverify` (RES-02).
+//!
+//! Versioned: [`SCHEMA_VERSION`] is bumped on any incompatible change; readers refuse other
+//! versions with an error. The field-by-field documentation is `docs/metadata.md`.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the metadata schema this crate reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Metadata of one compiled kernel for one target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelMeta {
+    /// Always [`SCHEMA_VERSION`] for files this crate writes.
+    pub schema_version: u32,
+    /// Kernel name, also the PTX entry symbol.
+    pub kernel: String,
+    /// `sm_100a` or `sm_90a`.
+    pub target: String,
+    /// Compiler name and version that produced the artifact.
+    pub compiler: CompilerInfo,
+    /// Source file and its content hash.
+    pub source: SourceInfo,
+    /// Symbolic sizes (e.g. `B`, `T`, `H`, `K`, `V`) that shapes and the grid refer to.
+    pub sizes: Vec<String>,
+    /// Kernel parameters in PTX parameter order.
+    pub params: Vec<ParamMeta>,
+    /// Launch configuration.
+    pub launch: LaunchMeta,
+    /// Tensor-memory plan; `None` when the kernel uses no TMEM.
+    pub tmem: Option<TmemMeta>,
+    /// Static shared memory the kernel needs, in bytes (the compiler's shared-memory plan).
+    pub smem_bytes: u32,
+    /// What `ptxas -v` reported, when ptxas ran.
+    pub ptxas: Option<PtxasInfo>,
+    /// The kernel's declared contract (what verify-on-compile and RES-02 check against).
+    pub contract: Contract,
+    /// Files of this artifact, relative to the metadata file's folder.
+    pub files: ArtifactFiles,
+}
+
+/// Which compiler produced an artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompilerInfo {
+    /// `tilec`.
+    pub name: String,
+    /// Crate version of the compiler.
+    pub version: String,
+}
+
+/// Source of an artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceInfo {
+    /// Path as given on the command line.
+    pub path: String,
+    /// FNV-1a 64-bit hash of the source bytes, as 16 lowercase hex digits.
+    pub hash: String,
+}
+
+/// Element type of a tensor or scalar parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// IEEE binary16.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// IEEE binary32.
+    F32,
+    /// 32-bit signed integer.
+    I32,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::F16 | DType::Bf16 => 2,
+            DType::F32 | DType::I32 => 4,
+        }
+    }
+}
+
+/// Whether a parameter is read, written or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Read only.
+    Input,
+    /// Written (and possibly read).
+    Output,
+    /// Read and written.
+    Inout,
+}
+
+/// One kernel parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamMeta {
+    /// Parameter name in the source.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape as expressions over [`KernelMeta::sizes`] (e.g. `["B", "T", "H", "K"]`);
+    /// empty for a scalar parameter. Tensors are dense and row-major (last index fastest).
+    pub shape: Vec<String>,
+    /// Input / output role.
+    pub role: Role,
+}
+
+/// Launch configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchMeta {
+    /// Grid (x, y, z) as expressions over the sizes, e.g. `"cdiv(V, 64)"`; missing dims are `"1"`.
+    pub grid: [String; 3],
+    /// Threads per CTA.
+    pub block_threads: u32,
+    /// Dynamic shared memory per CTA in bytes.
+    pub dynamic_smem_bytes: u32,
+}
+
+/// The TMEM plan of a kernel (see `docs/tmem-planner.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TmemMeta {
+    /// Columns passed to the single `tcgen05.alloc` (power of two, 32..=512).
+    pub alloc_columns: u32,
+    /// Peak of simultaneously live columns.
+    pub peak_columns: u32,
+    /// Every TMEM buffer with its placement.
+    pub buffers: Vec<TmemBufferMeta>,
+    /// How many alloc / relinquish / dealloc instructions each CTA executes.
+    pub lifecycle: Lifecycle,
+}
+
+/// One planned TMEM buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TmemBufferMeta {
+    /// Source name (or a compiler-made name for temporaries).
+    pub name: String,
+    /// Lanes used (64 or 128).
+    pub lanes: u32,
+    /// Columns used (32-bit cells per lane).
+    pub columns: u32,
+    /// First column, relative to the allocation's base.
+    pub offset: u32,
+    /// Live range as `[first, last]` program points (inclusive).
+    pub live: [u32; 2],
+}
+
+/// Counts of TMEM lifecycle instructions per CTA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    /// `tcgen05.alloc` count.
+    pub alloc: u32,
+    /// `tcgen05.relinquish_alloc_permit` count.
+    pub relinquish: u32,
+    /// `tcgen05.dealloc` count.
+    pub dealloc: u32,
+}
+
+/// Resource usage reported by `ptxas -v`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PtxasInfo {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Bytes of spill stores.
+    pub spill_store_bytes: u32,
+    /// Bytes of spill loads.
+    pub spill_load_bytes: u32,
+    /// Shared memory per CTA in bytes as ptxas counts it.
+    pub shared_bytes: u32,
+    /// Stack frame bytes.
+    pub stack_bytes: u32,
+}
+
+/// The declared contract of a kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contract {
+    /// Whether local-memory spills are forbidden.
+    pub no_spill: bool,
+    /// Accumulator precision the kernel declares (e.g. `f32`).
+    pub accumulator: DType,
+}
+
+/// Files belonging to an artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactFiles {
+    /// PTX file name.
+    pub ptx: String,
+    /// Cubin file name, when ptxas was available.
+    pub cubin: Option<String>,
+}
