@@ -1,1 +1,10 @@
-//! tilec: a compiler for a small tile DSL.
+//! tilec: a compiler for a small tile DSL targeting NVIDIA Blackwell (`sm_100a`: tcgen05 tensor
+//! cores and tensor memory) and Hopper (`sm_90a`).
+//!
+//! Pipeline (see `docs/architecture.md`):
+//! `.tile` → [`syntax`] (logos lexer, lalrpop parser, AST with spans) → [`sema`] (names, types,
+//! shapes, target rules; lowers to the tile [`ir`]) → [`passes`] (TMEM plan, lints) →
+//! back end (PTX) and metadata.
+
+pub mod diag;
+pub mod ir;

@@ -1,0 +1,83 @@
+//! Stable diagnostic codes. Codes are never reused; `docs/language.md` lists them.
+
+/// A stable diagnostic code.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// E0001: a character that starts no token.
+    LexInvalidToken,
+    /// E0002: an integer or float literal out of range.
+    LexBadNumber,
+    /// E0101: a token the grammar does not expect here.
+    ParseUnexpected,
+    /// E0102: the file ends inside a construct.
+    ParseEof,
+    /// E0201: a name that is not defined.
+    UndefinedName,
+    /// E0202: a name defined twice in one scope.
+    DuplicateName,
+    /// E0203: wrong kind of name (e.g. a tensor used as a value).
+    WrongKind,
+    /// E0204: assignment to an immutable binding.
+    AssignImmutable,
+    /// E0205: a constant expression that cannot be evaluated (division by zero, overflow, symbol).
+    BadConst,
+    /// E0301: element types do not match.
+    TypeMismatch,
+    /// E0302: tile shapes do not match or cannot broadcast.
+    ShapeMismatch,
+    /// E0303: wrong number or kind of arguments to a builtin.
+    BadArguments,
+    /// E0304: wrong number of indices for a tensor, or a bad index.
+    BadIndex,
+    /// E0305: an operation not allowed in this memory space.
+    BadSpace,
+    /// E0306: an unknown builtin function.
+    UnknownFunction,
+    /// E0307: a tile dimension that is not a positive compile-time constant.
+    BadTileShape,
+    /// E0401: an MMA shape that is illegal for the target.
+    IllegalMmaShape,
+    /// E0402: TMEM over budget (co-live buffers need more than 512 columns).
+    TmemOverBudget,
+    /// E0403: a TMEM buffer shape that cannot be placed (lanes other than 64/128, ...).
+    BadTmemBuffer,
+    /// E0404: a kernel-level resource limit (threads per CTA, grid rank, ...).
+    BadLaunch,
+    /// W0501: a TMEM buffer written but never read.
+    TmemWriteOnly,
+    /// W0502: a loaded tile that is never used.
+    UnusedLoad,
+    /// W0503: a binding that is never used.
+    UnusedBinding,
+}
+
+impl Code {
+    /// The code as printed (`E0402`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::LexInvalidToken => "E0001",
+            Code::LexBadNumber => "E0002",
+            Code::ParseUnexpected => "E0101",
+            Code::ParseEof => "E0102",
+            Code::UndefinedName => "E0201",
+            Code::DuplicateName => "E0202",
+            Code::WrongKind => "E0203",
+            Code::AssignImmutable => "E0204",
+            Code::BadConst => "E0205",
+            Code::TypeMismatch => "E0301",
+            Code::ShapeMismatch => "E0302",
+            Code::BadArguments => "E0303",
+            Code::BadIndex => "E0304",
+            Code::BadSpace => "E0305",
+            Code::UnknownFunction => "E0306",
+            Code::BadTileShape => "E0307",
+            Code::IllegalMmaShape => "E0401",
+            Code::TmemOverBudget => "E0402",
+            Code::BadTmemBuffer => "E0403",
+            Code::BadLaunch => "E0404",
+            Code::TmemWriteOnly => "W0501",
+            Code::UnusedLoad => "W0502",
+            Code::UnusedBinding => "W0503",
+        }
+    }
+}

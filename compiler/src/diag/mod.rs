@@ -1,0 +1,201 @@
+//! Diagnostics: spans, stable codes, labels and notes, rendered by `codespan-reporting`.
+//!
+//! Every phase pushes [`Diagnostic`]s into a [`Diagnostics`] sink and keeps going where it can;
+//! the driver stops before code generation when [`Diagnostics::has_errors`] is true. Rendering
+//! happens only at the edge (CLI, tests) through [`Diagnostics::render`].
+
+mod codes;
+
+pub use codes::Code;
+
+use codespan_reporting::diagnostic as cs;
+use codespan_reporting::files::SimpleFile;
+use codespan_reporting::term;
+
+/// A byte range `start..end` in the source file.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    /// First byte.
+    pub start: u32,
+    /// One past the last byte.
+    pub end: u32,
+}
+
+impl Span {
+    /// A span from byte offsets (saturating at `u32::MAX`).
+    pub fn new(start: usize, end: usize) -> Span {
+        let c = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+        Span { start: c(start), end: c(end.max(start)) }
+    }
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+    }
+    /// As a `usize` range.
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// Severity of a diagnostic.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// A lint that does not stop compilation (unless `-D warnings`).
+    Warning,
+    /// Stops compilation before code generation.
+    Error,
+}
+
+/// A labelled span inside a diagnostic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Label {
+    /// Where.
+    pub span: Span,
+    /// What to say there.
+    pub message: String,
+    /// The primary label (`^^^`) or a secondary one (`---`).
+    pub primary: bool,
+}
+
+/// One diagnostic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Stable code (`E0301`, `W0401`, ...).
+    pub code: Code,
+    /// Headline.
+    pub message: String,
+    /// Labelled spans.
+    pub labels: Vec<Label>,
+    /// Notes printed below the snippet.
+    pub notes: Vec<String>,
+}
+
+impl Diagnostic {
+    /// An error with a primary label.
+    pub fn error(code: Code, message: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            labels: vec![Label { span, message: label.into(), primary: true }],
+            notes: vec![],
+        }
+    }
+    /// A warning with a primary label.
+    pub fn warning(code: Code, message: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message, span, label) }
+    }
+    /// Adds a secondary label.
+    pub fn with_label(mut self, span: Span, message: impl Into<String>) -> Diagnostic {
+        self.labels.push(Label { span, message: message.into(), primary: false });
+        self
+    }
+    /// Adds a note.
+    pub fn with_note(mut self, note: impl Into<String>) -> Diagnostic {
+        self.notes.push(note.into());
+        self
+    }
+    /// The span of the first primary label (or of the first label).
+    pub fn primary_span(&self) -> Option<Span> {
+        self.labels.iter().find(|l| l.primary).or(self.labels.first()).map(|l| l.span)
+    }
+}
+
+/// An accumulating sink of diagnostics.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnostics {
+    items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// An empty sink.
+    pub fn new() -> Diagnostics {
+        Diagnostics::default()
+    }
+    /// Adds a diagnostic.
+    pub fn push(&mut self, d: Diagnostic) {
+        self.items.push(d);
+    }
+    /// Appends all of `other`.
+    pub fn extend(&mut self, other: Diagnostics) {
+        self.items.extend(other.items);
+    }
+    /// Whether any error was reported.
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(|d| d.severity == Severity::Error)
+    }
+    /// Turns every warning into an error (`-D warnings`).
+    pub fn deny_warnings(&mut self) {
+        for d in &mut self.items {
+            if d.severity == Severity::Warning {
+                d.severity = Severity::Error;
+                d.notes.push("`-D warnings` turns this warning into an error".into());
+            }
+        }
+    }
+    /// The diagnostics, in source order (stable for equal positions).
+    pub fn sorted(&self) -> Vec<&Diagnostic> {
+        let mut v: Vec<&Diagnostic> = self.items.iter().collect();
+        v.sort_by_key(|d| d.primary_span().map(|s| s.start).unwrap_or(0));
+        v
+    }
+    /// All diagnostics in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.items.iter()
+    }
+    /// Number of diagnostics.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    /// Renders like rustc (no colour) for the file `name` with contents `src`.
+    pub fn render(&self, name: &str, src: &str, color: bool) -> String {
+        let file = SimpleFile::new(name, src);
+        let config = term::Config::default();
+        let mut out: Vec<u8> = Vec::new();
+        for d in self.sorted() {
+            let cd = to_codespan(d, src.len());
+            if color {
+                let mut w = term::termcolor::Ansi::new(&mut out);
+                let _ = term::emit(&mut w, &config, &file, &cd);
+            } else {
+                let mut w = term::termcolor::NoColor::new(&mut out);
+                let _ = term::emit(&mut w, &config, &file, &cd);
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+fn to_codespan(d: &Diagnostic, src_len: usize) -> cs::Diagnostic<()> {
+    let sev = match d.severity {
+        Severity::Error => cs::Severity::Error,
+        Severity::Warning => cs::Severity::Warning,
+    };
+    let clamp = |s: Span| {
+        let r = s.range();
+        r.start.min(src_len)..r.end.min(src_len)
+    };
+    cs::Diagnostic::new(sev)
+        .with_code(d.code.as_str())
+        .with_message(&d.message)
+        .with_labels(
+            d.labels
+                .iter()
+                .map(|l| {
+                    let lab = if l.primary {
+                        cs::Label::primary((), clamp(l.span))
+                    } else {
+                        cs::Label::secondary((), clamp(l.span))
+                    };
+                    lab.with_message(&l.message)
+                })
+                .collect(),
+        )
+        .with_notes(d.notes.clone())
+}

@@ -1,0 +1,483 @@
+//! The tile IR.
+//!
+//! A [`Module`] holds kernels. A [`Kernel`] is *structured*: its body is a [`Block`], an ordered
+//! list of instructions, and a `for` instruction owns its body block. There is no CFG and no phi:
+//!
+//! * **Values** ([`Value`]) are SSA scalars and immutable register tiles. A value defined inside a
+//!   loop body is visible only in that body (and blocks nested in it).
+//! * **Variables** ([`Var`]) are mutable tile slots in one memory space ([`Space`]): registers,
+//!   shared memory or tensor memory. Loop-carried state (an accumulator, the state gradient dS
+//!   of a reverse scan) is a variable. Every TMEM buffer the planner places is a TMEM variable.
+//! * **Instructions** ([`Inst`]) have at most one result.
+//!
+//! Program order is the pre-order walk of the body: a loop instruction comes before the
+//! instructions of its body. Program points ([`ProgramPoints`]) number instructions in that order;
+//! liveness and the TMEM planner work on those numbers.
+//!
+//! Ownership follows Cranelift: `PrimaryMap`s own data, `SecondaryMap`s hold side facts (spans).
+//! The text form is produced by [`write::write_module`] and is deterministic.
+
+pub mod builder;
+mod entities;
+mod types;
+pub mod validate;
+pub mod write;
+
+use cranelift_entity::{PrimaryMap, SecondaryMap};
+
+pub use entities::{Block, Inst, Param, Value, Var};
+pub use types::{broadcast, tmem_columns, tmem_lane_base, Elem, SizeExpr, SizeOp, Space, Type};
+
+use crate::diag::Span;
+
+/// A compilation unit: the kernels of one `.tile` file.
+#[derive(Clone, Debug, Default)]
+pub struct Module {
+    /// Kernels in source order.
+    pub kernels: Vec<Kernel>,
+}
+
+/// One GPU kernel.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// Kernel name (the PTX entry symbol).
+    pub name: String,
+    /// Span of the kernel's name.
+    pub span: Span,
+    /// Symbolic sizes, in order of first appearance in parameter shapes. Each becomes an `i32`
+    /// kernel argument after the declared parameters.
+    pub sizes: Vec<String>,
+    /// Declared parameters.
+    pub params: PrimaryMap<Param, ParamData>,
+    /// Launch grid (x, y, z) over the symbolic sizes.
+    pub grid: [SizeExpr; 3],
+    /// Threads per CTA. Tensor-memory accesses are made by warps `0..threads/32`; warp `w`
+    /// touches lanes `32*(w%4)..32*(w%4)+31` (blackwell.md §1.3).
+    pub threads: u32,
+    /// Variables (mutable tile slots).
+    pub vars: PrimaryMap<Var, VarData>,
+    /// SSA values.
+    pub values: PrimaryMap<Value, ValueData>,
+    /// Instructions.
+    pub insts: PrimaryMap<Inst, InstData>,
+    /// Blocks.
+    pub blocks: PrimaryMap<Block, BlockData>,
+    /// The kernel's top-level block.
+    pub body: Block,
+    /// Source span of each instruction (missing spans are the default, empty span).
+    pub inst_spans: SecondaryMap<Inst, Span>,
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamData {
+    /// Source name.
+    pub name: String,
+    /// Tensor or scalar.
+    pub kind: ParamKind,
+    /// Declaration span.
+    pub span: Span,
+}
+
+/// Kind of a parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamKind {
+    /// A dense, row-major global tensor.
+    Tensor {
+        /// Element type.
+        elem: Elem,
+        /// Shape over symbolic sizes and constants.
+        shape: Vec<SizeExpr>,
+        /// Whether the kernel writes it.
+        output: bool,
+    },
+    /// A scalar passed by value.
+    Scalar(Elem),
+}
+
+/// A variable: a mutable tile slot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarData {
+    /// Source name, or a compiler-made name (starting with `%`) for temporaries.
+    pub name: String,
+    /// Memory space.
+    pub space: Space,
+    /// Tile type (always a tile).
+    pub ty: Type,
+    /// Declaration span.
+    pub span: Span,
+}
+
+/// An SSA value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueData {
+    /// Type.
+    pub ty: Type,
+    /// Where it is defined.
+    pub def: ValueDef,
+}
+
+/// Definition site of a value.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum ValueDef {
+    /// The result of an instruction.
+    Result(Inst),
+    /// The induction variable of a `for` instruction.
+    LoopIndex(Inst),
+}
+
+/// A block: an ordered list of instructions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockData {
+    /// Instructions in program order.
+    pub insts: Vec<Inst>,
+}
+
+/// An instruction and its result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstData {
+    /// The operation.
+    pub op: Op,
+    /// The result value, if the operation produces one.
+    pub result: Option<Value>,
+}
+
+/// Elementwise unary operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `-x`
+    Neg,
+    /// `exp2(x)`, fp32 (PTX `ex2.approx.ftz.f32` on the GPU is *not* used: see the back end).
+    Exp2,
+    /// `log2(x)`
+    Log2,
+    /// `exp(x)` = exp2(x * log2(e))
+    Exp,
+    /// `abs(x)`
+    Abs,
+    /// `sqrt(x)`
+    Sqrt,
+    /// `!x` on predicates
+    Not,
+}
+
+/// Elementwise binary operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integer division truncates; indices are non-negative)
+    Div,
+    /// `%`
+    Rem,
+    /// `min(a, b)`
+    Min,
+    /// `max(a, b)`
+    Max,
+    /// `cdiv(a, b)` (integers only)
+    Cdiv,
+    /// `&&` on predicates
+    And,
+    /// `||` on predicates
+    Or,
+}
+
+/// Comparison operators (result `bool`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// Reduction operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Sum (fp32 accumulation).
+    Sum,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+}
+
+/// Tile axis.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Axis {
+    /// Along rows: the result has one value per row (`[R, 1]`).
+    Row,
+    /// Along columns: the result has one value per column (`[1, C]`).
+    Col,
+}
+
+/// Triangular masks over `(row, col)` of a tile.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TriMask {
+    /// `col < row`
+    StrictLower,
+    /// `col <= row`
+    Lower,
+}
+
+/// One index of a global tensor access.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Index {
+    /// A single position (an `i32` scalar value).
+    Point(Value),
+    /// `start .. start + len`: a tile dimension of constant length.
+    Range {
+        /// First index (an `i32` scalar value).
+        start: Value,
+        /// Constant length.
+        len: u32,
+    },
+}
+
+/// An MMA operand: a shared- or tensor-memory variable, possibly read transposed.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct MmaOperand {
+    /// The variable holding the operand.
+    pub var: Var,
+    /// Whether the operand is used transposed.
+    pub transposed: bool,
+}
+
+/// Operations.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// Integer constant (scalar i32).
+    ConstInt(i64),
+    /// Float constant (scalar f32).
+    ConstFloat(f64),
+    /// `program_id(axis)`: this CTA's index in the grid (scalar i32).
+    ProgramId(u8),
+    /// The value of a symbolic size (scalar i32), by index into [`Kernel::sizes`].
+    Size(usize),
+    /// The value of a scalar parameter.
+    ScalarParam(Param),
+    /// Elementwise unary operation.
+    Unary(UnOp, Value),
+    /// Elementwise binary operation with broadcasting.
+    Binary(BinOp, Value, Value),
+    /// Elementwise comparison with broadcasting.
+    Cmp(CmpOp, Value, Value),
+    /// `select(cond, a, b)` with broadcasting.
+    Select(Value, Value, Value),
+    /// Conversion; float narrowing rounds to nearest even (an explicit rounding point).
+    Cast(Value, Elem),
+    /// A tile filled with a scalar.
+    Splat(Value),
+    /// Row (`Axis::Row`) or column (`Axis::Col`) indices of a tile, as i32.
+    Iota(Axis),
+    /// A triangular predicate tile.
+    Mask(TriMask),
+    /// Reduction along an axis.
+    Reduce(ReduceOp, Axis, Value),
+    /// Transpose of a register tile.
+    Transpose(Value),
+    /// Load from a global tensor. Elements outside the tensor are 0 (masked partial tiles).
+    Load {
+        /// The tensor parameter.
+        src: Param,
+        /// One index per tensor dimension.
+        index: Vec<Index>,
+    },
+    /// Store to a global tensor. Elements outside the tensor are skipped.
+    Store {
+        /// The tensor parameter.
+        dst: Param,
+        /// One index per tensor dimension.
+        index: Vec<Index>,
+        /// The tile (or scalar) to store; converted to the tensor's element type.
+        value: Value,
+    },
+    /// Read a variable's current contents.
+    ReadVar(Var),
+    /// Overwrite a variable.
+    WriteVar(Var, Value),
+    /// Matrix multiply-accumulate: `dst = (negate ? -1 : 1) * a @ b (+ dst if accumulate)`.
+    Mma {
+        /// Accumulator (TMEM on sm_100a; registers on sm_90a).
+        dst: Var,
+        /// Left operand (`M x K` after transposition).
+        a: MmaOperand,
+        /// Right operand (`K x N` after transposition).
+        b: MmaOperand,
+        /// Add to the previous contents of `dst`.
+        accumulate: bool,
+        /// Subtract the product instead of adding it.
+        negate: bool,
+    },
+    /// Counted loop over `lo..hi` (i32), in reverse order when `reverse`.
+    For {
+        /// Lower bound (inclusive).
+        lo: Value,
+        /// Upper bound (exclusive).
+        hi: Value,
+        /// Iterate `hi-1` down to `lo`.
+        reverse: bool,
+        /// Loop body.
+        body: Block,
+    },
+    /// `tcgen05.alloc` of `columns` TMEM columns (inserted by the TMEM planner).
+    TmemAlloc {
+        /// Power of two in 32..=512.
+        columns: u32,
+    },
+    /// `tcgen05.relinquish_alloc_permit` (inserted by the TMEM planner).
+    TmemRelinquish,
+    /// `tcgen05.dealloc` of `columns` TMEM columns (inserted by the TMEM planner).
+    TmemDealloc {
+        /// Same as the allocation.
+        columns: u32,
+    },
+}
+
+impl Kernel {
+    /// An empty kernel named `name`.
+    pub fn new(name: &str, span: Span) -> Kernel {
+        let mut blocks = PrimaryMap::new();
+        let body = blocks.push(BlockData::default());
+        Kernel {
+            name: name.to_string(),
+            span,
+            sizes: Vec::new(),
+            params: PrimaryMap::new(),
+            grid: [SizeExpr::Const(1), SizeExpr::Const(1), SizeExpr::Const(1)],
+            threads: 128,
+            vars: PrimaryMap::new(),
+            values: PrimaryMap::new(),
+            insts: PrimaryMap::new(),
+            blocks,
+            body,
+            inst_spans: SecondaryMap::new(),
+        }
+    }
+
+    /// Type of a value.
+    pub fn value_type(&self, v: Value) -> Type {
+        self.values[v].ty
+    }
+
+    /// Visits every instruction in program order (pre-order: a loop before its body).
+    pub fn walk(&self, mut f: impl FnMut(Inst)) {
+        fn go(k: &Kernel, b: Block, f: &mut dyn FnMut(Inst)) {
+            for &i in &k.blocks[b].insts {
+                f(i);
+                if let Op::For { body, .. } = k.insts[i].op {
+                    go(k, body, f);
+                }
+            }
+        }
+        go(self, self.body, &mut f);
+    }
+
+    /// Values an instruction reads.
+    pub fn inst_args(&self, i: Inst) -> Vec<Value> {
+        match &self.insts[i].op {
+            Op::ConstInt(_)
+            | Op::ConstFloat(_)
+            | Op::ProgramId(_)
+            | Op::Size(_)
+            | Op::ScalarParam(_)
+            | Op::Iota(_)
+            | Op::Mask(_)
+            | Op::ReadVar(_)
+            | Op::Mma { .. }
+            | Op::TmemAlloc { .. }
+            | Op::TmemRelinquish
+            | Op::TmemDealloc { .. } => vec![],
+            Op::Unary(_, a) | Op::Cast(a, _) | Op::Splat(a) | Op::Reduce(_, _, a) | Op::Transpose(a) => {
+                vec![*a]
+            }
+            Op::WriteVar(_, a) => vec![*a],
+            Op::Binary(_, a, b) | Op::Cmp(_, a, b) => vec![*a, *b],
+            Op::Select(c, a, b) => vec![*c, *a, *b],
+            Op::Load { index, .. } => index_values(index),
+            Op::Store { index, value, .. } => {
+                let mut v = index_values(index);
+                v.push(*value);
+                v
+            }
+            Op::For { lo, hi, .. } => vec![*lo, *hi],
+        }
+    }
+
+    /// Variables an instruction reads and writes: `(reads, writes)`.
+    pub fn inst_vars(&self, i: Inst) -> (Vec<Var>, Vec<Var>) {
+        match &self.insts[i].op {
+            Op::ReadVar(v) => (vec![*v], vec![]),
+            Op::WriteVar(v, _) => (vec![], vec![*v]),
+            Op::Mma { dst, a, b, accumulate, .. } => {
+                let mut reads = vec![a.var, b.var];
+                if *accumulate {
+                    reads.push(*dst);
+                }
+                (reads, vec![*dst])
+            }
+            _ => (vec![], vec![]),
+        }
+    }
+}
+
+fn index_values(index: &[Index]) -> Vec<Value> {
+    index
+        .iter()
+        .map(|ix| match ix {
+            Index::Point(v) | Index::Range { start: v, .. } => *v,
+        })
+        .collect()
+}
+
+/// Program points: the pre-order number of every instruction, and the extent of every loop.
+#[derive(Clone, Debug)]
+pub struct ProgramPoints {
+    /// Program point of each instruction.
+    pub point: SecondaryMap<Inst, u32>,
+    /// For each `for` instruction: the last program point inside its body (inclusive).
+    pub loop_end: SecondaryMap<Inst, u32>,
+    /// Enclosing loops of each instruction, innermost last.
+    pub enclosing: SecondaryMap<Inst, Vec<Inst>>,
+    /// Number of program points.
+    pub len: u32,
+}
+
+impl ProgramPoints {
+    /// Numbers the instructions of `k` in program order.
+    pub fn compute(k: &Kernel) -> ProgramPoints {
+        let mut pp = ProgramPoints {
+            point: SecondaryMap::new(),
+            loop_end: SecondaryMap::new(),
+            enclosing: SecondaryMap::new(),
+            len: 0,
+        };
+        fn go(k: &Kernel, b: Block, stack: &mut Vec<Inst>, pp: &mut ProgramPoints) {
+            for &i in &k.blocks[b].insts {
+                pp.point[i] = pp.len;
+                pp.enclosing[i] = stack.clone();
+                pp.len += 1;
+                if let Op::For { body, .. } = k.insts[i].op {
+                    stack.push(i);
+                    go(k, body, stack, pp);
+                    stack.pop();
+                    pp.loop_end[i] = pp.len.saturating_sub(1).max(pp.point[i]);
+                }
+            }
+        }
+        go(k, k.body, &mut Vec::new(), &mut pp);
+        pp
+    }
+}

@@ -1,0 +1,271 @@
+//! Types of the tile IR: element types, tile shapes, memory spaces and size expressions.
+
+use std::fmt;
+
+/// Element (scalar) type.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Elem {
+    /// 1-bit predicate (results of comparisons and masks).
+    Bool,
+    /// 32-bit signed integer (indices, sizes).
+    I32,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16 (8-bit exponent, 7-bit mantissa).
+    Bf16,
+    /// IEEE binary32.
+    F32,
+}
+
+impl Elem {
+    /// Storage size in bytes (Bool counts as 1 byte; it never lives in memory).
+    pub fn size_bytes(self) -> u32 {
+        match self {
+            Elem::Bool => 1,
+            Elem::F16 | Elem::Bf16 => 2,
+            Elem::I32 | Elem::F32 => 4,
+        }
+    }
+    /// Whether this is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, Elem::F16 | Elem::Bf16 | Elem::F32)
+    }
+    /// Source spelling (`bf16`, `f32`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Elem::Bool => "bool",
+            Elem::I32 => "i32",
+            Elem::F16 => "f16",
+            Elem::Bf16 => "bf16",
+            Elem::F32 => "f32",
+        }
+    }
+    /// Parses a source spelling.
+    pub fn from_name(s: &str) -> Option<Elem> {
+        Some(match s {
+            "bool" => Elem::Bool,
+            "i32" => Elem::I32,
+            "f16" => Elem::F16,
+            "bf16" => Elem::Bf16,
+            "f32" => Elem::F32,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Elem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a tile lives.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Space {
+    /// Per-thread registers (distributed over the CTA's threads).
+    Reg,
+    /// CTA shared memory.
+    Smem,
+    /// Blackwell tensor memory (128 lanes x 512 columns of 32-bit cells per SM).
+    Tmem,
+}
+
+impl Space {
+    /// Source spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Space::Reg => "reg",
+            Space::Smem => "smem",
+            Space::Tmem => "tmem",
+        }
+    }
+}
+
+impl fmt::Display for Space {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Type of an SSA value or a variable: a scalar or a 2-D tile with constant shape.
+///
+/// Vectors are tiles with one dimension 1: a per-row vector is `[R, 1]`, a per-column vector
+/// `[1, C]`. Binary operations broadcast a dimension of extent 1 (and scalars) against the other
+/// operand, as NumPy does for 2-D arrays.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Type {
+    /// A scalar, uniform across the CTA.
+    Scalar(Elem),
+    /// A `rows x cols` tile.
+    Tile {
+        /// Element type.
+        elem: Elem,
+        /// Number of rows.
+        rows: u32,
+        /// Number of columns.
+        cols: u32,
+    },
+}
+
+impl Type {
+    /// Element type of a scalar or tile.
+    pub fn elem(self) -> Elem {
+        match self {
+            Type::Scalar(e) | Type::Tile { elem: e, .. } => e,
+        }
+    }
+    /// `(rows, cols)` of a tile; `None` for scalars.
+    pub fn shape(self) -> Option<(u32, u32)> {
+        match self {
+            Type::Scalar(_) => None,
+            Type::Tile { rows, cols, .. } => Some((rows, cols)),
+        }
+    }
+    /// The same shape with another element type.
+    pub fn with_elem(self, elem: Elem) -> Type {
+        match self {
+            Type::Scalar(_) => Type::Scalar(elem),
+            Type::Tile { rows, cols, .. } => Type::Tile { elem, rows, cols },
+        }
+    }
+    /// Shorthand for a tile type.
+    pub fn tile(elem: Elem, rows: u32, cols: u32) -> Type {
+        Type::Tile { elem, rows, cols }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Scalar(e) => write!(f, "{e}"),
+            Type::Tile { elem, rows, cols } => write!(f, "{elem}[{rows}, {cols}]"),
+        }
+    }
+}
+
+/// A size expression over the kernel's symbolic sizes (shapes of global tensors, the grid).
+///
+/// Printed in the syntax the runtime's evaluator reads (`docs/metadata.md`): `B`, `T * H`,
+/// `cdiv(V, 64)`.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub enum SizeExpr {
+    /// A constant.
+    Const(i64),
+    /// A symbolic size, by name.
+    Sym(String),
+    /// Binary arithmetic.
+    Bin(SizeOp, Box<SizeExpr>, Box<SizeExpr>),
+}
+
+/// Operators of [`SizeExpr`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum SizeOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (floor division of non-negative numbers)
+    Div,
+    /// `a % b`
+    Rem,
+    /// `cdiv(a, b)` = ceil(a / b)
+    Cdiv,
+    /// `min(a, b)`
+    Min,
+    /// `max(a, b)`
+    Max,
+}
+
+impl SizeExpr {
+    /// The constant value, when the expression has no symbols.
+    pub fn as_const(&self) -> Option<i64> {
+        match self {
+            SizeExpr::Const(c) => Some(*c),
+            SizeExpr::Sym(_) => None,
+            SizeExpr::Bin(op, a, b) => {
+                let (a, b) = (a.as_const()?, b.as_const()?);
+                op.apply(a, b)
+            }
+        }
+    }
+}
+
+impl SizeOp {
+    /// Evaluates the operator; `None` on division by zero or overflow.
+    pub fn apply(self, a: i64, b: i64) -> Option<i64> {
+        match self {
+            SizeOp::Add => a.checked_add(b),
+            SizeOp::Sub => a.checked_sub(b),
+            SizeOp::Mul => a.checked_mul(b),
+            SizeOp::Div => a.checked_div(b),
+            SizeOp::Rem => a.checked_rem(b),
+            SizeOp::Cdiv => {
+                if b == 0 {
+                    None
+                } else {
+                    a.checked_add(b - 1).map(|x| x / b)
+                }
+            }
+            SizeOp::Min => Some(a.min(b)),
+            SizeOp::Max => Some(a.max(b)),
+        }
+    }
+}
+
+impl fmt::Display for SizeExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeExpr::Const(c) => write!(f, "{c}"),
+            SizeExpr::Sym(s) => f.write_str(s),
+            SizeExpr::Bin(op, a, b) => {
+                let name = match op {
+                    SizeOp::Add => "+",
+                    SizeOp::Sub => "-",
+                    SizeOp::Mul => "*",
+                    SizeOp::Div => "/",
+                    SizeOp::Rem => "%",
+                    SizeOp::Cdiv => return write!(f, "cdiv({a}, {b})"),
+                    SizeOp::Min => return write!(f, "min({a}, {b})"),
+                    SizeOp::Max => return write!(f, "max({a}, {b})"),
+                };
+                write!(f, "({a} {name} {b})")
+            }
+        }
+    }
+}
+
+/// The shape two operands broadcast to: scalars broadcast to anything, and a tile dimension of
+/// extent 1 broadcasts against any extent (NumPy rules restricted to 2-D).
+///
+/// Returns `Ok(None)` when both are scalars, `Ok(Some((rows, cols)))` for a tile result and
+/// `Err(())` when the shapes are incompatible.
+#[allow(clippy::result_unit_err)]
+pub fn broadcast(a: Type, b: Type) -> Result<Option<(u32, u32)>, ()> {
+    match (a.shape(), b.shape()) {
+        (None, None) => Ok(None),
+        (Some(s), None) | (None, Some(s)) => Ok(Some(s)),
+        (Some((r1, c1)), Some((r2, c2))) => {
+            let dim = |x: u32, y: u32| if x == y || y == 1 { Ok(x) } else if x == 1 { Ok(y) } else { Err(()) };
+            Ok(Some((dim(r1, r2)?, dim(c1, c2)?)))
+        }
+    }
+}
+
+/// TMEM columns a `rows x cols` tile of `elem` occupies: one 32-bit cell per element for 32-bit
+/// types, two 16-bit elements packed per cell otherwise (blackwell.md §1.1, §4.1).
+pub fn tmem_columns(elem: Elem, cols: u32) -> u32 {
+    if elem.size_bytes() >= 4 {
+        cols
+    } else {
+        cols.div_ceil(4 / elem.size_bytes())
+    }
+}
+
+/// The TMEM lane quarter warp `warp` may access with `tcgen05.ld/st`: lanes
+/// `32*(warp%4) .. 32*(warp%4)+31` (PTX ISA, tcgen05 memory-access restriction; blackwell.md §1.3).
+/// The back end assigns every TMEM access through this function; the IR validator checks it.
+pub fn tmem_lane_base(warp: u32) -> u32 {
+    32 * (warp % 4)
+}
