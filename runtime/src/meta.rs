@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod load;
+pub use load::{MetaError, MAX_BLOCK_THREADS};
+
 /// Version of the metadata schema this crate reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -190,6 +193,45 @@ pub struct Contract {
     pub no_spill: bool,
     /// Accumulator precision the kernel declares (e.g. `f32`).
     pub accumulator: DType,
+    /// Name of the reference operator the kernel implements (e.g. `gemm`,
+    /// `gdn.bwd.dhu`), which `kverify` maps to its fp64 reference; absent when undeclared.
+    /// Optional since schema v1 (files without it stay valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// The shape envelope: the legal range of each symbolic size. Sizes not listed are
+    /// unconstrained (any value ≥ 1). Optional since schema v1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub envelope: Vec<SizeBound>,
+}
+
+/// The legal values of one symbolic size: `min ≤ value ≤ max` and `value % multiple_of == 0`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeBound {
+    /// The size name (one of [`KernelMeta::sizes`]).
+    pub size: String,
+    /// Smallest legal value (default 1).
+    #[serde(default = "one")]
+    pub min: u64,
+    /// Largest legal value; `None` means no upper bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+    /// The value must be a multiple of this (default 1).
+    #[serde(default = "one")]
+    pub multiple_of: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl SizeBound {
+    /// Whether `value` lies inside this bound.
+    pub fn admits(&self, value: u64) -> bool {
+        value >= self.min
+            && self.max.is_none_or(|m| value <= m)
+            && (self.multiple_of == 0 || value % self.multiple_of == 0)
+    }
 }
 
 /// Files belonging to an artifact.
@@ -200,4 +242,51 @@ pub struct ArtifactFiles {
     pub ptx: String,
     /// Cubin file name, when ptxas was available.
     pub cubin: Option<String>,
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! Hand-written metadata shared by the unit tests.
+    use super::*;
+
+    /// The `axpb` smoke-test kernel: `y[i] = a * x[i] + b` for `i < N`, one thread per element.
+    /// Must match `runtime/tests/fixtures/axpb.meta.json` (checked by a test in `bind`).
+    pub(crate) fn axpb_meta() -> KernelMeta {
+        let p = |name: &str, dtype, shape: &[&str], role| ParamMeta {
+            name: name.into(),
+            dtype,
+            shape: shape.iter().map(|s| s.to_string()).collect(),
+            role,
+        };
+        KernelMeta {
+            schema_version: SCHEMA_VERSION,
+            kernel: "axpb".into(),
+            target: "sm_90a".into(),
+            compiler: CompilerInfo { name: "hand-written".into(), version: "0".into() },
+            source: SourceInfo { path: "runtime/tests/fixtures/axpb.ptx".into(), hash: "0000000000000000".into() },
+            sizes: vec!["N".into()],
+            params: vec![
+                p("a", DType::F32, &[], Role::Input),
+                p("x", DType::F32, &["N"], Role::Input),
+                p("y", DType::F32, &["N"], Role::Output),
+                p("b", DType::F32, &[], Role::Input),
+                p("N", DType::I32, &[], Role::Input),
+            ],
+            launch: LaunchMeta {
+                grid: ["cdiv(N, 128)".into(), "1".into(), "1".into()],
+                block_threads: 128,
+                dynamic_smem_bytes: 0,
+            },
+            tmem: None,
+            smem_bytes: 0,
+            ptxas: None,
+            contract: Contract {
+                no_spill: true,
+                accumulator: DType::F32,
+                reference: Some("axpb".into()),
+                envelope: vec![SizeBound { size: "N".into(), min: 1, max: Some(1 << 30), multiple_of: 1 }],
+            },
+            files: ArtifactFiles { ptx: "axpb.ptx".into(), cubin: None },
+        }
+    }
 }

@@ -1,0 +1,505 @@
+//! Argument binding: checks caller-supplied tensors and scalars against a kernel's metadata
+//! signature, infers the symbolic sizes, and computes the launch grid.
+//!
+//! Sizes are inferred from tensor extents wherever a shape dimension is a bare size name
+//! (`q: [B, T, H, K]` gives B, T, H, K); dimensions written as expressions (`B*T`,
+//! `cdiv(T, 64)`) are then evaluated and checked. A size can also be given explicitly
+//! ([`Args::sizes`]), or through an i32 scalar parameter of the same name; every source must
+//! agree. An i32 scalar parameter named like a size and not supplied is filled with the size
+//! (kernels take their extents as such scalars).
+//!
+//! Output tensors need not be supplied: they are allocated with the computed shape and zero
+//! contents. If supplied, they are checked like inputs and their contents are the initial
+//! device contents. Nothing here touches a GPU, so all of it is tested on CPU-only machines.
+
+use std::collections::BTreeMap;
+
+use half::{bf16, f16};
+use thiserror::Error;
+
+use crate::expr::{ExprError, SizeExpr};
+use crate::meta::{DType, KernelMeta, Role};
+use crate::st::TensorMap;
+use crate::tensor::{HostTensor, TensorError};
+
+/// Largest grid extent per axis (x, y, z) the CUDA driver accepts on sm_90 / sm_100.
+pub const MAX_GRID: [i64; 3] = [(1 << 31) - 1, 65535, 65535];
+
+/// A scalar kernel argument, passed by value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    /// 32-bit float.
+    F32(f32),
+    /// 32-bit signed integer.
+    I32(i32),
+    /// IEEE half.
+    F16(f16),
+    /// bfloat16.
+    Bf16(bf16),
+}
+
+impl Scalar {
+    /// The scalar's dtype.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Scalar::F32(_) => DType::F32,
+            Scalar::I32(_) => DType::I32,
+            Scalar::F16(_) => DType::F16,
+            Scalar::Bf16(_) => DType::Bf16,
+        }
+    }
+}
+
+/// What the caller supplies for one launch.
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    /// Tensor arguments by parameter name.
+    pub tensors: TensorMap,
+    /// Scalar arguments by parameter name.
+    pub scalars: BTreeMap<String, Scalar>,
+    /// Explicit size values (needed only for sizes no tensor extent reveals).
+    pub sizes: BTreeMap<String, u64>,
+}
+
+/// A tensor parameter after binding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundTensor<'a> {
+    /// Parameter name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Role from the signature.
+    pub role: Role,
+    /// Concrete shape (the signature's expressions evaluated).
+    pub shape: Vec<usize>,
+    /// The supplied contents; `None` for an output the caller did not supply (zero-filled).
+    pub data: Option<&'a HostTensor>,
+}
+
+/// One kernel argument after binding, in PTX parameter order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BoundArg<'a> {
+    /// A tensor, passed as a device pointer.
+    Tensor(BoundTensor<'a>),
+    /// A scalar, passed by value.
+    Scalar {
+        /// Parameter name.
+        name: String,
+        /// Value.
+        value: Scalar,
+    },
+}
+
+/// The result of binding: everything a launch needs, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding<'a> {
+    /// Every size with a value, by name.
+    pub sizes: BTreeMap<String, u64>,
+    /// Grid (x, y, z) in CTAs.
+    pub grid: [u32; 3],
+    /// Threads per CTA (x, y, z); the metadata gives a 1-D block.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per CTA in bytes.
+    pub dynamic_smem_bytes: u32,
+    /// Arguments in PTX parameter order.
+    pub args: Vec<BoundArg<'a>>,
+}
+
+/// Why a set of arguments does not fit a kernel's signature. Every variant names the
+/// parameter (or size) and, where it applies, the expected and the found value.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum BindError {
+    /// A supplied tensor, scalar or size the signature does not have.
+    #[error("kernel `{kernel}` has no {kind} `{name}` (its {kind}s: {known})")]
+    Unknown {
+        /// Kernel name.
+        kernel: String,
+        /// `tensor parameter`, `scalar parameter` or `size`.
+        kind: &'static str,
+        /// The supplied name.
+        name: String,
+        /// The names the signature does have, comma-separated.
+        known: String,
+    },
+    /// A required parameter was not supplied.
+    #[error("missing {role:?} parameter `{param}`: expected {expected}")]
+    Missing {
+        /// Parameter name.
+        param: String,
+        /// Its role.
+        role: Role,
+        /// What it should be, e.g. `bf16 tensor [B, T, H, K]`.
+        expected: String,
+    },
+    /// A tensor supplied for a scalar parameter or the reverse.
+    #[error("parameter `{param}`: expected a {expected}, found a {found}")]
+    WrongKind {
+        /// Parameter name.
+        param: String,
+        /// `tensor` or `scalar`.
+        expected: &'static str,
+        /// `tensor` or `scalar`.
+        found: &'static str,
+    },
+    /// Wrong element type.
+    #[error("parameter `{param}`: expected dtype {expected:?}, found {found:?}")]
+    WrongDtype {
+        /// Parameter name.
+        param: String,
+        /// Dtype in the signature.
+        expected: DType,
+        /// Dtype supplied.
+        found: DType,
+    },
+    /// Wrong number of dimensions.
+    #[error("parameter `{param}`: expected rank {expected} ({shape}), found rank {found} {found_shape:?}")]
+    WrongRank {
+        /// Parameter name.
+        param: String,
+        /// Rank in the signature.
+        expected: usize,
+        /// The signature's shape, e.g. `[B, T, H, K]`.
+        shape: String,
+        /// Rank supplied.
+        found: usize,
+        /// Shape supplied.
+        found_shape: Vec<usize>,
+    },
+    /// Two sources give a size different values.
+    #[error("size `{size}` is inconsistent: {first} gives {first_value}, but {second} gives {second_value}")]
+    InconsistentSize {
+        /// Size name.
+        size: String,
+        /// Where the first value came from, e.g. ``parameter `q` dim 1``.
+        first: String,
+        /// The first value.
+        first_value: u64,
+        /// Where the conflicting value came from.
+        second: String,
+        /// The conflicting value.
+        second_value: u64,
+    },
+    /// A dimension written as an expression does not match the supplied extent.
+    #[error("parameter `{param}` dim {dim}: expected {expr} = {expected}, found {found}")]
+    WrongExtent {
+        /// Parameter name.
+        param: String,
+        /// Dimension index.
+        dim: usize,
+        /// The dimension's expression.
+        expr: String,
+        /// Its value.
+        expected: i64,
+        /// The supplied extent.
+        found: usize,
+    },
+    /// No tensor extent, scalar or explicit value determines a size that is needed.
+    #[error("size `{size}` (used by {used_by}) cannot be inferred from the arguments; give it explicitly")]
+    UnresolvedSize {
+        /// Size name.
+        size: String,
+        /// Where it is used.
+        used_by: String,
+    },
+    /// A size lies outside the kernel's declared shape envelope.
+    #[error("size `{size}` = {value} is outside the kernel's envelope ({bound})")]
+    OutsideEnvelope {
+        /// Size name.
+        size: String,
+        /// Its value.
+        value: u64,
+        /// The bound, e.g. `64 <= T <= 65536, multiple of 64`.
+        bound: String,
+    },
+    /// A computed extent or grid dimension is out of range (negative, zero grid, too large).
+    #[error("{what} = `{expr}` evaluates to {value}, outside {range}")]
+    OutOfRange {
+        /// What was computed, e.g. `launch.grid[1]` or ``parameter `h` dim 2``.
+        what: String,
+        /// The expression.
+        expr: String,
+        /// Its value.
+        value: i64,
+        /// The legal range.
+        range: String,
+    },
+    /// A supplied tensor's bytes do not match its own shape.
+    #[error("parameter `{param}`: {source}")]
+    BadTensor {
+        /// Parameter name.
+        param: String,
+        /// The inconsistency.
+        source: TensorError,
+    },
+    /// An expression failed to evaluate (unvalidated metadata, overflow, division by zero).
+    #[error("{context}: {source}")]
+    Expr {
+        /// Which field.
+        context: String,
+        /// The failure.
+        source: ExprError,
+    },
+}
+
+fn shape_text(shape: &[String]) -> String {
+    format!("[{}]", shape.join(", "))
+}
+
+fn parse(context: impl Fn() -> String, text: &str) -> Result<SizeExpr, BindError> {
+    SizeExpr::parse(text).map_err(|source| BindError::Expr { context: context(), source })
+}
+
+/// Known size values with where each came from (for error messages).
+struct SizeTable(BTreeMap<String, (u64, String)>);
+
+impl SizeTable {
+    fn record(&mut self, size: &str, value: u64, source: String) -> Result<(), BindError> {
+        match self.0.get(size) {
+            Some((v, first)) if *v != value => Err(BindError::InconsistentSize {
+                size: size.to_string(),
+                first: first.clone(),
+                first_value: *v,
+                second: source,
+                second_value: value,
+            }),
+            Some(_) => Ok(()),
+            None => {
+                self.0.insert(size.to_string(), (value, source));
+                Ok(())
+            }
+        }
+    }
+
+    fn env(&self) -> BTreeMap<String, i64> {
+        // Sizes come from usize extents or u64 given values; anything beyond i64 saturates and
+        // later fails the range checks rather than wrapping.
+        self.0.iter().map(|(k, (v, _))| (k.clone(), i64::try_from(*v).unwrap_or(i64::MAX))).collect()
+    }
+}
+
+/// Binds `args` to the signature in `meta` (see the module docs for the rules).
+///
+/// `meta` should have passed [`KernelMeta::validate`]; if it has not, a malformed expression
+/// is reported as [`BindError::Expr`] rather than a panic.
+///
+/// # Errors
+/// Any [`BindError`]; checks run in a fixed order (unknown names, then each parameter in
+/// signature order, then sizes, extents and grid), so the same mistake always gives the same
+/// error.
+pub fn bind<'a>(meta: &KernelMeta, args: &'a Args) -> Result<Binding<'a>, BindError> {
+    check_unknown_names(meta, args)?;
+    let mut sizes = SizeTable(BTreeMap::new());
+    for (name, &v) in &args.sizes {
+        sizes.record(name, v, format!("the explicit value of `{name}`"))?;
+    }
+
+    // Pass 1: kinds, dtypes, ranks, and sizes from bare-name dimensions and size scalars.
+    for p in &meta.params {
+        let expected_desc = if p.shape.is_empty() {
+            format!("{:?} scalar", p.dtype).to_lowercase()
+        } else {
+            format!("{} tensor {}", format!("{:?}", p.dtype).to_lowercase(), shape_text(&p.shape))
+        };
+        if p.shape.is_empty() {
+            if args.tensors.contains_key(&p.name) {
+                return Err(BindError::WrongKind { param: p.name.clone(), expected: "scalar", found: "tensor" });
+            }
+            match args.scalars.get(&p.name) {
+                Some(s) if s.dtype() != p.dtype => {
+                    return Err(BindError::WrongDtype { param: p.name.clone(), expected: p.dtype, found: s.dtype() })
+                }
+                Some(&Scalar::I32(v)) if meta.sizes.contains(&p.name) => {
+                    let v = u64::try_from(v).map_err(|_| BindError::OutOfRange {
+                        what: format!("scalar `{}`", p.name),
+                        expr: p.name.clone(),
+                        value: i64::from(v),
+                        range: "0.. (it is a size)".into(),
+                    })?;
+                    sizes.record(&p.name, v, format!("scalar `{}`", p.name))?;
+                }
+                Some(_) => {}
+                None if p.dtype == DType::I32 && meta.sizes.contains(&p.name) => {} // filled below
+                None => return Err(BindError::Missing { param: p.name.clone(), role: p.role, expected: expected_desc }),
+            }
+            continue;
+        }
+        if args.scalars.contains_key(&p.name) {
+            return Err(BindError::WrongKind { param: p.name.clone(), expected: "tensor", found: "scalar" });
+        }
+        let Some(t) = args.tensors.get(&p.name) else {
+            if p.role == Role::Output {
+                continue;
+            }
+            return Err(BindError::Missing { param: p.name.clone(), role: p.role, expected: expected_desc });
+        };
+        t.check().map_err(|source| BindError::BadTensor { param: p.name.clone(), source })?;
+        if t.dtype != p.dtype {
+            return Err(BindError::WrongDtype { param: p.name.clone(), expected: p.dtype, found: t.dtype });
+        }
+        if t.shape.len() != p.shape.len() {
+            return Err(BindError::WrongRank {
+                param: p.name.clone(),
+                expected: p.shape.len(),
+                shape: shape_text(&p.shape),
+                found: t.shape.len(),
+                found_shape: t.shape.clone(),
+            });
+        }
+        for (d, text) in p.shape.iter().enumerate() {
+            let e = parse(|| format!("parameter `{}` shape[{d}]", p.name), text)?;
+            if let Some(s) = e.as_symbol() {
+                sizes.record(s, t.shape[d] as u64, format!("parameter `{}` dim {d}", p.name))?;
+            }
+        }
+    }
+
+    resolve_and_check_sizes(meta, &sizes)?;
+    let env = sizes.env();
+
+    // Pass 2: evaluate every extent, check supplied tensors against it, build the arguments.
+    let mut bound = Vec::with_capacity(meta.params.len());
+    for p in &meta.params {
+        if p.shape.is_empty() {
+            let value = match args.scalars.get(&p.name) {
+                Some(s) => *s,
+                None => {
+                    let v = env.get(&p.name).copied().unwrap_or(0);
+                    Scalar::I32(i32::try_from(v).map_err(|_| BindError::OutOfRange {
+                        what: format!("size scalar `{}`", p.name),
+                        expr: p.name.clone(),
+                        value: v,
+                        range: "0..=2147483647 (passed as i32)".into(),
+                    })?)
+                }
+            };
+            bound.push(BoundArg::Scalar { name: p.name.clone(), value });
+            continue;
+        }
+        let mut shape = Vec::with_capacity(p.shape.len());
+        for (d, text) in p.shape.iter().enumerate() {
+            let what = || format!("parameter `{}` dim {d}", p.name);
+            let v = parse(what, text)?.eval(&env).map_err(|source| BindError::Expr { context: what(), source })?;
+            let extent = usize::try_from(v).map_err(|_| BindError::OutOfRange {
+                what: what(),
+                expr: text.clone(),
+                value: v,
+                range: "0..".into(),
+            })?;
+            shape.push(extent);
+        }
+        let data = args.tensors.get(&p.name);
+        if let Some(t) = data {
+            for (d, (&want, &got)) in shape.iter().zip(&t.shape).enumerate() {
+                if want != got {
+                    return Err(BindError::WrongExtent {
+                        param: p.name.clone(),
+                        dim: d,
+                        expr: p.shape[d].clone(),
+                        expected: want as i64,
+                        found: got,
+                    });
+                }
+            }
+        }
+        bound.push(BoundArg::Tensor(BoundTensor { name: p.name.clone(), dtype: p.dtype, role: p.role, shape, data }));
+    }
+
+    let mut grid = [1u32; 3];
+    for (axis, text) in meta.launch.grid.iter().enumerate() {
+        let what = || format!("launch.grid[{axis}]");
+        let v = parse(what, text)?.eval(&env).map_err(|source| BindError::Expr { context: what(), source })?;
+        if !(1..=MAX_GRID[axis]).contains(&v) {
+            return Err(BindError::OutOfRange {
+                what: what(),
+                expr: text.clone(),
+                value: v,
+                range: format!("1..={}", MAX_GRID[axis]),
+            });
+        }
+        grid[axis] = v as u32; // in range by the check above
+    }
+
+    Ok(Binding {
+        sizes: sizes.0.iter().map(|(k, (v, _))| (k.clone(), *v)).collect(),
+        grid,
+        block: [meta.launch.block_threads, 1, 1],
+        dynamic_smem_bytes: meta.launch.dynamic_smem_bytes,
+        args: bound,
+    })
+}
+
+fn check_unknown_names(meta: &KernelMeta, args: &Args) -> Result<(), BindError> {
+    let unknown = |kind, name: &str, known: Vec<&str>| BindError::Unknown {
+        kernel: meta.kernel.clone(),
+        kind,
+        name: name.to_string(),
+        known: if known.is_empty() { "none".into() } else { known.join(", ") },
+    };
+    let tensors: Vec<&str> = meta.params.iter().filter(|p| !p.shape.is_empty()).map(|p| p.name.as_str()).collect();
+    let scalars: Vec<&str> = meta.params.iter().filter(|p| p.shape.is_empty()).map(|p| p.name.as_str()).collect();
+    // A name that is a parameter of the other kind is a WrongKind error, reported in pass 1.
+    for name in args.tensors.keys() {
+        if meta.param_index(name).is_none() {
+            return Err(unknown("tensor parameter", name, tensors));
+        }
+    }
+    for name in args.scalars.keys() {
+        if meta.param_index(name).is_none() {
+            return Err(unknown("scalar parameter", name, scalars));
+        }
+    }
+    for name in args.sizes.keys() {
+        if !meta.sizes.contains(name) {
+            return Err(unknown("size", name, meta.sizes.iter().map(String::as_str).collect()));
+        }
+    }
+    Ok(())
+}
+
+/// Every size a shape or the grid uses must have a value, and every value must lie inside
+/// the contract's envelope.
+fn resolve_and_check_sizes(meta: &KernelMeta, sizes: &SizeTable) -> Result<(), BindError> {
+    let mut uses: Vec<(String, String)> = Vec::new();
+    for p in &meta.params {
+        for (d, text) in p.shape.iter().enumerate() {
+            uses.push((format!("parameter `{}` dim {d}", p.name), text.clone()));
+        }
+    }
+    for (axis, text) in meta.launch.grid.iter().enumerate() {
+        uses.push((format!("launch.grid[{axis}]"), text.clone()));
+    }
+    for (used_by, text) in &uses {
+        let e = parse(|| used_by.clone(), text)?;
+        if let Some(s) = e.symbols().into_iter().find(|s| !sizes.0.contains_key(s)) {
+            return Err(BindError::UnresolvedSize { size: s, used_by: format!("{used_by} = `{text}`") });
+        }
+    }
+    for b in &meta.contract.envelope {
+        if let Some((v, _)) = sizes.0.get(&b.size) {
+            if !b.admits(*v) {
+                let mut bound = format!("{} <= {}", b.min, b.size);
+                if let Some(m) = b.max {
+                    bound.push_str(&format!(" <= {m}"));
+                }
+                if b.multiple_of > 1 {
+                    bound.push_str(&format!(", multiple of {}", b.multiple_of));
+                }
+                return Err(BindError::OutsideEnvelope { size: b.size.clone(), value: *v, bound });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Binding<'_> {
+    /// The tensor arguments whose role is `output` or `inout`, in parameter order.
+    pub fn outputs(&self) -> impl Iterator<Item = &BoundTensor<'_>> {
+        self.args.iter().filter_map(|a| match a {
+            BoundArg::Tensor(t) if t.role != Role::Input => Some(t),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,254 @@
+//! Reading and validating `*.meta.json` files.
+//!
+//! The schema version is checked on the raw JSON *before* the typed parse, so a file of
+//! another version gets "unsupported schema version 2 (this runtime reads 1)" rather than a
+//! confusing message about some unknown field. Validation then checks what the runtime relies
+//! on: unique, well-formed names; every shape and grid expression parses and mentions only
+//! declared sizes; a launchable block size. Hardware budgets (TMEM columns, shared memory,
+//! registers) are judged by `kverify`'s RES-02, not here.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use super::{KernelMeta, SCHEMA_VERSION};
+use crate::expr::{is_identifier, ExprError, SizeExpr};
+
+/// Most threads a CTA may have on every target this project builds for (sm_90a, sm_100a).
+pub const MAX_BLOCK_THREADS: u32 = 1024;
+
+/// Errors from loading or validating metadata.
+#[derive(Debug, Error)]
+pub enum MetaError {
+    /// The file could not be read.
+    #[error("cannot read metadata file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Not JSON, or JSON that does not match the schema (the message names the field).
+    #[error("metadata is not valid schema-v{SCHEMA_VERSION} JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The top level has no integer `schema_version`.
+    #[error("metadata has no integer `schema_version` field (this runtime reads version {SCHEMA_VERSION})")]
+    MissingVersion,
+    /// A schema version this runtime does not read.
+    #[error("unsupported metadata schema version {found} (this runtime reads version {SCHEMA_VERSION}); rebuild the artifact with a matching tilec")]
+    UnsupportedVersion {
+        /// The version in the file.
+        found: u64,
+    },
+    /// A structural problem; `what` says which field and why.
+    #[error("invalid metadata for kernel `{kernel}`: {what}")]
+    Invalid {
+        /// The kernel name (possibly empty if that is the problem).
+        kernel: String,
+        /// Description naming the field.
+        what: String,
+    },
+    /// A shape or grid expression does not parse.
+    #[error("invalid metadata for kernel `{kernel}`: {field}: {source}")]
+    Expr {
+        /// The kernel name.
+        kernel: String,
+        /// Which field holds the expression (e.g. `params[2].shape[1]`, `launch.grid[0]`).
+        field: String,
+        /// The parse error.
+        source: ExprError,
+    },
+}
+
+impl KernelMeta {
+    /// Parses metadata from JSON text and validates it.
+    ///
+    /// # Errors
+    /// [`MetaError::MissingVersion`] / [`MetaError::UnsupportedVersion`] for a file of another
+    /// schema version, [`MetaError::Json`] for a shape mismatch with the schema, and the
+    /// errors of [`KernelMeta::validate`].
+    pub fn from_json_str(text: &str) -> Result<KernelMeta, MetaError> {
+        let raw: serde_json::Value = serde_json::from_str(text)?;
+        match raw.get("schema_version").and_then(serde_json::Value::as_u64) {
+            None => return Err(MetaError::MissingVersion),
+            Some(v) if v != u64::from(SCHEMA_VERSION) => return Err(MetaError::UnsupportedVersion { found: v }),
+            Some(_) => {}
+        }
+        let meta: KernelMeta = serde_json::from_value(raw)?;
+        meta.validate()?;
+        Ok(meta)
+    }
+
+    /// Reads and validates a `*.meta.json` file.
+    ///
+    /// # Errors
+    /// [`MetaError::Io`] when the file cannot be read, then as [`KernelMeta::from_json_str`].
+    pub fn load(path: &Path) -> Result<KernelMeta, MetaError> {
+        let text = std::fs::read_to_string(path).map_err(|source| MetaError::Io { path: path.to_path_buf(), source })?;
+        KernelMeta::from_json_str(&text)
+    }
+
+    /// Serialises to pretty-printed JSON (field order as declared, so output is deterministic).
+    ///
+    /// # Errors
+    /// Only if serde_json fails, which it does not for these types.
+    pub fn to_json_string(&self) -> Result<String, MetaError> {
+        Ok(serde_json::to_string_pretty(self)?)
+    }
+
+    /// Checks the invariants the runtime relies on (see the module docs).
+    ///
+    /// # Errors
+    /// [`MetaError::Invalid`] naming the offending field, or [`MetaError::Expr`] for an
+    /// expression that does not parse.
+    pub fn validate(&self) -> Result<(), MetaError> {
+        let invalid = |what: String| MetaError::Invalid { kernel: self.kernel.clone(), what };
+        if self.schema_version != SCHEMA_VERSION {
+            return Err(MetaError::UnsupportedVersion { found: u64::from(self.schema_version) });
+        }
+        if !is_identifier(&self.kernel) {
+            return Err(invalid(format!("`kernel` must be a PTX identifier, found `{}`", self.kernel)));
+        }
+        let mut sizes = BTreeSet::new();
+        for s in &self.sizes {
+            if !is_identifier(s) {
+                return Err(invalid(format!("size name `{s}` is not an identifier")));
+            }
+            if !sizes.insert(s.as_str()) {
+                return Err(invalid(format!("size `{s}` is declared twice")));
+            }
+        }
+        let check_expr = |field: String, text: &str| -> Result<(), MetaError> {
+            let e = SizeExpr::parse(text).map_err(|source| MetaError::Expr {
+                kernel: self.kernel.clone(),
+                field: field.clone(),
+                source,
+            })?;
+            match e.symbols().into_iter().find(|s| !sizes.contains(s.as_str())) {
+                Some(s) => Err(invalid(format!("{field} = `{text}` uses `{s}`, which is not in `sizes`"))),
+                None => Ok(()),
+            }
+        };
+        let mut names = BTreeSet::new();
+        for (i, p) in self.params.iter().enumerate() {
+            if !is_identifier(&p.name) {
+                return Err(invalid(format!("params[{i}].name `{}` is not an identifier", p.name)));
+            }
+            if !names.insert(p.name.as_str()) {
+                return Err(invalid(format!("parameter `{}` is declared twice", p.name)));
+            }
+            if p.shape.is_empty() && p.role != super::Role::Input {
+                return Err(invalid(format!(
+                    "scalar parameter `{}` has role {:?}; scalars are passed by value and can only be inputs",
+                    p.name, p.role
+                )));
+            }
+            for (d, text) in p.shape.iter().enumerate() {
+                check_expr(format!("params[{i}] (`{}`).shape[{d}]", p.name), text)?;
+            }
+        }
+        for (axis, text) in self.launch.grid.iter().enumerate() {
+            check_expr(format!("launch.grid[{axis}]"), text)?;
+        }
+        if self.launch.block_threads == 0 || self.launch.block_threads > MAX_BLOCK_THREADS {
+            return Err(invalid(format!(
+                "launch.block_threads = {} is outside 1..={MAX_BLOCK_THREADS}",
+                self.launch.block_threads
+            )));
+        }
+        for b in &self.contract.envelope {
+            if !sizes.contains(b.size.as_str()) {
+                return Err(invalid(format!("contract.envelope names `{}`, which is not in `sizes`", b.size)));
+            }
+            if b.max.is_some_and(|m| m < b.min) || b.multiple_of == 0 {
+                return Err(invalid(format!("contract.envelope for `{}` admits no value", b.size)));
+            }
+        }
+        if self.files.ptx.is_empty() {
+            return Err(invalid("files.ptx is empty".to_string()));
+        }
+        Ok(())
+    }
+
+    /// Index of the parameter called `name`, if any.
+    pub fn param_index(&self, name: &str) -> Option<usize> {
+        self.params.iter().position(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::axpb_meta;
+    use super::*;
+
+    #[test]
+    fn round_trips_and_validates() {
+        let m = axpb_meta();
+        let text = m.to_json_string().unwrap();
+        let back = KernelMeta::from_json_str(&text).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn refuses_other_versions() {
+        let text = axpb_meta().to_json_string().unwrap().replace("\"schema_version\": 1", "\"schema_version\": 2");
+        let err = KernelMeta::from_json_str(&text).unwrap_err();
+        assert!(matches!(err, MetaError::UnsupportedVersion { found: 2 }), "{err}");
+        assert!(err.to_string().contains("unsupported metadata schema version 2"));
+        // A version-2 file may have fields v1 does not know; the version error must win.
+        let text = r#"{"schema_version": 2, "brand_new": true}"#;
+        assert!(matches!(KernelMeta::from_json_str(text), Err(MetaError::UnsupportedVersion { found: 2 })));
+        assert!(matches!(KernelMeta::from_json_str(r#"{"kernel": "k"}"#), Err(MetaError::MissingVersion)));
+        assert!(matches!(KernelMeta::from_json_str("not json"), Err(MetaError::Json(_))));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let text = axpb_meta().to_json_string().unwrap().replace("\"kernel\":", "\"kernal\": \"x\", \"kernel\":");
+        let err = KernelMeta::from_json_str(&text).unwrap_err();
+        assert!(err.to_string().contains("kernal"), "{err}");
+    }
+
+    #[test]
+    fn optional_contract_fields_may_be_absent() {
+        let mut m = axpb_meta();
+        m.contract.reference = None;
+        m.contract.envelope.clear();
+        let text = m.to_json_string().unwrap();
+        assert!(!text.contains("envelope"));
+        assert_eq!(KernelMeta::from_json_str(&text).unwrap(), m);
+    }
+
+    #[test]
+    fn structural_errors_name_the_field() {
+        let mut m = axpb_meta();
+        m.params[1].shape[0] = "N*".into();
+        let err = m.validate().unwrap_err();
+        assert!(matches!(&err, MetaError::Expr { field, .. } if field.contains("params[1]")), "{err}");
+
+        let mut m = axpb_meta();
+        m.params[1].shape[0] = "M".into();
+        assert!(m.validate().unwrap_err().to_string().contains("`M`, which is not in `sizes`"));
+
+        let mut m = axpb_meta();
+        m.launch.grid[0] = "cdiv(N,".into();
+        assert!(matches!(m.validate(), Err(MetaError::Expr { field, .. }) if field == "launch.grid[0]"));
+
+        let mut m = axpb_meta();
+        m.params[2].name = "x".into();
+        assert!(m.validate().unwrap_err().to_string().contains("declared twice"));
+
+        let mut m = axpb_meta();
+        m.launch.block_threads = 2048;
+        assert!(m.validate().unwrap_err().to_string().contains("block_threads"));
+
+        let mut m = axpb_meta();
+        m.params[0].role = super::super::Role::Output;
+        assert!(m.validate().unwrap_err().to_string().contains("scalar parameter `a`"));
+
+        let mut m = axpb_meta();
+        m.sizes.push("N".into());
+        assert!(m.validate().unwrap_err().to_string().contains("size `N` is declared twice"));
+    }
+}
