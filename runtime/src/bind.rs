@@ -61,6 +61,38 @@ pub struct Args {
     pub sizes: BTreeMap<String, u64>,
 }
 
+impl Args {
+    /// Splits a map of named tensors (e.g. read from a safetensors file) into arguments:
+    /// a one-element tensor (shape `[]` or `[1]`) whose name is a scalar parameter of `meta`
+    /// becomes that scalar, with the tensor's dtype; everything else stays a tensor. This is
+    /// how `tilec-run` and foreign candidates pass scalars in the same file as tensors.
+    pub fn from_tensor_map(meta: &KernelMeta, tensors: TensorMap) -> Args {
+        let mut args = Args::default();
+        for (name, t) in tensors {
+            let is_scalar_param = meta.params.iter().any(|p| p.name == name && p.shape.is_empty());
+            let scalar = (is_scalar_param && t.numel() == 1 && t.check().is_ok() && t.shape.len() <= 1)
+                .then(|| {
+                    let b = &t.bytes;
+                    match t.dtype {
+                        DType::F32 => Scalar::F32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                        DType::I32 => Scalar::I32(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                        DType::F16 => Scalar::F16(f16::from_le_bytes([b[0], b[1]])),
+                        DType::Bf16 => Scalar::Bf16(bf16::from_le_bytes([b[0], b[1]])),
+                    }
+                });
+            match scalar {
+                Some(v) => {
+                    args.scalars.insert(name, v);
+                }
+                None => {
+                    args.tensors.insert(name, t);
+                }
+            }
+        }
+        args
+    }
+}
+
 /// A tensor parameter after binding.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoundTensor<'a> {

@@ -1,1 +1,194 @@
-fn main() {}
+//! `tilec-run`: launch a tilec artifact on a GPU with inputs from a safetensors file.
+//!
+//! ```text
+//! tilec-run ARTIFACT.meta.json --inputs IN.safetensors --out OUT.safetensors [--repeat N] [--bench]
+//! ```
+//! Writes the output and inout tensors of the first run. `--repeat N` runs N times on fresh
+//! copies of the inputs and reports whether every run's outputs are bitwise identical (exit
+//! status 3 if not). `--bench` times N launches (N from `--repeat`, default 20) with CUDA
+//! events and prints the median. Scalars may be given in the inputs file as one-element
+//! tensors named like the parameter, or with `--scalar NAME=VALUE`; sizes no tensor reveals
+//! with `--size NAME=VALUE`. Exit status: 0 ok, 1 error, 2 usage, 3 nondeterministic outputs,
+//! 4 no GPU (no driver or no device).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use half::f16;
+use tilec_runtime::artifact::Artifact;
+use tilec_runtime::bind::{Args, Scalar};
+use tilec_runtime::launch::{CodeKind, Gpu, RuntimeError};
+use tilec_runtime::meta::{DType, KernelMeta};
+use tilec_runtime::st::{self, TensorMap};
+
+#[derive(Parser, Debug)]
+#[command(name = "tilec-run", version, about = "Launch a tilec artifact on a GPU")]
+struct Cli {
+    /// The artifact's `<kernel>.meta.json`; code files are looked up next to it.
+    meta: PathBuf,
+    /// Input tensors (and optionally scalars) by parameter name.
+    #[arg(long)]
+    inputs: PathBuf,
+    /// Where to write the output / inout tensors.
+    #[arg(long)]
+    out: PathBuf,
+    /// Run N times and check that outputs are bitwise identical (with --bench: timed launches).
+    #[arg(long, value_name = "N")]
+    repeat: Option<usize>,
+    /// Time the launch with CUDA events and print the median of N launches.
+    #[arg(long)]
+    bench: bool,
+    /// A scalar parameter, `NAME=VALUE` (parsed as the parameter's dtype). Repeatable.
+    #[arg(long = "scalar", value_name = "NAME=VALUE")]
+    scalars: Vec<String>,
+    /// An explicit size, `NAME=VALUE`. Repeatable.
+    #[arg(long = "size", value_name = "NAME=VALUE")]
+    sizes: Vec<String>,
+    /// Which code to load: auto (cubin when it matches the device, else PTX), ptx, cubin.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "ptx", "cubin"])]
+    code: String,
+    /// GPU ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+/// Errors of the command line tool, with the exit status each maps to.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Meta(#[from] tilec_runtime::meta::MetaError),
+    #[error(transparent)]
+    St(#[from] tilec_runtime::st::StError),
+}
+
+fn split_kv(s: &str) -> Result<(&str, &str), CliError> {
+    s.split_once('=').ok_or_else(|| CliError::Usage(format!("expected NAME=VALUE, found `{s}`")))
+}
+
+fn parse_scalar(meta: &KernelMeta, name: &str, value: &str) -> Result<Scalar, CliError> {
+    let p = meta
+        .params
+        .iter()
+        .find(|p| p.name == name && p.shape.is_empty())
+        .ok_or_else(|| CliError::Usage(format!("kernel `{}` has no scalar parameter `{name}`", meta.kernel)))?;
+    let bad = || CliError::Usage(format!("--scalar {name}={value}: not a valid {:?}", p.dtype));
+    Ok(match p.dtype {
+        DType::I32 => Scalar::I32(value.parse().map_err(|_| bad())?),
+        DType::F32 => Scalar::F32(value.parse().map_err(|_| bad())?),
+        DType::F16 => Scalar::F16(f16::from_f64(value.parse().map_err(|_| bad())?)),
+        DType::Bf16 => Scalar::Bf16(tilec_runtime::tensor::f64_to_bf16(value.parse().map_err(|_| bad())?)),
+    })
+}
+
+/// First difference between two output maps, as a message; `None` when bitwise identical.
+fn first_difference(a: &TensorMap, b: &TensorMap) -> Option<String> {
+    for (name, ta) in a {
+        let Some(tb) = b.get(name) else { return Some(format!("output `{name}` missing in a later run")) };
+        if let Some(i) = ta.bytes.iter().zip(&tb.bytes).position(|(x, y)| x != y) {
+            let elem = i / ta.dtype.size_bytes();
+            return Some(format!("output `{name}` differs at element {elem} (byte {i})"));
+        }
+    }
+    None
+}
+
+fn run(cli: &Cli) -> Result<u8, CliError> {
+    let artifact = Artifact::open(&cli.meta)?;
+    let meta = &artifact.meta;
+    let mut args = Args::from_tensor_map(meta, st::read(&cli.inputs)?);
+    for kv in &cli.scalars {
+        let (k, v) = split_kv(kv)?;
+        args.scalars.insert(k.to_string(), parse_scalar(meta, k, v)?);
+    }
+    for kv in &cli.sizes {
+        let (k, v) = split_kv(kv)?;
+        let v = v.parse().map_err(|_| CliError::Usage(format!("--size {kv}: not a non-negative integer")))?;
+        args.sizes.insert(k.to_string(), v);
+    }
+    // Bind before touching the GPU so argument mistakes are reported on any machine.
+    let binding = tilec_runtime::bind::bind(meta, &args).map_err(RuntimeError::from)?;
+    let sizes: Vec<String> = binding.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!(
+        "kernel {} ({}) sizes [{}] grid {:?} block {:?} dynamic smem {} B",
+        meta.kernel,
+        meta.target,
+        sizes.join(", "),
+        binding.grid,
+        binding.block,
+        binding.dynamic_smem_bytes
+    );
+
+    let gpu = Gpu::open(cli.device)?;
+    let (major, minor) = gpu.compute_capability()?;
+    let code = match cli.code.as_str() {
+        "ptx" => CodeKind::Ptx,
+        "cubin" => CodeKind::Cubin,
+        _ => CodeKind::Auto,
+    };
+    let kernel = gpu.load(&artifact, code)?;
+    let a = kernel.attributes;
+    println!(
+        "device {} (sm_{major}{minor}); loaded {}; {} registers, {} B local, {} B static smem",
+        gpu.name()?,
+        kernel.loaded_from,
+        a.registers,
+        a.local_bytes,
+        a.static_smem_bytes
+    );
+
+    let first = gpu.run(&kernel, &args)?;
+    st::write(&cli.out, &first.outputs)?;
+    let names: Vec<&str> = first.outputs.keys().map(String::as_str).collect();
+    println!("wrote {} ({})", cli.out.display(), names.join(", "));
+
+    let mut status = 0;
+    if let (Some(n), false) = (cli.repeat, cli.bench) {
+        let mut diff = None;
+        for _ in 1..n {
+            let again = gpu.run(&kernel, &args)?;
+            diff = first_difference(&first.outputs, &again.outputs);
+            if diff.is_some() {
+                break;
+            }
+        }
+        match diff {
+            None => println!("repeat: {n} runs, outputs bitwise identical"),
+            Some(d) => {
+                println!("repeat: {n} runs, outputs NOT bitwise identical: {d}");
+                status = 3;
+            }
+        }
+    }
+    if cli.bench {
+        let n = cli.repeat.unwrap_or(20);
+        let t = gpu.bench(&kernel, &args, n)?;
+        let min = t.ms.iter().copied().fold(f32::INFINITY, f32::min);
+        let max = t.ms.iter().copied().fold(0.0f32, f32::max);
+        match t.median_ms() {
+            Some(med) => println!("bench: {n} launches, median {:.4} ms (min {:.4}, max {:.4})", med, min, max),
+            None => println!("bench: no launches timed (N = 0)"),
+        }
+    }
+    Ok(status)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("tilec-run: error: {e}");
+            let code = match &e {
+                CliError::Usage(_) => 2,
+                CliError::Runtime(r) if r.is_unavailable() => 4,
+                _ => 1,
+            };
+            ExitCode::from(code)
+        }
+    }
+}

@@ -307,3 +307,19 @@ fn axpb_fixture_file_matches_test_metadata() {
     assert_eq!(b.grid, [3, 1, 1]);
     assert_eq!(b.args[4], BoundArg::Scalar { name: "N".into(), value: Scalar::I32(300) });
 }
+
+#[test]
+fn scalars_from_a_tensor_file() {
+    let meta = axpb_meta();
+    let mut m = TensorMap::new();
+    m.insert("a".into(), HostTensor::from_f32(DType::F32, vec![], &[2.5]).unwrap());
+    m.insert("b".into(), HostTensor::from_f32(DType::F32, vec![1], &[-1.0]).unwrap());
+    m.insert("x".into(), HostTensor::from_f32(DType::F32, vec![1], &[4.0]).unwrap());
+    let args = Args::from_tensor_map(&meta, m);
+    assert_eq!(args.scalars.get("a"), Some(&Scalar::F32(2.5)));
+    assert_eq!(args.scalars.get("b"), Some(&Scalar::F32(-1.0)));
+    // `x` is a tensor parameter: a one-element tensor stays a tensor.
+    assert!(args.tensors.contains_key("x"));
+    let b = bind(&meta, &args).unwrap();
+    assert_eq!(b.sizes.get("N"), Some(&1));
+}
