@@ -1,0 +1,142 @@
+//! `kverify ref`: writes fp64 inputs, outputs and gradients of a gated-linear-recurrence model
+//! to one safetensors file in fla's layout (see docs/oracle.md).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::recurrence::batch::{self, Method};
+use crate::recurrence::family::Model;
+use crate::recurrence::io::{self, Dims};
+use crate::recurrence::RecurrenceError;
+
+/// Model choice on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    General,
+    La,
+    Gla,
+    Ssd,
+    Kda,
+    Gdn,
+}
+
+impl From<ModelArg> for Model {
+    fn from(m: ModelArg) -> Model {
+        match m {
+            ModelArg::General => Model::General,
+            ModelArg::La => Model::La,
+            ModelArg::Gla => Model::Gla,
+            ModelArg::Ssd => Model::Ssd,
+            ModelArg::Kda => Model::Kda,
+            ModelArg::Gdn => Model::Gdn,
+        }
+    }
+}
+
+/// Method choice on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    /// Token-serial (for a family member: the member's own definition).
+    Serial,
+    /// Chunkwise B0..B6 on the general recurrence.
+    Chunk,
+}
+
+/// Arguments of `kverify ref`.
+#[derive(Args, Debug, Clone)]
+pub struct RefArgs {
+    /// Recurrence to evaluate.
+    #[arg(long, value_enum)]
+    pub model: ModelArg,
+    /// Batch size B (with --seed; checked against the file with --inputs).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Heads H.
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// Sequence length T (total tokens when --cu-seqlens is given).
+    #[arg(long = "seq-len")]
+    pub seq_len: Option<usize>,
+    /// Key dim K.
+    #[arg(long)]
+    pub dk: Option<usize>,
+    /// Value dim V.
+    #[arg(long)]
+    pub dv: Option<usize>,
+    /// Chunk size for --method chunk (16, 32 or 64).
+    #[arg(long, default_value_t = 64)]
+    pub chunk: usize,
+    /// Output scale (default: the input file's `scale` metadata, else K^-0.5).
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// Generate inputs from this seed.
+    #[arg(long, conflicts_with = "inputs")]
+    pub seed: Option<u64>,
+    /// Read inputs (fp64 safetensors, fla names) instead of generating them.
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// Variable-length sequence boundaries for --seed, comma-separated (requires --batch 1).
+    #[arg(long = "cu-seqlens", value_delimiter = ',')]
+    pub cu_seqlens: Option<Vec<usize>>,
+    /// Algorithm.
+    #[arg(long, value_enum, default_value_t = MethodArg::Chunk)]
+    pub method: MethodArg,
+    /// Output safetensors file.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `kverify ref`. Returns a one-line summary.
+///
+/// Errors: missing sizes with --seed, sizes that disagree with the input file, and every
+/// [`RecurrenceError`] of reading, validation, computation and writing.
+pub fn run(a: &RefArgs) -> Result<String, RecurrenceError> {
+    let model: Model = a.model.into();
+    let method = match a.method {
+        MethodArg::Serial => Method::Serial,
+        MethodArg::Chunk => Method::Chunk,
+    };
+    let sizes = [("--batch", a.batch), ("--heads", a.heads), ("--seq-len", a.seq_len), ("--dk", a.dk), ("--dv", a.dv)];
+    let problem = match (&a.inputs, a.seed) {
+        (Some(path), _) => {
+            let p = io::read_problem(path, model, a.scale)?;
+            if a.cu_seqlens.is_some() {
+                return Err(RecurrenceError::Invalid("--cu-seqlens is for --seed; with --inputs put `cu_seqlens` in the file".into()));
+            }
+            let (b, t, h, k, v) = batch::dims(&p);
+            for ((flag, want), got) in sizes.iter().zip([b, h, t, k, v]) {
+                if let Some(w) = want {
+                    if *w != got {
+                        return Err(RecurrenceError::Invalid(format!("{flag} {w} disagrees with the input file ({got})")));
+                    }
+                }
+            }
+            p
+        }
+        (None, Some(seed)) => {
+            let mut vals = [0usize; 5];
+            for (i, (flag, val)) in sizes.iter().enumerate() {
+                vals[i] = val.ok_or_else(|| RecurrenceError::Invalid(format!("{flag} is required with --seed")))?;
+            }
+            let d = Dims { batch: vals[0], heads: vals[1], seq_len: vals[2], dk: vals[3], dv: vals[4] };
+            io::generate(model, d, seed, a.scale, a.cu_seqlens.clone())?
+        }
+        (None, None) => return Err(RecurrenceError::Invalid("give --seed N or --inputs FILE".into())),
+    };
+    let results = batch::run(&problem, method, a.chunk)?;
+    let mut meta = HashMap::new();
+    meta.insert("model".to_string(), model.name().to_string());
+    meta.insert("method".to_string(), format!("{:?}", a.method).to_lowercase());
+    meta.insert("chunk".to_string(), a.chunk.to_string());
+    meta.insert("scale".to_string(), format!("{:e}", problem.scale));
+    meta.insert("dtype".to_string(), "float64".to_string());
+    if let Some(seed) = a.seed {
+        meta.insert("seed".to_string(), seed.to_string());
+    }
+    io::write(&a.out, &problem, &results, meta)?;
+    let (b, t, h, k, v) = batch::dims(&problem);
+    let method_name = format!("{:?}", a.method).to_lowercase();
+    Ok(format!("kverify ref: model={} method={method_name} B={b} T={t} H={h} K={k} V={v} -> {}", model.name(), a.out.display()))
+}

@@ -1,0 +1,313 @@
+//! Runs a reference over fla's layouts: `[B, T, H, ·]` tensors, `[N, H, K, V]` states, and
+//! optional `cu_seqlens` (varlen, B = 1; gdn-math.md §1 "Varlen"). Each (sequence, head) is an
+//! independent problem; they are spread over the available CPU cores.
+
+use super::chunk;
+use super::family::{Gate, MemberInputs, Model};
+use super::problem::{HeadInputs, HeadSeeds};
+use super::serial;
+use super::tensor::{Mat, Tensor};
+use super::{HeadOutputs, RecurrenceError};
+
+/// Which algorithm computes the reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Token-serial. For a family member this is the member's own definition.
+    Serial,
+    /// Chunkwise (B0..B6) on the general recurrence, with the member's gates mapped onto it.
+    Chunk,
+}
+
+/// A whole problem in fla's layout. All tensors fp64.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub model: Model,
+    /// `[B, T, H, K]`.
+    pub q: Tensor,
+    /// `[B, T, H, K]`.
+    pub k: Tensor,
+    /// `[B, T, H, V]`.
+    pub v: Tensor,
+    /// `[B, T, H, K]` (general, GLA, KDA), `[B, T, H]` (SSD, GDN), absent for LA.
+    pub g: Option<Tensor>,
+    /// Erase gate `[B, T, H, K]` (general only).
+    pub b: Option<Tensor>,
+    /// Write gate `[B, T, H, V]` (general only).
+    pub w: Option<Tensor>,
+    /// `[B, T, H]` (KDA, GDN only).
+    pub beta: Option<Tensor>,
+    /// `[N, H, K, V]`, N = B or the number of varlen sequences.
+    pub s0: Tensor,
+    /// `[B, T, H, V]`.
+    pub d_o: Tensor,
+    /// `[N, H, K, V]`.
+    pub dst: Tensor,
+    pub scale: f64,
+    /// Sequence boundaries `[N+1]` (requires B = 1), or `None`.
+    pub cu_seqlens: Option<Vec<usize>>,
+}
+
+/// Outputs and gradients in fla's layout (same shapes as the matching inputs).
+#[derive(Clone, Debug)]
+pub struct Results {
+    pub o: Tensor,
+    pub st: Tensor,
+    pub dq: Tensor,
+    pub dk: Tensor,
+    pub dv: Tensor,
+    pub dg: Option<Tensor>,
+    pub db: Option<Tensor>,
+    pub dw: Option<Tensor>,
+    pub dbeta: Option<Tensor>,
+    pub ds0: Tensor,
+}
+
+/// Sizes `(B, T, H, K, V)` of a problem.
+pub fn dims(p: &Problem) -> (usize, usize, usize, usize, usize) {
+    let s = &p.q.shape;
+    if s.len() != 4 || p.v.shape.len() != 4 {
+        return (0, 0, 0, 0, 0);
+    }
+    (s[0], s[1], s[2], s[3], p.v.shape[3])
+}
+
+impl Problem {
+    /// `(batch index, start, end)` of every sequence.
+    pub fn sequences(&self) -> Result<Vec<(usize, usize, usize)>, RecurrenceError> {
+        let (bsz, t, ..) = dims(self);
+        match &self.cu_seqlens {
+            None => Ok((0..bsz).map(|b| (b, 0, t)).collect()),
+            Some(cu) => {
+                if bsz != 1 {
+                    return Err(RecurrenceError::CuSeqlens(format!("varlen needs batch 1, got {bsz}")));
+                }
+                if cu.len() < 2 || cu[0] != 0 || *cu.last().unwrap_or(&0) != t {
+                    return Err(RecurrenceError::CuSeqlens(format!("must start at 0 and end at T = {t}, got {cu:?}")));
+                }
+                if cu.windows(2).any(|w| w[1] <= w[0]) {
+                    return Err(RecurrenceError::CuSeqlens(format!("must be strictly increasing, got {cu:?}")));
+                }
+                Ok(cu.windows(2).map(|w| (0, w[0], w[1])).collect())
+            }
+        }
+    }
+
+    /// Checks every tensor's shape against q and v and the model's gate layout.
+    pub fn validate(&self) -> Result<(), RecurrenceError> {
+        if self.q.shape.len() != 4 {
+            return Err(RecurrenceError::Shape { name: "q".into(), expected: vec![0, 0, 0, 0], got: self.q.shape.clone() });
+        }
+        let (bsz, t, h, kd) = (self.q.shape[0], self.q.shape[1], self.q.shape[2], self.q.shape[3]);
+        let vd = self.v.shape.last().copied().unwrap_or(0);
+        let n = self.sequences_count()?;
+        let need = |name: &str, x: &Tensor, want: Vec<usize>| -> Result<(), RecurrenceError> {
+            if x.shape != want {
+                return Err(RecurrenceError::Shape { name: name.into(), expected: want, got: x.shape.clone() });
+            }
+            if x.data.iter().any(|z| !z.is_finite()) {
+                return Err(RecurrenceError::NonFinite { name: name.into() });
+            }
+            Ok(())
+        };
+        let opt = |name: &str, x: &Option<Tensor>, want: Option<Vec<usize>>| -> Result<(), RecurrenceError> {
+            match (x, want) {
+                (Some(x), Some(w)) => need(name, x, w),
+                (None, Some(_)) => Err(RecurrenceError::Missing(name.into())),
+                (Some(_), None) => Err(RecurrenceError::Invalid(format!("model {} takes no `{name}`", self.model.name()))),
+                (None, None) => Ok(()),
+            }
+        };
+        need("q", &self.q, vec![bsz, t, h, kd])?;
+        need("k", &self.k, vec![bsz, t, h, kd])?;
+        need("v", &self.v, vec![bsz, t, h, vd])?;
+        need("do", &self.d_o, vec![bsz, t, h, vd])?;
+        need("s0", &self.s0, vec![n, h, kd, vd])?;
+        need("dst", &self.dst, vec![n, h, kd, vd])?;
+        let g_shape = match self.model.gate() {
+            Gate::None => None,
+            Gate::Scalar => Some(vec![bsz, t, h]),
+            Gate::Channel => Some(vec![bsz, t, h, kd]),
+        };
+        opt("g", &self.g, g_shape)?;
+        let general = self.model == Model::General;
+        opt("b", &self.b, general.then(|| vec![bsz, t, h, kd]))?;
+        opt("w", &self.w, general.then(|| vec![bsz, t, h, vd]))?;
+        opt("beta", &self.beta, self.model.has_beta().then(|| vec![bsz, t, h]))?;
+        if !self.scale.is_finite() {
+            return Err(RecurrenceError::NonFinite { name: "scale".into() });
+        }
+        Ok(())
+    }
+
+    fn sequences_count(&self) -> Result<usize, RecurrenceError> {
+        Ok(self.sequences()?.len())
+    }
+
+    /// Member inputs of sequence `n`, head `h` (a family model; see [`Problem::sequences`]).
+    ///
+    /// Errors: bad cu_seqlens, or `n`/`h` out of range ([`RecurrenceError::Invalid`]).
+    pub fn member_inputs(&self, n: usize, h: usize) -> Result<MemberInputs, RecurrenceError> {
+        let seqs = self.sequences()?;
+        let seq = *seqs.get(n).ok_or_else(|| RecurrenceError::Invalid(format!("sequence {n} out of range")))?;
+        if h >= dims(self).2 {
+            return Err(RecurrenceError::Invalid(format!("head {h} out of range")));
+        }
+        Ok(self.member(n, seq, h))
+    }
+
+    /// General-recurrence inputs of sequence `n`, head `h`: the general model's own tensors, or a
+    /// member's gates mapped with [`Model::to_general`].
+    ///
+    /// Errors: as [`Problem::member_inputs`].
+    pub fn general_inputs(&self, n: usize, h: usize) -> Result<HeadInputs, RecurrenceError> {
+        let m = self.member_inputs(n, h)?;
+        if self.model == Model::General {
+            Ok(self.general(n, self.sequences()?[n], h))
+        } else {
+            Ok(self.model.to_general(&m))
+        }
+    }
+
+    /// Loss seeds of sequence `n`, head `h`.
+    ///
+    /// Errors: as [`Problem::member_inputs`].
+    pub fn seeds(&self, n: usize, h: usize) -> Result<HeadSeeds, RecurrenceError> {
+        let (b, t0, t1) = *self.sequences()?.get(n).ok_or_else(|| RecurrenceError::Invalid(format!("sequence {n} out of range")))?;
+        Ok(HeadSeeds { d_o: self.d_o.bthx_slice(b, h, t0, t1), dst: self.dst.state(n, h) })
+    }
+
+    /// Per-head member inputs of sequence `n` = `(b, t0, t1)`, head `h`.
+    fn member(&self, n: usize, (b, t0, t1): (usize, usize, usize), h: usize) -> MemberInputs {
+        let g = self.g.as_ref().map(|g| match self.model.gate() {
+            Gate::Scalar => g.bth_slice(b, h, t0, t1),
+            _ => g.bthx_slice(b, h, t0, t1),
+        });
+        MemberInputs {
+            q: self.q.bthx_slice(b, h, t0, t1),
+            k: self.k.bthx_slice(b, h, t0, t1),
+            v: self.v.bthx_slice(b, h, t0, t1),
+            g,
+            beta: self.beta.as_ref().map(|x| x.bth_slice(b, h, t0, t1)),
+            s0: self.s0.state(n, h),
+            scale: self.scale,
+        }
+    }
+
+    /// Per-head general inputs (general model only).
+    fn general(&self, n: usize, (b, t0, t1): (usize, usize, usize), h: usize) -> HeadInputs {
+        let slice = |x: &Option<Tensor>| x.as_ref().map(|x| x.bthx_slice(b, h, t0, t1)).unwrap_or_else(|| Mat::zeros(0, 0));
+        HeadInputs {
+            q: self.q.bthx_slice(b, h, t0, t1),
+            k: self.k.bthx_slice(b, h, t0, t1),
+            v: self.v.bthx_slice(b, h, t0, t1),
+            g: slice(&self.g),
+            b: slice(&self.b),
+            w: slice(&self.w),
+            s0: self.s0.state(n, h),
+            scale: self.scale,
+        }
+    }
+}
+
+/// One (sequence, head) result, member-shaped.
+struct Piece {
+    out: HeadOutputs,
+    grads: super::family::MemberGrads,
+    db: Option<Mat>,
+    dw: Option<Mat>,
+}
+
+/// Runs the forward and backward of `p` with `method` (`chunk` is the chunk size for
+/// [`Method::Chunk`]; 16, 32 or 64).
+///
+/// Errors: shape, dtype-free validation, chunk size, cu_seqlens ([`RecurrenceError`]).
+pub fn run(p: &Problem, method: Method, chunk_size: usize) -> Result<Results, RecurrenceError> {
+    p.validate()?;
+    if method == Method::Chunk {
+        chunk::check_chunk(chunk_size)?;
+    }
+    let seqs = p.sequences()?;
+    let (_, _, heads, _, _) = dims(p);
+    let tasks: Vec<(usize, usize)> = (0..seqs.len()).flat_map(|n| (0..heads).map(move |h| (n, h))).collect();
+    let solve = |&(n, h): &(usize, usize)| -> Result<Piece, RecurrenceError> {
+        let seq = seqs[n];
+        let (b, t0, t1) = seq;
+        let seeds = HeadSeeds { d_o: p.d_o.bthx_slice(b, h, t0, t1), dst: p.dst.state(n, h) };
+        if p.model == Model::General {
+            let x = p.general(n, seq, h);
+            let (out, g) = match method {
+                Method::Serial => serial::forward_backward(&x, &seeds)?,
+                Method::Chunk => chunk::forward_backward(&x, &seeds, chunk_size)?,
+            };
+            let (db, dw) = (Some(g.db.clone()), Some(g.dw.clone()));
+            return Ok(Piece { out, grads: Model::General.reduce_grads(&g), db, dw });
+        }
+        let x = p.member(n, seq, h);
+        let (out, grads) = match method {
+            Method::Serial => p.model.own_forward_backward(&x, &seeds)?,
+            Method::Chunk => {
+                let (out, g) = chunk::forward_backward(&p.model.to_general(&x), &seeds, chunk_size)?;
+                (out, p.model.reduce_grads(&g))
+            }
+        };
+        Ok(Piece { out, grads, db: None, dw: None })
+    };
+    let pieces = parallel_map(&tasks, solve)?;
+
+    let zeros_like = |x: &Option<Tensor>| x.as_ref().map(|x| Tensor::zeros(&x.shape));
+    let mut r = Results {
+        o: Tensor::zeros(&p.v.shape),
+        st: Tensor::zeros(&p.s0.shape),
+        dq: Tensor::zeros(&p.q.shape),
+        dk: Tensor::zeros(&p.k.shape),
+        dv: Tensor::zeros(&p.v.shape),
+        dg: zeros_like(&p.g),
+        db: zeros_like(&p.b),
+        dw: zeros_like(&p.w),
+        dbeta: zeros_like(&p.beta),
+        ds0: Tensor::zeros(&p.s0.shape),
+    };
+    for (&(n, h), piece) in tasks.iter().zip(pieces) {
+        let (b, t0, _) = seqs[n];
+        r.o.set_bthx_slice(b, h, t0, &piece.out.o);
+        r.st.set_state(n, h, &piece.out.st);
+        r.dq.set_bthx_slice(b, h, t0, &piece.grads.dq);
+        r.dk.set_bthx_slice(b, h, t0, &piece.grads.dk);
+        r.dv.set_bthx_slice(b, h, t0, &piece.grads.dv);
+        r.ds0.set_state(n, h, &piece.grads.ds0);
+        if let (Some(dst), Some(src)) = (r.dg.as_mut(), piece.grads.dg.as_ref()) {
+            match p.model.gate() {
+                Gate::Scalar => dst.set_bth_slice(b, h, t0, src),
+                _ => dst.set_bthx_slice(b, h, t0, src),
+            }
+        }
+        if let (Some(dst), Some(src)) = (r.dbeta.as_mut(), piece.grads.dbeta.as_ref()) {
+            dst.set_bth_slice(b, h, t0, src);
+        }
+        if let (Some(dst), Some(src)) = (r.db.as_mut(), piece.db.as_ref()) {
+            dst.set_bthx_slice(b, h, t0, src);
+        }
+        if let (Some(dst), Some(src)) = (r.dw.as_mut(), piece.dw.as_ref()) {
+            dst.set_bthx_slice(b, h, t0, src);
+        }
+    }
+    Ok(r)
+}
+
+/// Maps `f` over `items` on up to `available_parallelism` threads, keeping the order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R, RecurrenceError> + Sync) -> Result<Vec<R>, RecurrenceError> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(items.len().max(1));
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    let parts: Vec<Result<Vec<R>, RecurrenceError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = items.chunks(per).map(|part| s.spawn(|| part.iter().map(&f).collect::<Result<Vec<R>, _>>())).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(RecurrenceError::Invalid("worker thread panicked".into())))).collect()
+    });
+    let mut out = Vec::with_capacity(items.len());
+    for p in parts {
+        out.extend(p?);
+    }
+    Ok(out)
+}

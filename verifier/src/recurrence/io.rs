@@ -1,0 +1,202 @@
+//! Inputs and results as fp64 safetensors in fla's layout and names, and seeded input generation.
+//!
+//! Names (gdn-math.md §1 layouts): inputs `q k [B,T,H,K]`, `v [B,T,H,V]`, `g` (`[B,T,H,K]` or
+//! `[B,T,H]`), `b [B,T,H,K]` and `w [B,T,H,V]` (general) or `beta [B,T,H]` (KDA, GDN),
+//! `s0 [N,H,K,V]`, `do [B,T,H,V]`, `dst [N,H,K,V]`, optional `cu_seqlens` (int64 `[N+1]`);
+//! results `o st dq dk dv dg db dw dbeta ds0`. Every float tensor is F64; reading any other float
+//! dtype is an error (never a silent upcast).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use super::batch::{Problem, Results};
+use super::family::{Gate, Model};
+use super::tensor::Tensor;
+use super::RecurrenceError;
+
+/// Problem sizes for generation.
+#[derive(Clone, Copy, Debug)]
+pub struct Dims {
+    pub batch: usize,
+    pub heads: usize,
+    pub seq_len: usize,
+    pub dk: usize,
+    pub dv: usize,
+}
+
+/// Generates a problem from `seed` (ChaCha20). Distributions, drawn in this order, each tensor
+/// in row-major order: q ~ N(0,1); k ~ N(0,1) then l2-normalised per token; v ~ N(0,1);
+/// g = logsigmoid(N(0,1)) (per channel or per token-head by model; none for LA);
+/// general: b, w = sigmoid(N(0,1)) per element; KDA/GDN: β = sigmoid(N(0,1));
+/// s0 ~ N(0,1); do ~ N(0,1); dst ~ N(0,1). Normals come from Box–Muller.
+///
+/// `cu_seqlens` (optional, requires batch 1) splits the T tokens into sequences; s0 and dst then
+/// have one entry per sequence. `scale` defaults to `dk^-0.5`.
+pub fn generate(model: Model, d: Dims, seed: u64, scale: Option<f64>, cu_seqlens: Option<Vec<usize>>) -> Result<Problem, RecurrenceError> {
+    if d.batch == 0 || d.heads == 0 || d.seq_len == 0 || d.dk == 0 || d.dv == 0 {
+        return Err(RecurrenceError::Invalid(format!("every size must be positive, got {d:?}")));
+    }
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let (b, t, h, k, v) = (d.batch, d.seq_len, d.heads, d.dk, d.dv);
+    let n = cu_seqlens.as_ref().map_or(b, |c| c.len().saturating_sub(1));
+    let mut normal = |shape: &[usize]| Tensor { shape: shape.to_vec(), data: (0..shape.iter().product()).map(|_| std_normal(&mut rng)).collect() };
+    let q = normal(&[b, t, h, k]);
+    let mut kt = normal(&[b, t, h, k]);
+    for row in kt.data.chunks_mut(k) {
+        let norm = row.iter().map(|x| x * x).sum::<f64>().sqrt();
+        row.iter_mut().for_each(|x| *x /= norm);
+    }
+    let vt = normal(&[b, t, h, v]);
+    let g = match model.gate() {
+        Gate::None => None,
+        Gate::Scalar => Some(map(normal(&[b, t, h]), logsigmoid)),
+        Gate::Channel => Some(map(normal(&[b, t, h, k]), logsigmoid)),
+    };
+    let (bg, wg) = if model == Model::General {
+        (Some(map(normal(&[b, t, h, k]), sigmoid)), Some(map(normal(&[b, t, h, v]), sigmoid)))
+    } else {
+        (None, None)
+    };
+    let beta = model.has_beta().then(|| map(normal(&[b, t, h]), sigmoid));
+    let s0 = normal(&[n, h, k, v]);
+    let d_o = normal(&[b, t, h, v]);
+    let dst = normal(&[n, h, k, v]);
+    let p = Problem { model, q, k: kt, v: vt, g, b: bg, w: wg, beta, s0, d_o, dst, scale: scale.unwrap_or((k as f64).powf(-0.5)), cu_seqlens };
+    p.validate()?;
+    Ok(p)
+}
+
+/// `log σ(x)`, computed without overflow.
+pub fn logsigmoid(x: f64) -> f64 {
+    if x >= 0.0 {
+        -(-x).exp().ln_1p()
+    } else {
+        x - x.exp().ln_1p()
+    }
+}
+
+/// `σ(x)`.
+pub fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+fn map(mut t: Tensor, f: fn(f64) -> f64) -> Tensor {
+    t.data.iter_mut().for_each(|x| *x = f(*x));
+    t
+}
+
+fn std_normal(rng: &mut ChaCha20Rng) -> f64 {
+    // Box–Muller; u1 in (0, 1] so the log is finite.
+    let u1: f64 = 1.0 - rng.gen::<f64>();
+    let u2: f64 = rng.gen::<f64>();
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
+/// Reads a problem for `model` from a safetensors file. Required: q, k, v, do, plus g (gated
+/// models), b and w (general) or beta (KDA, GDN). Optional: s0, dst (zero when absent),
+/// cu_seqlens (int64). Scale: `scale` if given, else the file's `scale` metadata, else `K^-0.5`.
+///
+/// Errors: I/O, malformed file, a float tensor that is not F64 ([`RecurrenceError::Dtype`]),
+/// missing tensors, bad shapes.
+pub fn read_problem(path: &Path, model: Model, scale: Option<f64>) -> Result<Problem, RecurrenceError> {
+    let bytes = std::fs::read(path).map_err(|source| RecurrenceError::Io { path: path.display().to_string(), source })?;
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| RecurrenceError::Safetensors(format!("{}: {e}", path.display())))?;
+    let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| RecurrenceError::Safetensors(e.to_string()))?;
+    let get = |name: &str| -> Result<Option<Tensor>, RecurrenceError> {
+        match st.tensor(name) {
+            Ok(view) => Ok(Some(f64_tensor(name, &view)?)),
+            Err(_) => Ok(None),
+        }
+    };
+    let req = |name: &str| get(name)?.ok_or_else(|| RecurrenceError::Missing(name.into()));
+    let q = req("q")?;
+    let v = req("v")?;
+    let cu_seqlens = match st.tensor("cu_seqlens") {
+        Ok(view) => Some(index_vector(&view)?),
+        Err(_) => None,
+    };
+    let (b, t, h, k) = match q.shape[..] {
+        [b, t, h, k] => (b, t, h, k),
+        _ => return Err(RecurrenceError::Shape { name: "q".into(), expected: vec![0, 0, 0, 0], got: q.shape.clone() }),
+    };
+    let vd = v.shape.last().copied().unwrap_or(0);
+    let n = cu_seqlens.as_ref().map_or(b, |c| c.len().saturating_sub(1));
+    let state_or_zero = |name: &str| -> Result<Tensor, RecurrenceError> { Ok(get(name)?.unwrap_or_else(|| Tensor::zeros(&[n, h, k, vd]))) };
+    let file_scale = meta.metadata().as_ref().and_then(|m| m.get("scale")).and_then(|s| s.parse::<f64>().ok());
+    let g = if model.gate() == Gate::None { None } else { Some(req("g")?) };
+    let general = model == Model::General;
+    let p = Problem {
+        model,
+        q,
+        k: req("k")?,
+        v,
+        g,
+        b: if general { Some(req("b")?) } else { None },
+        w: if general { Some(req("w")?) } else { None },
+        beta: if model.has_beta() { Some(req("beta")?) } else { None },
+        s0: state_or_zero("s0")?,
+        d_o: req("do")?,
+        dst: state_or_zero("dst")?,
+        scale: scale.or(file_scale).unwrap_or((k as f64).powf(-0.5)),
+        cu_seqlens,
+    };
+    let _ = t;
+    p.validate()?;
+    Ok(p)
+}
+
+fn f64_tensor(name: &str, view: &TensorView<'_>) -> Result<Tensor, RecurrenceError> {
+    if view.dtype() != Dtype::F64 {
+        return Err(RecurrenceError::Dtype { name: name.into(), dtype: format!("{:?}", view.dtype()) });
+    }
+    let data: Vec<f64> = view.data().chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8-byte chunk"))).collect();
+    Tensor::new(view.shape(), data).ok_or_else(|| RecurrenceError::Safetensors(format!("tensor `{name}`: data length does not match its shape")))
+}
+
+fn index_vector(view: &TensorView<'_>) -> Result<Vec<usize>, RecurrenceError> {
+    if view.dtype() != Dtype::I64 || view.shape().len() != 1 {
+        return Err(RecurrenceError::CuSeqlens(format!("must be a 1-D int64 tensor, got {:?} {:?}", view.dtype(), view.shape())));
+    }
+    view.data()
+        .chunks_exact(8)
+        .map(|c| {
+            let x = i64::from_le_bytes(c.try_into().expect("8-byte chunk"));
+            usize::try_from(x).map_err(|_| RecurrenceError::CuSeqlens(format!("negative entry {x}")))
+        })
+        .collect()
+}
+
+/// Writes the problem's inputs and the results to one safetensors file (all F64; cu_seqlens as
+/// int64). `metadata` is stored in the header (model, method, chunk, scale, seed ...).
+///
+/// Errors: I/O or serialisation failure.
+pub fn write(path: &Path, p: &Problem, r: &Results, metadata: HashMap<String, String>) -> Result<(), RecurrenceError> {
+    let mut named: Vec<(&str, &Tensor)> = vec![("q", &p.q), ("k", &p.k), ("v", &p.v), ("s0", &p.s0), ("do", &p.d_o), ("dst", &p.dst)];
+    for (name, t) in [("g", &p.g), ("b", &p.b), ("w", &p.w), ("beta", &p.beta)] {
+        if let Some(t) = t {
+            named.push((name, t));
+        }
+    }
+    named.extend([("o", &r.o), ("st", &r.st), ("dq", &r.dq), ("dk", &r.dk), ("dv", &r.dv), ("ds0", &r.ds0)]);
+    for (name, t) in [("dg", &r.dg), ("db", &r.db), ("dw", &r.dw), ("dbeta", &r.dbeta)] {
+        if let Some(t) = t {
+            named.push((name, t));
+        }
+    }
+    let mut buffers: Vec<(String, Vec<usize>, Dtype, Vec<u8>)> = named
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t.shape.clone(), Dtype::F64, t.data.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .collect();
+    if let Some(cu) = &p.cu_seqlens {
+        buffers.push(("cu_seqlens".into(), vec![cu.len()], Dtype::I64, cu.iter().flat_map(|&x| (x as i64).to_le_bytes()).collect()));
+    }
+    let views: Vec<(String, TensorView<'_>)> = buffers
+        .iter()
+        .map(|(n, s, d, b)| TensorView::new(*d, s.clone(), b).map(|v| (n.clone(), v)).map_err(|e| RecurrenceError::Safetensors(e.to_string())))
+        .collect::<Result<_, _>>()?;
+    safetensors::serialize_to_file(views, &Some(metadata), path).map_err(|e| RecurrenceError::Safetensors(format!("{}: {e}", path.display())))
+}
