@@ -1,0 +1,259 @@
+//! The abstract syntax tree. Every node carries the byte span of its source text.
+
+use crate::diag::Span;
+
+/// A name with its span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    /// The name.
+    pub name: String,
+    /// Where it is written.
+    pub span: Span,
+}
+
+/// A whole `.tile` file.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct File {
+    /// Items in source order.
+    pub items: Vec<Item>,
+}
+
+/// A top-level item.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// `const NAME = expr;`
+    Const(ConstDecl),
+    /// `kernel name(...) grid(...) { ... }`
+    Kernel(KernelDecl),
+    /// An item that failed to parse (already reported).
+    Error(Span),
+}
+
+/// A compile-time integer constant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConstDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Its value (a constant expression).
+    pub value: Expr,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// A kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Parameters.
+    pub params: Vec<ParamDecl>,
+    /// `grid(x[, y[, z]])`: size expressions.
+    pub grid: Vec<Expr>,
+    /// Span of the grid clause.
+    pub grid_span: Span,
+    /// `threads(N)`, if given.
+    pub threads: Option<Expr>,
+    /// The body.
+    pub body: Vec<Stmt>,
+    /// The whole kernel.
+    pub span: Span,
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamDecl {
+    /// Its name.
+    pub name: Ident,
+    /// `out` was written.
+    pub output: bool,
+    /// Element type name.
+    pub elem: Ident,
+    /// Shape (`None` for a scalar parameter).
+    pub shape: Option<Vec<Expr>>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// A memory space as written.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SpaceKw {
+    /// `reg`
+    Reg,
+    /// `smem`
+    Smem,
+    /// `tmem`
+    Tmem,
+}
+
+/// A type annotation on `let`: `: [space] [elem [rows, cols]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeAnn {
+    /// Memory space, if written.
+    pub space: Option<(SpaceKw, Span)>,
+    /// Element type name, if written.
+    pub elem: Option<Ident>,
+    /// Shape, if written.
+    pub shape: Option<Vec<Expr>>,
+    /// The whole annotation.
+    pub span: Span,
+}
+
+/// Assignment operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AssignOp {
+    /// `=`
+    Set,
+    /// `+=`
+    Add,
+    /// `-=`
+    Sub,
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `let [mut] name [: ann] = value;`
+    Let {
+        /// `mut` was written.
+        mutable: bool,
+        /// The bound name.
+        name: Ident,
+        /// Type annotation.
+        ann: Option<TypeAnn>,
+        /// Initial value.
+        value: Expr,
+        /// Whole statement.
+        span: Span,
+    },
+    /// `name op value;`
+    Assign {
+        /// The assigned name.
+        name: Ident,
+        /// `=`, `+=` or `-=`.
+        op: AssignOp,
+        /// The value.
+        value: Expr,
+        /// Whole statement.
+        span: Span,
+    },
+    /// `store tensor[index] = value;`
+    Store {
+        /// The tensor.
+        tensor: Ident,
+        /// Indices.
+        index: Vec<IndexExpr>,
+        /// The stored value.
+        value: Expr,
+        /// Whole statement.
+        span: Span,
+    },
+    /// `for var in [rev] lo..hi { body }`
+    For {
+        /// Induction variable.
+        var: Ident,
+        /// Iterate in reverse.
+        reverse: bool,
+        /// Lower bound.
+        lo: Expr,
+        /// Upper bound (exclusive).
+        hi: Expr,
+        /// Body.
+        body: Vec<Stmt>,
+        /// Whole statement.
+        span: Span,
+    },
+    /// A statement that failed to parse (already reported).
+    Error(Span),
+}
+
+/// One index of a tensor access.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexExpr {
+    /// A single position.
+    Point(Expr),
+    /// `start..+len` with a constant `len`.
+    Range {
+        /// First index.
+        start: Expr,
+        /// Length (constant expression).
+        len: Expr,
+        /// Whole index.
+        span: Span,
+    },
+    /// `:` — the whole dimension (which must be a constant).
+    Full(Span),
+}
+
+/// Binary operators of expressions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Rem,
+    /// `@`
+    MatMul,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `&&`
+    And,
+    /// `||`
+    Or,
+}
+
+/// Unary operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    /// `-x`
+    Neg,
+    /// `!x`
+    Not,
+}
+
+/// An expression.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// What it is.
+    pub kind: ExprKind,
+    /// Where.
+    pub span: Span,
+}
+
+/// Kinds of expressions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// Integer literal (kept as text; range-checked in semantic analysis).
+    Int(String),
+    /// Float literal.
+    Float(String),
+    /// A name.
+    Name(String),
+    /// Binary operation.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// Unary operation.
+    Unary(UnOp, Box<Expr>),
+    /// A builtin call `f(args)`.
+    Call(Ident, Vec<Expr>),
+    /// Postfix field: only `.T` (transpose) is defined.
+    Field(Box<Expr>, Ident),
+    /// `load tensor[index]`.
+    Load(Ident, Vec<IndexExpr>),
+    /// An expression that failed to parse (already reported).
+    Error,
+}
