@@ -1,4 +1,15 @@
 //! kverify: fp64 references, gates and candidates for judging GPU kernels.
+//!
+//! * [`tensor`]: dense tensors exchanged with candidates.
+//! * [`error_model`]: unit roundoff, derived bounds.
+//! * [`references`]: fp64 ground truth per operator class.
+//! * [`candidate`]: in-process and external-process candidates, and the harness that runs them.
+//! * [`gates`]: the twelve gates; [`battery`] runs them and forms the verdict.
+//! * [`redteam`]: deliberately broken candidates and the honest one.
+//! * [`calibrate`]: trip points and margins of the band gates.
 
+pub mod error_model;
+pub mod references;
+pub mod tensor;
 pub mod cli;
 pub mod recurrence;

@@ -1,0 +1,149 @@
+//! The floating-point error model behind every thresholded gate.
+//!
+//! A candidate declares its compute precision ([`Precision`]): the dtype its inputs arrive in,
+//! the dtype it accumulates in and the dtype it writes. Inputs are rounded to the input dtype
+//! *before* both the reference and the candidate see them, so input rounding is never charged
+//! (fairness rules 3 and 7). What remains is the rounding of the computation itself, bounded per
+//! output element by
+//!
+//! ```text
+//!   bound_i = gamma(depth, u_acc) * scale_i + u_out * |ref_i| + depth * eta_acc
+//! ```
+//!
+//! * `gamma(n, u) = n u / (1 - n u)`: Higham, *Accuracy and Stability of Numerical Algorithms*
+//!   (2nd ed.), Lemma 3.1; for a dot product of length n, |fl(x.y) - x.y| <= gamma(n) sum|x_i y_i|
+//!   (eq. 3.4). When n u >= 1 the bound is vacuous and we return +inf (never charged).
+//! * `scale_i`: the reference's own condition-weighted magnitude for output i (for a sum,
+//!   sum |terms|); each reference documents how it computes it.
+//! * `u_out * |ref_i|`: the final rounding to the output dtype.
+//! * `eta_acc`: half the smallest subnormal of the accumulator, the absolute underflow error
+//!   of one multiplication (Higham §2.1, the underflow term of the standard model).
+//!
+//! ORD-01 uses the probabilistic bound `4 u sqrt(n) scale` (Higham & Mary, "A New Approach to
+//! Probabilistic Rounding Error Analysis", SIAM J. Sci. Comput. 41(5), 2019, Theorem 2.4 with
+//! lambda = 4), which is what a legitimate reordering of the same-precision sum produces.
+
+use crate::tensor::DType;
+use serde::{Deserialize, Serialize};
+
+/// A candidate's declared compute precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Precision {
+    /// Dtype of the inputs the candidate receives.
+    pub input: DType,
+    /// Dtype it accumulates reductions in.
+    pub accumulator: DType,
+    /// Dtype of its outputs.
+    pub output: DType,
+}
+
+impl Precision {
+    /// fp32 in, fp32 accumulate, fp32 out.
+    pub const F32: Precision = Precision { input: DType::F32, accumulator: DType::F32, output: DType::F32 };
+    /// bf16 in, fp32 accumulate, bf16 out (the usual mixed-precision convention).
+    pub const BF16_F32ACC: Precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::Bf16 };
+
+    /// Unit roundoff of the arithmetic: the coarser of the accumulator and the output
+    /// (intermediates are kept at least at the output's precision).
+    pub fn u_compute(&self) -> f64 {
+        self.accumulator.unit_roundoff().max(self.output.unit_roundoff().min(self.accumulator.unit_roundoff()))
+    }
+}
+
+/// `gamma(n, u) = n u / (1 - n u)`, or +inf when `n u >= 1` (Higham Lemma 3.1).
+pub fn gamma(n: usize, u: f64) -> f64 {
+    let nu = n as f64 * u;
+    if nu >= 1.0 {
+        f64::INFINITY
+    } else {
+        nu / (1.0 - nu)
+    }
+}
+
+/// How the reference describes the rounding sensitivity of one output tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorProfile {
+    /// Longest chain of rounded operations feeding one output element (reduction length plus
+    /// the documented number of elementwise steps).
+    pub depth: usize,
+    /// Per-element condition-weighted magnitude (same length as the output).
+    pub scale: Vec<f64>,
+}
+
+/// Which bound a comparison uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundKind {
+    /// Worst-case deterministic bound (CMP-01/02/03, PRC-01/02).
+    Deterministic,
+    /// Probabilistic reordering bound `4 u sqrt(n) scale` (ORD-01).
+    Reordering,
+    /// ORD-03's backstop: [`ORD03_FACTOR`] times the reordering bound, never below the
+    /// deterministic one.
+    Backstop,
+}
+
+/// The documented multiple of the ORD-01 bound that ORD-03 allows.
+pub const ORD03_FACTOR: f64 = 16.0;
+/// lambda of the probabilistic bound (failure probability <= 2 exp(-lambda^2/2) per element
+/// under the model's independence assumption).
+pub const ORD01_LAMBDA: f64 = 4.0;
+
+/// Per-element absolute bound for output element with reference value `r` and scale `s`.
+pub fn element_bound(kind: BoundKind, p: &Precision, depth: usize, s: f64, r: f64) -> f64 {
+    let u_acc = p.accumulator.unit_roundoff();
+    let u_out = p.output.unit_roundoff();
+    let eta = 0.5 * p.accumulator.min_subnormal() * depth.max(1) as f64;
+    let out_round = u_out * r.abs();
+    let det = gamma(depth.max(1), u_acc) * s + out_round + eta;
+    match kind {
+        BoundKind::Deterministic => det,
+        BoundKind::Reordering => ORD01_LAMBDA * u_acc * (depth.max(1) as f64).sqrt() * s + out_round + eta,
+        BoundKind::Backstop => {
+            let reord = ORD01_LAMBDA * u_acc * (depth.max(1) as f64).sqrt() * s + out_round + eta;
+            (ORD03_FACTOR * reord).max(det)
+        }
+    }
+}
+
+/// The precision level whose unit roundoff best explains an observed relative error
+/// `err / (depth * scale)`; used to name the effective precision in PRC-01's report.
+pub fn implied_precision(u_eff: f64) -> &'static str {
+    let levels = [(DType::F64, "f64"), (DType::F32, "f32"), (DType::Tf32, "tf32/f16"), (DType::Bf16, "bf16")];
+    let mut best = "below bf16";
+    for (d, name) in levels {
+        if u_eff <= d.unit_roundoff() * 1.01 {
+            best = name;
+            break;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gamma_matches_definition_and_saturates() {
+        let u = 2f64.powi(-24);
+        assert!((gamma(10, u) - 10.0 * u / (1.0 - 10.0 * u)).abs() < 1e-30);
+        assert!(gamma(1 << 25, u).is_infinite());
+    }
+
+    #[test]
+    fn backstop_is_never_tighter_than_deterministic() {
+        let p = Precision::F32;
+        for n in [1usize, 16, 4096, 1 << 20] {
+            let det = element_bound(BoundKind::Deterministic, &p, n, 1.0, 1.0);
+            let bs = element_bound(BoundKind::Backstop, &p, n, 1.0, 1.0);
+            assert!(bs >= det);
+        }
+    }
+
+    #[test]
+    fn implied_precision_names_levels() {
+        assert_eq!(implied_precision(2f64.powi(-30)), "f32");
+        assert_eq!(implied_precision(2f64.powi(-12)), "tf32/f16");
+        assert_eq!(implied_precision(2f64.powi(-9)), "bf16");
+    }
+}
