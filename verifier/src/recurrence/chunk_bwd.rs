@@ -4,7 +4,7 @@
 
 use super::chunk_fwd::build_p;
 use super::intra::{chunk_ranges, Decay};
-use super::tensor::{axpy, Mat};
+use super::tensor::{axpy, axpy_mul, Mat};
 
 /// B2: `dv_local = Pᵀ dO` `[T, V]`, with `P` the causal decayed score matrix of each chunk.
 pub fn dv_local(q: &Mat, k: &Mat, gamma: &Mat, d_o: &Mat, scale: f64, chunk: usize) -> Mat {
@@ -84,15 +84,21 @@ pub fn dqkwg(
         for i in 0..c {
             for j in 0..=i {
                 let g = scale * dp[(i, j)];
+                if g == 0.0 {
+                    continue;
+                }
                 decay.pair(i, j, &mut e);
-                for ch in 0..kd {
-                    let ge = g * e[ch];
-                    dq[(i, ch)] += ge * kc[(j, ch)];
-                    dk[(j, ch)] += ge * qc[(i, ch)];
-                    if j < i {
-                        let r = ge * qc[(i, ch)] * kc[(j, ch)];
-                        dg[(i, ch)] += r;
-                        dg[(j, ch)] -= r;
+                e.iter_mut().for_each(|z| *z *= g);
+                let (qi, kj) = (qc.row(i), kc.row(j));
+                axpy_mul(dq.row_mut(i), &e, kj);
+                axpy_mul(dk.row_mut(j), &e, qi);
+                if j < i {
+                    let (lo, hi) = dg.data.split_at_mut(i * kd);
+                    let (dgj, dgi) = (&mut lo[j * kd..(j + 1) * kd], &mut hi[..kd]);
+                    for ch in 0..kd {
+                        let r = e[ch] * qi[ch] * kj[ch];
+                        dgi[ch] += r;
+                        dgj[ch] -= r;
                     }
                 }
             }

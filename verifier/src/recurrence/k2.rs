@@ -98,15 +98,22 @@ pub fn wy_backward(
                     continue;
                 }
                 decay.pair(i, j, &mut e);
+                let (bi, ki, kj) = (bc.row(i), kc.row(i), kc.row(j));
+                let dbi = db.row_mut(i);
                 for ch in 0..kd {
-                    let (bi, ki, kj) = (bc[(i, ch)], kc[(i, ch)], kc[(j, ch)]);
-                    let ge = g * e[ch];
-                    db[(i, ch)] += ge * ki * kj;
-                    dk[(i, ch)] += ge * bi * kj;
-                    dk[(j, ch)] += ge * bi * ki;
-                    let r = ge * bi * ki * kj;
-                    dg[(i, ch)] += r;
-                    dg[(j, ch)] -= r;
+                    dbi[ch] += g * e[ch] * ki[ch] * kj[ch];
+                }
+                let (lo, hi) = dk.data.split_at_mut(i * kd);
+                let (dkj, dki) = (&mut lo[j * kd..(j + 1) * kd], &mut hi[..kd]);
+                let (glo, ghi) = dg.data.split_at_mut(i * kd);
+                let (dgj, dgi) = (&mut glo[j * kd..(j + 1) * kd], &mut ghi[..kd]);
+                for ch in 0..kd {
+                    let gb = g * e[ch] * bi[ch];
+                    dki[ch] += gb * kj[ch];
+                    dkj[ch] += gb * ki[ch];
+                    let r = gb * ki[ch] * kj[ch];
+                    dgi[ch] += r;
+                    dgj[ch] -= r;
                 }
             }
         }

@@ -179,6 +179,14 @@ pub fn axpy(y: &mut [f64], a: f64, x: &[f64]) {
     }
 }
 
+/// `y += a ⊙ x` (elementwise product accumulated).
+#[inline]
+pub fn axpy_mul(y: &mut [f64], a: &[f64], x: &[f64]) {
+    for ((yi, ai), xi) in y.iter_mut().zip(a).zip(x) {
+        *yi += ai * xi;
+    }
+}
+
 /// Dot product.
 #[inline]
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
