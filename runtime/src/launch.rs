@@ -129,7 +129,9 @@ fn guarded<T>(op: &str, f: impl FnOnce() -> Result<T, RuntimeError>) -> Result<T
 /// # Errors
 /// [`RuntimeError::NoDriver`] listing the names tried.
 pub fn driver_available() -> Result<(), RuntimeError> {
-    let names = cudarc::get_lib_name_candidates("cuda");
+    let mut names = cudarc::get_lib_name_candidates("cuda");
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
     for name in &names {
         // SAFETY: opening the NVIDIA driver runs its initialisers, which is what using it
         // requires anyway; the handle is dropped (dlclose) right away, cudarc opens its own.

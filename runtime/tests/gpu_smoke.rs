@@ -10,8 +10,13 @@ use tilec_runtime::launch::{CodeKind, Gpu, RuntimeError};
 use tilec_runtime::meta::DType;
 use tilec_runtime::tensor::HostTensor;
 
+/// A fixture file. `TILEC_RUNTIME_FIXTURES` overrides the folder, for a test binary built here
+/// and run on the device machine, where the checkout lives at another path.
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    std::env::var_os("TILEC_RUNTIME_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"))
+        .join(name)
 }
 
 /// The GPU, or `None` after printing why the test is skipped.
