@@ -221,6 +221,17 @@ mod tests {
     }
 
     #[test]
+    fn documented_example_is_valid() {
+        // The first JSON block of docs/metadata.md must stay a valid v1 file.
+        let doc = include_str!("../../../docs/metadata.md");
+        let start = doc.find("```json\n").map(|i| i + 8).unwrap();
+        let end = start + doc[start..].find("```").unwrap();
+        let m = KernelMeta::from_json_str(&doc[start..end]).unwrap();
+        assert_eq!(m.kernel, "chunk_bwd_dhu");
+        assert_eq!(m.contract.envelope.len(), 1);
+    }
+
+    #[test]
     fn structural_errors_name_the_field() {
         let mut m = axpb_meta();
         m.params[1].shape[0] = "N*".into();
