@@ -1,0 +1,54 @@
+//! `tilec-run` as a process: argument errors and the no-GPU path, checked on any machine.
+#![cfg(feature = "cuda")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn tilec_run(extra: &[&str]) -> (i32, String, String) {
+    let out_dir = std::env::temp_dir().join(format!("tilec-run-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tilec-run"))
+        .arg(fixture("axpb.meta.json"))
+        .arg("--inputs")
+        .arg(fixture("axpb.inputs.safetensors"))
+        .arg("--out")
+        .arg(out_dir.join("y.safetensors"))
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn binds_then_runs_or_reports_no_gpu() {
+    let (code, stdout, stderr) = tilec_run(&["--repeat", "2"]);
+    assert!(stdout.contains("sizes [N=1000] grid [8, 1, 1] block [128, 1, 1]"), "{stdout}");
+    match code {
+        0 => assert!(stdout.contains("repeat: 2 runs, outputs bitwise identical"), "{stdout}"),
+        4 => assert!(stderr.contains("no CUDA driver") || stderr.contains("no usable GPU"), "{stderr}"),
+        other => panic!("exit {other}: {stdout}\n{stderr}"),
+    }
+}
+
+#[test]
+fn argument_errors_exit_before_the_gpu() {
+    let (code, _, stderr) = tilec_run(&["--size", "N=7"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("size `N` is inconsistent"), "{stderr}");
+
+    let (code, _, stderr) = tilec_run(&["--scalar", "a=abc"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not a valid F32"), "{stderr}");
+
+    let (code, _, stderr) = tilec_run(&["--scalar", "zz=1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no scalar parameter `zz`"), "{stderr}");
+}
