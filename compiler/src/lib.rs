@@ -9,3 +9,7 @@
 pub mod diag;
 pub mod ir;
 pub mod syntax;
+pub mod sema;
+pub mod passes;
+pub mod frontend;
+pub mod cli;

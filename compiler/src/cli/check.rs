@@ -1,0 +1,98 @@
+//! `tilec check FILE [--emit ir|tmem-plan|tmem-plan-json] [-D warnings]`.
+//!
+//! Exit codes: 0 — no errors; 1 — the program has errors (diagnostics on stderr);
+//! 2 — the file could not be read or the arguments are wrong.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+
+use crate::frontend::{check_source, Options};
+use crate::ir::write::write_module;
+use crate::passes::tmem_report;
+
+/// What `--emit` prints on stdout.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    /// The tile IR after planning (text form).
+    Ir,
+    /// The TMEM plan as a table and column map.
+    TmemPlan,
+    /// The TMEM plan as JSON (metadata form).
+    TmemPlanJson,
+}
+
+/// Arguments of `tilec check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The .tile file.
+    pub file: PathBuf,
+    /// Print artifacts of the check (repeatable, or comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub emit: Vec<Emit>,
+    /// `-D warnings`: treat warnings as errors.
+    #[arg(short = 'D', value_name = "LINT")]
+    pub deny: Vec<String>,
+    /// Colour diagnostics (default: when stderr is a terminal).
+    #[arg(long)]
+    pub color: Option<bool>,
+}
+
+/// Runs `tilec check`.
+pub fn run(a: &CheckArgs) -> ExitCode {
+    let src = match std::fs::read(&a.file) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", a.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    for d in &a.deny {
+        if d != "warnings" {
+            eprintln!("error: unknown lint group `{d}` for -D (only `warnings` exists)");
+            return ExitCode::from(2);
+        }
+    }
+    let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty() });
+    let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
+    let name = a.file.display().to_string();
+    if !checked.diags.is_empty() {
+        eprint!("{}", checked.diags.render(&name, &src, color));
+    }
+    for e in &a.emit {
+        match e {
+            Emit::Ir => print!("{}", write_module(&checked.module)),
+            Emit::TmemPlan => {
+                for p in &checked.plans {
+                    print!("{}", tmem_report::render_text(p));
+                }
+            }
+            Emit::TmemPlanJson => {
+                let metas: Vec<_> = checked.plans.iter().map(|p| serde_json::json!({"kernel": p.kernel, "tmem": tmem_report::to_meta(p)})).collect();
+                match serde_json::to_string_pretty(&metas) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => {
+                        eprintln!("error: cannot serialise the plan: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+        }
+    }
+    let (errors, warnings) = checked.diags.iter().fold((0, 0), |(e, w), d| match d.severity {
+        crate::diag::Severity::Error => (e + 1, w),
+        crate::diag::Severity::Warning => (e, w + 1),
+    });
+    if errors > 0 {
+        eprintln!("error: {name}: {errors} error{}, {warnings} warning{}", if errors == 1 { "" } else { "s" }, if warnings == 1 { "" } else { "s" });
+        ExitCode::from(1)
+    } else {
+        if a.emit.is_empty() {
+            let kernels: Vec<String> = checked.plans.iter().map(|p| format!("{} (TMEM {} columns)", p.kernel, p.alloc_columns)).collect();
+            eprintln!("ok: {name}: {}; {warnings} warning{}", kernels.join(", "), if warnings == 1 { "" } else { "s" });
+        }
+        ExitCode::SUCCESS
+    }
+}

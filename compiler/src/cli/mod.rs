@@ -1,0 +1,3 @@
+//! Subcommands of the `tilec` binary, one file each.
+
+pub mod check;

@@ -1,0 +1,91 @@
+//! Liveness of variables and values over program points.
+//!
+//! A live range is an inclusive interval `[first, last]` of program points
+//! ([`ProgramPoints`], pre-order). Loops are handled structurally: if a variable (or value) is
+//! defined outside a loop and touched inside it, it is live for the whole loop — the next
+//! iteration may touch it again — so its range is extended to the loop's last point. Anything
+//! first defined inside a loop body is re-created each iteration and stays local.
+
+use cranelift_entity::SecondaryMap;
+
+use crate::ir::{Inst, Kernel, ProgramPoints, Value, Var};
+
+/// An inclusive interval of program points.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Interval {
+    /// First point.
+    pub start: u32,
+    /// Last point (inclusive).
+    pub end: u32,
+}
+
+impl Interval {
+    /// Whether two intervals share a point.
+    pub fn overlaps(self, o: Interval) -> bool {
+        self.start <= o.end && o.start <= self.end
+    }
+    /// Whether `p` lies inside.
+    pub fn contains(self, p: u32) -> bool {
+        self.start <= p && p <= self.end
+    }
+}
+
+/// Live ranges of a kernel's variables and values.
+#[derive(Clone, Debug)]
+pub struct Liveness {
+    /// Program numbering the ranges refer to.
+    pub points: ProgramPoints,
+    /// Range of each variable that is accessed at all.
+    pub vars: SecondaryMap<Var, Option<Interval>>,
+    /// Range of each value, from its definition to its last use.
+    pub values: SecondaryMap<Value, Option<Interval>>,
+}
+
+/// Computes live ranges.
+pub fn liveness(k: &Kernel) -> Liveness {
+    let points = ProgramPoints::compute(k);
+    // Accesses: (entity, instruction) pairs; the first access of a var is its definition.
+    let mut var_access: SecondaryMap<Var, Vec<Inst>> = SecondaryMap::new();
+    let mut value_use: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
+    let mut value_def: SecondaryMap<Value, Option<Inst>> = SecondaryMap::new();
+    k.walk(|i| {
+        let (r, w) = k.inst_vars(i);
+        for v in r.into_iter().chain(w) {
+            var_access[v].push(i);
+        }
+        for a in k.inst_args(i) {
+            value_use[a].push(i);
+        }
+        if let Some(r) = k.insts[i].result {
+            value_def[r] = Some(i);
+        }
+    });
+    let range = |def: Inst, uses: &[Inst]| -> Interval {
+        let mut iv = Interval { start: points.point[def], end: points.point[def] };
+        for &u in uses {
+            iv.end = iv.end.max(points.point[u]);
+            // Loops enclosing the use but not the definition keep the entity alive throughout.
+            for &l in &points.enclosing[u] {
+                if !points.enclosing[def].contains(&l) && l != def {
+                    iv.end = iv.end.max(points.loop_end[l]);
+                    iv.start = iv.start.min(points.point[def]);
+                }
+            }
+        }
+        iv
+    };
+    let mut vars = SecondaryMap::new();
+    for (v, _) in k.vars.iter() {
+        let acc = &var_access[v];
+        if let Some(&first) = acc.iter().min_by_key(|i| points.point[**i]) {
+            vars[v] = Some(range(first, acc));
+        }
+    }
+    let mut values = SecondaryMap::new();
+    for (v, _) in k.values.iter() {
+        if let Some(def) = value_def[v] {
+            values[v] = Some(range(def, &value_use[v]));
+        }
+    }
+    Liveness { points, vars, values }
+}

@@ -1,0 +1,212 @@
+//! Semantic analysis and lowering: AST → tile IR.
+//!
+//! One walk over each kernel resolves names (constants, symbolic sizes, parameters, locals),
+//! checks element types, memory spaces and tile shapes (including the target's MMA shape
+//! rules), and emits IR with spans. Errors are collected; a failed expression yields no value
+//! and its users are skipped silently, so one mistake gives one diagnostic.
+
+mod consts;
+mod expr;
+mod stmt;
+pub mod target;
+
+use std::collections::HashMap;
+
+use crate::diag::{Code, Diagnostic, Diagnostics, Span};
+use crate::ir::builder::Builder;
+use crate::ir::{Elem, Kernel, Module, Param, ParamData, ParamKind, SizeExpr, Value, Var};
+use crate::syntax::ast;
+
+pub use consts::{eval_const, size_expr};
+
+/// What a name refers to.
+#[derive(Clone, Debug)]
+enum Binding {
+    Const(i64),
+    Size(usize),
+    Tensor(Param),
+    Scalar(Param),
+    /// An immutable SSA binding.
+    Value(Value),
+    /// A variable; `mutable` when declared `let mut`.
+    Var(Var, bool),
+}
+
+/// Lowers a parsed file to IR. Kernels with errors are left out of the module.
+pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
+    let mut diags = Diagnostics::new();
+    let mut consts: HashMap<String, i64> = HashMap::new();
+    let mut const_spans: HashMap<String, Span> = HashMap::new();
+    let mut module = Module::default();
+    let mut kernel_names: HashMap<String, Span> = HashMap::new();
+    for item in &file.items {
+        match item {
+            ast::Item::Const(c) => {
+                if let Some(prev) = const_spans.get(&c.name.name) {
+                    diags.push(dup(&c.name, *prev));
+                    continue;
+                }
+                match eval_const(&c.value, &consts) {
+                    Ok(v) => {
+                        consts.insert(c.name.name.clone(), v);
+                    }
+                    Err(d) => diags.push(d),
+                }
+                const_spans.insert(c.name.name.clone(), c.name.span);
+            }
+            ast::Item::Kernel(k) => {
+                if let Some(prev) = kernel_names.get(&k.name.name) {
+                    diags.push(dup(&k.name, *prev));
+                    continue;
+                }
+                kernel_names.insert(k.name.name.clone(), k.name.span);
+                let mut kd = Diagnostics::new();
+                let kernel = KernelLowering::run(k, &consts, &mut kd);
+                let ok = !kd.has_errors();
+                diags.extend(kd);
+                if ok {
+                    module.kernels.push(kernel);
+                }
+            }
+            ast::Item::Error(_) => {}
+        }
+    }
+    (module, diags)
+}
+
+fn dup(name: &ast::Ident, prev: Span) -> Diagnostic {
+    Diagnostic::error(Code::DuplicateName, format!("`{}` is defined twice", name.name), name.span, "redefined here")
+        .with_label(prev, "first defined here")
+}
+
+/// State while lowering one kernel.
+struct KernelLowering<'a> {
+    b: Builder<'a>,
+    consts: &'a HashMap<String, i64>,
+    scopes: Vec<HashMap<String, (Binding, Span)>>,
+    diags: &'a mut Diagnostics,
+}
+
+impl<'a> KernelLowering<'a> {
+    fn run(k: &ast::KernelDecl, consts: &HashMap<String, i64>, diags: &mut Diagnostics) -> Kernel {
+        let mut kernel = Kernel::new(&k.name.name, k.name.span);
+        let mut global: HashMap<String, (Binding, Span)> = HashMap::new();
+        for (n, v) in consts {
+            global.insert(n.clone(), (Binding::Const(*v), Span::default()));
+        }
+        signature(k, consts, &mut kernel, &mut global, diags);
+        let mut cx = KernelLowering { b: Builder::new(&mut kernel), consts, scopes: vec![global], diags };
+        cx.block(&k.body);
+        kernel
+    }
+
+    fn error(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn lookup(&self, name: &str) -> Option<&(Binding, Span)> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    fn bind(&mut self, name: &ast::Ident, binding: Binding) {
+        let scope = self.scopes.last_mut().unwrap_or_else(|| unreachable!("the kernel scope is never popped"));
+        if let Some((_, prev)) = scope.get(&name.name) {
+            if *prev != Span::default() {
+                let prev = *prev;
+                self.error(dup(name, prev));
+                return;
+            }
+        }
+        scope.insert(name.name.clone(), (binding, name.span));
+    }
+
+    fn block(&mut self, stmts: &[ast::Stmt]) {
+        self.scopes.push(HashMap::new());
+        for s in stmts {
+            self.stmt(s);
+        }
+        self.scopes.pop();
+    }
+}
+
+/// Lowers the kernel signature: parameters, symbolic sizes, grid and threads.
+fn signature(
+    k: &ast::KernelDecl,
+    consts: &HashMap<String, i64>,
+    kernel: &mut Kernel,
+    scope: &mut HashMap<String, (Binding, Span)>,
+    diags: &mut Diagnostics,
+) {
+    // Symbolic sizes: bare names in tensor shapes that are not constants.
+    for p in &k.params {
+        for d in p.shape.iter().flatten() {
+            if let ast::ExprKind::Name(n) = &d.kind {
+                if !consts.contains_key(n) && !kernel.sizes.contains(n) {
+                    kernel.sizes.push(n.clone());
+                }
+            }
+        }
+    }
+    let sizes = kernel.sizes.clone();
+    let is_size = |n: &str| sizes.iter().any(|s| s == n);
+    for (i, s) in sizes.iter().enumerate() {
+        scope.insert(s.clone(), (Binding::Size(i), Span::default()));
+    }
+    let mut seen: HashMap<String, Span> = HashMap::new();
+    for p in &k.params {
+        if let Some(prev) = seen.get(&p.name.name) {
+            diags.push(dup(&p.name, *prev));
+            continue;
+        }
+        seen.insert(p.name.name.clone(), p.name.span);
+        if is_size(&p.name.name) || consts.contains_key(&p.name.name) {
+            diags.push(Diagnostic::error(Code::DuplicateName, format!("parameter `{}` has the name of a size or constant", p.name.name), p.name.span, "rename this parameter"));
+            continue;
+        }
+        let Some(elem) = Elem::from_name(&p.elem.name).filter(|e| *e != Elem::Bool) else {
+            diags.push(Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", p.elem.name), p.elem.span, "expected bf16, f16, f32 or i32"));
+            continue;
+        };
+        let kind = match &p.shape {
+            None => {
+                if p.output {
+                    diags.push(Diagnostic::error(Code::WrongKind, "a scalar parameter cannot be `out`", p.span, "only tensors are written"));
+                }
+                ParamKind::Scalar(elem)
+            }
+            Some(dims) => {
+                let mut shape = vec![];
+                for d in dims {
+                    match size_expr(d, consts, &is_size) {
+                        Ok(SizeExpr::Const(c)) if c <= 0 => diags.push(Diagnostic::error(Code::BadTileShape, format!("dimension {c} is not positive"), d.span, "here")),
+                        Ok(e) => shape.push(e),
+                        Err(e) => diags.push(e),
+                    }
+                }
+                if dims.is_empty() {
+                    diags.push(Diagnostic::error(Code::BadIndex, "a tensor needs at least one dimension", p.span, "empty shape"));
+                }
+                ParamKind::Tensor { elem, shape, output: p.output }
+            }
+        };
+        let is_tensor = matches!(kind, ParamKind::Tensor { .. });
+        let id = kernel.params.push(ParamData { name: p.name.name.clone(), kind, span: p.span });
+        scope.insert(p.name.name.clone(), (if is_tensor { Binding::Tensor(id) } else { Binding::Scalar(id) }, p.name.span));
+    }
+    if k.grid.is_empty() || k.grid.len() > 3 {
+        diags.push(Diagnostic::error(Code::BadLaunch, format!("grid has {} dimensions", k.grid.len()), k.grid_span, "expected 1 to 3"));
+    }
+    for (i, g) in k.grid.iter().take(3).enumerate() {
+        match size_expr(g, consts, &is_size) {
+            Ok(e) => kernel.grid[i] = e,
+            Err(d) => diags.push(d),
+        }
+    }
+    if let Some(t) = &k.threads {
+        match eval_const(t, consts) {
+            Ok(n) if n > 0 && n <= 1024 && n % 32 == 0 => kernel.threads = n as u32,
+            Ok(n) => diags.push(Diagnostic::error(Code::BadLaunch, format!("{n} threads per CTA"), t.span, "must be a multiple of 32 in 32..=1024")),
+            Err(d) => diags.push(d),
+        }
+    }
+}
