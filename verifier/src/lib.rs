@@ -13,3 +13,7 @@ pub mod references;
 pub mod tensor;
 pub mod cli;
 pub mod recurrence;
+pub mod battery;
+pub mod candidate;
+pub mod gates;
+pub mod redteam;

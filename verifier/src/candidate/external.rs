@@ -1,0 +1,1 @@
+//! External-process candidates (see `docs/candidate-protocol.md`). Filled in below.

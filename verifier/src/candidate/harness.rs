@@ -1,0 +1,166 @@
+//! Runs one candidate call under a time limit and watches the runtime contract.
+//!
+//! Each call runs on its own thread: a panic becomes [`CandidateError::Crashed`], a call that
+//! outlives the limit becomes [`CandidateError::TimedOut`] (the thread is abandoned; Rust cannot
+//! kill a thread, which is why untrusted code belongs in an external process). The harness
+//! fingerprints every input before and after the call (mutation) and compares output storage
+//! with input storage (aliasing). Every runtime failure, mutation and alias is also logged with
+//! the gate that saw it, so RES-01 can report them all.
+
+use super::{Candidate, CandidateError, CandidateOutput};
+use crate::references::Dims;
+use crate::tensor::Tensor;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Something RES-01 must hear about.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// Gate during which it happened.
+    pub gate: String,
+    /// Shape of the call.
+    pub dims: String,
+    /// What happened.
+    pub what: String,
+}
+
+/// Result of one call.
+#[derive(Debug, Clone)]
+pub struct CallResult {
+    /// Outputs or the reason there are none.
+    pub outcome: Result<Vec<Tensor>, CandidateError>,
+    /// Indices of inputs whose bytes changed.
+    pub mutated: Vec<usize>,
+    /// (output, input) pairs sharing storage.
+    pub aliased: Vec<(usize, usize)>,
+    /// Wall time of the call.
+    pub elapsed: Duration,
+}
+
+/// Runs calls of one candidate.
+pub struct Harness {
+    /// The candidate.
+    pub cand: Arc<dyn Candidate>,
+    /// Time limit per call.
+    pub time_limit: Duration,
+    log: Mutex<Vec<Event>>,
+}
+
+enum Which {
+    Forward,
+    Backward(Vec<Tensor>),
+}
+
+impl Harness {
+    /// A harness with a per-call time limit.
+    pub fn new(cand: Arc<dyn Candidate>, time_limit: Duration) -> Harness {
+        Harness { cand, time_limit, log: Mutex::new(Vec::new()) }
+    }
+
+    /// Events logged so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Forward call on the candidate's own copy of `inputs`.
+    pub fn forward(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>) -> CallResult {
+        self.call(gate, dims, inputs, Which::Forward)
+    }
+
+    /// Backward call.
+    pub fn backward(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>, grads: Vec<Tensor>) -> CallResult {
+        self.call(gate, dims, inputs, Which::Backward(grads))
+    }
+
+    fn call(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>, which: Which) -> CallResult {
+        let before: Vec<u64> = inputs.iter().map(|t| t.checksum()).collect();
+        let ids: Vec<usize> = inputs.iter().map(|t| t.storage_id()).collect();
+        let (tx, rx) = mpsc::channel();
+        let cand = Arc::clone(&self.cand);
+        let d = dims.clone();
+        let start = Instant::now();
+        // External candidates enforce their own limit (and kill the process); the thread
+        // limit is a backstop with a little grace so their report wins.
+        let grace = if cand.kind() == "external" { Duration::from_secs(5) } else { Duration::ZERO };
+        let spawned = std::thread::Builder::new().name("kverify-candidate".into()).spawn(move || {
+            let mut inputs = inputs;
+            let r = catch_unwind(AssertUnwindSafe(|| match &which {
+                Which::Forward => cand.forward(&d, &mut inputs),
+                Which::Backward(g) => cand.backward(&d, &mut inputs, g),
+            }));
+            let r = r.unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic payload".into());
+                Err(CandidateError::Crashed(format!("panic: {msg}")))
+            });
+            let _ = tx.send((inputs, r));
+        });
+        if let Err(e) = spawned {
+            return CallResult { outcome: Err(CandidateError::Io(e.to_string())), mutated: vec![], aliased: vec![], elapsed: start.elapsed() };
+        }
+        let got = rx.recv_timeout(self.time_limit + grace);
+        let elapsed = start.elapsed();
+        let mut res = match got {
+            Err(_) => CallResult {
+                outcome: Err(CandidateError::TimedOut { limit_s: self.time_limit.as_secs_f64() }),
+                mutated: vec![],
+                aliased: vec![],
+                elapsed,
+            },
+            Ok((inputs_after, r)) => {
+                let mutated: Vec<usize> =
+                    inputs_after.iter().zip(&before).enumerate().filter(|(_, (t, h))| t.checksum() != **h).map(|(i, _)| i).collect();
+                match r {
+                    Err(e) => CallResult { outcome: Err(e), mutated, aliased: vec![], elapsed },
+                    Ok(CandidateOutput { outputs, reported_mutations, reported_aliases }) => {
+                        let mut mutated = mutated;
+                        for m in reported_mutations {
+                            if !mutated.contains(&m) {
+                                mutated.push(m);
+                            }
+                        }
+                        let mut aliased = reported_aliases;
+                        for (o, t) in outputs.iter().enumerate() {
+                            for (i, id) in ids.iter().enumerate() {
+                                let now = inputs_after.get(i).map(|x| x.storage_id());
+                                if t.storage_id() == *id || Some(t.storage_id()) == now {
+                                    if !aliased.contains(&(o, i)) {
+                                        aliased.push((o, i));
+                                    }
+                                }
+                            }
+                        }
+                        CallResult { outcome: Ok(outputs), mutated, aliased, elapsed }
+                    }
+                }
+            }
+        };
+        res.mutated.sort_unstable();
+        self.record(gate, dims, &res);
+        res
+    }
+
+    fn record(&self, gate: &str, dims: &Dims, r: &CallResult) {
+        let mut evs = Vec::new();
+        if let Err(e) = &r.outcome {
+            if e.is_runtime_failure() {
+                evs.push(e.to_string());
+            }
+        }
+        if !r.mutated.is_empty() {
+            evs.push(format!("mutated input(s) {:?}", r.mutated));
+        }
+        if !r.aliased.is_empty() {
+            evs.push(format!("output aliases input (output, input) {:?}", r.aliased));
+        }
+        if let Ok(mut log) = self.log.lock() {
+            for what in evs {
+                log.push(Event { gate: gate.into(), dims: dims.to_string(), what });
+            }
+        }
+    }
+}

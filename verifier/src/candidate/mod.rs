@@ -1,0 +1,96 @@
+//! Candidates: the kernels under judgement, behind one interface.
+//!
+//! * [`inprocess`]: Rust closures / structs in this process (the honest mirror, the red team).
+//! * [`external`]: any program speaking the external-process protocol (`docs/candidate-protocol.md`),
+//!   one subprocess per candidate with a time limit and a memory limit.
+//! * [`harness`]: runs one call under a time limit, catches panics, and detects input mutation
+//!   and output aliasing; every gate goes through it.
+
+pub mod external;
+pub mod harness;
+pub mod inprocess;
+pub mod safetensors_io;
+
+use crate::error_model::Precision;
+use crate::references::Dims;
+use crate::tensor::Tensor;
+
+/// What a candidate returned for one call.
+#[derive(Debug, Clone, Default)]
+pub struct CandidateOutput {
+    /// Output tensors, in the operator's output order (gradients in input order for backward).
+    pub outputs: Vec<Tensor>,
+    /// Inputs the candidate's own harness saw modified (external workers report this).
+    pub reported_mutations: Vec<usize>,
+    /// (output, input) pairs whose memory overlaps, as reported by an external worker.
+    pub reported_aliases: Vec<(usize, usize)>,
+}
+
+/// Why a call produced no output.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum CandidateError {
+    /// The candidate declined the input (e.g. an unsupported shape). Not a crash.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The candidate panicked or was killed by a signal.
+    #[error("crashed: {0}")]
+    Crashed(String),
+    /// No answer within the time limit.
+    #[error("timed out after {limit_s:.1} s")]
+    TimedOut {
+        /// The limit, in seconds.
+        limit_s: f64,
+    },
+    /// The process exited (with this code) instead of answering.
+    #[error("exited with code {code}{}", if stderr_tail.is_empty() { String::new() } else { format!(": {stderr_tail}") })]
+    Exited {
+        /// Exit status.
+        code: i32,
+        /// Last lines of its stderr.
+        stderr_tail: String,
+    },
+    /// The candidate answered something the protocol does not allow.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The candidate could not be started or talked to.
+    #[error("i/o error: {0}")]
+    Io(String),
+    /// The candidate has no backward.
+    #[error("candidate has no backward")]
+    NoBackward,
+}
+
+impl CandidateError {
+    /// True for crash, hang and exit: runtime failures that rule 9 reports as such.
+    pub fn is_runtime_failure(&self) -> bool {
+        matches!(self, CandidateError::Crashed(_) | CandidateError::TimedOut { .. } | CandidateError::Exited { .. })
+    }
+}
+
+/// A kernel under judgement. Implementations must be callable from another thread.
+pub trait Candidate: Send + Sync {
+    /// Display name.
+    fn name(&self) -> String;
+    /// Operator class id it implements (see [`crate::references::all_ops`]).
+    fn op_id(&self) -> String;
+    /// Declared compute precision (the only precision it is charged against).
+    fn precision(&self) -> Precision;
+    /// `in-process` or `external`.
+    fn kind(&self) -> &'static str;
+    /// Whether [`Candidate::backward`] is implemented.
+    fn has_backward(&self) -> bool {
+        false
+    }
+    /// Forward call. `inputs` are the candidate's own copies in its declared input dtype; a
+    /// kernel gets writable buffers, so mutation is possible (and RES-01 checks for it).
+    fn forward(&self, dims: &Dims, inputs: &mut [Tensor]) -> Result<CandidateOutput, CandidateError>;
+    /// Backward call: input gradients given output gradients.
+    fn backward(&self, _dims: &Dims, _inputs: &mut [Tensor], _grads: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
+        Err(CandidateError::NoBackward)
+    }
+    /// Start over in a fresh process, when the kind allows (ORD-02's cross-process check).
+    /// Returns false when there is no process to restart.
+    fn restart(&self) -> Result<bool, CandidateError> {
+        Ok(false)
+    }
+}

@@ -1,0 +1,239 @@
+//! The twelve gates. Each module documents the question it asks, its decision rule and the
+//! source of its bound; this module holds the shared vocabulary (status, result, context) and
+//! the probe machinery the value gates share.
+
+pub mod cmp01_value;
+pub mod cmp02_gradient;
+pub mod cmp03_shapes;
+pub mod compare;
+pub mod exc01_nonfinite;
+pub mod exc02_subnormal;
+pub mod inputs;
+pub mod ord01_reduction_order;
+pub mod ord02_determinism;
+pub mod ord03_backstop;
+pub mod prc01_precision;
+pub mod prc02_accumulation;
+pub mod res01_runtime;
+pub mod res02_compile;
+
+use crate::candidate::harness::Harness;
+use crate::candidate::CandidateError;
+use crate::error_model::{BoundKind, Precision};
+use crate::references::{Dims, Op};
+use compare::ValueReport;
+use inputs::Dist;
+use serde::Serialize;
+use tilec_runtime::meta::KernelMeta;
+
+/// Outcome of one gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The property holds on every probe.
+    Pass,
+    /// The property fails.
+    Fail,
+    /// The gate cannot apply (never reported as pass; rule 8).
+    #[serde(rename = "n/a")]
+    NotApplicable,
+    /// The candidate crashed, hung or exited during the gate (rule 9).
+    Error,
+}
+
+impl Status {
+    /// Short label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::NotApplicable => "n/a",
+            Status::Error => "ERROR",
+        }
+    }
+}
+
+/// Static description of a gate.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct GateInfo {
+    /// Id such as `CMP-01`.
+    pub id: &'static str,
+    /// Short name.
+    pub name: &'static str,
+    /// True for gates that compare by mask, bytes or hard limits.
+    pub tolerance_free: bool,
+    /// The question the gate asks.
+    pub question: &'static str,
+}
+
+/// The twelve gates, in battery order.
+pub const GATES: [GateInfo; 12] = [
+    cmp01_value::INFO,
+    cmp02_gradient::INFO,
+    cmp03_shapes::INFO,
+    ord01_reduction_order::INFO,
+    ord02_determinism::INFO,
+    ord03_backstop::INFO,
+    exc01_nonfinite::INFO,
+    exc02_subnormal::INFO,
+    prc01_precision::INFO,
+    prc02_accumulation::INFO,
+    res01_runtime::INFO,
+    res02_compile::INFO,
+];
+
+/// Look a gate up by id (case-insensitive).
+pub fn gate_info(id: &str) -> Option<GateInfo> {
+    GATES.iter().copied().find(|g| g.id.eq_ignore_ascii_case(id))
+}
+
+/// Result of one gate on one candidate.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateResult {
+    /// Gate id.
+    pub id: &'static str,
+    /// Gate name.
+    pub name: &'static str,
+    /// Whether the gate is tolerance-free.
+    pub tolerance_free: bool,
+    /// Outcome.
+    pub status: Status,
+    /// The measured figure (worst error, or a mismatch count for tolerance-free gates).
+    pub measured: Option<f64>,
+    /// The bound it was held to (at the worst element).
+    pub bound: Option<f64>,
+    /// bound / measured: how many times the figure could grow before failing (inf when 0).
+    pub margin: Option<f64>,
+    /// Human-readable details: which probe, where, why.
+    pub detail: String,
+}
+
+impl GateResult {
+    /// A result of `info` with everything but status and detail empty.
+    pub fn new(info: GateInfo, status: Status, detail: impl Into<String>) -> GateResult {
+        GateResult {
+            id: info.id,
+            name: info.name,
+            tolerance_free: info.tolerance_free,
+            status,
+            measured: None,
+            bound: None,
+            margin: None,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Everything a gate needs.
+pub struct Ctx<'a> {
+    /// Operator class (with its fp64 reference).
+    pub op: &'a Op,
+    /// The candidate behind its harness.
+    pub harness: &'a Harness,
+    /// The candidate's declared precision.
+    pub precision: Precision,
+    /// Base dims (the op's native dims unless overridden).
+    pub dims: Dims,
+    /// Compile-time metadata, when the candidate is a compiled artifact.
+    pub meta: Option<&'a KernelMeta>,
+}
+
+/// What one value probe produced.
+#[derive(Debug, Clone)]
+pub enum Probe {
+    /// The reference refused or failed on these inputs (rule 1: never charged).
+    NotApplicable(String),
+    /// The candidate crashed, hung or exited (rule 9).
+    Runtime(CandidateError),
+    /// The candidate declined the input.
+    Refused(String),
+    /// The values were compared.
+    Values(ValueReport),
+}
+
+/// Run one value probe: generate inputs, run the reference and the candidate, compare.
+pub fn value_probe(ctx: &Ctx, gate: &str, dims: &Dims, dist: Dist, seed: u64, kind: BoundKind) -> Probe {
+    let inp = inputs::generate(ctx.op, dims, dist, seed, ctx.precision.input);
+    let r = match ctx.op.forward(dims, &inp.reference) {
+        Ok(r) => r,
+        Err(e) => return Probe::NotApplicable(e.to_string()),
+    };
+    let call = ctx.harness.forward(gate, dims, inp.candidate);
+    match call.outcome {
+        Err(e) if e.is_runtime_failure() => Probe::Runtime(e),
+        Err(e) => Probe::Refused(e.to_string()),
+        Ok(outs) => Probe::Values(compare::compare(&r, &outs, &ctx.precision, kind)),
+    }
+}
+
+/// Fold labelled value probes into a gate result: all n/a -> n/a; any runtime failure -> error;
+/// any refusal -> fail (`rejected`); otherwise pass iff the worst err/bound ratio <= 1.
+pub fn fold_value_probes(info: GateInfo, probes: Vec<(String, Probe)>) -> GateResult {
+    let mut worst: Option<(String, ValueReport)> = None;
+    let mut na = Vec::new();
+    for (label, p) in probes {
+        match p {
+            Probe::NotApplicable(why) => na.push(format!("{label}: {why}")),
+            Probe::Runtime(e) => return GateResult::new(info, Status::Error, format!("{label}: {e}")),
+            Probe::Refused(why) => return GateResult::new(info, Status::Fail, format!("rejected at {label}: {why}")),
+            Probe::Values(v) => {
+                if worst.as_ref().map(|(_, w)| v.worst_ratio > w.worst_ratio || v.structural.is_some()).unwrap_or(true) {
+                    worst = Some((label, v));
+                }
+                if worst.as_ref().map(|(_, w)| w.structural.is_some()).unwrap_or(false) {
+                    break;
+                }
+            }
+        }
+    }
+    let Some((label, v)) = worst else {
+        return GateResult::new(info, Status::NotApplicable, format!("reference not applicable: {}", na.join("; ")));
+    };
+    value_result(info, &label, &v)
+}
+
+/// Turn one value report into a gate result with measured figure, bound and margin.
+pub fn value_result(info: GateInfo, label: &str, v: &ValueReport) -> GateResult {
+    if let Some(s) = &v.structural {
+        return GateResult::new(info, Status::Fail, format!("wrong at {label}: {s}"));
+    }
+    let status = if v.passed() { Status::Pass } else { Status::Fail };
+    let mut g = GateResult::new(
+        info,
+        status,
+        format!(
+            "{}{label}: worst |err| {:.3e} vs bound {:.3e} at output {} element {} (ref {:.4e}); {} compared, {} non-finite left to EXC-01",
+            if status == Status::Fail { "wrong at " } else { "" },
+            v.worst_err,
+            v.worst_bound,
+            v.worst_at.0,
+            v.worst_at.1,
+            v.worst_ref,
+            v.compared,
+            v.excluded_nonfinite
+        ),
+    );
+    g.measured = Some(v.worst_err);
+    g.bound = Some(v.worst_bound);
+    g.margin = Some(if v.worst_ratio == 0.0 { f64::INFINITY } else { 1.0 / v.worst_ratio });
+    g
+}
+
+/// Run one gate by id. Unknown ids are reported as n/a with a message.
+pub fn run_gate(id: &str, ctx: &Ctx) -> GateResult {
+    match id {
+        "CMP-01" => cmp01_value::run(ctx),
+        "CMP-02" => cmp02_gradient::run(ctx),
+        "CMP-03" => cmp03_shapes::run(ctx),
+        "ORD-01" => ord01_reduction_order::run(ctx),
+        "ORD-02" => ord02_determinism::run(ctx),
+        "ORD-03" => ord03_backstop::run(ctx),
+        "EXC-01" => exc01_nonfinite::run(ctx),
+        "EXC-02" => exc02_subnormal::run(ctx),
+        "PRC-01" => prc01_precision::run(ctx),
+        "PRC-02" => prc02_accumulation::run(ctx),
+        "RES-01" => res01_runtime::run(ctx),
+        "RES-02" => res02_compile::run(ctx),
+        other => GateResult::new(res02_compile::INFO, Status::NotApplicable, format!("unknown gate {other}")),
+    }
+}

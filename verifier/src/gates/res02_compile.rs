@@ -1,0 +1,193 @@
+//! RES-02 compile-time resource metadata.
+//!
+//! * Question: does the compiled artifact respect the hardware budgets it declares?
+//! * Decision (tilec metadata, `runtime/src/meta.rs`, and its `ptxas -v` figures): fail when
+//!   - TMEM: `alloc_columns` > 512, or not a power of two in 32..=512, or smaller than the
+//!     planned peak, or a buffer reaching past the allocation, or two co-live buffers whose
+//!     columns overlap (same lanes share columns);
+//!   - the lifecycle is not exactly one alloc / one relinquish / one dealloc per CTA;
+//!   - static + dynamic shared memory exceeds the target's per-CTA limit (sm_90a and sm_100a:
+//!     227 KiB = 232448 bytes usable);
+//!   - ptxas reports more than 255 registers per thread;
+//!   - the contract says `no_spill` and ptxas reports spill stores or loads.
+//! * Bound source: hardware limits. TMEM: 512 columns x 128 lanes per SM and the tcgen05.alloc
+//!   legal sizes (PTX ISA, "Tensor Memory" / tcgen05.alloc); shared memory: CUDA C Programming
+//!   Guide, compute-capability table (227 KB per block on 9.0 and 10.0); registers: 255 per thread.
+//! * n/a when there is no compile-time metadata (rule 8).
+
+use super::{Ctx, GateInfo, GateResult, Status};
+use serde::Serialize;
+use std::path::Path;
+use tilec_runtime::meta::{KernelMeta, SCHEMA_VERSION};
+
+/// Static description.
+pub const INFO: GateInfo = GateInfo {
+    id: "RES-02",
+    name: "compile-time resources",
+    tolerance_free: true,
+    question: "Does the compiled artifact respect TMEM (<=512 cols, legal size, 1/1/1 lifecycle), smem, register and spill budgets?",
+};
+
+/// Tensor-memory columns per SM.
+pub const TMEM_COLUMNS: u32 = 512;
+/// Usable shared memory per CTA on sm_90a and sm_100a, bytes.
+pub const SMEM_LIMIT_SM90_SM100: u32 = 232_448;
+/// Registers per thread.
+pub const MAX_REGISTERS: u32 = 255;
+
+/// Errors reading metadata.
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// Path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Not valid metadata JSON.
+    #[error("{path} is not valid tilec metadata: {source}")]
+    Parse {
+        /// Path.
+        path: String,
+        /// Cause.
+        source: serde_json::Error,
+    },
+    /// A schema version this verifier does not read.
+    #[error("{path}: schema_version {found}, this kverify reads {expected}")]
+    Version {
+        /// Path.
+        path: String,
+        /// Found.
+        found: u32,
+        /// Expected.
+        expected: u32,
+    },
+}
+
+/// Read and version-check a `*.meta.json` file.
+pub fn load_meta(path: &Path) -> Result<KernelMeta, MetaError> {
+    let p = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| MetaError::Io { path: p.clone(), source })?;
+    let meta: KernelMeta = serde_json::from_str(&text).map_err(|source| MetaError::Parse { path: p.clone(), source })?;
+    if meta.schema_version != SCHEMA_VERSION {
+        return Err(MetaError::Version { path: p, found: meta.schema_version, expected: SCHEMA_VERSION });
+    }
+    Ok(meta)
+}
+
+/// One broken budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// Which budget (`tmem`, `lifecycle`, `smem`, `registers`, `spill`, `target`).
+    pub budget: &'static str,
+    /// What the artifact does and what the limit is.
+    pub message: String,
+}
+
+/// Per-CTA shared-memory limit of a target, bytes.
+pub fn smem_limit(target: &str) -> Option<u32> {
+    match target {
+        "sm_90a" | "sm_100a" => Some(SMEM_LIMIT_SM90_SM100),
+        _ => None,
+    }
+}
+
+/// Every budget `meta` breaks (empty when it respects all of them).
+pub fn check_meta(meta: &KernelMeta) -> Vec<Violation> {
+    let mut v = Vec::new();
+    let mut push = |budget: &'static str, message: String| v.push(Violation { budget, message });
+    if let Some(t) = &meta.tmem {
+        let a = t.alloc_columns;
+        if a > TMEM_COLUMNS {
+            push("tmem", format!("allocates {a} TMEM columns, hardware limit {TMEM_COLUMNS}"));
+        } else if !(32..=TMEM_COLUMNS).contains(&a) || !a.is_power_of_two() {
+            push("tmem", format!("allocates {a} TMEM columns: not a legal tcgen05.alloc size (power of two, 32..=512)"));
+        }
+        if t.peak_columns > a {
+            push("tmem", format!("peak of {} live columns exceeds the {a}-column allocation", t.peak_columns));
+        }
+        for b in &t.buffers {
+            if b.offset + b.columns > a {
+                push("tmem", format!("buffer `{}` spans columns {}..{}, past the {a}-column allocation", b.name, b.offset, b.offset + b.columns));
+            }
+        }
+        for (i, x) in t.buffers.iter().enumerate() {
+            for y in &t.buffers[i + 1..] {
+                let live = x.live[0] <= y.live[1] && y.live[0] <= x.live[1];
+                let cols = x.offset < y.offset + y.columns && y.offset < x.offset + x.columns;
+                if live && cols {
+                    push("tmem", format!("co-live buffers `{}` and `{}` overlap in columns", x.name, y.name));
+                }
+            }
+        }
+        let l = t.lifecycle;
+        if (l.alloc, l.relinquish, l.dealloc) != (1, 1, 1) {
+            push(
+                "lifecycle",
+                format!("{} alloc / {} relinquish / {} dealloc per CTA; the contract is exactly 1/1/1", l.alloc, l.relinquish, l.dealloc),
+            );
+        }
+    }
+    let static_smem = meta.smem_bytes.max(meta.ptxas.as_ref().map(|p| p.shared_bytes).unwrap_or(0));
+    let total = static_smem as u64 + meta.launch.dynamic_smem_bytes as u64;
+    match smem_limit(&meta.target) {
+        Some(lim) if total > lim as u64 => push(
+            "smem",
+            format!("{total} bytes of shared memory per CTA ({static_smem} static + {} dynamic), {} limit {lim}", meta.launch.dynamic_smem_bytes, meta.target),
+        ),
+        Some(_) => {}
+        None => push("target", format!("unknown target `{}`: no shared-memory limit known", meta.target)),
+    }
+    if let Some(p) = &meta.ptxas {
+        if p.registers > MAX_REGISTERS {
+            push("registers", format!("{} registers per thread, limit {MAX_REGISTERS}", p.registers));
+        }
+        if meta.contract.no_spill && (p.spill_store_bytes > 0 || p.spill_load_bytes > 0) {
+            push(
+                "spill",
+                format!("contract forbids spills; ptxas reports {} bytes spill stores, {} bytes spill loads", p.spill_store_bytes, p.spill_load_bytes),
+            );
+        }
+    }
+    v
+}
+
+/// RES-02 on a metadata value.
+pub fn check(meta: &KernelMeta) -> GateResult {
+    let v = check_meta(meta);
+    let status = if v.is_empty() { Status::Pass } else { Status::Fail };
+    let detail = if v.is_empty() {
+        format!(
+            "{} ({}): TMEM {} cols, smem {} B, registers {}, spills ok",
+            meta.kernel,
+            meta.target,
+            meta.tmem.as_ref().map(|t| t.alloc_columns).unwrap_or(0),
+            meta.smem_bytes + meta.launch.dynamic_smem_bytes,
+            meta.ptxas.as_ref().map(|p| p.registers.to_string()).unwrap_or_else(|| "n/a (no ptxas)".into())
+        )
+    } else {
+        v.iter().map(|x| format!("{}: {}", x.budget, x.message)).collect::<Vec<_>>().join("; ")
+    };
+    let mut g = GateResult::new(INFO, status, detail);
+    g.measured = Some(v.len() as f64);
+    g.bound = Some(0.0);
+    g
+}
+
+/// RES-02 on a metadata file. Errors reading it are reported as a failing gate.
+pub fn check_path(path: &Path) -> GateResult {
+    match load_meta(path) {
+        Ok(m) => check(&m),
+        Err(e) => GateResult::new(INFO, Status::Fail, e.to_string()),
+    }
+}
+
+/// Run the gate on the context's metadata.
+pub fn run(ctx: &Ctx) -> GateResult {
+    match ctx.meta {
+        Some(m) => check(m),
+        None => GateResult::new(INFO, Status::NotApplicable, "no compile-time metadata for this candidate"),
+    }
+}

@@ -1,0 +1,99 @@
+//! The red-team matrix: every candidate (tricks and honest ones) against every gate.
+
+use crate::battery::{self, Options, Report, Verdict};
+use crate::candidate::Candidate;
+use crate::gates::{Status, GATES};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// One entry to judge.
+pub struct Entry {
+    /// Row label.
+    pub name: String,
+    /// Gate meant to catch it (None for honest candidates).
+    pub target: Option<String>,
+    /// The candidate.
+    pub cand: Arc<dyn Candidate>,
+}
+
+/// One row of the matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Row label.
+    pub name: String,
+    /// Gate meant to catch it.
+    pub target: Option<String>,
+    /// The full report.
+    pub report: Report,
+}
+
+impl Row {
+    /// Status of one gate in this row.
+    pub fn status(&self, gate: &str) -> Option<Status> {
+        self.report.gates.iter().find(|g| g.id == gate).map(|g| g.status)
+    }
+    /// For a trick: its target gate failed (or errored). For an honest row: verdict clean and no
+    /// gate failed.
+    pub fn as_expected(&self) -> bool {
+        match &self.target {
+            Some(t) => matches!(self.status(t), Some(Status::Fail) | Some(Status::Error)),
+            None => self.report.verdict == Verdict::Clean,
+        }
+    }
+}
+
+/// Run the battery on every entry.
+pub fn run(entries: Vec<Entry>, opts: &Options) -> Vec<Row> {
+    entries
+        .into_iter()
+        .filter_map(|e| match battery::run(Arc::clone(&e.cand), None, opts) {
+            Ok(report) => Some(Row { name: e.name, target: e.target, report }),
+            Err(err) => {
+                eprintln!("kverify: {}: {err}", e.name);
+                None
+            }
+        })
+        .collect()
+}
+
+fn cell(s: Option<Status>, target: bool) -> String {
+    let c = match s {
+        Some(Status::Pass) => ".",
+        Some(Status::Fail) => "X",
+        Some(Status::NotApplicable) => "-",
+        Some(Status::Error) => "E",
+        None => " ",
+    };
+    if target {
+        format!("[{c}]")
+    } else {
+        format!(" {c} ")
+    }
+}
+
+/// The matrix as text: `.` pass, `X` fail, `E` error (crash/hang), `-` n/a; brackets mark the
+/// gate meant to catch the trick.
+pub fn format(rows: &[Row]) -> String {
+    let mut s = format!("{:<32}", "candidate");
+    for g in GATES.iter() {
+        s += &format!("{:^7}", g.id);
+    }
+    s += "  verdict    expected\n";
+    for r in rows {
+        s += &format!("{:<32}", format!("{} ({})", r.name, r.report.op));
+        for g in GATES.iter() {
+            let t = r.target.as_deref() == Some(g.id);
+            s += &format!("{:^7}", cell(r.status(g.id), t));
+        }
+        s += &format!("  {:<10} {}\n", format!("{:?}", r.report.verdict).to_lowercase(), if r.as_expected() { "yes" } else { "NO" });
+    }
+    let bad = rows.iter().filter(|r| !r.as_expected()).count();
+    s += &format!(
+        "{} candidates; {} tricks caught by their gate; {} honest clean; {} unexpected\n",
+        rows.len(),
+        rows.iter().filter(|r| r.target.is_some() && r.as_expected()).count(),
+        rows.iter().filter(|r| r.target.is_none() && r.as_expected()).count(),
+        bad
+    );
+    s
+}
