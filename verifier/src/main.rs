@@ -13,18 +13,47 @@ struct Cli {
 enum Command {
     /// fp64 reference forward + backward of a gated-linear-recurrence model (docs/oracle.md).
     Ref(kverify::cli::reference::RefArgs),
+    /// List the twelve gates.
+    Gates,
+    /// Run the battery on a candidate (and/or RES-02 on --meta); exit 0 only when clean.
+    Check(kverify::cli::check::CheckArgs),
+    /// Judge the red team: tricks x gates matrix; exit 0 when every trick is caught by its gate
+    /// and the honest candidates are clean.
+    Redteam(kverify::cli::redteam_cmd::RedteamArgs),
+}
+
+fn fail(e: impl std::fmt::Display) -> ! {
+    eprintln!("kverify: error: {e}");
+    std::process::exit(2);
 }
 
 fn main() {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Ref(args) => kverify::cli::reference::run(&args),
-    };
-    match result {
-        Ok(summary) => println!("{summary}"),
-        Err(e) => {
-            eprintln!("kverify: error: {e}");
-            std::process::exit(1);
+    // A panicking in-process candidate is reported by the harness as a crash; keep its
+    // backtrace off the terminal and leave every other panic to the default hook.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some("kverify-candidate") {
+            return;
         }
+        default_hook(info);
+    }));
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Ref(args) => match kverify::cli::reference::run(&args) {
+            Ok(summary) => println!("{summary}"),
+            Err(e) => {
+                eprintln!("kverify: error: {e}");
+                std::process::exit(1);
+            }
+        },
+        Command::Gates => print!("{}", kverify::cli::gates_cmd::list()),
+        Command::Check(a) => match kverify::cli::check::run(&a) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => fail(e),
+        },
+        Command::Redteam(a) => match kverify::cli::redteam_cmd::run(&a) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => fail(e),
+        },
     }
 }

@@ -1,3 +1,7 @@
 //! Command-line subcommands of `kverify` (argument types and run functions; `main.rs` wires them).
 
 pub mod reference;
+pub mod candidates;
+pub mod check;
+pub mod gates_cmd;
+pub mod redteam_cmd;
