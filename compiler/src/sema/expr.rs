@@ -102,6 +102,7 @@ impl KernelLowering<'_> {
                 );
                 return None;
             }
+            Binding::Poisoned => return None,
             Binding::Value(v) => v,
             Binding::Var(var, _) => {
                 let ty = self.b.kernel.vars[var].ty;
@@ -383,6 +384,7 @@ impl KernelLowering<'_> {
     pub(super) fn indices(&mut self, tensor: &ast::Ident, index: &[IndexExpr], span: Span) -> Option<(ir::Param, Elem, bool, Vec<Index>, Option<(u32, u32)>)> {
         let p = match self.lookup(&tensor.name).cloned() {
             Some((Binding::Tensor(p), _)) => p,
+            Some((Binding::Poisoned, _)) => return None,
             Some(_) => {
                 self.error(Diagnostic::error(Code::WrongKind, format!("`{}` is not a tensor parameter", tensor.name), tensor.span, "not a tensor"));
                 return None;

@@ -30,6 +30,8 @@ enum Binding {
     Value(Value),
     /// A variable; `mutable` when declared `let mut`.
     Var(Var, bool),
+    /// A binding whose definition had an error (already reported): uses are silently skipped.
+    Poisoned,
 }
 
 /// Lowers a parsed file to IR. Kernels with errors are left out of the module.

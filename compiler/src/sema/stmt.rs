@@ -143,6 +143,18 @@ impl KernelLowering<'_> {
     }
 
     fn let_stmt(&mut self, mutable: bool, name: &ast::Ident, ann: Option<&ast::TypeAnn>, value: &Expr, span: Span) {
+        let before = self.diags.len();
+        self.let_inner(mutable, name, ann, value, span);
+        // A failed definition still binds the name so that its uses report nothing further.
+        let bound = self.scopes.last().is_some_and(|s| s.get(&name.name).is_some_and(|(_, sp)| *sp == name.span));
+        if !bound && (self.diags.len() > before || matches!(value.kind, ExprKind::Error)) {
+            if let Some(scope) = self.scopes.last_mut() {
+                scope.entry(name.name.clone()).or_insert((Binding::Poisoned, name.span));
+            }
+        }
+    }
+
+    fn let_inner(&mut self, mutable: bool, name: &ast::Ident, ann: Option<&ast::TypeAnn>, value: &Expr, span: Span) {
         let space = Self::space_of(ann);
         if let Some(mm) = as_matmul(value) {
             if let Some((s, sp)) = space {
@@ -214,6 +226,7 @@ impl KernelLowering<'_> {
     fn mutable_var(&mut self, name: &ast::Ident) -> Option<Var> {
         match self.lookup(&name.name).cloned() {
             Some((Binding::Var(v, true), _)) => Some(v),
+            Some((Binding::Poisoned, _)) => None,
             Some((Binding::Var(_, false), decl)) | Some((Binding::Value(_), decl)) => {
                 self.error(
                     Diagnostic::error(Code::AssignImmutable, format!("cannot assign twice to immutable `{}`", name.name), name.span, "assignment here")
@@ -367,6 +380,7 @@ impl KernelLowering<'_> {
             return None;
         };
         match self.lookup(n).cloned() {
+            Some((Binding::Poisoned, _)) => None,
             Some((Binding::Var(v, _), _)) if self.b.kernel.vars[v].space != Space::Reg => Some(MmaOperand { var: v, transposed }),
             Some((Binding::Var(v, _), _)) => {
                 let decl = self.b.kernel.vars[v].span;
@@ -379,7 +393,7 @@ impl KernelLowering<'_> {
             Some((Binding::Value(_), decl)) => {
                 self.error(
                     Diagnostic::error(Code::BadSpace, format!("the {which} operand `{n}` is a register value"), e.span, "register value")
-                        .with_label(decl, "declare it `let {n}: smem = ...`"),
+                        .with_label(decl, format!("declare it `let {n}: smem = ...`")),
                 );
                 None
             }

@@ -38,19 +38,34 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
             }
         }
     }
+    let lex_errors: Vec<Span> = diags.iter().filter_map(|d| d.primary_span()).collect();
     let mut recovered = Vec::new();
     let parser = grammar::FileParser::new();
     let result = parser.parse(&mut recovered, tokens.into_iter().map(|t: Result<_, (usize, usize)>| t));
+    let mut push = |d: Diagnostic| {
+        if !follows_lex_error(src, &lex_errors, &d) {
+            diags.push(d);
+        }
+    };
     for r in recovered {
-        diags.push(parse_error(r.error, src.len()));
+        push(parse_error(r.error, src.len()));
     }
     match result {
         Ok(file) => (file, diags),
         Err(e) => {
-            diags.push(parse_error(e, src.len()));
+            push(parse_error(e, src.len()));
             (ast::File::default(), diags)
         }
     }
+}
+
+/// Whether a syntax error is a consequence of an earlier invalid character in the same
+/// statement (no `;`, `{` or `}` between them): such cascades are not reported.
+fn follows_lex_error(src: &str, lex_errors: &[Span], d: &Diagnostic) -> bool {
+    let Some(at) = d.primary_span() else { return false };
+    lex_errors.iter().any(|l| {
+        l.end <= at.start && src.get(l.end as usize..at.start as usize).is_some_and(|between| !between.contains([';', '{', '}']))
+    })
 }
 
 fn expected_list(expected: &[String]) -> String {
