@@ -26,6 +26,10 @@ pub struct RedteamArgs {
     /// Write the rows as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Only write the default-seed answer the `hardcoded_seed` NumPy trick pastes in (a
+    /// safetensors file with one tensor `answer`), then exit.
+    #[arg(long)]
+    pub write_hardcoded: Option<PathBuf>,
 }
 
 /// Errors of `kverify redteam`.
@@ -66,6 +70,14 @@ pub fn external_entries(dir: &std::path::Path, limit: Duration) -> Result<Vec<En
 
 /// Run `kverify redteam`; exit code 0 when every row is as expected.
 pub fn run(a: &RedteamArgs) -> Result<i32, RedteamError> {
+    if let Some(p) = &a.write_hardcoded {
+        let (d, ans) = crate::redteam::tricks::default_seed_answer();
+        let t = crate::tensor::Tensor::f32(vec![d.get("M"), d.get("N")], ans);
+        crate::candidate::safetensors_io::write(p, &[("answer".to_string(), &t)])
+            .map_err(|e| RedteamError::Write(p.display().to_string(), std::io::Error::other(e.to_string())))?;
+        println!("wrote {}", p.display());
+        return Ok(0);
+    }
     let limit = Duration::from_secs_f64(a.time_limit.max(0.1));
     let mut entries = Vec::new();
     if !a.no_in_process {

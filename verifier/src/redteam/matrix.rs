@@ -74,13 +74,13 @@ fn cell(s: Option<Status>, target: bool) -> String {
 /// The matrix as text: `.` pass, `X` fail, `E` error (crash/hang), `-` n/a; brackets mark the
 /// gate meant to catch the trick.
 pub fn format(rows: &[Row]) -> String {
-    let mut s = format!("{:<32}", "candidate");
+    let mut s = format!("{:<36}", "candidate");
     for g in GATES.iter() {
         s += &format!("{:^7}", g.id);
     }
     s += "  verdict    expected\n";
     for r in rows {
-        s += &format!("{:<32}", format!("{} ({})", r.name, r.report.op));
+        s += &format!("{:<36}", format!("{} ({})", r.name, r.report.op));
         for g in GATES.iter() {
             let t = r.target.as_deref() == Some(g.id);
             s += &format!("{:^7}", cell(r.status(g.id), t));

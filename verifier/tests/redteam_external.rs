@@ -1,0 +1,106 @@
+//! The external-process red team: every NumPy trick is rejected by its gate, the honest NumPy
+//! candidates pass every applicable gate, and the protocol reports exits, crashes and hangs as
+//! such. Needs python3 with NumPy (scripts/setup.sh installs it into .tools/py; this test adds
+//! that folder to PYTHONPATH itself). Skips with a message only when they are truly absent.
+
+use kverify::battery::{self, Options, Verdict};
+use kverify::candidate::external::{ExternalCandidate, Manifest};
+use kverify::candidate::{Candidate, CandidateError};
+use kverify::gates::Status;
+use kverify::redteam::tricks;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// Put .tools/py on PYTHONPATH and report whether python3 can import numpy.
+fn python_ready() -> bool {
+    let tools = root().join("../.tools/py");
+    if tools.is_dir() {
+        let old = std::env::var("PYTHONPATH").unwrap_or_default();
+        let new = if old.is_empty() { tools.display().to_string() } else { format!("{}:{old}", tools.display()) };
+        // Set once, before any candidate process starts; tests in this file only read it.
+        std::env::set_var("PYTHONPATH", new);
+    }
+    let ok = std::process::Command::new("python3").args(["-c", "import numpy"]).output().map(|o| o.status.success()).unwrap_or(false);
+    if !ok {
+        eprintln!("SKIPPED: python3 with numpy not found (run scripts/setup.sh and `. .tools/env.sh`)");
+    }
+    ok
+}
+
+fn ext(name: &str) -> Arc<dyn Candidate> {
+    let m = Manifest::load(&root().join(format!("python/redteam/{name}.json"))).expect("manifest");
+    Arc::new(ExternalCandidate::new(m, Duration::from_secs(3), 2048))
+}
+
+fn opts(gates: Option<Vec<String>>) -> Options {
+    Options { time_limit: Duration::from_secs(3), dims: None, gates }
+}
+
+#[test]
+fn external_red_team() {
+    if !python_ready() {
+        return;
+    }
+    for name in ["honest", "honest-max"] {
+        let r = battery::run(ext(name), None, &opts(None)).expect("battery");
+        for g in &r.gates {
+            assert!(matches!(g.status, Status::Pass | Status::NotApplicable), "{name} {} {:?}: {}", g.id, g.status, g.detail);
+        }
+        assert_eq!(r.verdict, Verdict::Clean, "{name}");
+    }
+    let mut missed = Vec::new();
+    for t in tricks() {
+        let r = battery::run(ext(t.name), None, &opts(Some(vec![t.gate.into()]))).expect("battery");
+        if !matches!(r.gates[0].status, Status::Fail | Status::Error) {
+            missed.push(format!("{} passed {}: {}", t.name, t.gate, r.gates[0].detail));
+        }
+    }
+    assert!(missed.is_empty(), "{missed:#?}");
+}
+
+fn inline(name: &str, code: &str) -> ExternalCandidate {
+    let dir = std::env::temp_dir().join(format!("kverify-proto-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    std::fs::write(dir.join("cand.py"), code).expect("write");
+    let worker = root().join("python/kverify_worker.py");
+    let m = serde_json::json!({
+        "name": name, "op": "matmul",
+        "precision": {"input": "f32", "accumulator": "f32", "output": "f32"},
+        "command": ["python3", worker.display().to_string(), "--module", "cand.py", "--function", "forward"]
+    });
+    std::fs::write(dir.join("m.json"), m.to_string()).expect("write");
+    ExternalCandidate::new(Manifest::load(&dir.join("m.json")).expect("manifest"), Duration::from_secs(2), 1024)
+}
+
+fn call(c: &ExternalCandidate) -> Result<(), CandidateError> {
+    let op = kverify::references::op_by_id("matmul").expect("op");
+    let d = op.native();
+    let mut x = kverify::gates::inputs::generate(&op, &d, kverify::gates::inputs::Dist::Normal, 1, kverify::tensor::DType::F32).candidate;
+    c.forward(&d, &mut x).map(|_| ())
+}
+
+#[test]
+fn protocol_reports_exit_crash_hang_refusal_and_memory_limit() {
+    if !python_ready() {
+        return;
+    }
+    let e = call(&inline("exit", "import sys\ndef forward(x, d):\n    sys.exit(3)\n")).unwrap_err();
+    assert!(matches!(e, CandidateError::Exited { code: 3, .. }), "{e:?}");
+    let e = call(&inline("abort", "import os\ndef forward(x, d):\n    os.abort()\n")).unwrap_err();
+    assert!(matches!(&e, CandidateError::Crashed(m) if m.contains("SIGABRT")), "{e:?}");
+    let c = inline("hang", "import time\ndef forward(x, d):\n    time.sleep(60)\n");
+    let t0 = std::time::Instant::now();
+    let e = call(&c).unwrap_err();
+    assert!(matches!(e, CandidateError::TimedOut { .. }), "{e:?}");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let e = call(&inline("refuse", "def forward(x, d):\n    raise NotImplementedError('no odd shapes')\n")).unwrap_err();
+    assert_eq!(e, CandidateError::Refused("no odd shapes".into()));
+    // 1 GiB address space; allocating 4 GiB fails inside the candidate (a crash with MemoryError).
+    let e = call(&inline("hog", "import numpy as np\ndef forward(x, d):\n    return np.ones(1 << 29)\n")).unwrap_err();
+    assert!(matches!(&e, CandidateError::Crashed(m) if m.contains("MemoryError")), "{e:?}");
+}
