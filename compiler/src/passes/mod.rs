@@ -10,3 +10,6 @@ pub mod lints;
 pub mod liveness;
 pub mod tmem_plan;
 pub mod tmem_report;
+
+#[cfg(test)]
+mod interval_plan_tests;

@@ -1,0 +1,70 @@
+//! `tilec check` end to end, through the binary.
+
+use std::process::Command;
+
+fn tilec(args: &[&str]) -> (i32, String, String) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(env!("CARGO_BIN_EXE_tilec")).args(args).current_dir(root).output().expect("run tilec");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn k1_prints_its_plan_and_exits_0() {
+    let (code, out, err) = tilec(&["check", "dsl-examples/k1_reverse_scan.tile", "--emit", "tmem-plan"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("kernel `k1_scan_scalar`: TMEM alloc 128 columns"), "{out}");
+    assert!(out.contains("kernel `k1_scan_channel`: TMEM alloc 128 columns"), "{out}");
+    assert!(out.contains("aaaabbbb"), "column map shows d and dvn side by side:\n{out}");
+}
+
+#[test]
+fn plan_as_json_matches_the_metadata_schema() {
+    let (code, out, err) = tilec(&["check", "dsl-examples/k1_reverse_scan.tile", "--emit", "tmem-plan-json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let tm: tilec_runtime::meta::TmemMeta = serde_json::from_value(v[0]["tmem"].clone()).expect("TmemMeta");
+    assert_eq!(tm.alloc_columns, 128);
+    assert_eq!((tm.lifecycle.alloc, tm.lifecycle.relinquish, tm.lifecycle.dealloc), (1, 1, 1));
+    assert_eq!(tm.buffers.iter().map(|b| (b.name.as_str(), b.offset)).collect::<Vec<_>>(), [("d", 0), ("dvn", 64)]);
+}
+
+#[test]
+fn overflow_904_exits_1_quoting_544_and_512_at_both_buffers() {
+    let (code, _, err) = tilec(&["check", "dsl-examples/negative/tmem_overflow_904.tile"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E0402]"), "{err}");
+    assert!(err.contains("co-live buffers need 544 columns, the hardware has 512"), "{err}");
+    assert!(err.contains("15 │     let mut acc: tmem f32[128, 512]"), "points at acc:\n{err}");
+    assert!(err.contains("16 │     let xt: tmem bf16[128, 64]"), "points at xt:\n{err}");
+}
+
+#[test]
+fn deny_warnings_turns_lints_into_errors() {
+    let dir = std::env::temp_dir().join(format!("tilec-lint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("lint.tile");
+    std::fs::write(&f, "kernel k(a: bf16[N, 64], b: bf16[64, 64], y: out f32[N, 64]) grid(cdiv(N, 128)) {\n  let at: smem = load a[0..+128, :];\n  let bt: smem = load b[:, :];\n  let p: tmem = at @ bt;\n}\n").unwrap();
+    let f = f.to_string_lossy().into_owned();
+    let (code, _, err) = tilec(&["check", &f]);
+    assert_eq!(code, 0, "warnings alone do not fail:\n{err}");
+    assert!(err.contains("warning[W0501]"), "{err}");
+    let (code, _, err) = tilec(&["check", &f, "-D", "warnings"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[W0501]"), "{err}");
+}
+
+#[test]
+fn missing_file_exits_2() {
+    let (code, _, err) = tilec(&["check", "does/not/exist.tile"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read"), "{err}");
+}
+
+#[test]
+fn emit_ir_is_deterministic_text() {
+    let (code, a, _) = tilec(&["check", "dsl-examples/gemm.tile", "--emit", "ir"]);
+    let (_, b, _) = tilec(&["check", "dsl-examples/gemm.tile", "--emit", "ir"]);
+    assert_eq!(code, 0);
+    assert_eq!(a, b);
+    insta::assert_snapshot!("gemm_ir", a);
+}
