@@ -8,8 +8,11 @@
 
 pub mod diag;
 pub mod ir;
+pub mod interp;
 pub mod syntax;
 pub mod sema;
 pub mod passes;
 pub mod frontend;
 pub mod cli;
+pub mod backend;
+pub mod artifact;

@@ -1,0 +1,251 @@
+//! Elementwise semantics: unary, binary, comparison, select and reductions.
+//!
+//! Rules (the GPU's numerics, issue 3 part 4):
+//! * Float arithmetic: operands are widened to f32 (integers convert), the operation is done in
+//!   f32 (IEEE, round to nearest even), and the result is rounded to the result's element type.
+//!   So `bf16 * bf16 -> bf16` is one f32 multiply followed by one RNE rounding.
+//! * Integer arithmetic is exact in i64 and must fit in i32 (`IntegerOverflow` otherwise);
+//!   division truncates toward zero; division or remainder by zero is an error.
+//! * `exp` is `exp2(x * log2 e)` with both steps in f32, like the GPU lowering.
+//! * Sums reduce sequentially from index 0 in f32.
+
+use super::error::ExecError;
+use super::value::{fit_i32, round_to, Val, S};
+use crate::ir::{Axis, BinOp, CmpOp, Elem, ReduceOp, Type, UnOp};
+
+/// `op(a)` with result type `ty`.
+pub fn unary(op: UnOp, a: &Val, ty: Type) -> Result<Val, ExecError> {
+    let at = a.broadcaster(dims(ty))?;
+    let elem = ty.elem();
+    Val::build(ty, |r, c| {
+        let x = at(r, c);
+        match (op, elem) {
+            (UnOp::Not, _) => Ok(S::B(!x.as_bool()?)),
+            (UnOp::Neg, Elem::I32) => Ok(S::I(fit_i32(-x.as_i64()?)?)),
+            (UnOp::Abs, Elem::I32) => Ok(S::I(fit_i32(x.as_i64()?.abs())?)),
+            (_, e) if e.is_float() => {
+                let x = x.as_f32()?;
+                let y = match op {
+                    UnOp::Neg => -x,
+                    UnOp::Abs => x.abs(),
+                    UnOp::Exp2 => x.exp2(),
+                    UnOp::Log2 => x.log2(),
+                    UnOp::Exp => (x * std::f32::consts::LOG2_E).exp2(),
+                    UnOp::Sqrt => x.sqrt(),
+                    UnOp::Not => unreachable!("handled above"),
+                };
+                Ok(S::F(round_to(e, y)))
+            }
+            (op, e) => Err(ExecError::Malformed(format!("{op:?} with result type {e}"))),
+        }
+    })
+}
+
+/// `op(a, b)` with broadcasting and result type `ty`.
+pub fn binary(op: BinOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
+    let (at, bt) = (a.broadcaster(dims(ty))?, b.broadcaster(dims(ty))?);
+    let elem = ty.elem();
+    Val::build(ty, |r, c| {
+        let (x, y) = (at(r, c), bt(r, c));
+        match elem {
+            Elem::Bool => {
+                let (x, y) = (x.as_bool()?, y.as_bool()?);
+                match op {
+                    BinOp::And => Ok(S::B(x && y)),
+                    BinOp::Or => Ok(S::B(x || y)),
+                    _ => Err(ExecError::Malformed(format!("{op:?} on predicates"))),
+                }
+            }
+            Elem::I32 => int_binary(op, x.as_i64()?, y.as_i64()?).map(S::I),
+            e => {
+                let (x, y) = (x.as_f32()?, y.as_f32()?);
+                let z = match op {
+                    BinOp::Add => x + y,
+                    BinOp::Sub => x - y,
+                    BinOp::Mul => x * y,
+                    BinOp::Div => x / y,
+                    BinOp::Rem => x % y,
+                    BinOp::Min => x.min(y),
+                    BinOp::Max => x.max(y),
+                    BinOp::Cdiv | BinOp::And | BinOp::Or => {
+                        return Err(ExecError::Malformed(format!("{op:?} on floats")));
+                    }
+                };
+                Ok(S::F(round_to(e, z)))
+            }
+        }
+    })
+}
+
+fn int_binary(op: BinOp, x: i64, y: i64) -> Result<i64, ExecError> {
+    let overflow = || ExecError::IntegerOverflow(format!("{op:?}({x}, {y})"));
+    let z = match op {
+        BinOp::Add => x.checked_add(y).ok_or_else(overflow)?,
+        BinOp::Sub => x.checked_sub(y).ok_or_else(overflow)?,
+        BinOp::Mul => x.checked_mul(y).ok_or_else(overflow)?,
+        BinOp::Div | BinOp::Rem | BinOp::Cdiv if y == 0 => return Err(ExecError::DivisionByZero),
+        BinOp::Div => x / y,
+        BinOp::Rem => x % y,
+        BinOp::Cdiv => {
+            // ceil(x / y) for any signs: truncation rounds toward zero, so step up when the
+            // exact quotient is positive and inexact.
+            let q = x / y;
+            if x % y != 0 && ((x > 0) == (y > 0)) {
+                q + 1
+            } else {
+                q
+            }
+        }
+        BinOp::Min => x.min(y),
+        BinOp::Max => x.max(y),
+        BinOp::And | BinOp::Or => return Err(ExecError::Malformed(format!("{op:?} on integers"))),
+    };
+    fit_i32(z)
+}
+
+/// `op(a, b)` with broadcasting; the result type `ty` is a predicate.
+pub fn compare(op: CmpOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
+    let (at, bt) = (a.broadcaster(dims(ty))?, b.broadcaster(dims(ty))?);
+    Val::build(ty.with_elem(Elem::Bool), |r, c| {
+        let ord = match (at(r, c), bt(r, c)) {
+            (S::I(x), S::I(y)) => x.partial_cmp(&y),
+            (S::B(x), S::B(y)) => x.partial_cmp(&y),
+            (x, y) => x.as_f32()?.partial_cmp(&y.as_f32()?),
+        };
+        use std::cmp::Ordering::*;
+        // Comparisons with NaN are false except `!=`, as in IEEE 754 and PTX `setp`.
+        Ok(S::B(match (op, ord) {
+            (CmpOp::Ne, None) => true,
+            (_, None) => false,
+            (CmpOp::Eq, Some(o)) => o == Equal,
+            (CmpOp::Ne, Some(o)) => o != Equal,
+            (CmpOp::Lt, Some(o)) => o == Less,
+            (CmpOp::Le, Some(o)) => o != Greater,
+            (CmpOp::Gt, Some(o)) => o == Greater,
+            (CmpOp::Ge, Some(o)) => o != Less,
+        }))
+    })
+}
+
+/// `select(cond, a, b)` with broadcasting, converting the chosen element to `ty`'s element.
+pub fn select(cond: &Val, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
+    let d = dims(ty);
+    let (ct, at, bt) = (cond.broadcaster(d)?, a.broadcaster(d)?, b.broadcaster(d)?);
+    Val::build(ty, |r, c| if ct(r, c).as_bool()? { at(r, c) } else { bt(r, c) }.convert(ty.elem()))
+}
+
+/// Reduction of `a` along `axis` (`Row` gives `[R, 1]`, `Col` gives `[1, C]`); sums run
+/// sequentially from index 0 in f32 (exactly in i64 for integers).
+pub fn reduce(op: ReduceOp, axis: Axis, a: &Val, ty: Type) -> Result<Val, ExecError> {
+    let (rows, cols) = a.dims();
+    let (outer, inner) = match axis {
+        Axis::Row => (rows, cols),
+        Axis::Col => (cols, rows),
+    };
+    let want = match axis {
+        Axis::Row => (rows, 1),
+        Axis::Col => (1, cols),
+    };
+    if dims(ty) != want {
+        return Err(ExecError::Malformed(format!("reduction of {} has result type {ty}", a.ty())));
+    }
+    let at = |o: usize, i: usize| match axis {
+        Axis::Row => a.data[o * cols + i],
+        Axis::Col => a.data[i * cols + o],
+    };
+    let mut out = Vec::with_capacity(outer);
+    for o in 0..outer {
+        let s = if a.elem == Elem::I32 {
+            let mut acc = match op {
+                ReduceOp::Sum => 0,
+                ReduceOp::Max => i64::MIN,
+                ReduceOp::Min => i64::MAX,
+            };
+            for i in 0..inner {
+                let x = at(o, i).as_i64()?;
+                acc = match op {
+                    ReduceOp::Sum => fit_i32(acc + x)?,
+                    ReduceOp::Max => acc.max(x),
+                    ReduceOp::Min => acc.min(x),
+                };
+            }
+            S::I(acc)
+        } else {
+            let mut acc = match op {
+                ReduceOp::Sum => 0.0f32,
+                ReduceOp::Max => f32::NEG_INFINITY,
+                ReduceOp::Min => f32::INFINITY,
+            };
+            for i in 0..inner {
+                let x = at(o, i).as_f32()?;
+                acc = match op {
+                    ReduceOp::Sum => acc + x,
+                    ReduceOp::Max => acc.max(x),
+                    ReduceOp::Min => acc.min(x),
+                };
+            }
+            S::F(acc)
+        };
+        out.push(s.convert(ty.elem())?);
+    }
+    Ok(Val { elem: ty.elem(), shape: ty.shape().map(|(r, c)| (r as usize, c as usize)), data: out })
+}
+
+/// `(rows, cols)` of a type, scalars as `1 x 1`.
+pub fn dims(ty: Type) -> (usize, usize) {
+    ty.shape().map(|(r, c)| (r as usize, c as usize)).unwrap_or((1, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tile(elem: Elem, rows: usize, cols: usize, v: &[f32]) -> Val {
+        Val { elem, shape: Some((rows, cols)), data: v.iter().map(|&x| S::F(x)).collect() }
+    }
+
+    #[test]
+    fn float_ops_round_to_result_type() {
+        let a = tile(Elem::Bf16, 1, 1, &[1.0]);
+        let b = tile(Elem::Bf16, 1, 1, &[2f32.powi(-8)]);
+        // 1 + 2^-8 in f32 is exact, then RNE to bf16 gives 1.0.
+        let r = binary(BinOp::Add, &a, &b, Type::tile(Elem::Bf16, 1, 1)).unwrap();
+        assert_eq!(r.data, vec![S::F(1.0)]);
+        let r = binary(BinOp::Add, &a, &b, Type::tile(Elem::F32, 1, 1)).unwrap();
+        assert_eq!(r.data, vec![S::F(1.0 + 2f32.powi(-8))]);
+    }
+
+    #[test]
+    fn integer_ops_are_checked() {
+        let i = |x| Val::scalar(Elem::I32, S::I(x));
+        let t = Type::Scalar(Elem::I32);
+        assert_eq!(binary(BinOp::Cdiv, &i(100), &i(32), t).unwrap().data, vec![S::I(4)]);
+        assert_eq!(binary(BinOp::Cdiv, &i(96), &i(32), t).unwrap().data, vec![S::I(3)]);
+        assert_eq!(binary(BinOp::Cdiv, &i(-5), &i(2), t).unwrap().data, vec![S::I(-2)]);
+        assert_eq!(binary(BinOp::Div, &i(7), &i(0), t), Err(ExecError::DivisionByZero));
+        assert_eq!(binary(BinOp::Rem, &i(7), &i(0), t), Err(ExecError::DivisionByZero));
+        assert!(matches!(binary(BinOp::Mul, &i(1 << 20), &i(1 << 20), t), Err(ExecError::IntegerOverflow(_))));
+    }
+
+    #[test]
+    fn reductions_and_compare() {
+        let a = tile(Elem::F32, 2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let r = reduce(ReduceOp::Sum, Axis::Row, &a, Type::tile(Elem::F32, 2, 1)).unwrap();
+        assert_eq!(r.data, vec![S::F(6.0), S::F(15.0)]);
+        let c = reduce(ReduceOp::Max, Axis::Col, &a, Type::tile(Elem::F32, 1, 3)).unwrap();
+        assert_eq!(c.data, vec![S::F(4.0), S::F(5.0), S::F(6.0)]);
+        assert!(reduce(ReduceOp::Sum, Axis::Row, &a, Type::tile(Elem::F32, 1, 3)).is_err());
+        let n = tile(Elem::F32, 1, 1, &[f32::NAN]);
+        let t = Type::tile(Elem::Bool, 1, 1);
+        assert_eq!(compare(CmpOp::Ne, &n, &n, t).unwrap().data, vec![S::B(true)]);
+        assert_eq!(compare(CmpOp::Le, &n, &n, t).unwrap().data, vec![S::B(false)]);
+    }
+
+    #[test]
+    fn exp_is_exp2_of_scaled_input() {
+        let x = tile(Elem::F32, 1, 1, &[0.7]);
+        let r = unary(UnOp::Exp, &x, Type::tile(Elem::F32, 1, 1)).unwrap();
+        assert_eq!(r.data, vec![S::F((0.7f32 * std::f32::consts::LOG2_E).exp2())]);
+        assert!((r.data[0].to_f64() - 0.7f64.exp()).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,332 @@
+//! Execution of one CTA: a walk over the structured body, instruction by instruction.
+//!
+//! A CTA is interpreted as a single logical thread that computes whole tiles, which is what
+//! the IR describes; how the GPU spreads a tile over threads is invisible at this level.
+//! Values live in an environment indexed by [`Value`] (a loop body rebinds its values on every
+//! iteration); variables start empty in every CTA, so a read before the first write is an error
+//! rather than whatever shared or tensor memory happened to hold.
+
+use cranelift_entity::SecondaryMap;
+use tilec_runtime::tensor::{f64_to_bf16, f64_to_f16};
+
+use super::bind::Bound;
+use super::elementwise::{binary, compare, dims, reduce, select, unary};
+use super::error::ExecError;
+use super::value::{Val, S};
+use super::TmemCounts;
+use crate::ir::{Axis, Block, Elem, Index, Inst, Kernel, MmaOperand, Op, TriMask, Type, Value, Var};
+
+/// Instruction budget shared by all CTAs of a run.
+#[derive(Debug)]
+pub struct Budget {
+    /// Steps taken so far (instructions plus loop iterations).
+    pub used: u64,
+    /// The limit.
+    pub limit: u64,
+}
+
+/// The state of one CTA.
+pub struct Cta<'a> {
+    k: &'a Kernel,
+    bound: &'a mut Bound,
+    pid: [i64; 3],
+    vals: SecondaryMap<Value, Option<Val>>,
+    vars: SecondaryMap<Var, Option<Val>>,
+    budget: &'a mut Budget,
+    max_elements: u64,
+    /// TMEM lifecycle instructions executed by this CTA.
+    pub tmem: TmemCounts,
+}
+
+type Fail = (Inst, ExecError);
+
+impl<'a> Cta<'a> {
+    /// A fresh CTA with index `pid`.
+    pub fn new(k: &'a Kernel, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64) -> Self {
+        Cta { k, bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, tmem: TmemCounts::default() }
+    }
+
+    /// Runs the kernel body.
+    ///
+    /// # Errors
+    /// The first failing instruction and why.
+    pub fn run(&mut self) -> Result<(), Fail> {
+        self.block(self.k.body)
+    }
+
+    fn block(&mut self, b: Block) -> Result<(), Fail> {
+        for &i in &self.k.blocks[b].insts {
+            self.tick().map_err(|e| (i, e))?;
+            if let Op::For { lo, hi, reverse, body } = self.k.insts[i].op {
+                self.for_loop(i, lo, hi, reverse, body)?;
+            } else {
+                self.inst(i).map_err(|e| (i, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self) -> Result<(), ExecError> {
+        self.budget.used += 1;
+        if self.budget.used > self.budget.limit {
+            return Err(ExecError::StepLimit { limit: self.budget.limit });
+        }
+        Ok(())
+    }
+
+    fn for_loop(&mut self, i: Inst, lo: Value, hi: Value, reverse: bool, body: Block) -> Result<(), Fail> {
+        let bounds = || -> Result<(i64, i64), ExecError> { Ok((self.scalar(lo)?.as_i64()?, self.scalar(hi)?.as_i64()?)) };
+        let (lo, hi) = bounds().map_err(|e| (i, e))?;
+        let iv = self.k.insts[i].result.ok_or((i, ExecError::Malformed("loop without induction value".into())))?;
+        let step = |cta: &mut Self, n: i64| -> Result<(), Fail> {
+            cta.tick().map_err(|e| (i, e))?;
+            cta.vals[iv] = Some(Val::scalar(Elem::I32, S::I(n)));
+            cta.block(body)
+        };
+        if reverse {
+            for n in (lo..hi).rev() {
+                step(self, n)?;
+            }
+        } else {
+            for n in lo..hi {
+                step(self, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, v: Value) -> Result<&Val, ExecError> {
+        self.vals.get(v).and_then(Option::as_ref).ok_or_else(|| ExecError::Malformed(format!("{v} has no value here")))
+    }
+
+    fn scalar(&self, v: Value) -> Result<S, ExecError> {
+        self.get(v)?.as_scalar()
+    }
+
+    fn read_var(&self, var: Var) -> Result<&Val, ExecError> {
+        let name = || self.k.vars.get(var).map_or_else(|| var.to_string(), |d| d.name.clone());
+        self.vars.get(var).and_then(Option::as_ref).ok_or_else(|| ExecError::ReadBeforeWrite { var: name() })
+    }
+
+    fn var_type(&self, var: Var) -> Result<Type, ExecError> {
+        self.k.vars.get(var).map(|d| d.ty).ok_or_else(|| ExecError::Malformed(format!("missing variable {var}")))
+    }
+
+    fn inst(&mut self, i: Inst) -> Result<(), ExecError> {
+        let k = self.k;
+        let result = k.insts[i].result;
+        let ty = result.map(|r| k.values[r].ty);
+        if let Some(t) = ty {
+            let (r, c) = dims(t);
+            let n = (r as u64).saturating_mul(c as u64);
+            if n > self.max_elements {
+                return Err(ExecError::TileTooLarge { elements: n, limit: self.max_elements });
+            }
+        }
+        let need = || ty.ok_or_else(|| ExecError::Malformed("operation without a result".into()));
+        let out: Option<Val> = match &k.insts[i].op {
+            Op::ConstInt(c) => Some(Val::scalar(Elem::I32, S::I(*c)).convert(need()?.elem())?),
+            Op::ConstFloat(c) => {
+                // One correct rounding from the f64 literal to the result type.
+                let t = need()?;
+                let x = match t.elem() {
+                    Elem::Bf16 => f64_to_bf16(*c).to_f32(),
+                    Elem::F16 => f64_to_f16(*c).to_f32(),
+                    _ => *c as f32,
+                };
+                Some(Val::scalar(Elem::F32, S::F(x)).convert(t.elem())?)
+            }
+            Op::ProgramId(a) => {
+                let p = *self.pid.get(usize::from(*a)).ok_or_else(|| ExecError::Malformed(format!("program_id({a})")))?;
+                Some(Val::scalar(Elem::I32, S::I(p)).convert(need()?.elem())?)
+            }
+            Op::Size(n) => {
+                let s = *self.bound.sizes.get(*n).ok_or_else(|| ExecError::Malformed(format!("size #{n}")))?;
+                Some(Val::scalar(Elem::I32, S::I(s)).convert(need()?.elem())?)
+            }
+            Op::ScalarParam(p) => {
+                let s = self.bound.scalars.get(*p).copied().flatten().ok_or_else(|| ExecError::Malformed(format!("{p} is not a scalar")))?;
+                Some(Val::scalar(need()?.elem(), s.convert(need()?.elem())?))
+            }
+            Op::Unary(op, a) => Some(unary(*op, self.get(*a)?, need()?)?),
+            Op::Binary(op, a, b) => Some(binary(*op, self.get(*a)?, self.get(*b)?, need()?)?),
+            Op::Cmp(op, a, b) => Some(compare(*op, self.get(*a)?, self.get(*b)?, need()?)?),
+            Op::Select(c, a, b) => Some(select(self.get(*c)?, self.get(*a)?, self.get(*b)?, need()?)?),
+            Op::Cast(a, e) => Some(self.get(*a)?.convert(*e)?),
+            Op::Splat(a) => {
+                let (t, s) = (need()?, self.scalar(*a)?);
+                Some(Val::build(t, |_, _| s.convert(t.elem()))?)
+            }
+            Op::Iota(axis) => {
+                let t = need()?;
+                Some(Val::build(t, |r, c| S::I(if *axis == Axis::Row { r } else { c } as i64).convert(t.elem()))?)
+            }
+            Op::Mask(m) => {
+                let t = need()?;
+                Some(Val::build(t, |r, c| Ok(S::B(if *m == TriMask::StrictLower { c < r } else { c <= r })))?)
+            }
+            Op::Reduce(op, axis, a) => Some(reduce(*op, *axis, self.get(*a)?, need()?)?),
+            Op::Transpose(a) => {
+                let (t, a) = (need()?, self.get(*a)?);
+                let (rows, cols) = a.dims();
+                if dims(t) != (cols, rows) {
+                    return Err(ExecError::Malformed(format!("transpose of {} has type {t}", a.ty())));
+                }
+                Some(Val::build(t, |r, c| a.data[c * cols + r].convert(t.elem()))?)
+            }
+            Op::Load { src, index } => Some(self.load(*src, index, need()?)?),
+            Op::Store { dst, index, value } => {
+                let v = self.get(*value)?.clone();
+                self.store(*dst, index, &v)?;
+                None
+            }
+            Op::ReadVar(var) => Some(self.read_var(*var)?.clone()),
+            Op::WriteVar(var, v) => {
+                let t = self.var_type(*var)?;
+                let val = {
+                    let at = self.get(*v)?.broadcaster(dims(t))?;
+                    Val::build(t, |r, c| at(r, c).convert(t.elem()))?
+                };
+                self.vars[*var] = Some(val);
+                None
+            }
+            Op::Mma { dst, a, b, accumulate, negate } => {
+                self.mma(*dst, *a, *b, *accumulate, *negate)?;
+                None
+            }
+            Op::For { .. } => return Err(ExecError::Malformed("loop outside a block walk".into())),
+            Op::TmemAlloc { .. } => {
+                self.tmem.alloc += 1;
+                None
+            }
+            Op::TmemRelinquish => {
+                self.tmem.relinquish += 1;
+                None
+            }
+            Op::TmemDealloc { .. } => {
+                self.tmem.dealloc += 1;
+                None
+            }
+        };
+        match (result, out) {
+            (Some(r), Some(v)) => self.vals[r] = Some(v),
+            (None, None) => {}
+            _ => return Err(ExecError::Malformed("result presence does not match the operation".into())),
+        }
+        Ok(())
+    }
+
+    /// Resolves an index list to per-dimension `(start, Some(len))` for ranges, `(p, None)` for
+    /// points, plus the tile shape the ranges describe.
+    fn resolve(&self, index: &[Index]) -> Result<(Vec<(i64, Option<usize>)>, (usize, usize), usize), ExecError> {
+        let mut dims_out = Vec::with_capacity(index.len());
+        let mut lens = vec![];
+        for ix in index {
+            match ix {
+                Index::Point(v) => dims_out.push((self.scalar(*v)?.as_i64()?, None)),
+                Index::Range { start, len } => {
+                    lens.push(*len as usize);
+                    dims_out.push((self.scalar(*start)?.as_i64()?, Some(lens.len() - 1)));
+                }
+            }
+        }
+        let shape = match lens.as_slice() {
+            [] => (1, 1),
+            [n] => (*n, 1),
+            [m, n] => (*m, *n),
+            _ => return Err(ExecError::Malformed("more than two ranged indices".into())),
+        };
+        Ok((dims_out, shape, lens.len()))
+    }
+
+    /// Flat offset of tile element `(r, c)` in a tensor of `shape`, or `None` when out of bounds.
+    fn offset(dims: &[(i64, Option<usize>)], shape: &[usize], r: usize, c: usize) -> Option<usize> {
+        let mut off = 0usize;
+        for (&(start, which), &extent) in dims.iter().zip(shape) {
+            let x = match which {
+                None => start,
+                Some(0) => start + r as i64,
+                Some(_) => start + c as i64,
+            };
+            if x < 0 || x >= extent as i64 {
+                return None;
+            }
+            off = off * extent + x as usize;
+        }
+        Some(off)
+    }
+
+    fn load(&self, src: crate::ir::Param, index: &[Index], t: Type) -> Result<Val, ExecError> {
+        let g = self.bound.tensors.get(src).and_then(Option::as_ref).ok_or_else(|| ExecError::Malformed(format!("{src} is not a tensor")))?;
+        if g.shape.len() != index.len() {
+            return Err(ExecError::Malformed(format!("{} indices for a rank-{} tensor", index.len(), g.shape.len())));
+        }
+        let (ix, shape, _) = self.resolve(index)?;
+        if dims(t) != shape {
+            return Err(ExecError::Malformed(format!("load of a {shape:?} region has type {t}")));
+        }
+        let zero = S::I(0).convert(t.elem())?;
+        Val::build(t, |r, c| match Self::offset(&ix, &g.shape, r, c) {
+            Some(o) => g.data[o].convert(t.elem()),
+            None => Ok(zero),
+        })
+    }
+
+    fn store(&mut self, dst: crate::ir::Param, index: &[Index], v: &Val) -> Result<(), ExecError> {
+        let (ix, (rows, cols), nranges) = self.resolve(index)?;
+        let g = self.bound.tensors[dst].as_mut().ok_or_else(|| ExecError::Malformed(format!("{dst} is not a tensor")))?;
+        if g.shape.len() != index.len() {
+            return Err(ExecError::Malformed(format!("{} indices for a rank-{} tensor", index.len(), g.shape.len())));
+        }
+        // A single range takes a row vector `[1, n]` as well as a column vector `[n, 1]`.
+        let row_vector = nranges == 1 && v.dims() == (1, rows) && rows != 1;
+        let bc = if row_vector { None } else { Some(v.broadcaster((rows, cols))?) };
+        for r in 0..rows {
+            for c in 0..cols {
+                if let Some(o) = Self::offset(&ix, &g.shape, r, c) {
+                    let s = match &bc {
+                        Some(at) => at(r, c),
+                        None => v.data[r],
+                    };
+                    g.data[o] = s.convert(g.elem)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `D (+)= ± A·B`: the K sum runs sequentially from 0 in f32 (products of 16-bit floats are
+    /// exact in f32), then is added to the old D in f32 and rounded to D's element type.
+    fn mma(&mut self, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), ExecError> {
+        let dt = self.var_type(dst)?;
+        let oriented = |o: MmaOperand| -> Result<(Vec<f32>, usize, usize, bool), ExecError> {
+            let v = self.read_var(o.var)?;
+            let (r, c) = v.dims();
+            Ok(if o.transposed { (v.f32s()?, c, r, true) } else { (v.f32s()?, r, c, false) })
+        };
+        let (av, m, ka, at) = oriented(a)?;
+        let (bv, kb, n, bt) = oriented(b)?;
+        if ka != kb || dims(dt) != (m, n) {
+            return Err(ExecError::Malformed(format!("MMA shapes do not chain: D {dt}, A {m}x{ka}, B {kb}x{n}")));
+        }
+        let old = if accumulate { Some(self.read_var(dst)?.f32s()?) } else { None };
+        // Element (i, j) of an operand stored as `rows x cols`, seen through its transposition.
+        let a_at = |i: usize, kk: usize| if at { av[kk * m + i] } else { av[i * ka + kk] };
+        let b_at = |kk: usize, j: usize| if bt { bv[j * kb + kk] } else { bv[kk * n + j] };
+        let sign = if negate { -1.0f32 } else { 1.0 };
+        let val = Val::build(dt, |i, j| {
+            let mut s = 0.0f32;
+            for kk in 0..ka {
+                s += a_at(i, kk) * b_at(kk, j);
+            }
+            let s = sign * s;
+            let d = match &old {
+                Some(o) => o[i * n + j] + s,
+                None => s,
+            };
+            S::F(d).convert(dt.elem())
+        })?;
+        self.vars[dst] = Some(val);
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! The IR interpreter: runs a kernel's tile IR on the CPU, over the whole grid, with the GPU's
+//! numerics. It is the executable specification of the IR and what CI uses to run DSL programs
+//! without a GPU (`tilec run --interp`).
+//!
+//! Numerics (issue 3, part 4):
+//! * Storage: bf16/f16 values are rounded to nearest even whenever a result, a variable or a
+//!   store has a 16-bit type; loads widen exactly.
+//! * Arithmetic: done in f32 and rounded to the result's element type; `exp2`, `exp`
+//!   (= `exp2(x·log2 e)`), `log2`, `sqrt` in f32; integers are checked (no wrap-around).
+//! * MMA: exact products, a sequential f32 sum over K from 0, then one f32 addition to the old
+//!   accumulator (`Op::Mma`). Reductions sum sequentially from index 0 in f32.
+//! * Memory: loads outside a tensor read 0, stores outside it are skipped (masked partial tiles).
+//!
+//! CTAs run one after another in grid order (x fastest, then y, then z); each is a single
+//! logical thread over whole tiles, with its variables empty at the start.
+//!
+//! ```no_run
+//! # fn demo(kernel: &tilec::ir::Kernel, inputs: &tilec::interp::Inputs) -> Result<(), tilec::interp::InterpError> {
+//! let outputs = tilec::interp::run_kernel(kernel, inputs)?;
+//! for (name, t) in &outputs {
+//!     println!("{name}: {:?} {:?}", t.dtype, t.shape);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod bind;
+mod elementwise;
+mod error;
+mod eval;
+mod value;
+
+use std::collections::BTreeMap;
+
+use tilec_runtime::tensor::HostTensor;
+
+pub use error::{ExecError, InterpError};
+
+use crate::ir::{validate, Kernel, ParamKind};
+
+/// Input tensors by parameter name. Scalar parameters are rank-0 (or `[1]`) tensors; output
+/// tensors may be given too (their initial contents), otherwise they start as zeros.
+pub type Inputs = BTreeMap<String, HostTensor>;
+
+/// Output tensors (every parameter declared `out`) by name, after the whole grid has run.
+pub type Outputs = BTreeMap<String, HostTensor>;
+
+/// Limits and explicit sizes for a run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Instruction budget over the whole grid: one step per executed instruction and per loop
+    /// iteration. Exceeding it is [`InterpError::StepLimit`], so a runaway loop fails instead of
+    /// hanging.
+    pub max_steps: u64,
+    /// Largest tensor, tile or grid, in elements (guards against allocating absurd sizes).
+    pub max_elements: u64,
+    /// Symbolic sizes fixed by the caller; others are inferred from the input shapes.
+    pub sizes: BTreeMap<String, i64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new() }
+    }
+}
+
+/// TMEM lifecycle instructions one CTA executed. They are no-ops for the interpreter; the
+/// counts let tests check the planner's one alloc / relinquish / dealloc per CTA.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TmemCounts {
+    /// `tcgen05.alloc`
+    pub alloc: u32,
+    /// `tcgen05.relinquish_alloc_permit`
+    pub relinquish: u32,
+    /// `tcgen05.dealloc`
+    pub dealloc: u32,
+}
+
+/// Per-CTA facts of a run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CtaStats {
+    /// `program_id` (x, y, z).
+    pub pid: [i64; 3],
+    /// TMEM lifecycle counts.
+    pub tmem: TmemCounts,
+}
+
+/// The result of [`run_kernel_with`].
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// Output tensors by name.
+    pub outputs: Outputs,
+    /// Values of [`Kernel::sizes`] used, in order.
+    pub sizes: Vec<i64>,
+    /// Grid (x, y, z).
+    pub grid: [i64; 3],
+    /// One entry per CTA, in execution order.
+    pub ctas: Vec<CtaStats>,
+    /// Steps taken (see [`Options::max_steps`]).
+    pub steps: u64,
+}
+
+/// Runs `kernel` over its whole grid with default [`Options`] and returns the output tensors.
+///
+/// # Errors
+/// See [`run_kernel_with`].
+pub fn run_kernel(kernel: &Kernel, inputs: &Inputs) -> Result<Outputs, InterpError> {
+    run_kernel_with(kernel, inputs, &Options::default()).map(|r| r.outputs)
+}
+
+/// Runs `kernel` over its whole grid.
+///
+/// The kernel must pass [`crate::ir::validate::validate`]. Sizes are bound from the input
+/// shapes (plus `opts.sizes`), the grid is evaluated from [`Kernel::grid`], and every CTA runs.
+///
+/// # Errors
+/// [`InterpError::Invalid`] for IR the validator rejects; input errors (missing, unknown,
+/// dtype, rank, extent, unbound size); [`InterpError::StepLimit`]; and
+/// [`InterpError::Exec`] for a failing instruction (read before write, integer division by
+/// zero or overflow, invalid float-to-int conversion), with the CTA and instruction.
+pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Result<Run, InterpError> {
+    validate::validate(kernel).map_err(|errors| InterpError::Invalid { kernel: kernel.name.clone(), errors })?;
+    let mut bound = bind::bind(kernel, inputs, &opts.sizes, opts.max_elements)?;
+    let mut budget = eval::Budget { used: 0, limit: opts.max_steps };
+    let grid = bound.grid;
+    let mut ctas = Vec::new();
+    for z in 0..grid[2] {
+        for y in 0..grid[1] {
+            for x in 0..grid[0] {
+                let pid = [x, y, z];
+                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements);
+                match cta.run() {
+                    Ok(()) => ctas.push(CtaStats { pid, tmem: cta.tmem }),
+                    Err((_, ExecError::StepLimit { limit })) => return Err(InterpError::StepLimit { limit }),
+                    Err((inst, source)) => {
+                        return Err(InterpError::Exec { kernel: kernel.name.clone(), cta: pid, inst, source });
+                    }
+                }
+            }
+        }
+    }
+    let mut outputs = Outputs::new();
+    for (p, d) in kernel.params.iter() {
+        if let (ParamKind::Tensor { output: true, .. }, Some(Some(g))) = (&d.kind, bound.tensors.get(p)) {
+            outputs.insert(d.name.clone(), bind::to_host(&d.name, g)?);
+        }
+    }
+    Ok(Run { outputs, sizes: bound.sizes, grid, ctas, steps: budget.used })
+}
