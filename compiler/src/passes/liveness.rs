@@ -7,8 +7,24 @@
 //! first defined inside a loop body is re-created each iteration and stays local.
 
 use cranelift_entity::SecondaryMap;
+use petgraph::graphmap::DiGraphMap;
 
 use crate::ir::{Inst, Kernel, ProgramPoints, Value, Var};
+
+/// The def-use dependency graph: an edge `a → b` when instruction `b` reads the value that `a`
+/// defines (or the induction variable of loop `a`).
+pub fn dependency_graph(k: &Kernel) -> DiGraphMap<Inst, Value> {
+    let mut g = DiGraphMap::new();
+    k.walk(|i| {
+        g.add_node(i);
+        for a in k.inst_args(i) {
+            if let crate::ir::ValueDef::Result(d) | crate::ir::ValueDef::LoopIndex(d) = k.values[a].def {
+                g.add_edge(d, i, a);
+            }
+        }
+    });
+    g
+}
 
 /// An inclusive interval of program points.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -46,20 +62,13 @@ pub fn liveness(k: &Kernel) -> Liveness {
     let points = ProgramPoints::compute(k);
     // Accesses: (entity, instruction) pairs; the first access of a var is its definition.
     let mut var_access: SecondaryMap<Var, Vec<Inst>> = SecondaryMap::new();
-    let mut value_use: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
-    let mut value_def: SecondaryMap<Value, Option<Inst>> = SecondaryMap::new();
     k.walk(|i| {
         let (r, w) = k.inst_vars(i);
         for v in r.into_iter().chain(w) {
             var_access[v].push(i);
         }
-        for a in k.inst_args(i) {
-            value_use[a].push(i);
-        }
-        if let Some(r) = k.insts[i].result {
-            value_def[r] = Some(i);
-        }
     });
+    let deps = dependency_graph(k);
     let range = |def: Inst, uses: &[Inst]| -> Interval {
         let mut iv = Interval { start: points.point[def], end: points.point[def] };
         for &u in uses {
@@ -82,10 +91,10 @@ pub fn liveness(k: &Kernel) -> Liveness {
         }
     }
     let mut values = SecondaryMap::new();
-    for (v, _) in k.values.iter() {
-        if let Some(def) = value_def[v] {
-            values[v] = Some(range(def, &value_use[v]));
-        }
+    for def in deps.nodes() {
+        let Some(v) = k.insts[def].result else { continue };
+        let uses: Vec<Inst> = deps.edges(def).filter(|(_, _, val)| **val == v).map(|(_, u, _)| u).collect();
+        values[v] = Some(range(def, &uses));
     }
     Liveness { points, vars, values }
 }
