@@ -14,3 +14,5 @@ pub mod sema;
 pub mod passes;
 pub mod frontend;
 pub mod cli;
+pub mod backend;
+pub mod artifact;

@@ -1,0 +1,267 @@
+//! Build artifacts: per kernel and target `<kernel>.<target>.ptx`, a cubin when ptxas is found
+//! (`TILEC_PTXAS`, else `ptxas` on PATH), and `<kernel>.<target>.meta.json` in the runtime's
+//! schema ([`tilec_runtime::meta::KernelMeta`], `docs/metadata.md`).
+//!
+//! ptxas runs with `-v`; its resource lines ("Used N registers", "N bytes spill stores", …) are
+//! parsed into [`PtxasInfo`]. A failing ptxas is an error carrying ptxas's own message.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tilec_runtime::meta::{
+    ArtifactFiles, CompilerInfo, Contract, DType, KernelMeta, Lifecycle, LaunchMeta, ParamMeta, PtxasInfo, Role, SourceInfo, TmemBufferMeta, TmemMeta,
+    SCHEMA_VERSION,
+};
+
+use crate::backend::{Compiled, Target};
+use crate::ir::{Elem, Kernel, Op, ParamKind};
+use crate::passes::tmem_plan::TmemPlan;
+
+/// Errors while producing artifacts.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    /// A file could not be written or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// ptxas could not be started.
+    #[error("cannot run ptxas at {path}: {source}")]
+    PtxasSpawn {
+        /// The ptxas path tried.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// ptxas rejected the PTX; carries its output.
+    #[error("ptxas failed for {target}:\n{message}")]
+    Ptxas {
+        /// Target.
+        target: String,
+        /// ptxas's stderr and stdout.
+        message: String,
+    },
+    /// A parameter has no metadata dtype (bool).
+    #[error("parameter `{0}` has a type the metadata schema cannot describe")]
+    ParamType(String),
+    /// JSON serialisation failed.
+    #[error("metadata: {0}")]
+    Meta(String),
+}
+
+/// FNV-1a 64-bit hash (offset basis 0xcbf29ce484222325, prime 0x100000001b3; Fowler–Noll–Vo,
+/// IETF draft-eastlake-fnv), as 16 lowercase hex digits.
+pub fn fnv1a64(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// ptxas: `TILEC_PTXAS` if set and present, else `ptxas` found on PATH.
+pub fn find_ptxas() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TILEC_PTXAS").map(PathBuf::from) {
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join("ptxas")).find(|p| p.is_file())
+}
+
+/// Parses the resource lines of `ptxas -v` (registers, spills, shared memory, stack frame).
+/// Missing fields are 0.
+pub fn parse_ptxas_info(text: &str) -> PtxasInfo {
+    let num_before = |line: &str, unit: &str| -> Option<u32> {
+        let i = line.find(unit)?;
+        line[..i].split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).last()?.parse().ok()
+    };
+    let mut info = PtxasInfo { registers: 0, spill_store_bytes: 0, spill_load_bytes: 0, shared_bytes: 0, stack_bytes: 0 };
+    for line in text.lines() {
+        if let Some(v) = num_before(line, " registers") {
+            info.registers = v;
+        }
+        if let Some(v) = num_before(line, " bytes smem") {
+            info.shared_bytes = v;
+        }
+        if let Some(v) = num_before(line, " bytes spill stores") {
+            info.spill_store_bytes = v;
+        }
+        if let Some(v) = num_before(line, " bytes spill loads") {
+            info.spill_load_bytes = v;
+        }
+        if let Some(v) = num_before(line, " bytes stack frame") {
+            info.stack_bytes = v;
+        }
+    }
+    info
+}
+
+/// Assembles `ptx` for `target` in a scratch folder; returns the cubin and ptxas's report.
+///
+/// # Errors
+/// [`ArtifactError::PtxasSpawn`] when ptxas is missing or cannot start, [`ArtifactError::Ptxas`]
+/// with ptxas's message when it rejects the PTX.
+pub fn run_ptxas(ptx: &str, target: Target) -> Result<(Vec<u8>, PtxasInfo), ArtifactError> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!("tilec-ptxas-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    std::fs::create_dir_all(&dir).map_err(|source| ArtifactError::Io { path: dir.clone(), source })?;
+    let ptx_path = dir.join("k.ptx");
+    let cubin_path = dir.join("k.cubin");
+    std::fs::write(&ptx_path, ptx).map_err(|source| ArtifactError::Io { path: ptx_path.clone(), source })?;
+    let r = assemble_file(&ptx_path, &cubin_path, target).and_then(|info| {
+        let cubin = std::fs::read(&cubin_path).map_err(|source| ArtifactError::Io { path: cubin_path.clone(), source })?;
+        Ok((cubin, info))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+/// Runs `ptxas -arch=<target> -v ptx -o cubin`.
+///
+/// # Errors
+/// As [`run_ptxas`].
+pub fn assemble_file(ptx: &Path, cubin: &Path, target: Target) -> Result<PtxasInfo, ArtifactError> {
+    let exe = find_ptxas().unwrap_or_else(|| PathBuf::from("ptxas"));
+    let out = Command::new(&exe)
+        .arg(format!("-arch={}", target.name()))
+        .arg("-v")
+        .arg(ptx)
+        .arg("-o")
+        .arg(cubin)
+        .output()
+        .map_err(|source| ArtifactError::PtxasSpawn { path: exe.clone(), source })?;
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    if !out.status.success() {
+        return Err(ArtifactError::Ptxas { target: target.name().into(), message: text });
+    }
+    Ok(parse_ptxas_info(&text))
+}
+
+fn dtype(e: Elem) -> Option<DType> {
+    Some(match e {
+        Elem::F16 => DType::F16,
+        Elem::Bf16 => DType::Bf16,
+        Elem::F32 => DType::F32,
+        Elem::I32 => DType::I32,
+        Elem::Bool => return None,
+    })
+}
+
+/// What [`kernel_meta`] needs besides the kernel.
+pub struct MetaInput<'a> {
+    /// Source path as given.
+    pub source_path: &'a str,
+    /// Source bytes (hashed).
+    pub source: &'a [u8],
+    /// The TMEM plan, when the planner ran.
+    pub plan: Option<&'a TmemPlan>,
+    /// Target.
+    pub target: Target,
+    /// The back end's result.
+    pub compiled: &'a Compiled,
+    /// ptxas's report, when it ran.
+    pub ptxas: Option<PtxasInfo>,
+    /// Artifact file names.
+    pub files: ArtifactFiles,
+}
+
+/// The metadata of one kernel for one target. Parameters are the declared ones followed by one
+/// `i32` input per symbolic size (the PTX argument order); a tensor the kernel both loads and
+/// stores is `inout`.
+///
+/// # Errors
+/// [`ArtifactError::ParamType`] for a parameter without a schema dtype.
+pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, ArtifactError> {
+    let mut loaded = std::collections::HashSet::new();
+    k.walk(|i| {
+        if let Op::Load { src, .. } = &k.insts[i].op {
+            loaded.insert(*src);
+        }
+    });
+    let mut params = vec![];
+    for (p, d) in k.params.iter() {
+        params.push(match &d.kind {
+            ParamKind::Tensor { elem, shape, output } => ParamMeta {
+                name: d.name.clone(),
+                dtype: dtype(*elem).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?,
+                shape: shape.iter().map(|s| s.to_string()).collect(),
+                role: match (*output, loaded.contains(&p)) {
+                    (false, _) => Role::Input,
+                    (true, false) => Role::Output,
+                    (true, true) => Role::Inout,
+                },
+            },
+            ParamKind::Scalar(e) => ParamMeta { name: d.name.clone(), dtype: dtype(*e).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?, shape: vec![], role: Role::Input },
+        });
+    }
+    for s in &k.sizes {
+        params.push(ParamMeta { name: s.clone(), dtype: DType::I32, shape: vec![], role: Role::Input });
+    }
+    let mut lifecycle = Lifecycle { alloc: 0, relinquish: 0, dealloc: 0 };
+    k.walk(|i| match k.insts[i].op {
+        Op::TmemAlloc { .. } => lifecycle.alloc += 1,
+        Op::TmemRelinquish => lifecycle.relinquish += 1,
+        Op::TmemDealloc { .. } => lifecycle.dealloc += 1,
+        _ => {}
+    });
+    let tmem = match m.plan {
+        Some(p) if m.target.has_tcgen05() && p.alloc_columns > 0 => Some(TmemMeta {
+            alloc_columns: p.alloc_columns,
+            peak_columns: p.peak_columns,
+            buffers: p.buffers.iter().map(|b| TmemBufferMeta { name: b.name.clone(), lanes: b.lanes, columns: b.columns, offset: b.offset, live: [b.live.start, b.live.end] }).collect(),
+            lifecycle,
+        }),
+        _ => None,
+    };
+    Ok(KernelMeta {
+        schema_version: SCHEMA_VERSION,
+        kernel: k.name.clone(),
+        target: m.target.name().into(),
+        compiler: CompilerInfo { name: "tilec".into(), version: env!("CARGO_PKG_VERSION").into() },
+        source: SourceInfo { path: m.source_path.into(), hash: fnv1a64(m.source) },
+        sizes: k.sizes.clone(),
+        params,
+        launch: LaunchMeta { grid: k.grid.clone().map(|g| g.to_string()), block_threads: k.threads, dynamic_smem_bytes: m.compiled.smem_bytes },
+        tmem,
+        smem_bytes: m.compiled.smem_bytes,
+        ptxas: m.ptxas.clone(),
+        contract: Contract { no_spill: true, accumulator: DType::F32, reference: None, envelope: vec![] },
+        files: m.files.clone(),
+    })
+}
+
+/// Writes `text` to `dir/name`.
+///
+/// # Errors
+/// [`ArtifactError::Io`].
+pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, ArtifactError> {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).map_err(|source| ArtifactError::Io { path: p.clone(), source })?;
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv_known_values() {
+        assert_eq!(fnv1a64(b""), "cbf29ce484222325");
+        assert_eq!(fnv1a64(b"a"), "af63dc4c8601ec8c");
+        assert_eq!(fnv1a64(b"foobar"), "85944171f73967e8");
+    }
+
+    #[test]
+    fn parses_ptxas_report() {
+        let text = "ptxas info    : 0 bytes gmem\nptxas info    : Compiling entry function 'k' for 'sm_90a'\nptxas info    : Function properties for k\n    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\nptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem, 384 bytes cmem[0]\n";
+        let i = parse_ptxas_info(text);
+        assert_eq!((i.registers, i.spill_store_bytes, i.spill_load_bytes, i.shared_bytes, i.stack_bytes), (40, 8, 4, 1024, 16));
+    }
+}

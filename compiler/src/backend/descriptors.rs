@@ -1,0 +1,153 @@
+//! tcgen05 descriptors, built and validated bit-exactly here because nothing downstream checks
+//! them: ptxas passes the 32-bit instruction descriptor and the 64-bit shared-memory descriptors
+//! through in registers, and an illegal value assembles cleanly (blackwell.md §0).
+//!
+//! Layouts: instruction descriptor for `kind::f16` = blackwell.md §2.3 (PTX ISA "instruction
+//! descriptor" table; CUTLASS `UMMA::InstrDescriptor`); shared-memory descriptor = §2.4 (PTX ISA
+//! "matrix descriptor" table; CUTLASS `UMMA::SmemDescriptor`); the SWIZZLE_NONE K-major canonical
+//! layout = §2.4 ("core matrix" = 8 rows x 16 bytes).
+
+use crate::ir::Elem;
+
+use super::BackendError;
+
+/// Byte distance between K-adjacent core matrices in the staging layout (LBO).
+pub const LBO: u32 = 128;
+
+/// Bit 46 of an sm_100 shared-memory descriptor: the fixed "version" field (bits 46-48 = 0b001).
+const SDESC_VERSION: u64 = 1 << 46;
+
+/// The instruction descriptor of a dense `kind::f16` MMA with f32 accumulation and K-major A/B.
+///
+/// `ab`: operand type (bf16 or f16); `m` ∈ {64, 128}; `n` a multiple of 16 in 16..=256 (the
+/// subset valid in every tcgen05 variant, blackwell.md §2.2); `negate_a` sets bit 13.
+///
+/// # Errors
+/// [`BackendError::Invalid`] for an operand type or shape outside that set.
+pub fn instr_desc(ab: Elem, m: u32, n: u32, negate_a: bool) -> Result<u32, BackendError> {
+    let ty = match ab {
+        Elem::F16 => 0u32,
+        Elem::Bf16 => 1,
+        other => return Err(BackendError::Invalid(format!("tcgen05.mma kind::f16 needs bf16 or f16 operands, found {other}"))),
+    };
+    if m != 64 && m != 128 {
+        return Err(BackendError::Invalid(format!("tcgen05.mma (cta_group::1) needs M of 64 or 128, found {m}")));
+    }
+    if n == 0 || n > 256 || n % 16 != 0 {
+        return Err(BackendError::Invalid(format!("tcgen05.mma needs N a multiple of 16 in 16..=256, found {n}")));
+    }
+    let d_f32 = 1u32 << 4;
+    Ok(d_f32 | (ty << 7) | (ty << 10) | (u32::from(negate_a) << 13) | ((n >> 3) << 17) | ((m >> 4) << 24))
+}
+
+/// The constant (address-independent) part of a SWIZZLE_NONE shared-memory descriptor:
+/// LBO >> 4 at bits 16-29, SBO >> 4 at bits 32-45, bit 46 set, base offset 0, swizzle 0.
+/// The start address (bits 0-13, `addr >> 4`) is or-ed in at run time.
+///
+/// # Errors
+/// [`BackendError::Invalid`] unless both offsets are multiples of 16 below 2^18.
+pub fn smem_desc_hi(lbo: u32, sbo: u32) -> Result<u64, BackendError> {
+    for (name, v) in [("LBO", lbo), ("SBO", sbo)] {
+        if v % 16 != 0 || v >= 1 << 18 {
+            return Err(BackendError::Invalid(format!("shared-memory descriptor {name} {v} is not a multiple of 16 below 262144")));
+        }
+    }
+    Ok((u64::from(lbo >> 4) << 16) | (u64::from(sbo >> 4) << 32) | SDESC_VERSION)
+}
+
+/// The start-address field of a shared-memory descriptor for byte address `addr`.
+///
+/// # Errors
+/// [`BackendError::Invalid`] unless `addr` is 16-byte aligned and below 2^18.
+pub fn smem_desc_start(addr: u32) -> Result<u64, BackendError> {
+    if addr % 16 != 0 || addr >= 1 << 18 {
+        return Err(BackendError::Invalid(format!("shared-memory operand address {addr:#x} is not 16-byte aligned below 0x40000")));
+    }
+    Ok(u64::from(addr >> 4))
+}
+
+/// Byte offset of element `(r, k)` of an `rows x kdim` 16-bit operand in the SWIZZLE_NONE
+/// K-major canonical layout with LBO = 128 (K-adjacent core matrices contiguous) and
+/// SBO = `kdim * 16` (one 8-row group holds all of K): `(r/8)*SBO + (k/8)*LBO + (r%8)*16 + (k%8)*2`.
+/// A K=16 step moves the descriptor start by `2 * LBO` bytes.
+pub fn kmajor_offset(r: u32, k: u32, kdim: u32) -> u32 {
+    (r / 8) * sbo_for(kdim) + (k / 8) * LBO + (r % 8) * 16 + (k % 8) * 2
+}
+
+/// SBO of the staging layout for a K extent of `kdim` elements.
+pub fn sbo_for(kdim: u32) -> u32 {
+    kdim * 16
+}
+
+/// Columns of one `tcgen05.alloc`: a power of two in 32..=512 (blackwell.md §1.2).
+///
+/// # Errors
+/// [`BackendError::Invalid`] for any other value.
+pub fn check_alloc_columns(cols: u32) -> Result<u32, BackendError> {
+    if (32..=512).contains(&cols) && cols.is_power_of_two() {
+        Ok(cols)
+    } else {
+        Err(BackendError::Invalid(format!("tcgen05.alloc of {cols} columns: must be a power of two in 32..=512")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idesc_matches_worked_values() {
+        // blackwell.md §2.3 worked values (bf16 x bf16 -> f32, K-major).
+        assert_eq!(instr_desc(Elem::Bf16, 128, 64, false).unwrap(), 0x0810_0490);
+        assert_eq!(instr_desc(Elem::Bf16, 128, 128, false).unwrap(), 0x0820_0490);
+        assert_eq!(instr_desc(Elem::Bf16, 128, 256, false).unwrap(), 0x0840_0490);
+        assert_eq!(instr_desc(Elem::Bf16, 128, 64, true).unwrap(), 0x0810_0490 | 1 << 13);
+        assert_eq!(instr_desc(Elem::F16, 64, 16, false).unwrap(), (1 << 4) | (2 << 17) | (4 << 24));
+    }
+
+    #[test]
+    fn idesc_rejects_bad_shapes() {
+        assert!(instr_desc(Elem::Bf16, 256, 64, false).is_err());
+        assert!(instr_desc(Elem::Bf16, 128, 24, false).is_err());
+        assert!(instr_desc(Elem::Bf16, 128, 272, false).is_err());
+        assert!(instr_desc(Elem::F32, 128, 64, false).is_err());
+    }
+
+    #[test]
+    fn sdesc_matches_example() {
+        // tcgen05_gemm_min.ll: LBO 128, SBO 256, bit 46.
+        let hi = smem_desc_hi(128, 256).unwrap();
+        assert_eq!(hi, (8 << 16) | (16u64 << 32) | (1 << 46));
+        assert_eq!(smem_desc_start(0x400).unwrap(), 0x40);
+        assert!(smem_desc_start(0x408).is_err());
+        assert!(smem_desc_hi(120, 256).is_err());
+    }
+
+    #[test]
+    fn kmajor_layout_is_a_bijection() {
+        let (rows, kdim) = (16, 32);
+        let mut seen = std::collections::HashSet::new();
+        for r in 0..rows {
+            for k in 0..kdim {
+                let o = kmajor_offset(r, k, kdim);
+                assert_eq!(o % 2, 0);
+                assert!(o < rows * kdim * 2);
+                assert!(seen.insert(o));
+            }
+        }
+        // The example's 16-wide slice: LBO 128 between K halves, SBO 256 between row groups.
+        assert_eq!(kmajor_offset(0, 8, 16), 128);
+        assert_eq!(kmajor_offset(8, 0, 16), 256);
+        assert_eq!(kmajor_offset(1, 1, 16), 18);
+    }
+
+    #[test]
+    fn alloc_columns() {
+        for c in [32, 64, 128, 256, 512] {
+            assert_eq!(check_alloc_columns(c).unwrap(), c);
+        }
+        for c in [0, 16, 48, 96, 1024] {
+            assert!(check_alloc_columns(c).is_err());
+        }
+    }
+}

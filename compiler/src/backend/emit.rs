@@ -1,0 +1,520 @@
+//! The code generator's core: the kernel signature, the instruction walk, loops, shared-memory
+//! buffer addressing and value conversions. Op families are `impl Codegen` blocks in sibling
+//! files.
+//!
+//! Register representation of scalars ("compute types"): `bool` → `i1`, `i32` → `i32`, and every
+//! float type → `f32` (bf16/f16 arithmetic is done in f32; a bf16/f16 scalar result is rounded to
+//! its type and kept widened). Shared-memory buffers hold the element type's storage form
+//! (`bool` as one byte).
+
+use cranelift_entity::SecondaryMap;
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, IntPredicate};
+
+use crate::ir::{Elem, Inst, Kernel, Op, Param, ParamKind, SizeExpr, SizeOp, Space, Type, Value};
+
+use super::smem::{self, SmemPlan};
+use super::{BackendError, Target, TmemLayout};
+
+/// LLVM's `ptx_kernel` calling convention number (`CallingConv::PTX_Kernel`).
+const PTX_KERNEL_CC: u32 = 71;
+
+/// Bytes reserved before the planned region on tcgen05 kernels: the MMA mbarrier (8 B at 0)
+/// and the TMEM base-address slot (4 B at 8); padded to the buffer alignment.
+pub const HEADER_BYTES: u32 = smem::ALIGN;
+/// Offset of the MMA completion mbarrier in the header.
+pub const MBAR_OFFSET: u32 = 0;
+/// Offset of the TMEM base-address slot in the header.
+pub const TMEM_SLOT_OFFSET: u32 = 8;
+
+/// Per-kernel code-generation state.
+pub struct Codegen<'ctx, 'k> {
+    /// LLVM context.
+    pub ctx: &'ctx Context,
+    /// The module being built.
+    pub module: Module<'ctx>,
+    /// The instruction builder.
+    pub b: Builder<'ctx>,
+    /// The kernel.
+    pub k: &'k Kernel,
+    /// Target.
+    pub target: Target,
+    /// TMEM column offsets.
+    pub tmem: &'k TmemLayout,
+    /// Shared-memory plan.
+    pub plan: SmemPlan,
+    /// Bytes before the planned region.
+    pub header: u32,
+    /// The kernel function.
+    pub func: FunctionValue<'ctx>,
+    /// Base of the dynamic shared memory (`extern .shared` array).
+    pub smem: PointerValue<'ctx>,
+    /// Scalar values (compute types).
+    pub scalars: SecondaryMap<Value, Option<BasicValueEnum<'ctx>>>,
+    /// Kernel parameters (tensors as global pointers, scalars in compute type).
+    pub params: SecondaryMap<Param, Option<BasicValueEnum<'ctx>>>,
+    /// Symbolic sizes, in `Kernel::sizes` order (i32).
+    pub sizes: Vec<IntValue<'ctx>>,
+    /// Per tensor parameter: extents (i64), outermost first.
+    pub dims: SecondaryMap<Param, Vec<IntValue<'ctx>>>,
+    /// Per tensor parameter: element strides (i64), row-major.
+    pub strides: SecondaryMap<Param, Vec<IntValue<'ctx>>>,
+    /// `threadIdx.x`.
+    pub tid: IntValue<'ctx>,
+    /// `threadIdx.x / 32`.
+    pub warp: IntValue<'ctx>,
+    /// TMEM base address, after the allocation.
+    pub tmem_base: Option<IntValue<'ctx>>,
+    /// Local slot holding the MMA mbarrier's current phase (promoted to a register by mem2reg).
+    pub mma_phase: Option<PointerValue<'ctx>>,
+}
+
+impl<'ctx, 'k> Codegen<'ctx, 'k> {
+    /// Sets up the module, the kernel signature and the entry block.
+    ///
+    /// # Errors
+    /// [`BackendError::Unsupported`] for parameter types without a PTX form.
+    pub fn new(ctx: &'ctx Context, k: &'k Kernel, tmem: &'k TmemLayout, target: Target) -> Result<Self, BackendError> {
+        let module = ctx.create_module(&k.name);
+        let b = ctx.create_builder();
+        let mut arg_tys: Vec<BasicMetadataTypeEnum> = vec![];
+        for (_, p) in k.params.iter() {
+            arg_tys.push(match &p.kind {
+                ParamKind::Tensor { .. } => ctx.ptr_type(AddressSpace::from(1u16)).into(),
+                ParamKind::Scalar(e) => match e {
+                    Elem::I32 => ctx.i32_type().into(),
+                    Elem::F32 => ctx.f32_type().into(),
+                    Elem::F16 => ctx.f16_type().into(),
+                    Elem::Bf16 => ctx.bf16_type().into(),
+                    Elem::Bool => {
+                        return Err(BackendError::Unsupported { target: target.name().into(), what: format!("bool scalar parameter `{}`", p.name) })
+                    }
+                },
+            });
+        }
+        for _ in &k.sizes {
+            arg_tys.push(ctx.i32_type().into());
+        }
+        let fty = ctx.void_type().fn_type(&arg_tys, false);
+        let func = module.add_function(&k.name, fty, Some(Linkage::External));
+        func.set_call_conventions(PTX_KERNEL_CC);
+        let smem_g = module.add_global(ctx.i8_type().array_type(0), Some(AddressSpace::from(3u16)), "tilec_smem");
+        smem_g.set_linkage(Linkage::External);
+        smem_g.set_alignment(1024);
+        let entry = ctx.append_basic_block(func, "entry");
+        b.position_at_end(entry);
+        let uses_tcgen05 = target.has_tcgen05() && k.vars.values().any(|v| v.space == Space::Tmem);
+        let plan = smem::plan(k, target, &|i| super::mma_sm100::scratch_bytes(k, target, i));
+        let header = if uses_tcgen05 { HEADER_BYTES } else { 0 };
+        let mut cg = Codegen {
+            ctx,
+            module,
+            b,
+            k,
+            target,
+            tmem,
+            plan,
+            header,
+            func,
+            smem: smem_g.as_pointer_value(),
+            scalars: SecondaryMap::new(),
+            params: SecondaryMap::new(),
+            sizes: vec![],
+            dims: SecondaryMap::new(),
+            strides: SecondaryMap::new(),
+            tid: ctx.i32_type().const_zero(),
+            warp: ctx.i32_type().const_zero(),
+            tmem_base: None,
+            mma_phase: None,
+        };
+        cg.prologue()?;
+        Ok(cg)
+    }
+
+    /// Reads thread ids, binds parameters and sizes, and evaluates tensor extents and strides.
+    fn prologue(&mut self) -> Result<(), BackendError> {
+        let i32t = self.ctx.i32_type();
+        self.tid = self.call("llvm.nvvm.read.ptx.sreg.tid.x", Some(i32t.into()), &[])?.into_int_value();
+        self.warp = self.b.build_right_shift(self.tid, self.i32(5), false, "warp")?;
+        let nparams = self.k.params.len();
+        for (idx, (p, data)) in self.k.params.iter().enumerate() {
+            let arg = self.func.get_nth_param(idx as u32).ok_or_else(|| BackendError::Invalid("missing kernel argument".into()))?;
+            let v = match &data.kind {
+                ParamKind::Scalar(e) if matches!(e, Elem::F16 | Elem::Bf16) => self.b.build_float_ext(arg.into_float_value(), self.ctx.f32_type(), "p")?.into(),
+                _ => arg,
+            };
+            self.params[p] = Some(v);
+        }
+        for s in 0..self.k.sizes.len() {
+            let arg = self.func.get_nth_param((nparams + s) as u32).ok_or_else(|| BackendError::Invalid("missing size argument".into()))?;
+            self.sizes.push(arg.into_int_value());
+        }
+        let i64t = self.ctx.i64_type();
+        for (p, data) in self.k.params.iter() {
+            if let ParamKind::Tensor { shape, .. } = &data.kind {
+                let mut dims = vec![];
+                for e in shape {
+                    let v = self.size_expr(e)?;
+                    dims.push(self.b.build_int_s_extend(v, i64t, "dim")?);
+                }
+                let mut strides = vec![i64t.const_int(1, false); dims.len()];
+                for d in (0..dims.len().saturating_sub(1)).rev() {
+                    strides[d] = self.b.build_int_mul(strides[d + 1], dims[d + 1], "stride")?;
+                }
+                self.dims[p] = dims;
+                self.strides[p] = strides;
+            }
+        }
+        if self.header > 0 {
+            self.tcgen05_prologue()?;
+        }
+        Ok(())
+    }
+
+    /// Emits the kernel body and returns the module and the dynamic shared memory in bytes.
+    ///
+    /// # Errors
+    /// Whatever an instruction's emitter reports.
+    pub fn run(mut self) -> Result<(Module<'ctx>, u32), BackendError> {
+        let body = self.k.body;
+        self.block(body)?;
+        self.b.build_return(None)?;
+        let bytes = self.header + self.plan.bytes;
+        Ok((self.module, bytes))
+    }
+
+    /// Emits the instructions of a block in order.
+    pub fn block(&mut self, blk: crate::ir::Block) -> Result<(), BackendError> {
+        for &i in &self.k.blocks[blk].insts {
+            self.inst(i)?;
+            if self.touches_smem(i) {
+                self.bar_sync()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether an instruction reads or writes shared memory (then a CTA barrier follows it).
+    fn touches_smem(&self, i: Inst) -> bool {
+        let k = self.k;
+        let tile = |v: Value| k.values[v].ty.shape().is_some();
+        let d = &k.insts[i];
+        if matches!(d.op, Op::For { .. }) {
+            return false;
+        }
+        d.result.is_some_and(tile) || k.inst_args(i).into_iter().any(tile) || {
+            let (r, w) = k.inst_vars(i);
+            !r.is_empty() || !w.is_empty()
+        }
+    }
+
+    /// Dispatches one instruction to its family's emitter.
+    fn inst(&mut self, i: Inst) -> Result<(), BackendError> {
+        let k = self.k;
+        let res = k.insts[i].result;
+        match &k.insts[i].op {
+            Op::ConstInt(c) => self.set(res, self.i32(*c as i32).into()),
+            Op::ConstFloat(c) => self.set(res, self.ctx.f32_type().const_float(*c as f32 as f64).into()),
+            Op::ProgramId(axis) => {
+                let name = match axis {
+                    0 => "llvm.nvvm.read.ptx.sreg.ctaid.x",
+                    1 => "llvm.nvvm.read.ptx.sreg.ctaid.y",
+                    _ => "llvm.nvvm.read.ptx.sreg.ctaid.z",
+                };
+                let v = self.call(name, Some(self.ctx.i32_type().into()), &[])?;
+                self.set(res, v)
+            }
+            Op::Size(s) => {
+                let v = *self.sizes.get(*s).ok_or_else(|| BackendError::Invalid(format!("size index {s} out of range")))?;
+                self.set(res, v.into())
+            }
+            Op::ScalarParam(p) => {
+                let v = self.params[*p].ok_or_else(|| BackendError::Invalid(format!("parameter {p} is not a scalar")))?;
+                self.set(res, v)
+            }
+            Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Transpose(_) => {
+                self.elementwise(i)
+            }
+            Op::Reduce(op, axis, v) => self.reduce(i, *op, *axis, *v),
+            Op::Load { src, index } => self.load(i, *src, index),
+            Op::Store { dst, index, value } => self.store(*dst, index, *value),
+            Op::ReadVar(v) => self.read_var(i, *v),
+            Op::WriteVar(v, x) => self.write_var(*v, *x),
+            Op::Mma { dst, a, b, accumulate, negate } => {
+                if self.target.has_tcgen05() {
+                    self.mma_sm100(i, *dst, *a, *b, *accumulate, *negate)
+                } else {
+                    self.mma_sm90(*dst, *a, *b, *accumulate, *negate)
+                }
+            }
+            Op::For { lo, hi, reverse, body } => self.for_loop(i, *lo, *hi, *reverse, *body),
+            Op::TmemAlloc { columns } => self.tmem_alloc(*columns),
+            Op::TmemRelinquish => self.tmem_relinquish(),
+            Op::TmemDealloc { columns } => self.tmem_dealloc(*columns),
+        }
+    }
+
+    fn set(&mut self, res: Option<Value>, v: BasicValueEnum<'ctx>) -> Result<(), BackendError> {
+        let r = res.ok_or_else(|| BackendError::Invalid("instruction without a result".into()))?;
+        self.scalars[r] = Some(v);
+        Ok(())
+    }
+
+    /// A scalar value's register.
+    pub fn scalar(&self, v: Value) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        self.scalars[v].ok_or_else(|| BackendError::Invalid(format!("scalar {v} used before its definition")))
+    }
+
+    /// `for iv in lo..hi` (or reversed): a counted loop whose induction value is a phi.
+    fn for_loop(&mut self, i: Inst, lo: Value, hi: Value, reverse: bool, body: crate::ir::Block) -> Result<(), BackendError> {
+        let lo = self.scalar(lo)?.into_int_value();
+        let hi = self.scalar(hi)?.into_int_value();
+        let one = self.i32(1);
+        let init = if reverse { self.b.build_int_sub(hi, one, "init")? } else { lo };
+        let iv = self.k.insts[i].result;
+        self.counted_loop(lo, hi, init, reverse, &mut |cg, x| {
+            if let Some(iv) = iv {
+                cg.scalars[iv] = Some(x.into());
+            }
+            cg.block(body)
+        })
+    }
+
+    /// A loop over `init, init±1, …` while inside `lo..hi` (signed), skipped when `lo >= hi`.
+    pub fn counted_loop(
+        &mut self,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        init: IntValue<'ctx>,
+        reverse: bool,
+        body: &mut dyn FnMut(&mut Self, IntValue<'ctx>) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        let pre = self.cur_block()?;
+        let lp = self.ctx.append_basic_block(self.func, "loop");
+        let exit = self.ctx.append_basic_block(self.func, "loop.exit");
+        let nonempty = self.b.build_int_compare(IntPredicate::SLT, lo, hi, "nonempty")?;
+        self.b.build_conditional_branch(nonempty, lp, exit)?;
+        self.b.position_at_end(lp);
+        let phi = self.b.build_phi(self.ctx.i32_type(), "iv")?;
+        let x = phi.as_basic_value().into_int_value();
+        body(self, x)?;
+        let one = self.i32(1);
+        let (next, cont) = if reverse {
+            let n = self.b.build_int_sub(x, one, "iv.next")?;
+            (n, self.b.build_int_compare(IntPredicate::SGE, n, lo, "cont")?)
+        } else {
+            let n = self.b.build_int_add(x, one, "iv.next")?;
+            (n, self.b.build_int_compare(IntPredicate::SLT, n, hi, "cont")?)
+        };
+        let latch = self.cur_block()?;
+        self.b.build_conditional_branch(cont, lp, exit)?;
+        phi.add_incoming(&[(&init, pre), (&next, latch)]);
+        self.b.position_at_end(exit);
+        Ok(())
+    }
+
+    /// A CTA-wide loop over `0..n`: thread `t` runs `body(e)` for `e = t, t+threads, …`.
+    pub fn cta_loop(&mut self, n: u32, body: &mut dyn FnMut(&mut Self, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
+        self.strided_loop(self.tid, self.k.threads, n, body)
+    }
+
+    /// A loop `e = start; e < n; e += step` with a per-thread start (n and step constant).
+    pub fn strided_loop(
+        &mut self,
+        start: IntValue<'ctx>,
+        step: u32,
+        n: u32,
+        body: &mut dyn FnMut(&mut Self, IntValue<'ctx>) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        let pre = self.cur_block()?;
+        let lp = self.ctx.append_basic_block(self.func, "cta");
+        let exit = self.ctx.append_basic_block(self.func, "cta.exit");
+        let n_v = self.i32(n as i32);
+        let any = self.b.build_int_compare(IntPredicate::ULT, start, n_v, "any")?;
+        self.b.build_conditional_branch(any, lp, exit)?;
+        self.b.position_at_end(lp);
+        let phi = self.b.build_phi(self.ctx.i32_type(), "e")?;
+        let e = phi.as_basic_value().into_int_value();
+        body(self, e)?;
+        let next = self.b.build_int_add(e, self.i32(step as i32), "e.next")?;
+        let cont = self.b.build_int_compare(IntPredicate::ULT, next, n_v, "cont")?;
+        let latch = self.cur_block()?;
+        self.b.build_conditional_branch(cont, lp, exit)?;
+        phi.add_incoming(&[(&start, pre), (&next, latch)]);
+        self.b.position_at_end(exit);
+        Ok(())
+    }
+
+    /// Runs `body` only where `cond` holds (a one-armed `if`).
+    pub fn if_then(&mut self, cond: IntValue<'ctx>, body: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>) -> Result<(), BackendError> {
+        let then = self.ctx.append_basic_block(self.func, "then");
+        let join = self.ctx.append_basic_block(self.func, "join");
+        self.b.build_conditional_branch(cond, then, join)?;
+        self.b.position_at_end(then);
+        body(self)?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// A stack slot in the entry block (so that mem2reg promotes it to a register).
+    pub fn entry_alloca(&self, ty: BasicTypeEnum<'ctx>, name: &str) -> Result<PointerValue<'ctx>, BackendError> {
+        let entry = self.func.get_first_basic_block().ok_or_else(|| BackendError::Invalid("kernel has no entry block".into()))?;
+        let tmp = self.ctx.create_builder();
+        match entry.get_first_instruction() {
+            Some(first) => tmp.position_before(&first),
+            None => tmp.position_at_end(entry),
+        }
+        Ok(tmp.build_alloca(ty, name)?)
+    }
+
+    /// The block the builder appends to.
+    pub fn cur_block(&self) -> Result<BasicBlock<'ctx>, BackendError> {
+        self.b.get_insert_block().ok_or_else(|| BackendError::Invalid("builder has no insertion block".into()))
+    }
+
+    /// An i32 constant.
+    pub fn i32(&self, c: i32) -> IntValue<'ctx> {
+        self.ctx.i32_type().const_int(c as i64 as u64, true)
+    }
+
+    /// Calls `name` (declared on first use with the argument types given).
+    ///
+    /// # Errors
+    /// [`BackendError::Builder`]; [`BackendError::Invalid`] when a non-void call has no value.
+    pub fn call(&self, name: &str, ret: Option<BasicTypeEnum<'ctx>>, args: &[BasicValueEnum<'ctx>]) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let f = match self.module.get_function(name) {
+            Some(f) => f,
+            None => {
+                let tys: Vec<BasicMetadataTypeEnum> = args.iter().map(|a| a.get_type().into()).collect();
+                let fty = match ret {
+                    Some(t) => t.fn_type(&tys, false),
+                    None => self.ctx.void_type().fn_type(&tys, false),
+                };
+                self.module.add_function(name, fty, None)
+            }
+        };
+        let margs: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
+        let cs = self.b.build_call(f, &margs, "")?;
+        match ret {
+            None => Ok(self.i32(0).into()),
+            Some(_) => cs.try_as_basic_value().basic().ok_or_else(|| BackendError::Invalid(format!("call to {name} has no value"))),
+        }
+    }
+
+    /// Pointer to byte `off` (i32) of the dynamic shared memory.
+    pub fn smem_at(&self, off: IntValue<'ctx>) -> Result<PointerValue<'ctx>, BackendError> {
+        // SAFETY of the GEP: i8 indexing into the extern shared array; offsets stay inside the
+        // planned region (the launch provides header + plan bytes).
+        Ok(unsafe { self.b.build_in_bounds_gep(self.ctx.i8_type(), self.smem, &[off], "s")? })
+    }
+
+    /// Absolute byte offset of a tile value's buffer.
+    pub fn value_buf(&self, v: Value) -> Result<u32, BackendError> {
+        self.plan.values[v].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("tile {v} has no shared-memory buffer")))
+    }
+
+    /// Absolute byte offset of the scratch buffer of instruction `i`.
+    pub fn scratch_buf(&self, i: Inst) -> Result<u32, BackendError> {
+        self.plan.scratch[i].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("{i} has no scratch buffer")))
+    }
+
+    /// Absolute byte offset of a shared-memory-resident variable's buffer.
+    pub fn var_buf(&self, v: crate::ir::Var) -> Result<u32, BackendError> {
+        self.plan.vars[v].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("variable {} has no shared-memory buffer", self.k.vars[v].name)))
+    }
+
+    /// Loads element `idx` of a buffer of `elem` at byte `buf`, in compute type.
+    pub fn load_elem(&self, buf: u32, idx: IntValue<'ctx>, elem: Elem) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let off = self.b.build_int_add(self.i32(buf as i32), self.b.build_int_mul(idx, self.i32(elem.size_bytes() as i32), "")?, "")?;
+        let p = self.smem_at(off)?;
+        let raw = self.b.build_load(self.storage_type(elem), p, "ld")?;
+        self.to_compute(raw, elem)
+    }
+
+    /// Stores a compute-type value as element `idx` of a buffer of `elem` at byte `buf`.
+    pub fn store_elem(&self, buf: u32, idx: IntValue<'ctx>, elem: Elem, v: BasicValueEnum<'ctx>) -> Result<(), BackendError> {
+        let off = self.b.build_int_add(self.i32(buf as i32), self.b.build_int_mul(idx, self.i32(elem.size_bytes() as i32), "")?, "")?;
+        let p = self.smem_at(off)?;
+        let s = self.to_storage(v, elem)?;
+        self.b.build_store(p, s)?;
+        Ok(())
+    }
+
+    /// The LLVM type of an element in memory.
+    pub fn storage_type(&self, e: Elem) -> BasicTypeEnum<'ctx> {
+        match e {
+            Elem::Bool => self.ctx.i8_type().into(),
+            Elem::I32 => self.ctx.i32_type().into(),
+            Elem::F16 => self.ctx.f16_type().into(),
+            Elem::Bf16 => self.ctx.bf16_type().into(),
+            Elem::F32 => self.ctx.f32_type().into(),
+        }
+    }
+
+    /// Memory form → compute type.
+    pub fn to_compute(&self, raw: BasicValueEnum<'ctx>, e: Elem) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        Ok(match e {
+            Elem::Bool => self.b.build_int_compare(IntPredicate::NE, raw.into_int_value(), self.ctx.i8_type().const_zero(), "b")?.into(),
+            Elem::F16 | Elem::Bf16 => self.b.build_float_ext(raw.into_float_value(), self.ctx.f32_type(), "x")?.into(),
+            Elem::I32 | Elem::F32 => raw,
+        })
+    }
+
+    /// Compute type → memory form (bf16/f16 narrowing rounds to nearest even: `cvt.rn`).
+    pub fn to_storage(&self, v: BasicValueEnum<'ctx>, e: Elem) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        Ok(match e {
+            Elem::Bool => self.b.build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "b")?.into(),
+            Elem::F16 | Elem::Bf16 => {
+                let t = self.storage_type(e).into_float_type();
+                self.b.build_float_trunc(v.into_float_value(), t, "n")?.into()
+            }
+            Elem::I32 | Elem::F32 => v,
+        })
+    }
+
+    /// Evaluates a size expression over the size arguments (i32).
+    pub fn size_expr(&self, e: &SizeExpr) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(match e {
+            SizeExpr::Const(c) => self.i32(*c as i32),
+            SizeExpr::Sym(s) => {
+                let idx = self.k.sizes.iter().position(|x| x == s).ok_or_else(|| BackendError::Invalid(format!("unknown size `{s}`")))?;
+                self.sizes[idx]
+            }
+            SizeExpr::Bin(op, a, b) => {
+                let (a, b) = (self.size_expr(a)?, self.size_expr(b)?);
+                match op {
+                    SizeOp::Add => self.b.build_int_add(a, b, "")?,
+                    SizeOp::Sub => self.b.build_int_sub(a, b, "")?,
+                    SizeOp::Mul => self.b.build_int_mul(a, b, "")?,
+                    SizeOp::Div => self.b.build_int_signed_div(a, b, "")?,
+                    SizeOp::Rem => self.b.build_int_signed_rem(a, b, "")?,
+                    SizeOp::Cdiv => {
+                        let t = self.b.build_int_add(a, self.b.build_int_sub(b, self.i32(1), "")?, "")?;
+                        self.b.build_int_signed_div(t, b, "")?
+                    }
+                    SizeOp::Min | SizeOp::Max => {
+                        let pred = if *op == SizeOp::Min { IntPredicate::SLT } else { IntPredicate::SGT };
+                        let c = self.b.build_int_compare(pred, a, b, "")?;
+                        self.b.build_select(c, a, b, "")?.into_int_value()
+                    }
+                }
+            }
+        })
+    }
+
+    /// `(rows, cols)` of a tile type, or an error naming `what`.
+    pub fn shape_of(&self, ty: Type, what: &str) -> Result<(u32, u32), BackendError> {
+        ty.shape().ok_or_else(|| BackendError::Invalid(format!("{what} must be a tile, found {ty}")))
+    }
+
+    /// An unsupported-IR error for this target.
+    pub fn unsupported(&self, what: impl Into<String>) -> BackendError {
+        BackendError::Unsupported { target: self.target.name().into(), what: what.into() }
+    }
+}

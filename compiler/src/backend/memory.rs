@@ -1,0 +1,171 @@
+//! Global-memory loads and stores of tiles (masked: out-of-bounds elements read as 0 and are not
+//! written; bounds are the tensor's run-time extents) and `ReadVar` / `WriteVar` of variables
+//! that live in shared memory.
+//!
+//! Addressing: tensors are dense row-major; element `(i_0, …, i_{d-1})` is at
+//! `Σ i_j · stride_j` with 64-bit strides from the size arguments. The first ranged index runs
+//! over the tile's rows, the second over its columns.
+
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::{AddressSpace, IntPredicate};
+
+use crate::ir::{Elem, Index, Inst, Param, ParamKind, Space, Type, Value, Var};
+
+use super::emit::Codegen;
+use super::BackendError;
+
+impl<'ctx> Codegen<'ctx, '_> {
+    fn tensor_elem(&self, p: Param) -> Result<Elem, BackendError> {
+        match &self.k.params[p].kind {
+            ParamKind::Tensor { elem, .. } => Ok(*elem),
+            ParamKind::Scalar(_) => Err(BackendError::Invalid(format!("parameter `{}` is not a tensor", self.k.params[p].name))),
+        }
+    }
+
+    /// Whether element `(r, c)` of the access is inside the tensor, and its address.
+    fn global_elem(&self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<(IntValue<'ctx>, PointerValue<'ctx>), BackendError> {
+        let elem = self.tensor_elem(p)?;
+        let i64t = self.ctx.i64_type();
+        let mut inb = self.ctx.bool_type().const_int(1, false);
+        let mut off = i64t.const_zero();
+        let mut nth_range = 0;
+        for (d, ix) in index.iter().enumerate() {
+            let pos = match ix {
+                Index::Point(v) => self.scalar(*v)?.into_int_value(),
+                Index::Range { start, .. } => {
+                    let s = self.scalar(*start)?.into_int_value();
+                    let t = if nth_range == 0 { r } else { c };
+                    nth_range += 1;
+                    self.b.build_int_add(s, t, "")?
+                }
+            };
+            let pos = self.b.build_int_s_extend(pos, i64t, "")?;
+            // Unsigned compare also rejects negative positions.
+            let ok = self.b.build_int_compare(IntPredicate::ULT, pos, self.dims[p][d], "")?;
+            inb = self.b.build_and(inb, ok, "")?;
+            off = self.b.build_int_add(off, self.b.build_int_mul(pos, self.strides[p][d], "")?, "")?;
+        }
+        let base = self.params[p].ok_or_else(|| BackendError::Invalid("tensor parameter not bound".into()))?.into_pointer_value();
+        // SAFETY of the GEP: only dereferenced when `inb` holds.
+        let ptr = unsafe { self.b.build_gep(self.storage_type(elem), base, &[off], "g")? };
+        debug_assert_eq!(ptr.get_type().get_address_space(), AddressSpace::from(1u16));
+        Ok((inb, ptr))
+    }
+
+    /// Loads element `(r, c)` (0 when outside the tensor), in compute type of the tensor's elem.
+    fn load_global(&mut self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let elem = self.tensor_elem(p)?;
+        let (inb, ptr) = self.global_elem(p, index, r, c)?;
+        let pre = self.cur_block()?;
+        let then = self.ctx.append_basic_block(self.func, "ld.in");
+        let join = self.ctx.append_basic_block(self.func, "ld.join");
+        self.b.build_conditional_branch(inb, then, join)?;
+        self.b.position_at_end(then);
+        let raw = self.b.build_load(self.storage_type(elem), ptr, "gld")?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        let phi = self.b.build_phi(self.storage_type(elem), "gv")?;
+        let zero = self.storage_type(elem).const_zero();
+        phi.add_incoming(&[(&raw, then), (&zero, pre)]);
+        self.to_compute(phi.as_basic_value(), elem)
+    }
+
+    /// Emits `Load`: a masked tile (or scalar) read from a global tensor.
+    pub fn load(&mut self, i: Inst, src: Param, index: &[Index]) -> Result<(), BackendError> {
+        let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("load without a result".into()))?;
+        let elem = self.tensor_elem(src)?;
+        match self.k.values[res].ty {
+            Type::Scalar(out) => {
+                let z = self.i32(0);
+                let v = self.load_global(src, index, z, z)?;
+                let v = self.convert(v, elem, out)?;
+                self.scalars[res] = Some(v);
+                Ok(())
+            }
+            Type::Tile { elem: out, rows, cols } => {
+                let buf = self.value_buf(res)?;
+                self.cta_loop(rows * cols, &mut |cg, e| {
+                    let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
+                    let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+                    let v = cg.load_global(src, index, r, c)?;
+                    let v = cg.convert(v, elem, out)?;
+                    cg.store_elem(buf, e, out, v)
+                })
+            }
+        }
+    }
+
+    /// Emits `Store`: writes the tile (or a scalar broadcast over the ranges) into a global
+    /// tensor, skipping elements outside it.
+    pub fn store(&mut self, dst: Param, index: &[Index], value: Value) -> Result<(), BackendError> {
+        let elem = self.tensor_elem(dst)?;
+        let lens: Vec<u32> = index.iter().filter_map(|ix| if let Index::Range { len, .. } = ix { Some(*len) } else { None }).collect();
+        let (rows, cols) = match lens.as_slice() {
+            [] => (1, 1),
+            [n] => (*n, 1),
+            [m, n, ..] => (*m, *n),
+        };
+        let vty = self.k.values[value].ty;
+        if let Some(shape) = vty.shape() {
+            if shape != (rows, cols) {
+                return Err(BackendError::Invalid(format!("store of a {vty} tile into a {rows}x{cols} range")));
+            }
+        }
+        let vel = vty.elem();
+        let mut body = |cg: &mut Self, e: IntValue<'ctx>| -> Result<(), BackendError> {
+            let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
+            let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+            let v = match vty {
+                Type::Scalar(_) => cg.scalar(value)?,
+                Type::Tile { .. } => cg.load_elem(cg.value_buf(value)?, e, vel)?,
+            };
+            let v = cg.convert(v, vel, elem)?;
+            let v = cg.to_storage(v, elem)?;
+            let (inb, ptr) = cg.global_elem(dst, index, r, c)?;
+            cg.if_then(inb, &mut |cg| {
+                cg.b.build_store(ptr, v)?;
+                Ok(())
+            })
+        };
+        if rows * cols == 1 {
+            // A single element: thread 0 writes it.
+            let t0 = self.b.build_int_compare(IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
+            let z = self.i32(0);
+            self.if_then(t0, &mut |cg| body(cg, z))
+        } else {
+            self.cta_loop(rows * cols, &mut body)
+        }
+    }
+
+    /// Emits `ReadVar`: copies the variable into the result tile (tensor memory on tcgen05
+    /// targets goes through `tcgen05.ld`).
+    pub fn read_var(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
+        if self.k.vars[v].space == Space::Tmem && self.target.has_tcgen05() {
+            return self.read_tmem(i, v);
+        }
+        let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("ReadVar without a result".into()))?;
+        let (src, dst) = (self.var_buf(v)?, self.value_buf(res)?);
+        let (vel, rel) = (self.k.vars[v].ty.elem(), self.res_elem(res));
+        let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
+        self.cta_loop(rows * cols, &mut |cg, e| {
+            let x = cg.load_elem(src, e, vel)?;
+            let x = cg.convert(x, vel, rel)?;
+            cg.store_elem(dst, e, rel, x)
+        })
+    }
+
+    /// Emits `WriteVar`: copies the tile into the variable (converting to its element type).
+    pub fn write_var(&mut self, v: Var, x: Value) -> Result<(), BackendError> {
+        if self.k.vars[v].space == Space::Tmem && self.target.has_tcgen05() {
+            return self.write_tmem(v, x);
+        }
+        let (src, dst) = (self.value_buf(x)?, self.var_buf(v)?);
+        let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
+        let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
+        self.cta_loop(rows * cols, &mut |cg, e| {
+            let y = cg.load_elem(src, e, xel)?;
+            let y = cg.convert(y, xel, vel)?;
+            cg.store_elem(dst, e, vel, y)
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! `Mma` on `sm_100a` with `tcgen05.mma.cta_group::1.kind::f16` into a TMEM accumulator.
+//!
+//! Sequence (blackwell.md §2, §3.2, §4.3):
+//! 1. every thread copies A (`M x K`) and B (as `N x K`) from their row-major shared-memory
+//!    buffers into this instruction's scratch in the SWIZZLE_NONE K-major canonical layout
+//!    ([`kmajor_offset`]; transposition is a change of indexing);
+//! 2. `fence.proxy.async.shared::cta`, `tcgen05.fence::before_thread_sync`, `bar.sync`,
+//!    `tcgen05.fence::after_thread_sync`;
+//! 3. thread 0 issues one `tcgen05.mma` per K=16 step and per ≤256-column piece of N (pieces at
+//!    adjacent TMEM columns), with `enable_input_d` false only on the first step of a
+//!    non-accumulating MMA and negation through the negate-A bit of the instruction descriptor,
+//!    then `tcgen05.commit` to the mbarrier;
+//! 4. everybody waits on the mbarrier (phase-tracked) and fences after the wait.
+//!
+//! Accumulators outside tensor memory fall back to `mma.sync` ([`super::mma_sm90`]), which
+//! sm_100a also has. A operands in tensor memory (`tcgen05.mma` with A from TMEM) are not
+//! implemented yet.
+
+use crate::ir::{Inst, Kernel, MmaOperand, Op, Space, Var};
+
+use super::descriptors::{instr_desc, kmajor_offset, sbo_for, smem_desc_hi, smem_desc_start, LBO};
+use super::emit::Codegen;
+use super::target::require_tcgen05;
+use super::{BackendError, Target};
+
+/// Widest N of one `tcgen05.mma` (cta_group::1).
+const MAX_N: u32 = 256;
+
+/// Bytes of A staging rounded to the buffer alignment (B staging follows it).
+fn a_stage_bytes(m: u32, k: u32) -> u32 {
+    (m * k * 2).next_multiple_of(super::smem::ALIGN)
+}
+
+/// Scratch bytes instruction `i` needs on `target`: the two staging buffers of a tcgen05 MMA.
+pub fn scratch_bytes(k: &Kernel, target: Target, i: Inst) -> u32 {
+    let Op::Mma { dst, a, b, .. } = &k.insts[i].op else { return 0 };
+    if !target.has_tcgen05() || k.vars[*dst].space != Space::Tmem {
+        return 0;
+    }
+    let (Some((m, n)), Some((ar, ac))) = (k.vars[*dst].ty.shape(), k.vars[a.var].ty.shape()) else { return 0 };
+    let _ = b;
+    let kk = if a.transposed { ar } else { ac };
+    a_stage_bytes(m, kk) + n * kk * 2
+}
+
+impl<'ctx> Codegen<'ctx, '_> {
+    /// Emits an `Mma` for sm_100a (see the module docs).
+    pub fn mma_sm100(&mut self, i: Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
+        if self.k.vars[dst].space != Space::Tmem {
+            return self.mma_sm90(dst, a, b, accumulate, negate);
+        }
+        require_tcgen05(self.target, "tcgen05.mma")?;
+        if self.k.vars[a.var].space == Space::Tmem {
+            return Err(self.unsupported(format!("MMA with the A operand `{}` in tensor memory", self.k.vars[a.var].name)));
+        }
+        let (m, n, kdim, elem) = self.mma_shape(dst, a, b)?;
+        if n % 16 != 0 {
+            return Err(BackendError::Invalid(format!("tcgen05 MMA needs N a multiple of 16, found {n}")));
+        }
+        let pieces: Vec<(u32, u32)> = (0..n).step_by(MAX_N as usize).map(|n0| (n0, (n - n0).min(MAX_N))).collect();
+        let idescs: Vec<u32> = pieces.iter().map(|&(_, w)| instr_desc(elem, m, w, negate)).collect::<Result<_, _>>()?;
+        let sbo = sbo_for(kdim);
+        let desc_hi = smem_desc_hi(LBO, sbo)?;
+        let d_off = self.tmem.offset(dst, &self.k.vars[dst].name)?;
+        if d_off + n > self.tmem.alloc_columns {
+            return Err(BackendError::Invalid(format!("accumulator `{}` at columns {d_off}..{} exceeds the allocation of {}", self.k.vars[dst].name, d_off + n, self.tmem.alloc_columns)));
+        }
+        let a_stage = self.scratch_buf(i)?;
+        let b_stage = a_stage + a_stage_bytes(m, kdim);
+        // Static range check of every descriptor start address (relative to the smem window's
+        // base, which is 1024-B aligned): 16-B aligned and encodable.
+        let last = b_stage + n * kdim * 2;
+        smem_desc_start(a_stage)?;
+        smem_desc_start(b_stage)?;
+        if last >= 1 << 18 {
+            return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the 256 KiB descriptor range")));
+        }
+        // 1. Restage A (M x K) and B (N x K) into the K-major canonical layout.
+        self.stage(a, false, a_stage, m, kdim)?;
+        self.stage(b, true, b_stage, n, kdim)?;
+        // 2. Make the generic-proxy writes visible to the tensor core.
+        self.fence_proxy_async()?;
+        self.tc_fence_before()?;
+        self.bar_sync()?;
+        self.tc_fence_after()?;
+        // 3. One thread issues the MMAs and the commit.
+        let base = self.tmem_base()?;
+        let smem_addr = self.b.build_ptr_to_int(self.smem, self.ctx.i32_type(), "smem.addr")?;
+        let is_t0 = self.b.build_int_compare(inkwell::IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
+        let bar = self.mbar()?;
+        self.if_then(is_t0, &mut |cg| {
+            let i64t = cg.ctx.i64_type();
+            let desc = |cg: &Self, off: u32| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
+                let addr = cg.b.build_int_add(smem_addr, cg.i32(off as i32), "")?;
+                let f = cg.b.build_right_shift(addr, cg.i32(4), false, "")?;
+                let f = cg.b.build_and(f, cg.i32(0x3fff), "")?;
+                let f = cg.b.build_int_z_extend(f, i64t, "")?;
+                Ok(cg.b.build_or(f, i64t.const_int(desc_hi, false), "desc")?)
+            };
+            for ks in 0..kdim / 16 {
+                for (p, &(n0, _)) in pieces.iter().enumerate() {
+                    let adesc = desc(cg, a_stage + ks * 2 * LBO)?;
+                    let bdesc = desc(cg, b_stage + (n0 / 8) * sbo + ks * 2 * LBO)?;
+                    let daddr = cg.b.build_int_add(base, cg.i32((d_off + n0) as i32), "")?;
+                    let dptr = cg.tmem_ptr(daddr)?;
+                    let enable = accumulate || ks > 0;
+                    let i32t = cg.ctx.i32_type();
+                    cg.call(
+                        "llvm.nvvm.tcgen05.mma.shared",
+                        None,
+                        &[
+                            dptr.into(),
+                            adesc.into(),
+                            bdesc.into(),
+                            i32t.const_int(u64::from(idescs[p]), false).into(),
+                            cg.ctx.bool_type().const_int(u64::from(enable), false).into(),
+                            cg.i32(0).into(), // kind::f16
+                            cg.i32(1).into(), // cta_group::1
+                            cg.i32(0).into(), // collector::a::discard
+                        ],
+                    )?;
+                }
+            }
+            cg.call("llvm.nvvm.tcgen05.commit.shared.cg1", None, &[bar.into()])?;
+            Ok(())
+        })?;
+        // 4. Everybody waits for completion.
+        self.mbar_wait()
+    }
+
+    /// Copies an operand into K-major staging at byte `at`: `rows x kdim` where rows are M (A)
+    /// or N (B, `is_b`), element `(r, k)` = A(r, k) or B(k, r).
+    fn stage(&mut self, op: MmaOperand, is_b: bool, at: u32, rows: u32, kdim: u32) -> Result<(), BackendError> {
+        let sbo = sbo_for(kdim);
+        self.cta_loop(rows * kdim, &mut |cg, e| {
+            let r = cg.b.build_int_unsigned_div(e, cg.i32(kdim as i32), "r")?;
+            let k = cg.b.build_int_unsigned_rem(e, cg.i32(kdim as i32), "k")?;
+            let bits = if is_b { cg.operand_bits(op, k, r)? } else { cg.operand_bits(op, r, k)? };
+            // (r/8)*SBO + (k/8)*LBO + (r%8)*16 + (k%8)*2 — descriptors::kmajor_offset, at run time.
+            let t = |x: inkwell::values::IntValue<'ctx>, sh: i32, mul: i32| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
+                let q = cg.b.build_right_shift(x, cg.i32(sh), false, "")?;
+                Ok(cg.b.build_int_mul(q, cg.i32(mul), "")?)
+            };
+            let o1 = t(r, 3, sbo as i32)?;
+            let o2 = t(k, 3, LBO as i32)?;
+            let o3 = cg.b.build_int_mul(cg.b.build_and(r, cg.i32(7), "")?, cg.i32(16), "")?;
+            let o4 = cg.b.build_int_mul(cg.b.build_and(k, cg.i32(7), "")?, cg.i32(2), "")?;
+            let off = cg.b.build_int_add(cg.b.build_int_add(o1, o2, "")?, cg.b.build_int_add(o3, o4, "")?, "")?;
+            let off = cg.b.build_int_add(off, cg.i32(at as i32), "")?;
+            let p = cg.smem_at(off)?;
+            cg.b.build_store(p, bits)?;
+            Ok(())
+        })?;
+        debug_assert_eq!(kmajor_offset(9, 10, kdim), sbo + LBO + 16 + 4);
+        Ok(())
+    }
+}

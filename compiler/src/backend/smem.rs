@@ -1,0 +1,214 @@
+//! The shared-memory plan of the simple code-generation strategy: every register tile value,
+//! every register/shared variable (and, on targets without tensor memory, every TMEM variable)
+//! and every per-instruction scratch buffer (MMA operand staging) gets a byte range of the
+//! kernel's dynamic shared memory.
+//!
+//! Live intervals are over program points ([`ProgramPoints`]):
+//! * a value lives from its definition to its last use; a use inside a loop that does not contain
+//!   the definition extends the interval to the end of the outermost such loop (the value is
+//!   read again on every iteration);
+//! * a variable lives from its first to its last access, and any access inside a loop extends the
+//!   interval over that (outermost) loop, because the contents are carried between iterations;
+//! * scratch lives at its instruction only.
+//!
+//! Placement is [`interval_plan::plan`] (first fit over live intervals), shared with the TMEM
+//! planner; buffers whose intervals are disjoint may share bytes. This
+//! module does not insert barriers: the emitter puts `bar.sync` after every instruction that
+//! touches shared memory, which also orders reuse of a buffer by a later value.
+
+use cranelift_entity::SecondaryMap;
+
+use crate::ir::{Inst, Kernel, Op, ProgramPoints, Space, Type, Value, Var};
+
+use super::Target;
+use crate::passes::interval_plan::{self, Request};
+use crate::passes::liveness::Interval;
+
+/// Alignment of every buffer in bytes (vector accesses, and 16 B for MMA descriptors).
+pub const ALIGN: u32 = 128;
+
+/// What a planned buffer holds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// A tile value.
+    Value(Value),
+    /// A variable.
+    Var(Var),
+    /// Scratch of an instruction.
+    Scratch(Inst),
+}
+
+/// One planned buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// What it holds.
+    pub owner: Owner,
+    /// Byte offset from the start of the planned region.
+    pub offset: u32,
+    /// Size in bytes.
+    pub bytes: u32,
+    /// Live interval `[first, last]` in program points (inclusive).
+    pub live: (u32, u32),
+}
+
+/// The shared-memory plan of one kernel for one target.
+#[derive(Clone, Debug, Default)]
+pub struct SmemPlan {
+    /// Offset of each tile value's buffer.
+    pub values: SecondaryMap<Value, Option<u32>>,
+    /// Offset of each variable's buffer (not for TMEM variables on tcgen05 targets).
+    pub vars: SecondaryMap<Var, Option<u32>>,
+    /// Offset of each instruction's scratch buffer.
+    pub scratch: SecondaryMap<Inst, Option<u32>>,
+    /// All placements, in placement order.
+    pub placements: Vec<Placement>,
+    /// Bytes of the planned region (the peak).
+    pub bytes: u32,
+}
+
+/// Bytes of a tile type's row-major buffer (the element type's storage size; bool = 1 byte).
+pub fn tile_bytes(ty: Type) -> u32 {
+    match ty {
+        Type::Scalar(_) => 0,
+        Type::Tile { elem, rows, cols } => rows * cols * elem.size_bytes(),
+    }
+}
+
+/// Plans the kernel's shared memory. `scratch_bytes` gives the scratch an instruction needs
+/// (0 for none). Deterministic.
+pub fn plan(k: &Kernel, target: Target, scratch_bytes: &dyn Fn(Inst) -> u32) -> SmemPlan {
+    let pp = ProgramPoints::compute(k);
+    // Outermost loop that contains `use_inst` but not the point `def`.
+    let extend = |use_inst: Inst, def_point: Option<u32>| -> u32 {
+        let mut end = pp.point[use_inst];
+        for &l in &pp.enclosing[use_inst] {
+            let contains_def = def_point.is_some_and(|d| d > pp.point[l] && d <= pp.loop_end[l]);
+            if !contains_def {
+                end = end.max(pp.loop_end[l]);
+                break; // enclosing is outermost first
+            }
+        }
+        end
+    };
+    let start_of = |i: Inst, def_point: Option<u32>| -> u32 {
+        let mut s = pp.point[i];
+        for &l in &pp.enclosing[i] {
+            let contains_def = def_point.is_some_and(|d| d > pp.point[l] && d <= pp.loop_end[l]);
+            if !contains_def {
+                s = s.min(pp.point[l]);
+                break;
+            }
+        }
+        s
+    };
+    let mut value_iv: SecondaryMap<Value, Option<(u32, u32)>> = SecondaryMap::new();
+    let mut var_iv: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
+    let mut scratch_iv: Vec<(Inst, u32)> = vec![];
+    let var_in_smem = |v: Var| k.vars[v].space != Space::Tmem || !target.has_tcgen05();
+    k.walk(|i| {
+        let p = pp.point[i];
+        if let Some(r) = k.insts[i].result {
+            if !matches!(k.insts[i].op, Op::For { .. }) && k.values[r].ty.shape().is_some() {
+                value_iv[r] = Some((p, p));
+            }
+        }
+        for a in k.inst_args(i) {
+            if k.values[a].ty.shape().is_none() {
+                continue;
+            }
+            let def_point = match k.values[a].def {
+                crate::ir::ValueDef::Result(d) | crate::ir::ValueDef::LoopIndex(d) => pp.point[d],
+            };
+            let end = extend(i, Some(def_point));
+            if let Some((s, e)) = value_iv[a] {
+                value_iv[a] = Some((s, e.max(end)));
+            }
+        }
+        let (r, w) = k.inst_vars(i);
+        for v in r.into_iter().chain(w) {
+            if !var_in_smem(v) {
+                continue;
+            }
+            let (s, e) = (start_of(i, None), extend(i, None));
+            var_iv[v] = Some(match var_iv[v] {
+                None => (s, e),
+                Some((s0, e0)) => (s0.min(s), e0.max(e)),
+            });
+        }
+        let sb = scratch_bytes(i);
+        if sb > 0 {
+            scratch_iv.push((i, sb));
+        }
+    });
+    let mut reqs: Vec<(Owner, u32, (u32, u32))> = vec![];
+    for (v, iv) in value_iv.iter() {
+        if let Some(iv) = iv {
+            reqs.push((Owner::Value(v), tile_bytes(k.values[v].ty), *iv));
+        }
+    }
+    for (v, iv) in var_iv.iter() {
+        if let Some(iv) = iv {
+            reqs.push((Owner::Var(v), var_bytes(k, v, target), *iv));
+        }
+    }
+    for (i, b) in scratch_iv {
+        let p = pp.point[i];
+        reqs.push((Owner::Scratch(i), b, (p, p)));
+    }
+    // Placement: the shared first-fit interval planner (same algorithm as the TMEM planner).
+    let preqs: Vec<Request> = reqs
+        .iter()
+        .map(|&(_, bytes, (s, e))| Request { size: bytes.max(1), align: ALIGN, live: Interval { start: s, end: e } })
+        .collect();
+    let placed = interval_plan::plan(&preqs);
+    let mut out = SmemPlan::default();
+    for ((owner, bytes, live), off) in reqs.into_iter().zip(placed.offsets) {
+        match owner {
+            Owner::Value(v) => out.values[v] = Some(off),
+            Owner::Var(v) => out.vars[v] = Some(off),
+            Owner::Scratch(i) => out.scratch[i] = Some(off),
+        }
+        out.placements.push(Placement { owner, offset: off, bytes, live });
+    }
+    out.bytes = placed.extent.next_multiple_of(16);
+    out
+}
+
+/// Bytes of a variable's shared-memory buffer: its tile; a TMEM variable on a target without
+/// tensor memory holds f32 (accumulators) or its own element type.
+fn var_bytes(k: &Kernel, v: Var, _target: Target) -> u32 {
+    tile_bytes(k.vars[v].ty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Span;
+    use crate::ir::builder::Builder;
+    use crate::ir::{BinOp, Elem};
+
+    #[test]
+    fn disjoint_values_share_and_loop_uses_extend() {
+        let mut k = Kernel::new("t", Span::default());
+        let t = Type::tile(Elem::F32, 16, 16);
+        let mut b = Builder::new(&mut k);
+        let x = b.value(Op::Iota(crate::ir::Axis::Row), Type::tile(Elem::I32, 16, 16));
+        let y = b.value(Op::Cast(x, Elem::F32), t); // x dies here
+        let z = b.value(Op::Binary(BinOp::Add, y, y), t); // y dies here, may reuse x's bytes
+        let lo = b.iconst(0);
+        let hi = b.iconst(4);
+        let (_, _, body) = b.for_loop(lo, hi, false);
+        let top = b.block();
+        b.switch_to(body);
+        let w = b.value(Op::Binary(BinOp::Mul, z, z), t); // z is used in the loop
+        let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
+        b.switch_to(top);
+        let p = plan(&k, Target::Sm90a, &|_| 0);
+        let off = |v: Value| p.values[v].unwrap();
+        assert_eq!(off(x), 0);
+        assert_ne!(off(y), off(x)); // co-live at the cast
+        assert_eq!(off(z), off(x)); // x is dead when z is defined
+        assert_ne!(off(w), off(z)); // z stays live over the whole loop
+        assert!(p.bytes <= 3 * 1024);
+    }
+}

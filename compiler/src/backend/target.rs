@@ -1,0 +1,131 @@
+//! Code-generation targets and the LLVM NVPTX machinery: target-machine creation, the new pass
+//! manager, PTX emission, and the tcgen05 gate.
+//!
+//! Why the gate: with `-mcpu=sm_100` (no `a`) every tcgen05 intrinsic makes llc *abort* ("Cannot
+//! select"), a crash rather than a diagnostic (blackwell.md §0). So the back end checks the module
+//! itself before it reaches the NVPTX code generator and returns [`BackendError::Tcgen05Target`].
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
+use inkwell::OptimizationLevel;
+
+use super::BackendError;
+
+/// The LLVM target triple of every kernel module.
+pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
+
+/// A GPU target tilec generates code for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// Blackwell, arch-specific: tcgen05 tensor cores and tensor memory.
+    Sm100a,
+    /// Hopper, arch-specific: `mma.sync` (runs on the H200).
+    Sm90a,
+}
+
+impl Target {
+    /// Every target, in the order `--target all` builds them.
+    pub const ALL: [Target; 2] = [Target::Sm100a, Target::Sm90a];
+
+    /// The PTX `.target` / LLVM CPU name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Sm100a => "sm_100a",
+            Target::Sm90a => "sm_90a",
+        }
+    }
+
+    /// LLVM target features (the PTX ISA version). sm_100a: PTX 8.8 (blackwell.md §0 checked
+    /// +ptx86..+ptx88); sm_90a: PTX 8.0 is enough for everything this back end emits there.
+    pub fn features(self) -> &'static str {
+        match self {
+            Target::Sm100a => "+ptx88",
+            Target::Sm90a => "+ptx80",
+        }
+    }
+
+    /// Whether tcgen05 instructions (and tensor memory) exist on this target.
+    pub fn has_tcgen05(self) -> bool {
+        matches!(self, Target::Sm100a)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Target {
+    type Err = BackendError;
+    fn from_str(s: &str) -> Result<Target, BackendError> {
+        match s {
+            "sm_100a" => Ok(Target::Sm100a),
+            "sm_90a" => Ok(Target::Sm90a),
+            other => Err(BackendError::UnknownTarget(other.to_string())),
+        }
+    }
+}
+
+/// Fails unless `target` has tcgen05; called by every emitter of a tcgen05 instruction.
+///
+/// # Errors
+/// [`BackendError::Tcgen05Target`] naming the target.
+pub fn require_tcgen05(target: Target, what: &str) -> Result<(), BackendError> {
+    if target.has_tcgen05() {
+        Ok(())
+    } else {
+        Err(BackendError::Tcgen05Target { target: target.name().to_string(), what: what.to_string() })
+    }
+}
+
+/// Initialises the NVPTX back end once per process.
+fn init_nvptx() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| LlvmTarget::initialize_nvptx(&InitializationConfig::default()));
+}
+
+/// A target machine for `target` at -O3.
+///
+/// # Errors
+/// [`BackendError::Llvm`] when LLVM has no NVPTX target or refuses the CPU.
+pub fn machine(target: Target) -> Result<TargetMachine, BackendError> {
+    init_nvptx();
+    let triple = TargetTriple::create(TRIPLE);
+    let t = LlvmTarget::from_triple(&triple).map_err(|e| BackendError::Llvm(format!("no NVPTX target in this LLVM: {e}")))?;
+    t.create_target_machine(&triple, target.name(), target.features(), OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::Default)
+        .ok_or_else(|| BackendError::Llvm(format!("LLVM refused to create an NVPTX machine for {}", target.name())))
+}
+
+/// Verifies the module, checks the tcgen05 gate, runs `default<O3>` with the new pass manager and
+/// returns the PTX text.
+///
+/// # Errors
+/// [`BackendError::Llvm`] with LLVM's message when the module is invalid or emission fails;
+/// [`BackendError::Tcgen05Target`] when a tcgen05 intrinsic is present on a non-tcgen05 target.
+pub fn optimize_and_emit(module: &Module<'_>, target: Target) -> Result<String, BackendError> {
+    module.verify().map_err(|e| BackendError::Llvm(format!("generated LLVM IR is invalid: {}", e.to_string_lossy())))?;
+    if !target.has_tcgen05() {
+        let mut f = module.get_first_function();
+        while let Some(func) = f {
+            let name = func.get_name().to_string_lossy();
+            if name.starts_with("llvm.nvvm.tcgen05") {
+                return Err(BackendError::Tcgen05Target { target: target.name().into(), what: name.into_owned() });
+            }
+            f = func.get_next_function();
+        }
+    }
+    let tm = machine(target)?;
+    module.set_triple(&TargetTriple::create(TRIPLE));
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let opts = PassBuilderOptions::create();
+    opts.set_verify_each(cfg!(debug_assertions));
+    module.run_passes("default<O3>", &tm, opts).map_err(|e| BackendError::Llvm(format!("optimisation failed: {}", e.to_string_lossy())))?;
+    let buf = tm.write_to_memory_buffer(module, FileType::Assembly).map_err(|e| BackendError::Llvm(format!("PTX emission failed: {}", e.to_string_lossy())))?;
+    String::from_utf8(buf.as_slice().to_vec()).map_err(|_| BackendError::Llvm("LLVM emitted non-UTF-8 PTX".into()))
+}
