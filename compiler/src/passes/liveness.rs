@@ -18,9 +18,8 @@ pub fn dependency_graph(k: &Kernel) -> DiGraphMap<Inst, Value> {
     k.walk(|i| {
         g.add_node(i);
         for a in k.inst_args(i) {
-            if let crate::ir::ValueDef::Result(d) | crate::ir::ValueDef::LoopIndex(d) = k.values[a].def {
-                g.add_edge(d, i, a);
-            }
+            let (crate::ir::ValueDef::Result(d) | crate::ir::ValueDef::LoopIndex(d)) = k.values[a].def;
+            g.add_edge(d, i, a);
         }
     });
     g
