@@ -17,3 +17,4 @@ pub mod battery;
 pub mod candidate;
 pub mod gates;
 pub mod redteam;
+pub mod calibrate;

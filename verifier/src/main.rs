@@ -20,6 +20,8 @@ enum Command {
     /// Judge the red team: tricks x gates matrix; exit 0 when every trick is caught by its gate
     /// and the honest candidates are clean.
     Redteam(kverify::cli::redteam_cmd::RedteamArgs),
+    /// Calibrate the band gates: honest noise floor, trip point, onset of real error, margins.
+    Calibrate(kverify::cli::calibrate_cmd::CalibrateArgs),
 }
 
 fn fail(e: impl std::fmt::Display) -> ! {
@@ -48,6 +50,10 @@ fn main() {
         },
         Command::Gates => print!("{}", kverify::cli::gates_cmd::list()),
         Command::Check(a) => match kverify::cli::check::run(&a) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => fail(e),
+        },
+        Command::Calibrate(a) => match kverify::cli::calibrate_cmd::run(&a) {
             Ok(code) => std::process::exit(code),
             Err(e) => fail(e),
         },

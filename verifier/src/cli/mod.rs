@@ -5,3 +5,4 @@ pub mod candidates;
 pub mod check;
 pub mod gates_cmd;
 pub mod redteam_cmd;
+pub mod calibrate_cmd;
