@@ -94,6 +94,12 @@ pub fn bind(
             return Err(InterpError::UnknownInput { name: name.clone(), kernel: k.name.clone() });
         }
     }
+    for p in k.params.values() {
+        let is_output = matches!(p.kind, ParamKind::Tensor { output: true, .. });
+        if !is_output && !inputs.contains_key(&p.name) {
+            return Err(InterpError::MissingInput { name: p.name.clone() });
+        }
+    }
     let mut env: BTreeMap<String, i64> = given.clone();
     // Pass 1: dtypes, ranks, and bare-symbol dimensions.
     for p in k.params.values() {
