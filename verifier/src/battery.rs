@@ -143,6 +143,7 @@ pub fn table(r: &Report) -> String {
         let margin = match g.margin {
             None => "-".to_string(),
             Some(m) if m.is_infinite() => "inf".into(),
+            Some(m) if m >= 1e4 => format!("{m:.1e}x"),
             Some(m) => format!("{m:.3}x"),
         };
         s += &format!(
