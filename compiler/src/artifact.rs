@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tilec_runtime::meta::{
-    ArtifactFiles, CompilerInfo, Contract, DType, KernelMeta, Lifecycle, LaunchMeta, ParamMeta, PtxasInfo, Role, SourceInfo, TmemBufferMeta, TmemMeta,
-    SCHEMA_VERSION,
+    ArtifactFiles, CompilerInfo, Contract, DType, KernelMeta, LaunchMeta, Lifecycle, ParamMeta, PtxasInfo, Role, SourceInfo, SCHEMA_VERSION,
 };
 
 use crate::backend::{Compiled, Target};
@@ -212,12 +211,11 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         _ => {}
     });
     let tmem = match m.plan {
-        Some(p) if m.target.has_tcgen05() && p.alloc_columns > 0 => Some(TmemMeta {
-            alloc_columns: p.alloc_columns,
-            peak_columns: p.peak_columns,
-            buffers: p.buffers.iter().map(|b| TmemBufferMeta { name: b.name.clone(), lanes: b.lanes, columns: b.columns, offset: b.offset, live: [b.live.start, b.live.end] }).collect(),
-            lifecycle,
-        }),
+        Some(p) if m.target.has_tcgen05() && p.alloc_columns > 0 => {
+            let mut t = crate::passes::tmem_report::to_meta(p);
+            t.lifecycle = lifecycle; // counted in the IR that was compiled
+            Some(t)
+        }
         _ => None,
     };
     Ok(KernelMeta {

@@ -16,3 +16,4 @@ pub mod frontend;
 pub mod cli;
 pub mod backend;
 pub mod artifact;
+pub mod build;

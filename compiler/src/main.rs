@@ -15,11 +15,14 @@ struct Cli {
 enum Cmd {
     /// Parse, type-check, plan tensor memory and lint a .tile file.
     Check(tilec::cli::check::CheckArgs),
+    /// Compile a .tile file to PTX (sm_100a, sm_90a), cubins (when ptxas is found) and metadata.
+    Build(tilec::cli::build::BuildArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Check(a) => tilec::cli::check::run(&a),
+        Cmd::Build(a) => tilec::cli::build::run(&a),
     }
 }

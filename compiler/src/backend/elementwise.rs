@@ -71,13 +71,19 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// One element of an operand at `(r, c)` of the result, with broadcasting.
-    fn operand(&self, v: Value, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+    /// One element of a value at `(r, c)` of the consumer's iteration space, with broadcasting
+    /// (a dimension of extent 1 is read at index 0). Fused values are computed here.
+    pub fn operand(&self, v: Value, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
         match self.k.values[v].ty {
             Type::Scalar(_) => self.scalar(v),
             Type::Tile { elem, rows, cols } => {
                 let r = if rows == 1 { self.i32(0) } else { r };
                 let c = if cols == 1 { self.i32(0) } else { c };
+                if self.fusion.is_fused(v) {
+                    if let crate::ir::ValueDef::Result(d) = self.k.values[v].def {
+                        return self.element(d, elem, r, c);
+                    }
+                }
                 let idx = self.b.build_int_add(self.b.build_int_mul(r, self.i32(cols as i32), "")?, c, "")?;
                 self.load_elem(self.value_buf(v)?, idx, elem)
             }
@@ -108,7 +114,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// The value of element `(r, c)` of instruction `i`'s result, of type `out`.
-    fn element(&self, i: Inst, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+    pub fn element(&self, i: Inst, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
         let el = |v: Value| self.k.values[v].ty.elem();
         Ok(match &self.k.insts[i].op {
             Op::Unary(op, a) => {
@@ -167,10 +173,25 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             Op::Transpose(a) => {
                 // Result (r, c) = input (c, r).
-                let (_, cols) = self.shape_of(self.k.values[*a].ty, "transpose operand")?;
-                let idx = self.b.build_int_add(self.b.build_int_mul(c, self.i32(cols as i32), "")?, r, "")?;
-                let x = self.load_elem(self.value_buf(*a)?, idx, el(*a))?;
+                let x = self.operand(*a, c, r)?;
                 self.convert(x, el(*a), out)?
+            }
+            Op::Load { src, index } => {
+                // Only reached for fused loads (see `fuse`).
+                let v = self.load_global(*src, index, r, c)?;
+                let te = match &self.k.params[*src].kind {
+                    crate::ir::ParamKind::Tensor { elem, .. } => *elem,
+                    crate::ir::ParamKind::Scalar(e) => *e,
+                };
+                self.convert(v, te, out)?
+            }
+            Op::ReadVar(var) => {
+                // Only reached for fused reads of shared-memory variables.
+                let (_, cols) = self.shape_of(self.k.vars[*var].ty, "variable")?;
+                let idx = self.b.build_int_add(self.b.build_int_mul(r, self.i32(cols as i32), "")?, c, "")?;
+                let ve = self.k.vars[*var].ty.elem();
+                let x = self.load_elem(self.var_buf(*var)?, idx, ve)?;
+                self.convert(x, ve, out)?
             }
             other => return Err(BackendError::Invalid(format!("{other:?} is not elementwise"))),
         })

@@ -48,6 +48,8 @@ pub struct Codegen<'ctx, 'k> {
     pub tmem: &'k TmemLayout,
     /// Shared-memory plan.
     pub plan: SmemPlan,
+    /// Values computed inside their consumer (no buffer).
+    pub fusion: super::fuse::Fusion,
     /// Bytes before the planned region.
     pub header: u32,
     /// The kernel function.
@@ -109,7 +111,8 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         let entry = ctx.append_basic_block(func, "entry");
         b.position_at_end(entry);
         let uses_tcgen05 = target.has_tcgen05() && k.vars.values().any(|v| v.space == Space::Tmem);
-        let plan = smem::plan(k, target, &|i| super::mma_sm100::scratch_bytes(k, target, i));
+        let fusion = super::fuse::analyze(k, target);
+        let plan = smem::plan(k, target, &fusion, &|i| super::mma_sm100::scratch_bytes(k, target, i));
         let header = if uses_tcgen05 { HEADER_BYTES } else { 0 };
         let mut cg = Codegen {
             ctx,
@@ -119,6 +122,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             target,
             tmem,
             plan,
+            fusion,
             header,
             func,
             smem: smem_g.as_pointer_value(),
@@ -191,6 +195,9 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     /// Emits the instructions of a block in order.
     pub fn block(&mut self, blk: crate::ir::Block) -> Result<(), BackendError> {
         for &i in &self.k.blocks[blk].insts {
+            if self.k.insts[i].result.is_some_and(|r| self.fusion.is_fused(r)) {
+                continue; // evaluated inside its consumer
+            }
             self.inst(i)?;
             if self.touches_smem(i) {
                 self.bar_sync()?;

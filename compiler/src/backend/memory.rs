@@ -53,7 +53,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// Loads element `(r, c)` (0 when outside the tensor), in compute type of the tensor's elem.
-    fn load_global(&mut self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+    pub fn load_global(&self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
         let elem = self.tensor_elem(p)?;
         let (inb, ptr) = self.global_elem(p, index, r, c)?;
         let pre = self.cur_block()?;
@@ -115,10 +115,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let mut body = |cg: &mut Self, e: IntValue<'ctx>| -> Result<(), BackendError> {
             let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
             let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
-            let v = match vty {
-                Type::Scalar(_) => cg.scalar(value)?,
-                Type::Tile { .. } => cg.load_elem(cg.value_buf(value)?, e, vel)?,
-            };
+            let v = cg.operand(value, r, c)?;
             let v = cg.convert(v, vel, elem)?;
             let v = cg.to_storage(v, elem)?;
             let (inb, ptr) = cg.global_elem(dst, index, r, c)?;
@@ -159,11 +156,13 @@ impl<'ctx> Codegen<'ctx, '_> {
         if self.k.vars[v].space == Space::Tmem && self.target.has_tcgen05() {
             return self.write_tmem(v, x);
         }
-        let (src, dst) = (self.value_buf(x)?, self.var_buf(v)?);
+        let dst = self.var_buf(v)?;
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
         self.cta_loop(rows * cols, &mut |cg, e| {
-            let y = cg.load_elem(src, e, xel)?;
+            let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
+            let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+            let y = cg.operand(x, r, c)?;
             let y = cg.convert(y, xel, vel)?;
             cg.store_elem(dst, e, vel, y)
         })

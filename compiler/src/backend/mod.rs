@@ -20,6 +20,7 @@ pub mod barrier;
 pub mod descriptors;
 pub mod elementwise;
 pub mod emit;
+pub mod fuse;
 pub mod math;
 pub mod memory;
 pub mod mma_sm100;

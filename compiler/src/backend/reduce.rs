@@ -22,7 +22,6 @@ impl<'ctx> Codegen<'ctx, '_> {
         if cl == Class::Bool || class(inel) == Class::Bool {
             return Err(self.unsupported("reduction of bool tiles"));
         }
-        let src = self.value_buf(v)?;
         let dst = self.value_buf(res)?;
         let (lanes, len) = match axis {
             Axis::Row => (rows, cols),
@@ -46,8 +45,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                     Axis::Row => (lane, j),
                     Axis::Col => (j, lane),
                 };
-                let idx = cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?;
-                let x = cg.load_elem(src, idx, inel)?;
+                let x = cg.operand(v, r, c)?;
                 let x = cg.convert(x, inel, if cl == Class::Float { crate::ir::Elem::F32 } else { crate::ir::Elem::I32 })?;
                 let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
                 let next = cg.fold(op, cl, acc, x)?;

@@ -20,6 +20,7 @@ use cranelift_entity::SecondaryMap;
 
 use crate::ir::{Inst, Kernel, Op, ProgramPoints, Space, Type, Value, Var};
 
+use super::fuse::Fusion;
 use super::Target;
 use crate::passes::interval_plan::{self, Request};
 use crate::passes::liveness::Interval;
@@ -76,7 +77,7 @@ pub fn tile_bytes(ty: Type) -> u32 {
 
 /// Plans the kernel's shared memory. `scratch_bytes` gives the scratch an instruction needs
 /// (0 for none). Deterministic.
-pub fn plan(k: &Kernel, target: Target, scratch_bytes: &dyn Fn(Inst) -> u32) -> SmemPlan {
+pub fn plan(k: &Kernel, target: Target, fusion: &Fusion, scratch_bytes: &dyn Fn(Inst) -> u32) -> SmemPlan {
     let pp = ProgramPoints::compute(k);
     // Outermost loop that contains `use_inst` but not the point `def`.
     let extend = |use_inst: Inst, def_point: Option<u32>| -> u32 {
@@ -108,11 +109,15 @@ pub fn plan(k: &Kernel, target: Target, scratch_bytes: &dyn Fn(Inst) -> u32) -> 
     k.walk(|i| {
         let p = pp.point[i];
         if let Some(r) = k.insts[i].result {
+            if fusion.is_fused(r) {
+                return; // no buffer; its operands are charged to the consumer below
+            }
             if !matches!(k.insts[i].op, Op::For { .. }) && k.values[r].ty.shape().is_some() {
                 value_iv[r] = Some((p, p));
             }
         }
-        for a in k.inst_args(i) {
+        let (leaf_vals, leaf_vars) = fusion.leaves(k, i);
+        for a in leaf_vals {
             if k.values[a].ty.shape().is_none() {
                 continue;
             }
@@ -125,7 +130,7 @@ pub fn plan(k: &Kernel, target: Target, scratch_bytes: &dyn Fn(Inst) -> u32) -> 
             }
         }
         let (r, w) = k.inst_vars(i);
-        for v in r.into_iter().chain(w) {
+        for v in r.into_iter().chain(w).chain(leaf_vars) {
             if !var_in_smem(v) {
                 continue;
             }
@@ -203,7 +208,7 @@ mod tests {
         let w = b.value(Op::Binary(BinOp::Mul, z, z), t); // z is used in the loop
         let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
         b.switch_to(top);
-        let p = plan(&k, Target::Sm90a, &|_| 0);
+        let p = plan(&k, Target::Sm90a, &Fusion::none(), &|_| 0);
         let off = |v: Value| p.values[v].unwrap();
         assert_eq!(off(x), 0);
         assert_ne!(off(y), off(x)); // co-live at the cast

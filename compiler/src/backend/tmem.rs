@@ -184,16 +184,20 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let name = format!("llvm.nvvm.tcgen05.ld.32x32b.x{w}");
                 let r = cg.call(&name, Some(cg.ldst_type(w)), &[p.into(), cg.ctx.bool_type().const_zero().into()])?;
                 cg.call("llvm.nvvm.tcgen05.wait.ld", None, &[])?;
-                for j in 0..w {
-                    let bits = if w == 1 { r.into_int_value() } else { cg.b.build_extract_element(r.into_vector_value(), cg.i32(j as i32), "")?.into_int_value() };
-                    let val: BasicValueEnum = match elem {
-                        Elem::F32 => cg.b.build_bit_cast(bits, cg.ctx.f32_type(), "")?,
-                        _ => bits.into(),
-                    };
-                    let val = cg.convert(val, elem, rel)?;
-                    let idx = cg.b.build_int_add(row_base, cg.i32((c0 + j) as i32), "")?;
-                    cg.if_then(has, &mut |cg| cg.store_elem(dst, idx, rel, val))?;
-                }
+                // Threads without a row (64-row tiles, lanes 16..31) drop what they loaded.
+                cg.if_then(has, &mut |cg| {
+                    for j in 0..w {
+                        let bits = if w == 1 { r.into_int_value() } else { cg.b.build_extract_element(r.into_vector_value(), cg.i32(j as i32), "")?.into_int_value() };
+                        let val: BasicValueEnum = match elem {
+                            Elem::F32 => cg.b.build_bit_cast(bits, cg.ctx.f32_type(), "")?,
+                            _ => bits.into(),
+                        };
+                        let val = cg.convert(val, elem, rel)?;
+                        let idx = cg.b.build_int_add(row_base, cg.i32((c0 + j) as i32), "")?;
+                        cg.store_elem(dst, idx, rel, val)?;
+                    }
+                    Ok(())
+                })?;
             }
             Ok(())
         })?;
@@ -205,7 +209,6 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn write_tmem(&mut self, v: Var, x: Value) -> Result<(), BackendError> {
         require_tcgen05(self.target, "tcgen05.st")?;
         let (rows, cols, elem) = self.tmem_tile(v)?;
-        let src = self.value_buf(x)?;
         let xel = self.res_elem(x);
         self.tc_fence_after()?;
         let in_quarters = self.b.build_int_compare(IntPredicate::ULT, self.warp, self.i32(4), "q")?;
@@ -213,12 +216,10 @@ impl<'ctx> Codegen<'ctx, '_> {
             let (row, has) = cg.tmem_row(rows)?;
             // Threads without a row read row 0 (in bounds) and store zeros.
             let row = cg.b.build_select(has, row, cg.i32(0), "")?.into_int_value();
-            let row_base = cg.b.build_int_mul(row, cg.i32(cols as i32), "row")?;
             for (c0, w) in Self::chunks(cols) {
                 let mut vals = vec![];
                 for j in 0..w {
-                    let idx = cg.b.build_int_add(row_base, cg.i32((c0 + j) as i32), "")?;
-                    let val = cg.load_elem(src, idx, xel)?;
+                    let val = cg.operand(x, row, cg.i32((c0 + j) as i32))?;
                     let val = cg.convert(val, xel, elem)?;
                     let bits = match elem {
                         Elem::F32 => cg.b.build_bit_cast(val, cg.ctx.i32_type(), "")?.into_int_value(),

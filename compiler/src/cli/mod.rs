@@ -1,3 +1,4 @@
 //! Subcommands of the `tilec` binary, one file each.
 
 pub mod check;
+pub mod build;

@@ -1,0 +1,145 @@
+//! Elementwise fusion: which tile values are computed on the fly inside their single consumer's
+//! element loop instead of being materialised in a shared-memory buffer.
+//!
+//! A value is fused when
+//! * it is produced by a pure per-element operation (unary, binary, comparison, select, cast,
+//!   splat, iota, mask, transpose), a global `Load`, or a `ReadVar` of a shared-memory variable;
+//! * it has exactly one use, in the same block, by a consumer that reads tiles element by element
+//!   (the operations above, `Store`, `WriteVar`, `Reduce`), and the consumer does not broadcast it
+//!   (a broadcast operand would be recomputed for every column or row);
+//! * for a `Load`: no `Store` to the same tensor, and for a `ReadVar`: no write of the variable,
+//!   happens between the definition and the point where the fused expression is evaluated (the
+//!   final non-fused consumer).
+//!
+//! Fusion only moves where pure element computations happen, so results are bit-identical; it
+//! shrinks the shared-memory plan and removes a barrier per fused value.
+
+use cranelift_entity::SecondaryMap;
+
+use crate::ir::{Block, Inst, Kernel, Op, Space, Value, ValueDef};
+
+use super::Target;
+
+/// Fusion decisions: `fused[v]` is true when `v` has no buffer and is evaluated in its consumer.
+#[derive(Clone, Debug, Default)]
+pub struct Fusion {
+    /// Per value.
+    pub fused: SecondaryMap<Value, bool>,
+}
+
+impl Fusion {
+    /// Nothing fused.
+    pub fn none() -> Fusion {
+        Fusion::default()
+    }
+
+    /// Whether `v` is fused.
+    pub fn is_fused(&self, v: Value) -> bool {
+        self.fused.get(v).copied().unwrap_or(false)
+    }
+
+    /// The tile values (buffers) and variables an instruction actually reads once fused
+    /// operands are expanded into their own operands.
+    pub fn leaves(&self, k: &Kernel, i: Inst) -> (Vec<Value>, Vec<crate::ir::Var>) {
+        let mut vals = vec![];
+        let mut vars = vec![];
+        let mut stack: Vec<Value> = k.inst_args(i);
+        while let Some(v) = stack.pop() {
+            if !self.is_fused(v) {
+                vals.push(v);
+                continue;
+            }
+            if let ValueDef::Result(d) = k.values[v].def {
+                stack.extend(k.inst_args(d));
+                if let Op::ReadVar(var) = k.insts[d].op {
+                    vars.push(var);
+                }
+            }
+        }
+        (vals, vars)
+    }
+}
+
+fn pure_elementwise(op: &Op) -> bool {
+    matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Transpose(_))
+}
+
+/// Decides fusion for kernel `k` on `target` (see the module docs).
+pub fn analyze(k: &Kernel, target: Target) -> Fusion {
+    let mut uses: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
+    let mut block_of: SecondaryMap<Inst, Option<(Block, usize)>> = SecondaryMap::new();
+    for (b, data) in k.blocks.iter() {
+        for (pos, &i) in data.insts.iter().enumerate() {
+            block_of[i] = Some((b, pos));
+        }
+    }
+    k.walk(|i| {
+        for a in k.inst_args(i) {
+            uses[a].push(i);
+        }
+    });
+    let mut out = Fusion::default();
+    // Point where the value computed by instruction `i` is evaluated: its own position, or that
+    // of the consumer it is fused into (decided before, because we go backwards).
+    let mut eval_pos: SecondaryMap<Inst, Option<usize>> = SecondaryMap::new();
+    for (b, data) in k.blocks.iter() {
+        for (pos, &i) in data.insts.iter().enumerate().rev() {
+            eval_pos[i] = Some(pos);
+            let Some(v) = k.insts[i].result else { continue };
+            let Some(vshape) = k.values[v].ty.shape() else { continue };
+            let op = &k.insts[i].op;
+            let producer_ok = pure_elementwise(op)
+                || matches!(op, Op::Load { .. })
+                || matches!(op, Op::ReadVar(var) if k.vars[*var].space != Space::Tmem || !target.has_tcgen05());
+            if !producer_ok || uses[v].len() != 1 {
+                continue;
+            }
+            let u = uses[v][0];
+            let Some((ub, upos)) = block_of[u] else { continue };
+            if ub != b || upos <= pos {
+                continue;
+            }
+            let uop = &k.insts[u].op;
+            let consumer_ok = match uop {
+                Op::Transpose(_) | Op::Store { .. } | Op::WriteVar(..) | Op::Reduce(..) => true,
+                op if pure_elementwise(op) => k.insts[u].result.and_then(|r| k.values[r].ty.shape()) == Some(vshape),
+                _ => false,
+            };
+            if !consumer_ok {
+                continue;
+            }
+            let end = eval_pos[u].unwrap_or(upos);
+            // The evaluating instruction itself counts: `store x = f(load x)` with another
+            // element mapping would race.
+            let between = &data.insts[pos + 1..=end.min(data.insts.len() - 1)];
+            let clobbered = match op {
+                Op::Load { src, .. } => between.iter().any(|&j| writes_param(k, j, *src)),
+                Op::ReadVar(var) => between.iter().any(|&j| writes_var(k, j, *var)),
+                _ => false,
+            };
+            if clobbered {
+                continue;
+            }
+            out.fused[v] = true;
+            eval_pos[i] = Some(end);
+        }
+    }
+    out
+}
+
+/// Whether instruction `i` (or anything nested in it) stores to tensor `p`.
+fn writes_param(k: &Kernel, i: Inst, p: crate::ir::Param) -> bool {
+    match &k.insts[i].op {
+        Op::Store { dst, .. } => *dst == p,
+        Op::For { body, .. } => k.blocks[*body].insts.iter().any(|&j| writes_param(k, j, p)),
+        _ => false,
+    }
+}
+
+/// Whether instruction `i` (or anything nested in it) writes variable `v`.
+fn writes_var(k: &Kernel, i: Inst, v: crate::ir::Var) -> bool {
+    if let Op::For { body, .. } = &k.insts[i].op {
+        return k.blocks[*body].insts.iter().any(|&j| writes_var(k, j, v));
+    }
+    k.inst_vars(i).1.contains(&v)
+}

@@ -1,0 +1,168 @@
+//! The `tilec build` driver: checked and planned IR (from [`crate::frontend`]) → PTX per kernel
+//! and target ([`crate::backend`]) → files, cubins and metadata ([`crate::artifact`]).
+//!
+//! Separated from the CLI so that tests and the benchmark can call it. Code generation time is
+//! measured apart from ptxas (the 300 ms budget of the issue excludes ptxas).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tilec_runtime::meta::{ArtifactFiles, KernelMeta};
+
+use crate::artifact::{self, ArtifactError, MetaInput};
+use crate::backend::{self, BackendError, Compiled, Target, TmemLayout};
+use crate::diag::Diagnostics;
+use crate::frontend::{check_source, Checked, Options};
+
+/// Errors of a build (besides diagnostics on the source, which come back in [`BuildError::Source`]).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The program has errors.
+    #[error("the program has errors")]
+    Source(Diagnostics),
+    /// The back end failed for a kernel.
+    #[error("{kernel} ({target}): {source}")]
+    Backend {
+        /// Kernel.
+        kernel: String,
+        /// Target.
+        target: Target,
+        /// The error.
+        source: BackendError,
+    },
+    /// Writing artifacts or running ptxas failed.
+    #[error("{kernel} ({target}): {source}")]
+    Artifact {
+        /// Kernel.
+        kernel: String,
+        /// Target.
+        target: Target,
+        /// The error.
+        source: ArtifactError,
+    },
+}
+
+/// Options of a build.
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    /// Targets to build.
+    pub targets: Vec<Target>,
+    /// Output folder (created if missing); `None` compiles without writing files.
+    pub out_dir: Option<PathBuf>,
+    /// Run ptxas when it is found.
+    pub ptxas: bool,
+    /// Also write `<kernel>.<target>.ll` (LLVM IR before optimisation).
+    pub write_llvm: bool,
+    /// Front-end options.
+    pub frontend: Options,
+}
+
+/// One kernel built for one target.
+#[derive(Debug)]
+pub struct Built {
+    /// Kernel name.
+    pub kernel: String,
+    /// Target.
+    pub target: Target,
+    /// Back-end output.
+    pub compiled: Compiled,
+    /// The metadata (also written to disk when `out_dir` is set).
+    pub meta: KernelMeta,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Result of a build.
+#[derive(Debug)]
+pub struct BuildReport {
+    /// The front end's result (IR, plans, warnings).
+    pub checked: Checked,
+    /// Every (kernel, target) built.
+    pub built: Vec<Built>,
+    /// Wall time of front end + code generation (no ptxas, no file writes).
+    pub compile_time: Duration,
+    /// Whether ptxas was found and ran.
+    pub ptxas_ran: bool,
+}
+
+/// Builds a source text. `path` is recorded in the metadata.
+///
+/// # Errors
+/// [`BuildError::Source`] with the diagnostics when the program has errors; back-end and
+/// artifact errors per kernel and target.
+pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
+    let t0 = Instant::now();
+    let checked = check_source(src, &opts.frontend);
+    if !checked.ok() {
+        return Err(BuildError::Source(checked.diags));
+    }
+    let mut compiled = vec![];
+    for (k, plan) in checked.module.kernels.iter().zip(&checked.plans) {
+        let layout = TmemLayout::from_plan(plan);
+        for &t in &opts.targets {
+            let c = backend::compile_kernel(k, &layout, t).map_err(|source| BuildError::Backend { kernel: k.name.clone(), target: t, source })?;
+            compiled.push((k, plan, t, c));
+        }
+    }
+    let compile_time = t0.elapsed();
+    let ptxas_path = if opts.ptxas { artifact::find_ptxas() } else { None };
+    if let Some(dir) = &opts.out_dir {
+        std::fs::create_dir_all(dir).map_err(|source| BuildError::Artifact {
+            kernel: String::new(),
+            target: opts.targets.first().copied().unwrap_or(Target::Sm100a),
+            source: ArtifactError::Io { path: dir.clone(), source },
+        })?;
+    }
+    let mut built = vec![];
+    for (k, plan, t, c) in compiled {
+        let err = |source| BuildError::Artifact { kernel: k.name.clone(), target: t, source };
+        let stem = format!("{}.{}", k.name, t.name());
+        let mut files = vec![];
+        let mut ptxas = None;
+        let mut cubin_name = None;
+        if let Some(dir) = &opts.out_dir {
+            let ptx_path = artifact::write(dir, &format!("{stem}.ptx"), c.ptx.as_bytes()).map_err(err)?;
+            files.push(ptx_path.clone());
+            if opts.write_llvm {
+                files.push(artifact::write(dir, &format!("{stem}.ll"), c.llvm_ir.as_bytes()).map_err(err)?);
+            }
+            if ptxas_path.is_some() {
+                let cubin = dir.join(format!("{stem}.cubin"));
+                ptxas = Some(artifact::assemble_file(&ptx_path, &cubin, t).map_err(err)?);
+                cubin_name = Some(format!("{stem}.cubin"));
+                files.push(cubin);
+            }
+        }
+        let m = MetaInput {
+            source_path: path,
+            source: src.as_bytes(),
+            plan: Some(plan),
+            target: t,
+            compiled: &c,
+            ptxas,
+            files: ArtifactFiles { ptx: format!("{stem}.ptx"), cubin: cubin_name },
+        };
+        let meta = artifact::kernel_meta(k, &m).map_err(err)?;
+        if let Some(dir) = &opts.out_dir {
+            let json = meta.to_json_string().map_err(|e| err(ArtifactError::Meta(e.to_string())))?;
+            files.push(artifact::write(dir, &format!("{stem}.meta.json"), json.as_bytes()).map_err(err)?);
+        }
+        built.push(Built { kernel: k.name.clone(), target: t, compiled: c, meta, files });
+    }
+    Ok(BuildReport { checked, built, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
+}
+
+/// Reads and builds a file.
+///
+/// # Errors
+/// As [`build_source`]; an unreadable file is [`BuildError::Artifact`] with an I/O error.
+pub fn build_file(path: &Path, opts: &BuildOptions) -> Result<(String, BuildReport), BuildError> {
+    let src = std::fs::read(path).map_err(|source| BuildError::Artifact {
+        kernel: String::new(),
+        target: opts.targets.first().copied().unwrap_or(Target::Sm100a),
+        source: ArtifactError::Io { path: path.to_path_buf(), source },
+    })?;
+    let src = String::from_utf8_lossy(&src).into_owned();
+    let r = build_source(&src, &path.display().to_string(), opts)?;
+    Ok((src, r))
+}

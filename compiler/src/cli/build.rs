@@ -1,0 +1,123 @@
+//! `tilec build FILE [--target sm_100a|sm_90a|all] [-o DIR] [--emit ir,llvm,ptx,tmem-plan]`.
+//!
+//! Writes per kernel and target `<kernel>.<target>.ptx`, `<kernel>.<target>.cubin` (when ptxas
+//! is found: `TILEC_PTXAS` or PATH) and `<kernel>.<target>.meta.json` into DIR (default `out`).
+//! `--emit` additionally prints the IR, the PTX or the TMEM plan on stdout, and `llvm` writes
+//! `<kernel>.<target>.ll`.
+//!
+//! Exit codes: 0 — built; 1 — the program has errors or code generation failed; 2 — the file
+//! could not be read, an output could not be written, or ptxas failed.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+
+use crate::backend::Target;
+use crate::build::{build_source, BuildError, BuildOptions};
+use crate::frontend::Options;
+use crate::ir::write::write_module;
+use crate::passes::tmem_report;
+
+/// `--target` values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TargetArg {
+    /// Blackwell (tcgen05, tensor memory).
+    #[value(name = "sm_100a")]
+    Sm100a,
+    /// Hopper (mma.sync; runs on the H200).
+    #[value(name = "sm_90a")]
+    Sm90a,
+    /// Both.
+    All,
+}
+
+/// `--emit` values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    /// Print the tile IR after planning.
+    Ir,
+    /// Write `<kernel>.<target>.ll` (LLVM IR before optimisation).
+    Llvm,
+    /// Print the PTX.
+    Ptx,
+    /// Print the TMEM plan (table and column map).
+    TmemPlan,
+}
+
+/// Arguments of `tilec build`.
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// The .tile file.
+    pub file: PathBuf,
+    /// Target(s).
+    #[arg(long, value_enum, default_value = "all")]
+    pub target: TargetArg,
+    /// Output folder.
+    #[arg(short = 'o', long = "out", default_value = "out")]
+    pub out: PathBuf,
+    /// Extra outputs (repeatable, or comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub emit: Vec<Emit>,
+    /// Do not run ptxas even when it is found.
+    #[arg(long)]
+    pub no_ptxas: bool,
+    /// Colour diagnostics (default: when stderr is a terminal).
+    #[arg(long)]
+    pub color: Option<bool>,
+}
+
+/// Runs `tilec build`.
+pub fn run(a: &BuildArgs) -> ExitCode {
+    let src = match std::fs::read(&a.file) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", a.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let targets = match a.target {
+        TargetArg::Sm100a => vec![Target::Sm100a],
+        TargetArg::Sm90a => vec![Target::Sm90a],
+        TargetArg::All => Target::ALL.to_vec(),
+    };
+    let opts = BuildOptions { targets, out_dir: Some(a.out.clone()), ptxas: !a.no_ptxas, write_llvm: a.emit.contains(&Emit::Llvm), frontend: Options::default() };
+    let name = a.file.display().to_string();
+    let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
+    let report = match build_source(&src, &name, &opts) {
+        Ok(r) => r,
+        Err(BuildError::Source(d)) => {
+            eprint!("{}", d.render(&name, &src, color));
+            return ExitCode::from(1);
+        }
+        Err(e @ BuildError::Backend { .. }) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !report.checked.diags.is_empty() {
+        eprint!("{}", report.checked.diags.render(&name, &src, color));
+    }
+    for e in &a.emit {
+        match e {
+            Emit::Ir => print!("{}", write_module(&report.checked.module)),
+            Emit::TmemPlan => report.checked.plans.iter().for_each(|p| print!("{}", tmem_report::render_text(p))),
+            Emit::Ptx => report.built.iter().for_each(|b| print!("{}", b.compiled.ptx)),
+            Emit::Llvm => {}
+        }
+    }
+    for b in &report.built {
+        let regs = b.meta.ptxas.as_ref().map(|p| format!(", {} registers, {} B spills", p.registers, p.spill_store_bytes)).unwrap_or_default();
+        eprintln!("built {} for {}: {} B dynamic smem{regs}", b.kernel, b.target, b.compiled.smem_bytes);
+    }
+    if !report.ptxas_ran && !a.no_ptxas {
+        eprintln!("note: ptxas not found (set TILEC_PTXAS or run scripts/setup.sh): no cubins");
+    }
+    eprintln!("compile time (front end + code generation, no ptxas): {:.1} ms", report.compile_time.as_secs_f64() * 1e3);
+    ExitCode::SUCCESS
+}
