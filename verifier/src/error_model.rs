@@ -42,12 +42,6 @@ impl Precision {
     pub const F32: Precision = Precision { input: DType::F32, accumulator: DType::F32, output: DType::F32 };
     /// bf16 in, fp32 accumulate, bf16 out (the usual mixed-precision convention).
     pub const BF16_F32ACC: Precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::Bf16 };
-
-    /// Unit roundoff of the arithmetic: the coarser of the accumulator and the output
-    /// (intermediates are kept at least at the output's precision).
-    pub fn u_compute(&self) -> f64 {
-        self.accumulator.unit_roundoff().max(self.output.unit_roundoff().min(self.accumulator.unit_roundoff()))
-    }
 }
 
 /// `gamma(n, u) = n u / (1 - n u)`, or +inf when `n u >= 1` (Higham Lemma 3.1).
