@@ -1,0 +1,123 @@
+//! `tilec run --interp FILE --inputs X.safetensors --out Y.safetensors [--kernel NAME]
+//! [--size NAME=VALUE]... [--max-steps N]`: runs one kernel of a `.tile` file on the CPU IR
+//! interpreter ([`crate::interp`]) over its whole grid.
+//!
+//! Inputs are named after the kernel's parameters (scalars as rank-0 tensors); the output file
+//! holds every `out` parameter. Running on a GPU is `tilec build` followed by `tilec-run`.
+//!
+//! Exit codes: 0 — ran; 1 — the program does not compile or the run failed (message on
+//! stderr); 2 — files could not be read or written, or the arguments are wrong.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::frontend::{check_source, Options};
+use crate::interp::{run_kernel_with, Options as InterpOptions};
+
+/// Arguments of `tilec run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The .tile file.
+    pub file: PathBuf,
+    /// Run on the CPU IR interpreter (required: it is the only executor behind `tilec run`).
+    #[arg(long)]
+    pub interp: bool,
+    /// Input tensors (safetensors; bf16, f16, f32, i32), one per parameter that is not `out`.
+    #[arg(long, value_name = "FILE")]
+    pub inputs: PathBuf,
+    /// Where to write the output tensors (safetensors).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The kernel to run (needed when the file has more than one).
+    #[arg(long, value_name = "NAME")]
+    pub kernel: Option<String>,
+    /// Fix a symbolic size that the inputs do not determine, e.g. `--size NT=4` (repeatable).
+    #[arg(long = "size", value_name = "NAME=VALUE", value_parser = parse_size)]
+    pub sizes: Vec<(String, i64)>,
+    /// Instruction budget over the whole grid (a runaway loop stops with an error).
+    #[arg(long, default_value_t = InterpOptions::default().max_steps)]
+    pub max_steps: u64,
+}
+
+fn parse_size(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    let value: i64 = value.trim().parse().map_err(|e| format!("size `{name}`: {e}"))?;
+    if value < 0 {
+        return Err(format!("size `{name}` is negative"));
+    }
+    Ok((name.trim().to_string(), value))
+}
+
+/// Runs `tilec run`.
+pub fn run(a: &RunArgs) -> ExitCode {
+    if !a.interp {
+        eprintln!("error: `tilec run` executes on the IR interpreter only: pass --interp (on a GPU use `tilec build` and `tilec-run`)");
+        return ExitCode::from(2);
+    }
+    let src = match std::fs::read(&a.file) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", a.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let inputs = match tilec_runtime::st::read(&a.inputs) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: inputs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let checked = check_source(&src, &Options::default());
+    let name = a.file.display().to_string();
+    if !checked.diags.is_empty() {
+        eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));
+    }
+    if !checked.ok() {
+        eprintln!("error: {name} does not compile");
+        return ExitCode::from(1);
+    }
+    let kernels = &checked.module.kernels;
+    let kernel = match (&a.kernel, kernels.as_slice()) {
+        (Some(k), _) => kernels.iter().find(|x| &x.name == k),
+        (None, [only]) => Some(only),
+        (None, _) => None,
+    };
+    let Some(kernel) = kernel else {
+        let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+        match &a.kernel {
+            Some(k) => eprintln!("error: no kernel `{k}` in {name} (it has: {})", names.join(", ")),
+            None => eprintln!("error: {name} has {} kernels ({}); choose one with --kernel", names.len(), names.join(", ")),
+        }
+        return ExitCode::from(2);
+    };
+    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), ..InterpOptions::default() };
+    let run = match run_kernel_with(kernel, &inputs, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = tilec_runtime::st::write(&a.out, &run.outputs) {
+        eprintln!("error: output: {e}");
+        return ExitCode::from(2);
+    }
+    let outs: Vec<String> = run.outputs.iter().map(|(n, t)| format!("{n} {:?}{:?}", t.dtype, t.shape)).collect();
+    eprintln!(
+        "ok: {} grid ({}, {}, {}), {} CTAs, {} steps; wrote {} to {}",
+        kernel.name,
+        run.grid[0],
+        run.grid[1],
+        run.grid[2],
+        run.ctas.len(),
+        run.steps,
+        outs.join(", "),
+        a.out.display()
+    );
+    ExitCode::SUCCESS
+}
