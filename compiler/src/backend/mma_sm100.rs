@@ -13,8 +13,9 @@
 //! 4. everybody waits on the mbarrier (phase-tracked) and fences after the wait.
 //!
 //! Accumulators outside tensor memory fall back to `mma.sync` ([`super::mma_sm90`]), which
-//! sm_100a also has. A operands in tensor memory (`tcgen05.mma` with A from TMEM) are not
-//! implemented yet.
+//! sm_100a also has. An A operand in tensor memory is copied to shared memory first
+//! (`tcgen05.ld`), so every MMA reads both operands through shared-memory descriptors; the
+//! `tcgen05.mma` form with A from TMEM is a later optimisation.
 
 use crate::ir::{Inst, Kernel, MmaOperand, Op, Space, Var};
 
@@ -40,7 +41,8 @@ pub fn scratch_bytes(k: &Kernel, target: Target, i: Inst) -> u32 {
     let (Some((m, n)), Some((ar, ac))) = (k.vars[*dst].ty.shape(), k.vars[a.var].ty.shape()) else { return 0 };
     let _ = b;
     let kk = if a.transposed { ar } else { ac };
-    a_stage_bytes(m, kk) + n * kk * 2
+    let tmem_a = if k.vars[a.var].space == Space::Tmem { (ar * ac * 2).next_multiple_of(super::smem::ALIGN) } else { 0 };
+    a_stage_bytes(m, kk) + (n * kk * 2).next_multiple_of(super::smem::ALIGN) + tmem_a
 }
 
 impl<'ctx> Codegen<'ctx, '_> {
@@ -50,9 +52,6 @@ impl<'ctx> Codegen<'ctx, '_> {
             return self.mma_sm90(dst, a, b, accumulate, negate);
         }
         require_tcgen05(self.target, "tcgen05.mma")?;
-        if self.k.vars[a.var].space == Space::Tmem {
-            return Err(self.unsupported(format!("MMA with the A operand `{}` in tensor memory", self.k.vars[a.var].name)));
-        }
         let (m, n, kdim, elem) = self.mma_shape(dst, a, b)?;
         if n % 16 != 0 {
             return Err(BackendError::Invalid(format!("tcgen05 MMA needs N a multiple of 16, found {n}")));
@@ -75,9 +74,20 @@ impl<'ctx> Codegen<'ctx, '_> {
         if last >= 1 << 18 {
             return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the 256 KiB descriptor range")));
         }
+        // 0. An A operand in tensor memory is first copied to a row-major shared tile (then it
+        //    takes the same path as a shared-memory operand).
+        let a_src = if self.k.vars[a.var].space == Space::Tmem {
+            let tmp = (b_stage + n * kdim * 2).next_multiple_of(super::smem::ALIGN);
+            self.tmem_to_smem(a.var, tmp, elem)?;
+            self.bar_sync()?;
+            tmp
+        } else {
+            self.var_buf(a.var)?
+        };
         // 1. Restage A (M x K) and B (N x K) into the K-major canonical layout.
-        self.stage(a, false, a_stage, m, kdim)?;
-        self.stage(b, true, b_stage, n, kdim)?;
+        self.stage(a, a_src, false, a_stage, m, kdim)?;
+        let b_src = self.var_buf(b.var)?;
+        self.stage(b, b_src, true, b_stage, n, kdim)?;
         // 2. Make the generic-proxy writes visible to the tensor core.
         self.fence_proxy_async()?;
         self.tc_fence_before()?;
@@ -130,12 +140,12 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// Copies an operand into K-major staging at byte `at`: `rows x kdim` where rows are M (A)
     /// or N (B, `is_b`), element `(r, k)` = A(r, k) or B(k, r).
-    fn stage(&mut self, op: MmaOperand, is_b: bool, at: u32, rows: u32, kdim: u32) -> Result<(), BackendError> {
+    fn stage(&mut self, op: MmaOperand, src: u32, is_b: bool, at: u32, rows: u32, kdim: u32) -> Result<(), BackendError> {
         let sbo = sbo_for(kdim);
         self.cta_loop(rows * kdim, &mut |cg, e| {
             let r = cg.b.build_int_unsigned_div(e, cg.i32(kdim as i32), "r")?;
             let k = cg.b.build_int_unsigned_rem(e, cg.i32(kdim as i32), "k")?;
-            let bits = if is_b { cg.operand_bits(op, k, r)? } else { cg.operand_bits(op, r, k)? };
+            let bits = if is_b { cg.operand_bits_at(op, src, k, r)? } else { cg.operand_bits_at(op, src, r, k)? };
             // (r/8)*SBO + (k/8)*LBO + (r%8)*16 + (k%8)*2 — descriptors::kmajor_offset, at run time.
             let t = |x: inkwell::values::IntValue<'ctx>, sh: i32, mul: i32| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
                 let q = cg.b.build_right_shift(x, cg.i32(sh), false, "")?;

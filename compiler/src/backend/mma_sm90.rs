@@ -21,10 +21,15 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Raw 16-bit element `(i, j)` of an MMA operand in its *logical* orientation
     /// (`A` as `M x K`, `B` as `K x N`), read from the variable's row-major buffer.
     pub fn operand_bits(&self, op: MmaOperand, i: IntValue<'ctx>, j: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+        self.operand_bits_at(op, self.var_buf(op.var)?, i, j)
+    }
+
+    /// As [`Codegen::operand_bits`], reading the variable's tile from byte `buf`.
+    pub fn operand_bits_at(&self, op: MmaOperand, buf: u32, i: IntValue<'ctx>, j: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         let (_, cols) = self.shape_of(self.k.vars[op.var].ty, "MMA operand")?;
         let (r, c) = if op.transposed { (j, i) } else { (i, j) };
         let idx = self.b.build_int_add(self.b.build_int_mul(r, self.i32(cols as i32), "")?, c, "")?;
-        let off = self.b.build_int_add(self.i32(self.var_buf(op.var)? as i32), self.b.build_int_mul(idx, self.i32(2), "")?, "")?;
+        let off = self.b.build_int_add(self.i32(buf as i32), self.b.build_int_mul(idx, self.i32(2), "")?, "")?;
         let p = self.smem_at(off)?;
         Ok(self.b.build_load(self.ctx.i16_type(), p, "op")?.into_int_value())
     }

@@ -8,7 +8,7 @@
 //! the first half of each lane quarter: rows `16w..16w+15` are lanes `32w..32w+15` (blackwell.md
 //! §1.1, from CUTLASS's "half sub-partition" atom; not run on hardware), so threads `l ≥ 16` of
 //! each warp hold no row (their loads are dropped, their stores write zeros into the unused half,
-//! which the planner charges to this buffer). Only 32-bit TMEM tiles are read and written.
+//! which the planner charges to this buffer). 16-bit tiles are packed two elements per cell.
 //! On targets without tensor memory the lifecycle instructions emit nothing and TMEM variables
 //! are shared-memory tiles handled by `memory.rs`.
 
@@ -16,7 +16,7 @@ use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
-use crate::ir::{Elem, Inst, Value, Var};
+use crate::ir::{tmem_columns, Elem, Inst, Value, Var};
 
 use super::descriptors::check_alloc_columns;
 use super::emit::{Codegen, TMEM_SLOT_OFFSET};
@@ -113,8 +113,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         if rows != 128 && rows != 64 {
             return Err(self.unsupported(format!("TMEM variable `{}` has {rows} rows; TMEM tiles have 64 or 128 rows", d.name)));
         }
-        if d.ty.elem().size_bytes() != 4 {
-            return Err(self.unsupported(format!("TMEM variable `{}` of 16-bit {}: packed TMEM tiles are not implemented", d.name, d.ty.elem())));
+        if d.ty.elem() == Elem::Bool {
+            return Err(self.unsupported(format!("TMEM variable `{}` of bool", d.name)));
         }
         Ok((rows, cols, d.ty.elem()))
     }
@@ -165,20 +165,28 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// `ReadVar` of a TMEM variable: warps 0..3 load their 32 rows with `tcgen05.ld.32x32b` and
+    /// `ReadVar` of a TMEM variable: warps 0..3 load their rows with `tcgen05.ld.32x32b` and
     /// store them into the result tile.
     pub fn read_tmem(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
-        require_tcgen05(self.target, "tcgen05.ld")?;
-        let (rows, cols, elem) = self.tmem_tile(v)?;
         let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("ReadVar without a result".into()))?;
         let dst = self.value_buf(res)?;
         let rel = self.res_elem(res);
+        self.tmem_to_smem(v, dst, rel)
+    }
+
+    /// Copies TMEM variable `v` into the row-major shared-memory tile at byte `dst` of `rel`.
+    /// 16-bit tiles are packed two per 32-bit cell, the even column in the low half (this back
+    /// end's own convention, used consistently by [`Codegen::write_tmem`]).
+    pub fn tmem_to_smem(&mut self, v: Var, dst: u32, rel: Elem) -> Result<(), BackendError> {
+        require_tcgen05(self.target, "tcgen05.ld")?;
+        let (rows, cols, elem) = self.tmem_tile(v)?;
+        let per = 4 / elem.size_bytes();
         self.tc_fence_after()?;
         let in_quarters = self.b.build_int_compare(IntPredicate::ULT, self.warp, self.i32(4), "q")?;
         self.if_then(in_quarters, &mut |cg| {
             let (row, has) = cg.tmem_row(rows)?;
             let row_base = cg.b.build_int_mul(row, cg.i32(cols as i32), "row")?;
-            for (c0, w) in Self::chunks(cols) {
+            for (c0, w) in Self::chunks(tmem_columns(elem, cols)) {
                 let addr = cg.tmem_addr(v, c0)?;
                 let p = cg.tmem_ptr(addr)?;
                 let name = format!("llvm.nvvm.tcgen05.ld.32x32b.x{w}");
@@ -188,13 +196,16 @@ impl<'ctx> Codegen<'ctx, '_> {
                 cg.if_then(has, &mut |cg| {
                     for j in 0..w {
                         let bits = if w == 1 { r.into_int_value() } else { cg.b.build_extract_element(r.into_vector_value(), cg.i32(j as i32), "")?.into_int_value() };
-                        let val: BasicValueEnum = match elem {
-                            Elem::F32 => cg.b.build_bit_cast(bits, cg.ctx.f32_type(), "")?,
-                            _ => bits.into(),
-                        };
-                        let val = cg.convert(val, elem, rel)?;
-                        let idx = cg.b.build_int_add(row_base, cg.i32((c0 + j) as i32), "")?;
-                        cg.store_elem(dst, idx, rel, val)?;
+                        for q in 0..per {
+                            let col = (c0 + j) * per + q;
+                            if col >= cols {
+                                continue;
+                            }
+                            let val = cg.cell_part(bits, elem, q)?;
+                            let val = cg.convert(val, elem, rel)?;
+                            let idx = cg.b.build_int_add(row_base, cg.i32(col as i32), "")?;
+                            cg.store_elem(dst, idx, rel, val)?;
+                        }
                     }
                     Ok(())
                 })?;
@@ -204,11 +215,24 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.tc_fence_before()
     }
 
+    /// Element `q` of a 32-bit TMEM cell holding `elem`, in compute type.
+    fn cell_part(&self, bits: IntValue<'ctx>, elem: Elem, q: u32) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        if elem.size_bytes() == 4 {
+            let v: BasicValueEnum = if elem == Elem::F32 { self.b.build_bit_cast(bits, self.ctx.f32_type(), "")? } else { bits.into() };
+            return Ok(v);
+        }
+        let sh = self.b.build_right_shift(bits, self.i32(16 * q as i32), false, "")?;
+        let h = self.b.build_int_truncate(sh, self.ctx.i16_type(), "")?;
+        let raw = self.b.build_bit_cast(h, self.storage_type(elem), "")?;
+        self.to_compute(raw, elem)
+    }
+
     /// `WriteVar` of a TMEM variable: warps 0..3 gather their rows from the value's tile and
     /// store them with `tcgen05.st.32x32b`, then wait for the stores.
     pub fn write_tmem(&mut self, v: Var, x: Value) -> Result<(), BackendError> {
         require_tcgen05(self.target, "tcgen05.st")?;
         let (rows, cols, elem) = self.tmem_tile(v)?;
+        let per = 4 / elem.size_bytes();
         let xel = self.res_elem(x);
         self.tc_fence_after()?;
         let in_quarters = self.b.build_int_compare(IntPredicate::ULT, self.warp, self.i32(4), "q")?;
@@ -216,16 +240,30 @@ impl<'ctx> Codegen<'ctx, '_> {
             let (row, has) = cg.tmem_row(rows)?;
             // Threads without a row read row 0 (in bounds) and store zeros.
             let row = cg.b.build_select(has, row, cg.i32(0), "")?.into_int_value();
-            for (c0, w) in Self::chunks(cols) {
+            for (c0, w) in Self::chunks(tmem_columns(elem, cols)) {
                 let mut vals = vec![];
                 for j in 0..w {
-                    let val = cg.operand(x, row, cg.i32((c0 + j) as i32))?;
-                    let val = cg.convert(val, xel, elem)?;
-                    let bits = match elem {
-                        Elem::F32 => cg.b.build_bit_cast(val, cg.ctx.i32_type(), "")?.into_int_value(),
-                        _ => val.into_int_value(),
-                    };
-                    let bits = cg.b.build_select(has, bits, cg.i32(0), "")?.into_int_value();
+                    let mut cell = cg.i32(0);
+                    for q in 0..per {
+                        let col = (c0 + j) * per + q;
+                        if col >= cols {
+                            continue;
+                        }
+                        let val = cg.operand(x, row, cg.i32(col as i32))?;
+                        let val = cg.convert(val, xel, elem)?;
+                        let part = match elem {
+                            Elem::F32 => cg.b.build_bit_cast(val, cg.ctx.i32_type(), "")?.into_int_value(),
+                            Elem::F16 | Elem::Bf16 => {
+                                let s = cg.to_storage(val, elem)?;
+                                let h = cg.b.build_bit_cast(s, cg.ctx.i16_type(), "")?.into_int_value();
+                                let z = cg.b.build_int_z_extend(h, cg.ctx.i32_type(), "")?;
+                                cg.b.build_left_shift(z, cg.i32(16 * q as i32), "")?
+                            }
+                            _ => val.into_int_value(),
+                        };
+                        cell = cg.b.build_or(cell, part, "")?;
+                    }
+                    let bits = cg.b.build_select(has, cell, cg.i32(0), "")?.into_int_value();
                     vals.push(bits);
                 }
                 let data: BasicValueEnum = if w == 1 {

@@ -1,0 +1,99 @@
+//! `tilec build` on the shipped DSL examples: both targets, files and metadata, and the sm_100a
+//! SASS check of `scripts/check-sass.sh` (skipped with a message when ptxas is missing; CI has it
+//! through scripts/setup.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tilec::backend::Target;
+use tilec::build::{build_file, BuildOptions};
+use tilec::frontend::Options;
+use tilec_runtime::meta::{KernelMeta, Role};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tilec-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn opts(out: Option<PathBuf>) -> BuildOptions {
+    BuildOptions { targets: Target::ALL.to_vec(), out_dir: out, ptxas: true, write_llvm: false, frontend: Options::default() }
+}
+
+#[test]
+fn k1_builds_for_all_targets_with_metadata() {
+    let out = tmp("k1");
+    let (_, r) = build_file(&root().join("dsl-examples/k1_reverse_scan.tile"), &opts(Some(out.clone()))).unwrap();
+    assert_eq!(r.built.len(), 4); // two kernels x two targets
+    for b in &r.built {
+        let stem = format!("{}.{}", b.kernel, b.target);
+        assert!(out.join(format!("{stem}.ptx")).is_file());
+        let meta = KernelMeta::load(&out.join(format!("{stem}.meta.json"))).unwrap();
+        assert_eq!(meta.kernel, b.kernel);
+        assert_eq!(meta.launch.block_threads, 128);
+        assert_eq!(meta.launch.grid[0], "cdiv(V, 64)");
+        // Declared parameters, then one i32 per symbolic size.
+        assert_eq!(meta.params.len(), 11 + meta.sizes.len());
+        assert_eq!(meta.params.iter().find(|p| p.name == "dh").map(|p| p.role), Some(Role::Output));
+        // Fits the 227 KiB a CTA may use.
+        assert!(meta.smem_bytes <= 232_448, "{stem}: {} B", meta.smem_bytes);
+        match b.target {
+            Target::Sm100a => {
+                let t = meta.tmem.as_ref().expect("sm_100a metadata has the TMEM plan");
+                assert_eq!((t.lifecycle.alloc, t.lifecycle.relinquish, t.lifecycle.dealloc), (1, 1, 1));
+                assert!(t.alloc_columns >= t.peak_columns && t.alloc_columns <= 512);
+                assert!(b.compiled.ptx.contains("tcgen05.mma"));
+            }
+            Target::Sm90a => {
+                assert!(meta.tmem.is_none());
+                assert!(b.compiled.ptx.contains("mma.sync.aligned.m16n8k16"));
+                assert!(!b.compiled.ptx.contains("tcgen05"));
+            }
+        }
+        if r.ptxas_ran {
+            let p = meta.ptxas.as_ref().unwrap();
+            assert!(p.registers > 0 && p.registers <= 255);
+            assert_eq!(p.spill_store_bytes, 0, "{stem} spills");
+            assert!(out.join(format!("{stem}.cubin")).is_file());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn gemm_builds_and_the_hash_tracks_the_source() {
+    let (src, r) = build_file(&root().join("dsl-examples/gemm.tile"), &opts(None)).unwrap();
+    assert_eq!(r.built.len(), 2);
+    let m = &r.built[0].meta;
+    assert_eq!(m.source.hash, tilec::artifact::fnv1a64(src.as_bytes()));
+    assert_eq!(m.sizes, vec!["M", "K", "N"]);
+    assert_eq!(m.launch.dynamic_smem_bytes, r.built[0].compiled.smem_bytes);
+}
+
+#[test]
+fn sass_of_every_example_has_tcgen05_and_one_lifecycle() {
+    if tilec::artifact::find_ptxas().is_none() {
+        eprintln!("skipping: ptxas not found (run scripts/setup.sh; CI has it)");
+        return;
+    }
+    let out = tmp("sass");
+    let res = Command::new("bash")
+        .arg(root().join("scripts/check-sass.sh"))
+        .env("TILEC", env!("CARGO_BIN_EXE_tilec"))
+        .env("OUT", &out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&res.stdout);
+    if res.status.code() == Some(2) {
+        eprintln!("skipping: {}", String::from_utf8_lossy(&res.stderr));
+        return;
+    }
+    assert!(res.status.success(), "check-sass failed:\n{text}\n{}", String::from_utf8_lossy(&res.stderr));
+    assert!(text.contains("ok   k1_reverse_scan/k1_scan_scalar"), "{text}");
+    assert!(text.contains("ok   gemm/gemm"), "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+}
