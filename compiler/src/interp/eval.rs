@@ -40,6 +40,17 @@ pub struct Cta<'a> {
 
 type Fail = (Inst, ExecError);
 
+/// A global-tensor region addressed by an index list.
+struct Region {
+    /// Per tensor dimension: `(position, None)` for a point, `(start, Some(j))` for the `j`-th
+    /// ranged index (0 runs along tile rows, 1 along columns).
+    dims: Vec<(i64, Option<usize>)>,
+    /// The tile shape the ranges describe (`[n]` is `n x 1`; no range is `1 x 1`).
+    shape: (usize, usize),
+    /// Number of ranged indices.
+    ranges: usize,
+}
+
 impl<'a> Cta<'a> {
     /// A fresh CTA with index `pid`.
     pub fn new(k: &'a Kernel, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64) -> Self {
@@ -216,9 +227,8 @@ impl<'a> Cta<'a> {
         Ok(())
     }
 
-    /// Resolves an index list to per-dimension `(start, Some(len))` for ranges, `(p, None)` for
-    /// points, plus the tile shape the ranges describe.
-    fn resolve(&self, index: &[Index]) -> Result<(Vec<(i64, Option<usize>)>, (usize, usize), usize), ExecError> {
+    /// Resolves an index list to a [`Region`].
+    fn resolve(&self, index: &[Index]) -> Result<Region, ExecError> {
         let mut dims_out = Vec::with_capacity(index.len());
         let mut lens = vec![];
         for ix in index {
@@ -236,7 +246,7 @@ impl<'a> Cta<'a> {
             [m, n] => (*m, *n),
             _ => return Err(ExecError::Malformed("more than two ranged indices".into())),
         };
-        Ok((dims_out, shape, lens.len()))
+        Ok(Region { dims: dims_out, shape, ranges: lens.len() })
     }
 
     /// Flat offset of tile element `(r, c)` in a tensor of `shape`, or `None` when out of bounds.
@@ -261,7 +271,7 @@ impl<'a> Cta<'a> {
         if g.shape.len() != index.len() {
             return Err(ExecError::Malformed(format!("{} indices for a rank-{} tensor", index.len(), g.shape.len())));
         }
-        let (ix, shape, _) = self.resolve(index)?;
+        let Region { dims: ix, shape, .. } = self.resolve(index)?;
         if dims(t) != shape {
             return Err(ExecError::Malformed(format!("load of a {shape:?} region has type {t}")));
         }
@@ -273,7 +283,7 @@ impl<'a> Cta<'a> {
     }
 
     fn store(&mut self, dst: crate::ir::Param, index: &[Index], v: &Val) -> Result<(), ExecError> {
-        let (ix, (rows, cols), nranges) = self.resolve(index)?;
+        let Region { dims: ix, shape: (rows, cols), ranges: nranges } = self.resolve(index)?;
         let g = self.bound.tensors[dst].as_mut().ok_or_else(|| ExecError::Malformed(format!("{dst} is not a tensor")))?;
         if g.shape.len() != index.len() {
             return Err(ExecError::Malformed(format!("{} indices for a rank-{} tensor", index.len(), g.shape.len())));
