@@ -17,6 +17,8 @@ enum Cmd {
     Check(tilec::cli::check::CheckArgs),
     /// Compile a .tile file to PTX (sm_100a, sm_90a), cubins (when ptxas is found) and metadata.
     Build(tilec::cli::build::BuildArgs),
+    /// Run a kernel on the CPU IR interpreter (`--interp`) with safetensors inputs.
+    Run(tilec::cli::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -24,5 +26,6 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Check(a) => tilec::cli::check::run(&a),
         Cmd::Build(a) => tilec::cli::build::run(&a),
+        Cmd::Run(a) => tilec::cli::run::run(&a),
     }
 }
