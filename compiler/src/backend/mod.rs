@@ -96,10 +96,16 @@ pub struct Compiled {
 /// [`BackendError`] for unsupported IR, invalid MMA shapes or descriptors, a tcgen05 request on a
 /// target without it, and LLVM failures (with LLVM's message).
 pub fn compile_kernel(k: &Kernel, tmem: &TmemLayout, target: Target) -> Result<Compiled, BackendError> {
+    let t0 = std::time::Instant::now();
     let ctx = Context::create();
     let cg = emit::Codegen::new(&ctx, k, tmem, target)?;
     let (module, smem_bytes) = cg.run()?;
     let llvm_ir = module.print_to_string().to_string();
+    let t1 = std::time::Instant::now();
     let ptx = target::optimize_and_emit(&module, target)?;
+    if std::env::var_os("TILEC_TIMING").is_some() {
+        // Opt-in timing of the two halves (stderr), for the compile-time benchmark.
+        eprintln!("timing {} {target}: emit_llvm {:.1} ms, opt_and_ptx {:.1} ms, {} IR lines", k.name, (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3, llvm_ir.lines().count());
+    }
     Ok(Compiled { ptx, llvm_ir, smem_bytes, threads: k.threads })
 }

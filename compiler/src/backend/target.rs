@@ -124,7 +124,10 @@ pub fn optimize_and_emit(module: &Module<'_>, target: Target) -> Result<String, 
     module.set_triple(&TargetTriple::create(TRIPLE));
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let opts = PassBuilderOptions::create();
-    opts.set_verify_each(cfg!(debug_assertions));
+    opts.set_verify_each(std::env::var_os("TILEC_VERIFY_EACH").is_some());
+    // Full unrolling of the constant-trip CTA loops multiplies code size (and compile time,
+    // which has a 300 ms budget) for little gain in this memory-bound strategy.
+    opts.set_loop_unrolling(false);
     module.run_passes("default<O3>", &tm, opts).map_err(|e| BackendError::Llvm(format!("optimisation failed: {}", e.to_string_lossy())))?;
     let buf = tm.write_to_memory_buffer(module, FileType::Assembly).map_err(|e| BackendError::Llvm(format!("PTX emission failed: {}", e.to_string_lossy())))?;
     String::from_utf8(buf.as_slice().to_vec()).map_err(|_| BackendError::Llvm("LLVM emitted non-UTF-8 PTX".into()))
