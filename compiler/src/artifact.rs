@@ -228,7 +228,9 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         params,
         launch: LaunchMeta { grid: k.grid.clone().map(|g| g.to_string()), block_threads: k.threads, dynamic_smem_bytes: m.compiled.smem_bytes },
         tmem,
-        smem_bytes: m.compiled.smem_bytes,
+        // The schema's `smem_bytes` is *static* shared memory; every buffer of this back end is
+        // in the dynamic (extern) array, whose size is `launch.dynamic_smem_bytes`.
+        smem_bytes: 0,
         ptxas: m.ptxas.clone(),
         contract: Contract { no_spill: true, accumulator: DType::F32, reference: None, envelope: vec![] },
         files: m.files.clone(),

@@ -40,7 +40,8 @@ fn k1_builds_for_all_targets_with_metadata() {
         assert_eq!(meta.params.len(), 11 + meta.sizes.len());
         assert_eq!(meta.params.iter().find(|p| p.name == "dh").map(|p| p.role), Some(Role::Output));
         // Fits the 227 KiB a CTA may use.
-        assert!(meta.smem_bytes <= 232_448, "{stem}: {} B", meta.smem_bytes);
+        assert!(meta.launch.dynamic_smem_bytes <= 232_448, "{stem}: {} B", meta.launch.dynamic_smem_bytes);
+        assert_eq!(meta.smem_bytes, 0); // no static shared memory
         match b.target {
             Target::Sm100a => {
                 let t = meta.tmem.as_ref().expect("sm_100a metadata has the TMEM plan");
