@@ -165,7 +165,30 @@ fn parse_device(s: &str) -> Device {
     }
 }
 
-fn signal_name(sig: i32) -> &'static str {
+/// Set up `cmd` as every candidate process is run: single-threaded BLAS, stdout and stderr
+/// piped, its own process group (so a timeout can kill the whole group) and, when
+/// `mem_limit_mb` > 0, `RLIMIT_AS` capped in the child before `exec`. Shared by the
+/// persistent external workers and the one-shot tilec executors (`super::tilec`).
+pub(crate) fn confine(cmd: &mut Command, mem_limit_mb: u64) {
+    cmd.env("OMP_NUM_THREADS", "1").env("OPENBLAS_NUM_THREADS", "1").stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mem = mem_limit_mb.saturating_mul(1024 * 1024);
+    // SAFETY: only async-signal-safe calls (setpgid, setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setpgid(0, 0);
+            if mem > 0 {
+                let lim = libc::rlimit { rlim_cur: mem as libc::rlim_t, rlim_max: mem as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Name of a fatal signal, for crash reports.
+pub(crate) fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGABRT => "SIGABRT",
         libc::SIGSEGV => "SIGSEGV",
@@ -178,7 +201,8 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-fn tail(s: &str, lines: usize) -> String {
+/// The last `lines` lines of `s`, joined with ` | ` (stderr tails in reports).
+pub(crate) fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().collect();
     v[v.len().saturating_sub(lines)..].join(" | ")
 }
@@ -199,28 +223,8 @@ impl ExternalCandidate {
     fn spawn(&self) -> Result<Proc, CandidateError> {
         let m = &self.manifest;
         let mut cmd = Command::new(&m.command[0]);
-        cmd.args(&m.command[1..])
-            .current_dir(&m.dir)
-            .envs(&m.env)
-            .env("OMP_NUM_THREADS", "1")
-            .env("OPENBLAS_NUM_THREADS", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mem = self.mem_limit_mb.saturating_mul(1024 * 1024);
-        // SAFETY: only async-signal-safe calls (setpgid, setrlimit) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::setpgid(0, 0);
-                if mem > 0 {
-                    let lim = libc::rlimit { rlim_cur: mem as libc::rlim_t, rlim_max: mem as libc::rlim_t };
-                    if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
+        cmd.args(&m.command[1..]).current_dir(&m.dir).envs(&m.env).stdin(Stdio::piped());
+        confine(&mut cmd, self.mem_limit_mb);
         let mut child = cmd.spawn().map_err(|e| CandidateError::Io(format!("cannot start `{}`: {e}", m.command.join(" "))))?;
         let stdin = child.stdin.take().ok_or_else(|| CandidateError::Io("no stdin".into()))?;
         let stdout = child.stdout.take().ok_or_else(|| CandidateError::Io("no stdout".into()))?;

@@ -80,9 +80,9 @@ impl Harness {
         let cand = Arc::clone(&self.cand);
         let d = dims.clone();
         let start = Instant::now();
-        // External candidates enforce their own limit (and kill the process); the thread
-        // limit is a backstop with a little grace so their report wins.
-        let grace = if cand.kind() == "external" { Duration::from_secs(5) } else { Duration::ZERO };
+        // Out-of-process candidates (external, tilec) enforce their own limit (and kill the
+        // process); the thread limit is a backstop with a little grace so their report wins.
+        let grace = if cand.kind() != "in-process" { Duration::from_secs(5) } else { Duration::ZERO };
         let spawned = std::thread::Builder::new().name("kverify-candidate".into()).spawn(move || {
             let mut inputs = inputs;
             let r = catch_unwind(AssertUnwindSafe(|| match &which {

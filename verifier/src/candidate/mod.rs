@@ -3,6 +3,8 @@
 //! * [`inprocess`]: Rust closures / structs in this process (the honest mirror, the red team).
 //! * [`external`]: any program speaking the external-process protocol (`docs/candidate-protocol.md`),
 //!   one subprocess per candidate with a time limit and a memory limit.
+//! * [`tilec`]: tilec kernels, run one process per call by tilec's CPU interpreter or, for a
+//!   built artifact, by the runtime's GPU launcher `tilec-run`.
 //! * [`harness`]: runs one call under a time limit, catches panics, and detects input mutation
 //!   and output aliasing; every gate goes through it.
 
@@ -10,6 +12,7 @@ pub mod external;
 pub mod harness;
 pub mod inprocess;
 pub mod safetensors_io;
+pub mod tilec;
 
 use crate::error_model::Precision;
 use crate::references::Dims;

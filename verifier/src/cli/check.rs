@@ -33,14 +33,26 @@ pub struct CheckArgs {
     /// Run only these gates (repeatable).
     #[arg(long = "gate")]
     pub gates: Vec<String>,
+    /// A tilec kernel as the candidate (instead of CANDIDATE).
+    #[command(flatten)]
+    pub tilec: super::tilec_args::TilecArgs,
 }
 
 /// Errors of `kverify check`.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     /// Nothing to check.
-    #[error("give a candidate, --meta FILE, or both")]
+    #[error("give a candidate (or --tilec-kernel / --tilec-artifact), --meta FILE, or both")]
     Nothing,
+    /// Both a CANDIDATE and a tilec kernel.
+    #[error("give either CANDIDATE or --tilec-kernel / --tilec-artifact, not both")]
+    TwoCandidates,
+    /// The tilec options do not describe a candidate.
+    #[error(transparent)]
+    Tilec(#[from] super::tilec_args::TilecArgsError),
+    /// A GPU artifact was named on a machine without a GPU: nothing can be judged but RES-02.
+    #[error("{0}; judge it on a GPU machine (RES-02 alone: kverify check --meta FILE)")]
+    NoGpu(String),
     /// Bad --dims.
     #[error("bad --dims `{0}`: expected NAME=VALUE pairs separated by commas, naming every dim of the operator")]
     Dims(String),
@@ -88,10 +100,25 @@ pub fn run(a: &CheckArgs) -> Result<i32, CheckError> {
             return Err(CheckError::Gate(g.clone()));
         }
     }
-    let meta = match &a.meta {
-        Some(p) => Some(res02_compile::load_meta(p)),
-        None => None,
-    };
+    if a.candidate.is_some() && a.tilec.given() {
+        return Err(CheckError::TwoCandidates);
+    }
+    // A GPU artifact carries its own compile-time metadata: RES-02 reads it unless --meta says otherwise.
+    let meta_path = a.meta.clone().or_else(|| a.tilec.tilec_artifact.clone());
+    let meta = meta_path.as_deref().map(res02_compile::load_meta);
+    if a.tilec.given() {
+        let limit = Duration::from_secs_f64(a.time_limit.max(0.1));
+        let cand = a.tilec.resolve(limit, a.mem_limit_mb)?.ok_or(CheckError::Nothing)?;
+        let dims = match &a.dims {
+            Some(s) => parse_dims(&cand.op, s)?,
+            None => op_by_id(&cand.op).map(|o| o.native()).ok_or(CheckError::Nothing)?,
+        };
+        cand.gpu_available(&dims).map_err(CheckError::NoGpu)?;
+        let meta_ok = meta.transpose()?;
+        let opts = Options { time_limit: limit, dims: Some(dims), gates: if a.gates.is_empty() { None } else { Some(a.gates.clone()) } };
+        let report = battery::run(std::sync::Arc::new(cand), meta_ok.as_ref(), &opts)?;
+        return emit(a, &report);
+    }
     let report: Report = match &a.candidate {
         None => {
             let Some(meta_path) = &a.meta else { return Err(CheckError::Nothing) };
@@ -127,8 +154,13 @@ pub fn run(a: &CheckArgs) -> Result<i32, CheckError> {
             battery::run(cand, meta_ok.as_ref(), &opts)?
         }
     };
-    print!("{}", battery::table(&report));
-    let json = serde_json::to_string_pretty(&report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    emit(a, &report)
+}
+
+/// Print the table, write the JSON report, and return the exit code (0 only when clean).
+fn emit(a: &CheckArgs, report: &Report) -> Result<i32, CheckError> {
+    print!("{}", battery::table(report));
+    let json = serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     std::fs::write(&a.json, json).map_err(|source| CheckError::Write { path: a.json.display().to_string(), source })?;
     println!("report: {}", a.json.display());
     Ok(if report.verdict == Verdict::Clean { 0 } else { 1 })

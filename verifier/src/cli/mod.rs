@@ -6,3 +6,4 @@ pub mod check;
 pub mod gates_cmd;
 pub mod redteam_cmd;
 pub mod calibrate_cmd;
+pub mod tilec_args;

@@ -1,0 +1,364 @@
+//! tilec kernels as candidates, run through tilec's own executables (one process per call).
+//!
+//! * [`Executor::Interp`]: `tilec run --interp FILE.tile [--kernel NAME] --inputs IN --out OUT`,
+//!   tilec's CPU IR interpreter (`compiler/src/cli/run.rs`).
+//! * [`Executor::Gpu`]: `tilec-run ARTIFACT.meta.json --inputs IN --out OUT`, the runtime's GPU
+//!   launcher (`runtime/src/bin/tilec-run.rs`); exit status 4 means "no GPU on this machine".
+//!
+//! kverify never links the compiler (it links LLVM): it only needs the binaries, located by an
+//! explicit path or the `TILEC` / `TILEC_RUN` environment variables ([`locate`]).
+//!
+//! Both tools are one-shot: read a safetensors file of tensors named after the kernel's
+//! parameters, write one with its `out` parameters, exit. A [`Binding`] maps the operator's
+//! inputs (in kverify's order, see [`crate::references`]) to parameter names, and the kernel's
+//! output parameters back to the operator's outputs. Each call runs under the same confinement
+//! as the external-process workers ([`super::external::confine`]: own process group, address
+//! space limit) with a time limit after which the whole group is killed; deaths are reported with
+//! the signal or exit code and the tail of stderr, never as value errors (fairness rule 9).
+
+use super::external::{confine, signal_name, tail};
+use super::safetensors_io;
+use super::{Candidate, CandidateError, CandidateOutput};
+use crate::error_model::Precision;
+use crate::references::{op_by_id, Dims};
+use crate::tensor::Tensor;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use wait_timeout::ChildExt;
+
+/// Exit status with which `tilec-run` says that there is no GPU (no driver or no device).
+pub const EXIT_NO_GPU: i32 = 4;
+
+/// Which tilec executable runs the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Executor {
+    /// The CPU IR interpreter: `tilec run --interp`.
+    Interp {
+        /// The `tilec` binary.
+        tilec: PathBuf,
+        /// The `.tile` source file.
+        source: PathBuf,
+        /// Kernel name (needed when the file has several).
+        kernel: Option<String>,
+    },
+    /// A built artifact on the GPU: `tilec-run`.
+    Gpu {
+        /// The `tilec-run` binary.
+        tilec_run: PathBuf,
+        /// The artifact's `<kernel>.<target>.meta.json` (code files next to it).
+        meta: PathBuf,
+    },
+}
+
+/// How the operator's tensors map onto the kernel's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// Kernel parameter name of each operator input, in the operator's input order.
+    pub inputs: Vec<String>,
+    /// Kernel `out` parameter of each operator output, in the operator's output order.
+    pub outputs: Vec<String>,
+    /// Sizes the tensors do not determine (`--size NAME=VALUE`).
+    pub sizes: BTreeMap<String, usize>,
+}
+
+/// Errors describing a tilec candidate.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TilecError {
+    /// The operator id has no reference.
+    #[error("unknown operator `{0}`")]
+    UnknownOp(String),
+    /// The binding does not name one parameter per operator tensor.
+    #[error("operator `{op}` has {want} {what}, the binding names {got} ({names})")]
+    BindingArity {
+        /// Operator id.
+        op: String,
+        /// `inputs` or `outputs`.
+        what: &'static str,
+        /// Count the operator has.
+        want: usize,
+        /// Count the binding gives.
+        got: usize,
+        /// The names given.
+        names: String,
+    },
+    /// No binary found.
+    #[error("cannot find `{tool}`: pass {flag} PATH or set {env}")]
+    NotFound {
+        /// Binary name.
+        tool: &'static str,
+        /// Command-line option.
+        flag: &'static str,
+        /// Environment variable.
+        env: &'static str,
+    },
+    /// A file the candidate needs does not exist.
+    #[error("{what} `{path}` does not exist")]
+    Missing {
+        /// Which file.
+        what: &'static str,
+        /// Path.
+        path: String,
+    },
+    /// A malformed `FILE:KERNEL` or binding string.
+    #[error("{0}")]
+    Syntax(String),
+}
+
+/// Find a tilec binary: `explicit` if given, else the environment variable `env`.
+/// Errors: [`TilecError::NotFound`] when neither is set, [`TilecError::Missing`] when the path
+/// does not exist.
+pub fn locate(explicit: Option<&Path>, tool: &'static str, flag: &'static str, env: &'static str) -> Result<PathBuf, TilecError> {
+    let p = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => std::env::var_os(env).map(PathBuf::from).ok_or(TilecError::NotFound { tool, flag, env })?,
+    };
+    if !p.exists() {
+        return Err(TilecError::Missing { what: tool, path: p.display().to_string() });
+    }
+    Ok(p)
+}
+
+/// Split `FILE.tile:KERNEL` (the kernel part is optional; a `:` inside the path is allowed
+/// when followed by something that is not an identifier).
+pub fn split_kernel_spec(s: &str) -> (PathBuf, Option<String>) {
+    if let Some((f, k)) = s.rsplit_once(':') {
+        if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return (PathBuf::from(f), Some(k.to_string()));
+        }
+    }
+    (PathBuf::from(s), None)
+}
+
+/// Parse a binding `a,b:c` (inputs before the colon, outputs after; sizes not included).
+pub fn parse_binding(s: &str) -> Result<Binding, TilecError> {
+    let (i, o) = s.split_once(':').ok_or_else(|| TilecError::Syntax(format!("binding `{s}`: expected INPUTS:OUTPUTS, e.g. `a,b:c`")))?;
+    let list = |x: &str| x.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect::<Vec<_>>();
+    Ok(Binding { inputs: list(i), outputs: list(o), sizes: BTreeMap::new() })
+}
+
+/// The binding used when none is given: each operator input's name lower-cased (`A`, `B` ->
+/// `a`, `b`), and `c` for a single output (`out0`, `out1`, ... for several).
+pub fn default_binding(op: &str) -> Result<Binding, TilecError> {
+    let o = op_by_id(op).ok_or_else(|| TilecError::UnknownOp(op.into()))?;
+    let inputs = o.inputs.iter().map(|i| i.name.to_lowercase()).collect();
+    let outputs = if o.outputs.len() == 1 { vec!["c".to_string()] } else { (0..o.outputs.len()).map(|i| format!("out{i}")).collect() };
+    Ok(Binding { inputs, outputs, sizes: BTreeMap::new() })
+}
+
+/// A tilec kernel under judgement.
+pub struct TilecCandidate {
+    /// Display name.
+    pub name: String,
+    /// Operator class id.
+    pub op: String,
+    /// Declared precision (the kernel's parameter dtypes must match `input` and `output`).
+    pub precision: Precision,
+    /// Which executable runs it.
+    pub executor: Executor,
+    /// Tensor <-> parameter mapping.
+    pub binding: Binding,
+    /// Time limit of one call.
+    pub time_limit: Duration,
+    /// Address-space limit of the process, MiB (0: none).
+    pub mem_limit_mb: u64,
+    dir: Option<tempfile::TempDir>,
+    next_id: AtomicU64,
+}
+
+impl TilecCandidate {
+    /// A candidate. Errors: unknown operator, a binding whose arity differs from the
+    /// operator's inputs / outputs, a missing source or artifact file.
+    pub fn new(
+        op: &str,
+        precision: Precision,
+        executor: Executor,
+        binding: Binding,
+        time_limit: Duration,
+        mem_limit_mb: u64,
+    ) -> Result<TilecCandidate, TilecError> {
+        let o = op_by_id(op).ok_or_else(|| TilecError::UnknownOp(op.into()))?;
+        for (what, want, names) in [("inputs", o.inputs.len(), &binding.inputs), ("outputs", o.outputs.len(), &binding.outputs)] {
+            if names.len() != want {
+                return Err(TilecError::BindingArity { op: op.into(), what, want, got: names.len(), names: names.join(",") });
+            }
+        }
+        let name = match &executor {
+            Executor::Interp { source, kernel, .. } => {
+                if !source.exists() {
+                    return Err(TilecError::Missing { what: "kernel source", path: source.display().to_string() });
+                }
+                let file = source.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+                format!("tilec:{file}:{} (interp)", kernel.as_deref().unwrap_or("-"))
+            }
+            Executor::Gpu { meta, .. } => {
+                if !meta.exists() {
+                    return Err(TilecError::Missing { what: "artifact metadata", path: meta.display().to_string() });
+                }
+                format!("tilec:{} (gpu)", meta.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
+            }
+        };
+        Ok(TilecCandidate {
+            name,
+            op: op.into(),
+            precision,
+            executor,
+            binding,
+            time_limit,
+            mem_limit_mb,
+            dir: tempfile::Builder::new().prefix("kverify-tilec-").tempdir().ok(),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// The command line for one call.
+    fn command(&self, inputs: &Path, out: &Path) -> Command {
+        let mut cmd = match &self.executor {
+            Executor::Interp { tilec, source, kernel } => {
+                let mut c = Command::new(tilec);
+                c.arg("run").arg("--interp").arg(source);
+                if let Some(k) = kernel {
+                    c.arg("--kernel").arg(k);
+                }
+                c
+            }
+            Executor::Gpu { tilec_run, meta } => {
+                let mut c = Command::new(tilec_run);
+                c.arg(meta);
+                c
+            }
+        };
+        cmd.arg("--inputs").arg(inputs).arg("--out").arg(out);
+        for (k, v) in &self.binding.sizes {
+            cmd.arg("--size").arg(format!("{k}={v}"));
+        }
+        cmd
+    }
+
+    /// One call: write `inputs` under the bound names, run the executable, read the bound
+    /// outputs back (on the host: `tilec-run` copies them back).
+    fn call(&self, inputs: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
+        let dir = self.dir.as_ref().ok_or_else(|| CandidateError::Io("no temporary directory".into()))?.path();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let in_path = dir.join(format!("in-{id}.safetensors"));
+        let out_path = dir.join(format!("out-{id}.safetensors"));
+        if inputs.len() != self.binding.inputs.len() {
+            return Err(CandidateError::Io(format!("{} inputs for a binding of {}", inputs.len(), self.binding.inputs.len())));
+        }
+        let named: Vec<(String, &Tensor)> = self.binding.inputs.iter().cloned().zip(inputs).collect();
+        safetensors_io::write(&in_path, &named).map_err(|e| CandidateError::Io(e.to_string()))?;
+        let mut cmd = self.command(&in_path, &out_path);
+        let ran = run_once(&mut cmd, self.time_limit, self.mem_limit_mb);
+        let _ = std::fs::remove_file(&in_path);
+        ran?;
+        let mut tensors = safetensors_io::read(&out_path).map_err(|e| CandidateError::Protocol(e.to_string()))?;
+        let _ = std::fs::remove_file(&out_path);
+        let mut outputs = Vec::with_capacity(self.binding.outputs.len());
+        for n in &self.binding.outputs {
+            let mut have: Vec<&String> = tensors.keys().collect();
+            have.sort();
+            let have = have.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+            let t = tensors.remove(n).ok_or_else(|| CandidateError::Protocol(format!("kernel wrote no output `{n}` (it wrote: {have})")))?;
+            outputs.push(t);
+        }
+        Ok(CandidateOutput { outputs, reported_mutations: vec![], reported_aliases: vec![] })
+    }
+
+    /// For a GPU candidate: `Ok(())` when `tilec-run` can reach a GPU, checked by one call at
+    /// `dims` on zero inputs of the declared input dtype; `Err(message)` when it exits with
+    /// [`EXIT_NO_GPU`]. Any other failure is left to the battery to report. Interpreter
+    /// candidates always return `Ok(())`.
+    pub fn gpu_available(&self, dims: &Dims) -> Result<(), String> {
+        if !matches!(self.executor, Executor::Gpu { .. }) {
+            return Ok(());
+        }
+        let Some(o) = op_by_id(&self.op) else { return Ok(()) };
+        let inputs: Vec<Tensor> = o
+            .input_shapes(dims)
+            .into_iter()
+            .map(|s| {
+                let n: usize = s.iter().product();
+                Tensor::from_f64(s, &vec![0.0; n], self.precision.input)
+            })
+            .collect();
+        match self.call(&inputs) {
+            Err(CandidateError::Exited { code: EXIT_NO_GPU, stderr_tail }) => Err(format!("no GPU on this machine (tilec-run exit {EXIT_NO_GPU}): {stderr_tail}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Run `cmd` to completion under the candidate confinement with a time limit.
+/// Errors: [`CandidateError::TimedOut`] (the process group was killed),
+/// [`CandidateError::Crashed`] (a signal), [`CandidateError::Exited`] (non-zero status, with
+/// the tail of stderr), [`CandidateError::Io`] (could not start).
+pub fn run_once(cmd: &mut Command, limit: Duration, mem_limit_mb: u64) -> Result<(), CandidateError> {
+    confine(cmd, mem_limit_mb);
+    cmd.stdin(std::process::Stdio::null());
+    let prog = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd.spawn().map_err(|e| CandidateError::Io(format!("cannot start `{prog}`: {e}")))?;
+    // Drain both pipes on threads so a chatty child never blocks on a full pipe.
+    let drain = |p: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            if let Some(mut p) = p {
+                let _ = p.read_to_end(&mut s);
+            }
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let status = match child.wait_timeout(limit) {
+        Ok(Some(st)) => st,
+        Ok(None) => {
+            // SAFETY: signalling the process group created for this child by `confine`.
+            unsafe {
+                libc::kill(-(child.id() as i32), libc::SIGKILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(CandidateError::TimedOut { limit_s: limit.as_secs_f64() });
+        }
+        Err(e) => return Err(CandidateError::Io(format!("waiting for `{prog}`: {e}"))),
+    };
+    let _ = out.join();
+    let stderr = err.join().unwrap_or_default();
+    let t = tail(&stderr, 3);
+    if let Some(sig) = status.signal() {
+        return Err(CandidateError::Crashed(format!("killed by signal {sig} ({}){}", signal_name(sig), if t.is_empty() { String::new() } else { format!(": {t}") })));
+    }
+    match status.code() {
+        Some(0) => Ok(()),
+        code => Err(CandidateError::Exited { code: code.unwrap_or(-1), stderr_tail: t }),
+    }
+}
+
+impl Candidate for TilecCandidate {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn op_id(&self) -> String {
+        self.op.clone()
+    }
+    fn precision(&self) -> Precision {
+        self.precision
+    }
+    fn kind(&self) -> &'static str {
+        match self.executor {
+            Executor::Interp { .. } => "tilec-interp",
+            Executor::Gpu { .. } => "tilec-gpu",
+        }
+    }
+    fn forward(&self, _dims: &Dims, inputs: &mut [Tensor]) -> Result<CandidateOutput, CandidateError> {
+        self.call(inputs)
+    }
+    /// Every call is a fresh process already, so ORD-02's cross-process check applies.
+    fn restart(&self) -> Result<bool, CandidateError> {
+        Ok(true)
+    }
+}

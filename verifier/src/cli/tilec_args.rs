@@ -1,0 +1,104 @@
+//! `kverify check` options that name a tilec kernel as the candidate
+//! (`--tilec-kernel FILE.tile[:KERNEL]` on the CPU interpreter, `--tilec-artifact META.json` on
+//! the GPU), and their resolution into a [`TilecCandidate`].
+
+use crate::candidate::tilec::{default_binding, locate, parse_binding, split_kernel_spec, Executor, TilecCandidate, TilecError};
+use crate::error_model::Precision;
+use crate::tensor::DType;
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// tilec candidate options of `kverify check`.
+#[derive(Debug, Args, Default)]
+pub struct TilecArgs {
+    /// Judge a tilec kernel on tilec's CPU interpreter: `FILE.tile[:KERNEL]` (needs --op).
+    #[arg(long, value_name = "FILE[:KERNEL]", conflicts_with = "tilec_artifact")]
+    pub tilec_kernel: Option<String>,
+    /// Judge a built tilec artifact on the GPU through `tilec-run`: its `*.meta.json` (needs
+    /// --op); RES-02 reads the same file.
+    #[arg(long, value_name = "META.json")]
+    pub tilec_artifact: Option<PathBuf>,
+    /// Operator class the tilec kernel implements (e.g. `matmul`).
+    #[arg(long)]
+    pub op: Option<String>,
+    /// The `tilec` binary (default: $TILEC).
+    #[arg(long, value_name = "PATH")]
+    pub tilec: Option<PathBuf>,
+    /// The `tilec-run` binary (default: $TILEC_RUN).
+    #[arg(long, value_name = "PATH")]
+    pub tilec_run: Option<PathBuf>,
+    /// Declared precision of the tilec kernel: input, accumulator, output dtypes.
+    #[arg(long, value_name = "IN,ACC,OUT", default_value = "bf16,f32,f32")]
+    pub precision: String,
+    /// Kernel parameters bound to the operator's inputs and outputs, `INPUTS:OUTPUTS` in the
+    /// operator's order, e.g. `a,b:c` (default: the operator's input names lower-cased, `c`).
+    #[arg(long, value_name = "IN,..:OUT,..")]
+    pub bind: Option<String>,
+    /// A size the kernel's tensors do not determine, `NAME=VALUE` (repeatable).
+    #[arg(long = "tilec-size", value_name = "NAME=VALUE")]
+    pub sizes: Vec<String>,
+}
+
+/// Errors resolving the tilec options.
+#[derive(Debug, thiserror::Error)]
+pub enum TilecArgsError {
+    /// --op missing.
+    #[error("--tilec-kernel / --tilec-artifact need --op (the operator class the kernel implements)")]
+    NoOp,
+    /// Bad --precision.
+    #[error("bad --precision `{0}`: expected three dtypes IN,ACC,OUT among f64, f32, tf32, bf16, f16")]
+    Precision(String),
+    /// Bad --tilec-size.
+    #[error("bad --tilec-size `{0}`: expected NAME=VALUE with a non-negative integer")]
+    Size(String),
+    /// Candidate description problems.
+    #[error(transparent)]
+    Tilec(#[from] TilecError),
+}
+
+impl TilecArgs {
+    /// Whether a tilec candidate was named.
+    pub fn given(&self) -> bool {
+        self.tilec_kernel.is_some() || self.tilec_artifact.is_some()
+    }
+
+    /// The declared precision.
+    pub fn parse_precision(&self) -> Result<Precision, TilecArgsError> {
+        let bad = || TilecArgsError::Precision(self.precision.clone());
+        let v: Vec<DType> = self.precision.split(',').map(|s| DType::parse(s.trim()).ok_or_else(bad)).collect::<Result<_, _>>()?;
+        match v.as_slice() {
+            [i, a, o] => Ok(Precision { input: *i, accumulator: *a, output: *o }),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Build the candidate (None when no tilec candidate was named).
+    pub fn resolve(&self, time_limit: Duration, mem_limit_mb: u64) -> Result<Option<TilecCandidate>, TilecArgsError> {
+        if !self.given() {
+            return Ok(None);
+        }
+        let op = self.op.as_deref().ok_or(TilecArgsError::NoOp)?;
+        let precision = self.parse_precision()?;
+        let mut binding = match &self.bind {
+            Some(b) => parse_binding(b)?,
+            None => default_binding(op)?,
+        };
+        for s in &self.sizes {
+            let (k, v) = s.split_once('=').ok_or_else(|| TilecArgsError::Size(s.clone()))?;
+            let v: usize = v.trim().parse().map_err(|_| TilecArgsError::Size(s.clone()))?;
+            binding.sizes.insert(k.trim().to_string(), v);
+        }
+        let executor = match (&self.tilec_kernel, &self.tilec_artifact) {
+            (Some(spec), _) => {
+                let (source, kernel) = split_kernel_spec(spec);
+                Executor::Interp { tilec: locate(self.tilec.as_deref(), "tilec", "--tilec", "TILEC")?, source, kernel }
+            }
+            (None, Some(meta)) => {
+                Executor::Gpu { tilec_run: locate(self.tilec_run.as_deref(), "tilec-run", "--tilec-run", "TILEC_RUN")?, meta: meta.clone() }
+            }
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(TilecCandidate::new(op, precision, executor, binding, time_limit, mem_limit_mb)?))
+    }
+}

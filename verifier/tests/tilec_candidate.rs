@@ -1,0 +1,116 @@
+//! The tilec candidate kind without a compiler: its process handling (time limit, signal, exit
+//! status, no-GPU status of `tilec-run`) exercised with small shell stand-ins for the tilec
+//! executables, and its option parsing. The end-to-end judgement of a real tilec kernel lives in
+//! `compiler/tests/kverify_gemm.rs` (it needs the `tilec` binary).
+
+use kverify::candidate::tilec::{default_binding, parse_binding, split_kernel_spec, Binding, Executor, TilecCandidate, TilecError, EXIT_NO_GPU};
+use kverify::candidate::{Candidate, CandidateError};
+use kverify::error_model::Precision;
+use kverify::references::op_by_id;
+use kverify::tensor::{DType, Tensor};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const BF16_F32: Precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::F32 };
+
+/// An executable shell script `name` with `body` in `dir`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p
+}
+
+fn matmul_inputs() -> Vec<Tensor> {
+    let op = op_by_id("matmul").expect("matmul");
+    let d = op.native();
+    op.input_shapes(&d).into_iter().map(|s| Tensor::from_f64(s.clone(), &vec![1.0; s.iter().product()], DType::Bf16)).collect()
+}
+
+/// An interpreter candidate whose `tilec` is the script `body`.
+fn interp(dir: &Path, body: &str, limit: Duration) -> TilecCandidate {
+    let tilec = script(dir, "tilec", body);
+    let source = dir.join("k.tile");
+    std::fs::write(&source, "// stand-in").expect("source");
+    let ex = Executor::Interp { tilec, source, kernel: Some("gemm".into()) };
+    TilecCandidate::new("matmul", BF16_F32, ex, default_binding("matmul").expect("binding"), limit, 0).expect("candidate")
+}
+
+#[test]
+fn exit_status_and_stderr_are_reported() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let c = interp(dir.path(), "echo 'error: no kernel `gemm`' >&2\nexit 2", Duration::from_secs(10));
+    let e = c.forward(&op_by_id("matmul").expect("op").native(), &mut matmul_inputs()).expect_err("must fail");
+    match &e {
+        CandidateError::Exited { code: 2, stderr_tail } => assert!(stderr_tail.contains("no kernel `gemm`"), "{stderr_tail}"),
+        other => panic!("expected exit 2, got {other:?}"),
+    }
+    assert!(e.is_runtime_failure());
+}
+
+#[test]
+fn a_signal_is_a_crash() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let c = interp(dir.path(), "kill -SEGV $$", Duration::from_secs(10));
+    let e = c.forward(&op_by_id("matmul").expect("op").native(), &mut matmul_inputs()).expect_err("must fail");
+    assert!(matches!(&e, CandidateError::Crashed(m) if m.contains("SIGSEGV")), "{e:?}");
+}
+
+#[test]
+fn a_hang_is_killed_at_the_limit() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let c = interp(dir.path(), "sleep 30", Duration::from_millis(300));
+    let t = Instant::now();
+    let e = c.forward(&op_by_id("matmul").expect("op").native(), &mut matmul_inputs()).expect_err("must time out");
+    assert!(matches!(e, CandidateError::TimedOut { .. }), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "the process group was not killed: {:?}", t.elapsed());
+}
+
+#[test]
+fn the_command_line_names_file_kernel_and_tensors() {
+    // The stand-in fails on purpose, echoing its arguments to stderr.
+    let dir = tempfile::tempdir().expect("tmp");
+    let c = interp(dir.path(), "echo \"$@\" >&2\nexit 1", Duration::from_secs(10));
+    let e = c.forward(&op_by_id("matmul").expect("op").native(), &mut matmul_inputs()).expect_err("must fail");
+    let CandidateError::Exited { code: 1, stderr_tail } = e else { panic!("{e:?}") };
+    assert!(stderr_tail.starts_with("run --interp "), "{stderr_tail}");
+    assert!(stderr_tail.contains("k.tile --kernel gemm --inputs "), "{stderr_tail}");
+    assert!(stderr_tail.contains(" --out "), "{stderr_tail}");
+}
+
+#[test]
+fn no_gpu_is_reported_as_such() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let run = script(dir.path(), "tilec-run", &format!("echo 'error: no CUDA driver' >&2\nexit {EXIT_NO_GPU}"));
+    let meta = dir.path().join("gemm.sm_100a.meta.json");
+    std::fs::write(&meta, "{}").expect("meta");
+    let c = TilecCandidate::new("matmul", BF16_F32, Executor::Gpu { tilec_run: run, meta }, default_binding("matmul").expect("b"), Duration::from_secs(10), 0)
+        .expect("candidate");
+    assert_eq!(c.kind(), "tilec-gpu");
+    let msg = c.gpu_available(&op_by_id("matmul").expect("op").native()).expect_err("no GPU");
+    assert!(msg.contains("no GPU") && msg.contains("no CUDA driver"), "{msg}");
+}
+
+#[test]
+fn options_parse_and_are_checked() {
+    assert_eq!(split_kernel_spec("dsl-examples/gemm.tile:gemm"), (PathBuf::from("dsl-examples/gemm.tile"), Some("gemm".into())));
+    assert_eq!(split_kernel_spec("gemm.tile"), (PathBuf::from("gemm.tile"), None));
+    let b = parse_binding("a, b:c").expect("binding");
+    assert_eq!((b.inputs, b.outputs), (vec!["a".to_string(), "b".to_string()], vec!["c".to_string()]));
+    assert!(matches!(parse_binding("a,b"), Err(TilecError::Syntax(_))));
+    let d = default_binding("matmul").expect("matmul");
+    assert_eq!((d.inputs.as_slice(), d.outputs.as_slice()), (&["a".to_string(), "b".to_string()][..], &["c".to_string()][..]));
+    assert!(matches!(default_binding("nope"), Err(TilecError::UnknownOp(_))));
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = dir.path().join("k.tile");
+    std::fs::write(&src, "").expect("src");
+    let ex = Executor::Interp { tilec: PathBuf::from("/bin/true"), source: src.clone(), kernel: None };
+    let one_input = Binding { inputs: vec!["a".into()], outputs: vec!["c".into()], sizes: Default::default() };
+    let e = TilecCandidate::new("matmul", BF16_F32, ex.clone(), one_input, Duration::from_secs(1), 0).err().expect("arity");
+    assert!(matches!(e, TilecError::BindingArity { want: 2, got: 1, .. }), "{e}");
+    let missing = Executor::Interp { tilec: PathBuf::from("/bin/true"), source: dir.path().join("absent.tile"), kernel: None };
+    let e = TilecCandidate::new("matmul", BF16_F32, missing, default_binding("matmul").expect("b"), Duration::from_secs(1), 0).err().expect("missing");
+    assert!(matches!(e, TilecError::Missing { .. }), "{e}");
+}
