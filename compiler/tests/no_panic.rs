@@ -92,3 +92,29 @@ fn huge_literals_and_deep_nesting_do_not_panic() {
     survives("kernel k(x: f32[N, 64], y: out f32[N, 64]) grid(cdiv(N, 0)) { store y[0..+2000000, :] = load x[0..+64, :]; }");
     survives("const A = 2147483647 * 2147483647; const B = 1 / 0; const C = 5 % 0;");
 }
+
+/// Codes of the errors `src` gets (the whole front end runs).
+fn error_codes(src: &str) -> Vec<&'static str> {
+    survives(src);
+    check_source(src, &Options::default()).diags.iter().filter(|d| d.severity == tilec::diag::Severity::Error).map(|d| d.code.as_str()).collect()
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let kernel = |body: String| format!("kernel k(x: f32[N, 64]) grid(1) {{ {body} }}");
+    // These used to abort the process (stack overflow in lowering, constant evaluation or drop).
+    let sum = |n: usize| vec!["1"; n].join("+");
+    assert_eq!(error_codes(&kernel(format!("let a = {};", sum(10_000)))), ["E0103"]);
+    assert!(error_codes(&format!("const C = {};", sum(10_000))).contains(&"E0103"));
+    assert_eq!(error_codes(&kernel(format!("let t = load x[0..+64, :]; let a = t{};", ".T".repeat(10_000)))), ["E0103"]);
+    assert_eq!(error_codes(&kernel(format!("let a = {}1;", "-".repeat(10_000)))), ["E0103"]);
+    assert_eq!(error_codes(&kernel(format!("let a = {}1{};", "(".repeat(10_000), ")".repeat(10_000)))), ["E0103"]);
+    assert_eq!(error_codes(&kernel(format!("{} {}", "for i in 0..2 {".repeat(5_000), "}".repeat(5_000)))), ["E0103"]);
+    assert_eq!(error_codes(&kernel(format!("{} {}", "for i in 0..2 {".repeat(65), "}".repeat(65)))), ["E0103"]);
+    // A syntax error after a huge left-deep sum: the parser drops the tree while recovering.
+    assert_eq!(error_codes(&kernel(format!("let a = {}", sum(200_000)))), ["E0101"]);
+    // Up to the limits everything still compiles, inside a test thread's 2 MiB stack.
+    let at_limit = kernel(format!("{} let a = {}; {}", "for i in 0..2 {".repeat(64), sum(256), "}".repeat(64)));
+    assert_eq!(error_codes(&at_limit), Vec::<&str>::new());
+    assert_eq!(error_codes(&kernel(format!("let a = {};", sum(257)))), ["E0103"]);
+}

@@ -11,6 +11,8 @@ pub enum Code {
     ParseUnexpected,
     /// E0102: the file ends inside a construct.
     ParseEof,
+    /// E0103: expressions or loops nested deeper than the front end's limit.
+    TooDeep,
     /// E0201: a name that is not defined.
     UndefinedName,
     /// E0202: a name defined twice in one scope.
@@ -59,6 +61,7 @@ impl Code {
             Code::LexBadNumber => "E0002",
             Code::ParseUnexpected => "E0101",
             Code::ParseEof => "E0102",
+            Code::TooDeep => "E0103",
             Code::UndefinedName => "E0201",
             Code::DuplicateName => "E0202",
             Code::WrongKind => "E0203",

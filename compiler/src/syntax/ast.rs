@@ -235,6 +235,42 @@ pub struct Expr {
     pub span: Span,
 }
 
+/// Expression trees can be arbitrarily deep while they are being parsed (a 200 000-term sum
+/// before a syntax error), and the derived recursive drop overflowed the stack on them; this
+/// one moves children onto a heap stack first. See also [`super::depth`].
+impl Drop for Expr {
+    fn drop(&mut self) {
+        let mut stack = Vec::new();
+        take_children(&mut self.kind, &mut stack);
+        while let Some(mut e) = stack.pop() {
+            take_children(&mut e.kind, &mut stack);
+            // `e` now has no children: dropping it here does not recurse.
+        }
+    }
+}
+
+/// Moves the direct sub-expressions of `kind` into `out`, leaving `kind` a leaf.
+fn take_children(kind: &mut ExprKind, out: &mut Vec<Expr>) {
+    if matches!(kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Name(_) | ExprKind::Error) {
+        return;
+    }
+    match std::mem::replace(kind, ExprKind::Error) {
+        ExprKind::Binary(_, a, b) => out.extend([*a, *b]),
+        ExprKind::Unary(_, a) | ExprKind::Field(a, _) => out.push(*a),
+        ExprKind::Call(_, args) => out.extend(args),
+        ExprKind::Load(_, index) => {
+            for i in index {
+                match i {
+                    IndexExpr::Point(e) => out.push(e),
+                    IndexExpr::Range { start, len, .. } => out.extend([start, len]),
+                    IndexExpr::Full(_) => {}
+                }
+            }
+        }
+        ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Name(_) | ExprKind::Error => {}
+    }
+}
+
 /// Kinds of expressions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {

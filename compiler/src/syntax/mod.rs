@@ -5,6 +5,7 @@
 //! the next `;` (statements) or item boundary.
 
 pub mod ast;
+pub mod depth;
 pub mod lexer;
 
 #[allow(clippy::all, unused_parens, unused_imports, dead_code, missing_docs)]
@@ -38,6 +39,11 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
             }
         }
     }
+    let ok_tokens: Vec<(usize, Token, usize)> = tokens.iter().filter_map(|t: &Result<_, (usize, usize)>| t.clone().ok()).collect();
+    if let Some(d) = depth::check_tokens(&ok_tokens) {
+        diags.push(d);
+        return (ast::File::default(), diags);
+    }
     let lex_errors: Vec<Span> = diags.iter().filter_map(|d| d.primary_span()).collect();
     let mut recovered = Vec::new();
     let parser = grammar::FileParser::new();
@@ -51,7 +57,10 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
         push(parse_error(r.error, src.len()));
     }
     match result {
-        Ok(file) => (file, diags),
+        Ok(mut file) => {
+            depth::limit(&mut file, &mut diags);
+            (file, diags)
+        }
         Err(e) => {
             push(parse_error(e, src.len()));
             (ast::File::default(), diags)
