@@ -111,6 +111,16 @@ impl<'a> KernelLowering<'a> {
     }
 
     fn bind(&mut self, name: &ast::Ident, binding: Binding) {
+        // Constant contexts (tile extents, range lengths) read `consts`, not the scopes: a local
+        // that shadowed a constant was silently ignored there (`let C = 2; zeros(C, C)` made a
+        // tile of the constant's extent). Shadowing a constant is therefore an error.
+        if self.consts.contains_key(&name.name) {
+            self.error(
+                Diagnostic::error(Code::DuplicateName, format!("`{}` shadows a constant", name.name), name.span, "rename this binding")
+                    .with_note("tile extents and range lengths always read the constant"),
+            );
+            return;
+        }
         let scope = self.scopes.last_mut().unwrap_or_else(|| unreachable!("the kernel scope is never popped"));
         if let Some((_, prev)) = scope.get(&name.name) {
             if *prev != Span::default() {
