@@ -63,3 +63,28 @@ fn run_reports_errors_with_exit_codes() {
     // Unreadable inputs.
     assert_eq!(run(&args(example("gemm.tile"), tmp("does_not_exist"), out)), ExitCode::from(2));
 }
+
+#[test]
+fn unknown_size_name_is_an_error_not_ignored() {
+    let mut rng = Rng(5);
+    let (ta, _) = random_tensor(&mut rng, DType::Bf16, &[4, 16], 1.0);
+    let (tb, _) = random_tensor(&mut rng, DType::Bf16, &[16, 8], 1.0);
+    let inp = tmp("size_typo_in.safetensors");
+    let out = tmp("size_typo_out.safetensors");
+    let _ = std::fs::remove_file(&out);
+    tilec_runtime::st::write(&inp, &BTreeMap::from([("a".to_string(), ta), ("b".to_string(), tb)])).unwrap();
+    // `--size Q=5` (a typo for a real size) used to be accepted silently.
+    let mut a = args(example("gemm.tile"), inp.clone(), out.clone());
+    a.sizes = vec![("Q".into(), 5)];
+    assert_eq!(run(&a), ExitCode::from(1));
+    assert!(!out.exists(), "no output is written after a failed run");
+    // The real size names are still accepted (and checked against the inputs).
+    a.sizes = vec![("M".into(), 4)];
+    assert_eq!(run(&a), ExitCode::SUCCESS);
+    let k = tilec::frontend::check_source(&std::fs::read_to_string(example("gemm.tile")).unwrap(), &Default::default()).module.kernels.remove(0);
+    let inputs = tilec_runtime::st::read(&inp).unwrap();
+    let opts = tilec::interp::Options { sizes: BTreeMap::from([("Q".to_string(), 5)]), ..Default::default() };
+    let e = tilec::interp::run_kernel_with(&k, &inputs, &opts).unwrap_err();
+    assert!(matches!(e, tilec::interp::InterpError::UnknownSize { ref name, .. } if name == "Q"), "{e}");
+    assert!(e.to_string().contains("no symbolic size") && e.to_string().contains("it has: "), "{e}");
+}

@@ -94,6 +94,9 @@ pub fn bind(
             return Err(InterpError::UnknownInput { name: name.clone(), kernel: k.name.clone() });
         }
     }
+    if let Some(name) = given.keys().find(|n| !k.sizes.contains(n)) {
+        return Err(InterpError::UnknownSize { name: name.clone(), kernel: k.name.clone(), known: k.sizes.iter().cloned().collect::<Vec<_>>().join(", ") });
+    }
     for p in k.params.values() {
         let is_output = matches!(p.kind, ParamKind::Tensor { output: true, .. });
         if !is_output && !inputs.contains_key(&p.name) {

@@ -34,6 +34,17 @@ pub enum InterpError {
         /// Kernel name.
         kernel: String,
     },
+    /// An explicit size (`--size NAME=V`) names no symbolic size of the kernel: a typo that
+    /// would otherwise be ignored silently.
+    #[error("size `{name}` given, but kernel `{kernel}` has no symbolic size of that name (it has: {known})")]
+    UnknownSize {
+        /// The given name.
+        name: String,
+        /// Kernel name.
+        kernel: String,
+        /// The kernel's symbolic sizes, comma-separated.
+        known: String,
+    },
     /// A tensor's dtype differs from the parameter's element type.
     #[error("input `{name}` has dtype {found:?}, the parameter is {expected}")]
     WrongDtype {
