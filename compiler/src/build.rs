@@ -96,13 +96,18 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
     if !checked.ok() {
         return Err(BuildError::Source(checked.diags));
     }
-    let mut compiled = vec![];
+    let mut jobs = vec![];
     for (k, plan) in checked.module.kernels.iter().zip(&checked.plans) {
         let layout = TmemLayout::from_plan(plan);
         for &t in &opts.targets {
-            let c = backend::compile_kernel(k, &layout, t).map_err(|source| BuildError::Backend { kernel: k.name.clone(), target: t, source })?;
-            compiled.push((k, plan, t, c));
+            jobs.push((k, plan, layout.clone(), t));
         }
+    }
+    let results = compile_parallel(&jobs);
+    let mut compiled = vec![];
+    for ((k, plan, _, t), r) in jobs.iter().zip(results) {
+        let c = r.map_err(|source| BuildError::Backend { kernel: k.name.clone(), target: *t, source })?;
+        compiled.push((*k, *plan, *t, c));
     }
     let compile_time = t0.elapsed();
     let ptxas_path = if opts.ptxas { artifact::find_ptxas() } else { None };
@@ -150,6 +155,38 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
         built.push(Built { kernel: k.name.clone(), target: t, compiled: c, meta, files });
     }
     Ok(BuildReport { checked, built, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
+}
+
+/// Compiles every `(kernel, plan, layout, target)` job, on up to `available_parallelism` threads
+/// (each LLVM module has its own context, so modules are independent); results in job order.
+///
+/// Why: LLVM's `default<O3>` + NVPTX code generation is nearly all of `tilec build`'s time and
+/// scales with the number of modules (kernels × targets); the 300 ms budget is wall time.
+fn compile_parallel(jobs: &[(&crate::ir::Kernel, &crate::passes::tmem_plan::TmemPlan, TmemLayout, Target)]) -> Vec<Result<Compiled, BackendError>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
+    if workers <= 1 {
+        return jobs.iter().map(|(k, _, layout, t)| backend::compile_kernel(k, layout, *t)).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Result<Compiled, BackendError>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((k, _, layout, t)) = jobs.get(i) else { break };
+                let r = backend::compile_kernel(k, layout, *t);
+                // A poisoned slot can only come from a panic in another job, which `scope`
+                // propagates anyway; store regardless.
+                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(BackendError::Invalid("code generation job did not run".into()))))
+        .collect()
 }
 
 /// Reads and builds a file.

@@ -13,7 +13,7 @@
 //!   from one thread, completing through `tcgen05.commit` → mbarrier.
 //!
 //! One file per op family: [`elementwise`], [`reduce`], [`memory`], [`mma_sm90`], [`mma_sm100`],
-//! [`tmem`], [`barrier`]; [`emit`] holds the [`emit::Codegen`] core (kernel signature, loops,
+//! [`tmem`] and [`tmem_access`], [`barrier`]; [`emit`] holds the [`emit::Codegen`] core (kernel signature, loops,
 //! buffer addressing) and [`math`] the accurate `exp2`.
 
 pub mod barrier;
@@ -29,6 +29,7 @@ pub mod reduce;
 pub mod smem;
 pub mod target;
 pub mod tmem;
+pub mod tmem_access;
 pub mod tmem_layout;
 
 use inkwell::builder::BuilderError;
