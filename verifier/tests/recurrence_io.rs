@@ -163,3 +163,54 @@ fn seed_without_sizes_is_an_error() {
     let err = ref_run(&args).unwrap_err();
     assert!(err.to_string().contains("--batch"), "{err}");
 }
+
+#[test]
+fn ref_refuses_absurd_sizes_instead_of_aborting() {
+    // These aborted the process (allocation failure) or panicked (usize overflow).
+    let base = RefArgs {
+        model: ModelArg::Gdn,
+        batch: Some(100_000),
+        heads: Some(1000),
+        seq_len: Some(100_000),
+        dk: Some(128),
+        dv: Some(128),
+        chunk: 64,
+        scale: None,
+        seed: Some(1),
+        inputs: None,
+        cu_seqlens: None,
+        method: MethodArg::Chunk,
+        out: tmp("absurd.safetensors"),
+    };
+    let huge_state = RefArgs { batch: Some(1), heads: Some(1), seq_len: Some(1), dk: Some(100_000), dv: Some(100_000), ..base.clone() };
+    let overflow = RefArgs { batch: Some(usize::MAX), heads: Some(2), seq_len: Some(2), dk: Some(2), dv: Some(2), ..base.clone() };
+    for args in [base, huge_state, overflow] {
+        match ref_run(&args) {
+            Err(RecurrenceError::Invalid(m)) => assert!(m.contains("problem too large"), "{m}"),
+            other => panic!("expected a size error, got {other:?}"),
+        }
+        assert!(!args.out.exists());
+    }
+    // Serial keeps every token's state: a problem fine for chunk can be too large for serial.
+    let long = RefArgs { batch: Some(1), heads: Some(1), seq_len: Some(40_000), dk: Some(128), dv: Some(128), method: MethodArg::Serial, ..overflow_free() };
+    assert!(matches!(ref_run(&long), Err(RecurrenceError::Invalid(m)) if m.contains("problem too large")));
+    assert!(kverify::cli::reference::check_budget(1, 40_000, 1, 128, 128, Method::Chunk, 64).is_ok());
+}
+
+fn overflow_free() -> RefArgs {
+    RefArgs {
+        model: ModelArg::Gdn,
+        batch: Some(1),
+        heads: Some(1),
+        seq_len: Some(4),
+        dk: Some(4),
+        dv: Some(4),
+        chunk: 16,
+        scale: None,
+        seed: Some(1),
+        inputs: None,
+        cu_seqlens: None,
+        method: MethodArg::Chunk,
+        out: tmp("small.safetensors"),
+    }
+}

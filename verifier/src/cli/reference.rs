@@ -88,6 +88,34 @@ pub struct RefArgs {
     pub out: PathBuf,
 }
 
+/// Largest problem `kverify ref` accepts, in fp64 elements held at once (4 GiB).
+pub const MAX_ELEMENTS: u128 = 1 << 29;
+
+/// Rough count of the fp64 elements a run holds: the inputs, their gradients, and the
+/// per-head state history (every token's state for `serial`, one per chunk for `chunk`).
+/// Computed in `u128` so absurd sizes cannot overflow.
+///
+/// # Errors
+/// [`RecurrenceError::Invalid`] when the count exceeds [`MAX_ELEMENTS`]: without this check,
+/// `--batch 100000 --seq-len 100000` or `--dk 100000 --dv 100000` aborted the process on
+/// allocation failure (or panicked on `usize` overflow) instead of reporting an error.
+pub fn check_budget(b: usize, t: usize, h: usize, k: usize, v: usize, method: Method, chunk: usize) -> Result<(), RecurrenceError> {
+    let [b, t, h, k, v, c] = [b, t, h, k, v, chunk.max(1)].map(|x| x as u128);
+    let states = match method {
+        Method::Serial => t + 1,
+        Method::Chunk => t.div_ceil(c) + 1,
+    };
+    let need = 2 * b * t * h * (5 * k + 4 * v) + 4 * b * h * k * v + b * h * states * k * v;
+    if need > MAX_ELEMENTS {
+        return Err(RecurrenceError::Invalid(format!(
+            "problem too large: B={b} T={t} H={h} K={k} V={v} needs about {need} fp64 values ({:.1} GiB), the limit is {MAX_ELEMENTS} ({} GiB)",
+            need as f64 * 8.0 / (1u128 << 30) as f64,
+            MAX_ELEMENTS * 8 >> 30
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `kverify ref`. Returns a one-line summary.
 ///
 /// Errors: missing sizes with --seed, sizes that disagree with the input file, and every
@@ -106,6 +134,7 @@ pub fn run(a: &RefArgs) -> Result<String, RecurrenceError> {
                 return Err(RecurrenceError::Invalid("--cu-seqlens is for --seed; with --inputs put `cu_seqlens` in the file".into()));
             }
             let (b, t, h, k, v) = batch::dims(&p);
+            check_budget(b, t, h, k, v, method, a.chunk)?;
             for ((flag, want), got) in sizes.iter().zip([b, h, t, k, v]) {
                 if let Some(w) = want {
                     if *w != got {
@@ -121,6 +150,7 @@ pub fn run(a: &RefArgs) -> Result<String, RecurrenceError> {
                 vals[i] = val.ok_or_else(|| RecurrenceError::Invalid(format!("{flag} is required with --seed")))?;
             }
             let d = Dims { batch: vals[0], heads: vals[1], seq_len: vals[2], dk: vals[3], dv: vals[4] };
+            check_budget(d.batch, d.seq_len, d.heads, d.dk, d.dv, method, a.chunk)?;
             io::generate(model, d, seed, a.scale, a.cu_seqlens.clone())?
         }
         (None, None) => return Err(RecurrenceError::Invalid("give --seed N or --inputs FILE".into())),
