@@ -7,6 +7,28 @@ use crate::diag::{Code, Diagnostic, Span};
 use crate::ir::{SizeExpr, SizeOp};
 use crate::syntax::ast::{BinOp, Expr, ExprKind, UnOp};
 
+/// The size operator of an arithmetic binary operator, if it has one.
+fn size_op(op: BinOp) -> Option<SizeOp> {
+    Some(match op {
+        BinOp::Add => SizeOp::Add,
+        BinOp::Sub => SizeOp::Sub,
+        BinOp::Mul => SizeOp::Mul,
+        BinOp::Div => SizeOp::Div,
+        BinOp::Rem => SizeOp::Rem,
+        _ => return None,
+    })
+}
+
+/// The size operator of a two-argument builtin (`cdiv`, `min`, `max`).
+fn size_fn(name: &str) -> Option<SizeOp> {
+    Some(match name {
+        "cdiv" => SizeOp::Cdiv,
+        "min" => SizeOp::Min,
+        "max" => SizeOp::Max,
+        _ => return None,
+    })
+}
+
 /// Evaluates a constant integer expression over `consts`.
 ///
 /// # Errors
@@ -24,24 +46,13 @@ pub fn eval_const(e: &Expr, consts: &HashMap<String, i64>) -> Result<i64, Diagno
             .ok_or_else(|| bad(format!("`{n}` is not a compile-time constant"), "expected a `const` here")),
         ExprKind::Unary(UnOp::Neg, a) => eval_const(a, consts)?.checked_neg().ok_or_else(|| bad("constant overflows".into(), "here")),
         ExprKind::Binary(op, a, b) => {
+            let sop = size_op(*op).ok_or_else(|| bad("operator not allowed in a constant expression".into(), "use + - * / % cdiv min max"))?;
             let (x, y) = (eval_const(a, consts)?, eval_const(b, consts)?);
-            let sop = match op {
-                BinOp::Add => SizeOp::Add,
-                BinOp::Sub => SizeOp::Sub,
-                BinOp::Mul => SizeOp::Mul,
-                BinOp::Div => SizeOp::Div,
-                BinOp::Rem => SizeOp::Rem,
-                _ => return Err(bad("operator not allowed in a constant expression".into(), "use + - * / % cdiv min max")),
-            };
             sop.apply(x, y).ok_or_else(|| bad("constant expression divides by zero or overflows".into(), "here"))
         }
-        ExprKind::Call(f, args) if args.len() == 2 && matches!(f.name.as_str(), "cdiv" | "min" | "max") => {
+        ExprKind::Call(f, args) if args.len() == 2 && size_fn(&f.name).is_some() => {
+            let sop = size_fn(&f.name).unwrap_or_else(|| unreachable!("checked by the guard"));
             let (x, y) = (eval_const(&args[0], consts)?, eval_const(&args[1], consts)?);
-            let sop = match f.name.as_str() {
-                "cdiv" => SizeOp::Cdiv,
-                "min" => SizeOp::Min,
-                _ => SizeOp::Max,
-            };
             sop.apply(x, y).ok_or_else(|| bad("constant expression divides by zero or overflows".into(), "here"))
         }
         _ => Err(bad("expected a compile-time integer constant".into(), "not a constant expression")),
@@ -83,22 +94,11 @@ pub fn size_expr(e: &Expr, consts: &HashMap<String, i64>, is_size: &dyn Fn(&str)
         ExprKind::Name(n) if is_size(n) => Ok(SizeExpr::Sym(n.clone())),
         ExprKind::Name(n) => Err(Diagnostic::error(Code::UndefinedName, format!("`{n}` is not a size or constant"), e.span, "unknown size")),
         ExprKind::Binary(op, a, b) => {
-            let sop = match op {
-                BinOp::Add => SizeOp::Add,
-                BinOp::Sub => SizeOp::Sub,
-                BinOp::Mul => SizeOp::Mul,
-                BinOp::Div => SizeOp::Div,
-                BinOp::Rem => SizeOp::Rem,
-                _ => return Err(bad("operator not allowed in a size expression".into(), e.span)),
-            };
+            let sop = size_op(*op).ok_or_else(|| bad("operator not allowed in a size expression".into(), e.span))?;
             Ok(SizeExpr::Bin(sop, Box::new(size_expr(a, consts, is_size)?), Box::new(size_expr(b, consts, is_size)?)))
         }
-        ExprKind::Call(f, args) if args.len() == 2 && matches!(f.name.as_str(), "cdiv" | "min" | "max") => {
-            let sop = match f.name.as_str() {
-                "cdiv" => SizeOp::Cdiv,
-                "min" => SizeOp::Min,
-                _ => SizeOp::Max,
-            };
+        ExprKind::Call(f, args) if args.len() == 2 && size_fn(&f.name).is_some() => {
+            let sop = size_fn(&f.name).unwrap_or_else(|| unreachable!("checked by the guard"));
             Ok(SizeExpr::Bin(sop, Box::new(size_expr(&args[0], consts, is_size)?), Box::new(size_expr(&args[1], consts, is_size)?)))
         }
         _ => Err(bad("expected a size expression (sizes, constants, + - * / % cdiv min max)".into(), e.span)),

@@ -71,16 +71,5 @@ pub fn run(ctx: &Ctx) -> GateResult {
     if !any {
         return GateResult::new(INFO, Status::NotApplicable, "reference not applicable to the probes");
     }
-    let status = if mismatches == 0 { Status::Pass } else { Status::Fail };
-    let mut g = GateResult::new(
-        INFO,
-        status,
-        format!(
-            "{mismatches} sign/zero mismatches in {checked} unambiguous elements ({sub_expected} subnormal outputs expected){}",
-            first.map(|f| format!("; first: {f}")).unwrap_or_default()
-        ),
-    );
-    g.measured = Some(mismatches as f64);
-    g.bound = Some(0.0);
-    g
+    super::mask_result(INFO, mismatches, format!("{mismatches} sign/zero mismatches in {checked} unambiguous elements ({sub_expected} subnormal outputs expected)"), first)
 }

@@ -220,6 +220,16 @@ pub fn value_result(info: GateInfo, label: &str, v: &ValueReport) -> GateResult 
 }
 
 /// Run one gate by id. Unknown ids are reported as n/a with a message.
+/// The verdict of a tolerance-free mask gate (EXC-01, EXC-02): pass only with zero
+/// mismatches; `summary` says what was counted, `first` names the first mismatch.
+pub fn mask_result(info: GateInfo, mismatches: usize, summary: String, first: Option<String>) -> GateResult {
+    let status = if mismatches == 0 { Status::Pass } else { Status::Fail };
+    let mut g = GateResult::new(info, status, format!("{summary}{}", first.map(|f| format!("; first: {f}")).unwrap_or_default()));
+    g.measured = Some(mismatches as f64);
+    g.bound = Some(0.0);
+    g
+}
+
 pub fn run_gate(id: &str, ctx: &Ctx) -> GateResult {
     match id {
         "CMP-01" => cmp01_value::run(ctx),
