@@ -91,7 +91,8 @@ pub fn run(a: &CheckArgs) -> ExitCode {
     } else {
         if a.emit.is_empty() {
             let kernels: Vec<String> = checked.plans.iter().map(|p| format!("{} (TMEM {} columns)", p.kernel, p.alloc_columns)).collect();
-            eprintln!("ok: {name}: {}; {warnings} warning{}", kernels.join(", "), if warnings == 1 { "" } else { "s" });
+            let what = if kernels.is_empty() { "no kernels".to_string() } else { kernels.join(", ") };
+            eprintln!("ok: {name}: {what}; {warnings} warning{}", if warnings == 1 { "" } else { "s" });
         }
         ExitCode::SUCCESS
     }

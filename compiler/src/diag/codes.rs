@@ -49,8 +49,6 @@ pub enum Code {
     TmemWriteOnly,
     /// W0502: a loaded tile that is never used.
     UnusedLoad,
-    /// W0503: a binding that is never used.
-    UnusedBinding,
 }
 
 impl Code {
@@ -80,7 +78,6 @@ impl Code {
             Code::BadLaunch => "E0404",
             Code::TmemWriteOnly => "W0501",
             Code::UnusedLoad => "W0502",
-            Code::UnusedBinding => "W0503",
         }
     }
 }

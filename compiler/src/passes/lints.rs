@@ -2,8 +2,7 @@
 //!
 //! * W0501 — a TMEM buffer written but never read (an MMA result nobody loads wastes columns
 //!   and tensor-core time);
-//! * W0502 — a tile loaded from global memory and never used (wasted bandwidth);
-//! * W0503 — an immutable binding never used.
+//! * W0502 — a tile loaded from global memory and never used (wasted bandwidth).
 //!
 //! The over-budget TMEM error (E0402) and illegal MMA shapes (E0401) are errors reported by the
 //! planner and by semantic analysis.
