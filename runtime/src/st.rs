@@ -48,6 +48,14 @@ pub enum StError {
         /// The problem.
         source: TensorError,
     },
+    /// A problem with the contents of a named file.
+    #[error("{path}: {source}")]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// The problem.
+        source: Box<StError>,
+    },
 }
 
 fn to_st(d: DType) -> StDtype {
@@ -106,10 +114,11 @@ pub fn to_bytes(tensors: &TensorMap) -> Result<Vec<u8>, StError> {
 /// Reads a safetensors file.
 ///
 /// # Errors
-/// [`StError::Io`], then as [`from_bytes`].
+/// [`StError::Io`], or the errors of [`from_bytes`] wrapped in [`StError::InFile`] so the
+/// message names the file.
 pub fn read(path: &Path) -> Result<TensorMap, StError> {
     let bytes = std::fs::read(path).map_err(|source| StError::Io { path: path.to_path_buf(), source })?;
-    from_bytes(&bytes)
+    from_bytes(&bytes).map_err(|e| StError::InFile { path: path.to_path_buf(), source: Box::new(e) })
 }
 
 /// Writes a safetensors file (replacing it).
@@ -161,6 +170,13 @@ mod tests {
     fn malformed_input_is_an_error() {
         assert!(matches!(from_bytes(b"garbage"), Err(StError::Format(_))));
         assert!(matches!(read(Path::new("/nonexistent/x.safetensors")), Err(StError::Io { .. })));
+        let dir = std::env::temp_dir().join(format!("st-garbage-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("garbage.safetensors");
+        std::fs::write(&f, b"garbage").unwrap();
+        let err = read(&f).unwrap_err();
+        assert!(matches!(&err, StError::InFile { source, .. } if matches!(**source, StError::Format(_))), "{err}");
+        assert!(err.to_string().contains("garbage.safetensors"), "the message names the file: {err}");
         let mut m = TensorMap::new();
         m.insert("bad".into(), HostTensor { dtype: DType::F32, shape: vec![4], bytes: vec![0; 3] });
         assert!(to_bytes(&m).is_err());
