@@ -26,7 +26,8 @@ pub struct RunArgs {
     /// Run on the CPU IR interpreter (required: it is the only executor behind `tilec run`).
     #[arg(long)]
     pub interp: bool,
-    /// Input tensors (safetensors; bf16, f16, f32, i32), one per parameter that is not `out`.
+    /// Input tensors (safetensors; bf16, f16, f32, i32), one per parameter that is not `out`,
+    /// named after it, of its exact dtype (a scalar is a rank-0 tensor).
     #[arg(long, value_name = "FILE")]
     pub inputs: PathBuf,
     /// Where to write the output tensors (safetensors).
