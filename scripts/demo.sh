@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/.tools/env.sh"
 cd "$root"
 cargo build --release --locked -p tilec -p kverify
-bin="$root/target/release"
+bin="${CARGO_TARGET_DIR:-$root/target}/release"
 for f in dsl-examples/*.tile; do
   echo "== tilec check $f --emit tmem-plan"
   "$bin/tilec" check "$f" --emit tmem-plan

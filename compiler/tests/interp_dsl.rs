@@ -68,5 +68,5 @@ fn dsl_k1_without_nt_is_an_error() {
     let k = kernel("k1_reverse_scan.tile", "k1_scan_scalar");
     let (_, inputs) = k1_inputs(5, 1, 10, 1, 128, 64, 64);
     let e = tilec::interp::run_kernel(&k, &inputs).unwrap_err();
-    assert_eq!(e.to_string(), "size `NT` is not determined by the inputs; give it explicitly");
+    assert_eq!(e.to_string(), "size `NT` is not determined by the inputs; give it explicitly with `--size NT=<n>`");
 }

@@ -226,7 +226,7 @@ pub enum BindError {
         found: usize,
     },
     /// No tensor extent, scalar or explicit value determines a size that is needed.
-    #[error("size `{size}` (used by {used_by}) cannot be inferred from the arguments; give it explicitly")]
+    #[error("size `{size}` (used by {used_by}) cannot be inferred from the arguments; give it explicitly with `--size {size}=<n>`")]
     UnresolvedSize {
         /// Size name.
         size: String,

@@ -80,7 +80,7 @@ pub enum InterpError {
         found: usize,
     },
     /// A symbolic size could not be inferred from the inputs and was not given.
-    #[error("size `{name}` is not determined by the inputs; give it explicitly")]
+    #[error("size `{name}` is not determined by the inputs; give it explicitly with `--size {name}=<n>`")]
     UnboundSize {
         /// Size name.
         name: String,

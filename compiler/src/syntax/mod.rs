@@ -89,6 +89,13 @@ fn expected_list(expected: &[String]) -> String {
         .collect();
     names.sort();
     names.dedup();
+    // The tokens that most often fix a statement come first, so a cut-off list still shows them.
+    for key in ["`)`", "`]`", "`}`", "`;`"] {
+        if let Some(i) = names.iter().position(|n| n == key) {
+            let k = names.remove(i);
+            names.insert(0, k);
+        }
+    }
     match names.len() {
         0 => String::new(),
         1 => format!("expected {}", names[0]),
