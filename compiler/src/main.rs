@@ -19,6 +19,8 @@ enum Cmd {
     Build(tilec::cli::build::BuildArgs),
     /// Run a kernel on the CPU IR interpreter (`--interp`) with safetensors inputs.
     Run(tilec::cli::run::RunArgs),
+    /// Write random inputs (names, dtypes and shapes of a kernel's parameters) as safetensors.
+    Inputs(tilec::cli::inputs::InputsArgs),
 }
 
 fn main() -> ExitCode {
@@ -27,5 +29,6 @@ fn main() -> ExitCode {
         Cmd::Check(a) => tilec::cli::check::run(&a),
         Cmd::Build(a) => tilec::cli::build::run(&a),
         Cmd::Run(a) => tilec::cli::run::run(&a),
+        Cmd::Inputs(a) => tilec::cli::inputs::run(&a),
     }
 }

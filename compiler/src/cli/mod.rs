@@ -3,3 +3,24 @@
 pub mod check;
 pub mod build;
 pub mod run;
+pub mod inputs;
+
+use crate::ir::Kernel;
+
+/// The kernel named `wanted`, or the only kernel when none is named; otherwise prints why not
+/// (with the kernels the file has) and returns `None`.
+pub(crate) fn select_kernel<'k>(kernels: &'k [Kernel], wanted: Option<&str>, file: &str) -> Option<&'k Kernel> {
+    let found = match (wanted, kernels) {
+        (Some(k), _) => kernels.iter().find(|x| x.name == k),
+        (None, [only]) => Some(only),
+        (None, _) => None,
+    };
+    if found.is_none() {
+        let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+        match wanted {
+            Some(k) => eprintln!("error: no kernel `{k}` in {file} (it has: {})", names.join(", ")),
+            None => eprintln!("error: {file} has {} kernels ({}); choose one with --kernel", names.len(), names.join(", ")),
+        }
+    }
+    found
+}

@@ -44,7 +44,7 @@ pub struct RunArgs {
     pub max_steps: u64,
 }
 
-fn parse_size(s: &str) -> Result<(String, i64), String> {
+pub(crate) fn parse_size(s: &str) -> Result<(String, i64), String> {
     let (name, value) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
     let value: i64 = value.trim().parse().map_err(|e| format!("size `{name}`: {e}"))?;
     if value < 0 {
@@ -82,18 +82,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
         eprintln!("error: {name} does not compile");
         return ExitCode::from(1);
     }
-    let kernels = &checked.module.kernels;
-    let kernel = match (&a.kernel, kernels.as_slice()) {
-        (Some(k), _) => kernels.iter().find(|x| &x.name == k),
-        (None, [only]) => Some(only),
-        (None, _) => None,
-    };
-    let Some(kernel) = kernel else {
-        let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
-        match &a.kernel {
-            Some(k) => eprintln!("error: no kernel `{k}` in {name} (it has: {})", names.join(", ")),
-            None => eprintln!("error: {name} has {} kernels ({}); choose one with --kernel", names.len(), names.join(", ")),
-        }
+    let Some(kernel) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
         return ExitCode::from(2);
     };
     let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), ..InterpOptions::default() };

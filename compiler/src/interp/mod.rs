@@ -23,7 +23,7 @@
 //! # Ok(()) }
 //! ```
 
-mod bind;
+pub mod bind;
 mod elementwise;
 mod error;
 mod eval;

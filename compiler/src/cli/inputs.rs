@@ -1,0 +1,173 @@
+//! `tilec inputs FILE [--kernel NAME] --size NAME=VALUE... [--seed N] [--std X]
+//! [--scalar NAME=VALUE]... --out IN.safetensors`: writes random inputs for one kernel, named
+//! after its parameters, with their exact dtypes (bf16/f16 rounded to nearest even) and shapes,
+//! ready for `tilec run --interp` and `tilec-run`.
+//!
+//! Tensors get independent normal values N(0, std²) from a seeded generator (xorshift64* with
+//! Box–Muller), so the same seed gives the same file. Scalars are rank-0 tensors: `--scalar`
+//! sets them (default 1.0; an i32 scalar named like a size gets that size). Outputs are not
+//! written. Inputs with structure (decays ≤ 0, normalised keys) need a script of their own:
+//! this command only saves typing out names, dtypes and shapes.
+//!
+//! Exit codes: 0 written; 1 the file does not compile; 2 bad arguments, a missing size or an
+//! I/O error.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use tilec_runtime::st::TensorMap;
+use tilec_runtime::tensor::HostTensor;
+
+use super::run::parse_size;
+use crate::frontend::{check_source, Options};
+use crate::interp::bind::{dtype_of, eval_size};
+use crate::ir::{Elem, ParamKind};
+
+/// Arguments of `tilec inputs`.
+#[derive(Args, Debug)]
+pub struct InputsArgs {
+    /// The .tile file.
+    pub file: PathBuf,
+    /// Kernel to make inputs for (needed when the file has several).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// A symbolic size, e.g. `--size T=100` (repeatable; every size of an input is needed).
+    #[arg(long = "size", value_name = "NAME=VALUE", value_parser = parse_size)]
+    pub sizes: Vec<(String, i64)>,
+    /// A scalar parameter's value, e.g. `--scalar scale=0.125` (repeatable).
+    #[arg(long = "scalar", value_name = "NAME=VALUE", value_parser = parse_scalar)]
+    pub scalars: Vec<(String, f64)>,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Standard deviation of the normal values.
+    #[arg(long, default_value_t = 1.0)]
+    pub std: f64,
+    /// Where to write the safetensors file.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+fn parse_scalar(s: &str) -> Result<(String, f64), String> {
+    let (name, value) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    let v: f64 = value.trim().parse().map_err(|e| format!("scalar `{name}`: {e}"))?;
+    Ok((name.trim().to_string(), v))
+}
+
+/// xorshift64* with Box–Muller: a small, seeded, reproducible normal generator.
+struct Normal(u64);
+
+impl Normal {
+    fn new(seed: u64) -> Normal {
+        Normal(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn uniform(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64 // in (0, 1)
+    }
+    fn sample(&mut self) -> f64 {
+        let (u1, u2) = (self.uniform(), self.uniform());
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+/// Largest number of elements written per tensor (the interpreter is for small shapes).
+const MAX_ELEMENTS: i64 = 1 << 28;
+
+/// Runs `tilec inputs`.
+pub fn run(a: &InputsArgs) -> ExitCode {
+    let src = match std::fs::read(&a.file) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", a.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let checked = check_source(&src, &Options::default());
+    let name = a.file.display().to_string();
+    if !checked.ok() {
+        eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));
+        eprintln!("error: {name} does not compile");
+        return ExitCode::from(1);
+    }
+    let Some(k) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
+        return ExitCode::from(2);
+    };
+    let sizes: BTreeMap<String, i64> = a.sizes.iter().cloned().collect();
+    if let Some(unknown) = sizes.keys().find(|s| !k.sizes.contains(s)) {
+        eprintln!("error: kernel `{}` has no size `{unknown}` (its sizes: {})", k.name, k.sizes.join(", "));
+        return ExitCode::from(2);
+    }
+    let scalars: BTreeMap<String, f64> = a.scalars.iter().cloned().collect();
+    let mut rng = Normal::new(a.seed);
+    let mut out = TensorMap::new();
+    let mut missing: Vec<String> = vec![];
+    for p in k.params.values() {
+        let (elem, shape) = match &p.kind {
+            ParamKind::Tensor { output: true, .. } => continue,
+            ParamKind::Tensor { elem, shape, .. } => (*elem, Some(shape)),
+            ParamKind::Scalar(e) => (*e, None),
+        };
+        let Some(dtype) = dtype_of(elem) else { continue };
+        let tensor = match shape {
+            None => {
+                let v = scalars.get(&p.name).copied().or_else(|| if elem == Elem::I32 { sizes.get(&p.name).map(|&s| s as f64) } else { None }).unwrap_or(1.0);
+                HostTensor::from_f64(dtype, vec![], &[v])
+            }
+            Some(shape) => {
+                let mut dims = vec![];
+                for d in shape {
+                    match eval_size(d, &sizes) {
+                        Ok(v) => dims.push(v),
+                        Err(_) => {
+                            for s in k.sizes.iter().filter(|s| d.to_string().contains(s.as_str()) && !sizes.contains_key(*s)) {
+                                if !missing.contains(s) {
+                                    missing.push(s.clone());
+                                }
+                            }
+                        }
+                    }
+                }
+                if dims.len() != shape.len() {
+                    continue;
+                }
+                let n = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= MAX_ELEMENTS);
+                let Some(n) = n else {
+                    eprintln!("error: `{}` would have {:?} elements, more than {MAX_ELEMENTS}", p.name, dims);
+                    return ExitCode::from(2);
+                };
+                let values: Vec<f64> = (0..n).map(|_| if elem == Elem::I32 { 0.0 } else { a.std * rng.sample() }).collect();
+                HostTensor::from_f64(dtype, dims.iter().map(|&d| d as usize).collect(), &values)
+            }
+        };
+        match tensor {
+            Ok(t) => {
+                out.insert(p.name.clone(), t);
+            }
+            Err(e) => {
+                eprintln!("error: `{}`: {e}", p.name);
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let flags: Vec<String> = missing.iter().map(|s| format!("--size {s}=<n>")).collect();
+        eprintln!("error: kernel `{}` needs the sizes {}: give {}", k.name, missing.join(", "), flags.join(" "));
+        return ExitCode::from(2);
+    }
+    if let Err(e) = tilec_runtime::st::write(&a.out, &out) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    for (n, t) in &out {
+        eprintln!("  {n:<8} {:?} {:?}", t.dtype, t.shape);
+    }
+    eprintln!("wrote {} inputs of kernel `{}` to {}", out.len(), k.name, a.out.display());
+    ExitCode::SUCCESS
+}
