@@ -114,3 +114,23 @@ fn options_parse_and_are_checked() {
     let e = TilecCandidate::new("matmul", BF16_F32, missing, default_binding("matmul").expect("b"), Duration::from_secs(1), 0).err().expect("missing");
     assert!(matches!(e, TilecError::Missing { .. }), "{e}");
 }
+
+/// The CUDA driver reserves a huge virtual address range, so the GPU executor must not run
+/// under the address-space cap (on the H200 the cap made context creation fail with
+/// CUDA_ERROR_OUT_OF_MEMORY); the interpreter keeps it.
+#[test]
+fn gpu_executor_runs_without_an_address_space_cap() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // The stand-in reports the address-space limit it runs under, then fails.
+    let run = script(dir.path(), "tilec-run", "echo \"limit=$(ulimit -v)\" >&2\nexit 1");
+    let meta = dir.path().join("gemm.sm_90a.meta.json");
+    std::fs::write(&meta, "{}").expect("meta");
+    let gpu = TilecCandidate::new("matmul", BF16_F32, Executor::Gpu { tilec_run: run, meta }, default_binding("matmul").expect("b"), Duration::from_secs(10), 4096)
+        .expect("candidate");
+    assert_eq!(gpu.address_space_limit_mb(), 0);
+    let mut inputs = matmul_inputs();
+    let err = gpu.forward(&op_by_id("matmul").expect("op").native(), &mut inputs).expect_err("stand-in fails");
+    assert!(format!("{err:?}").contains("limit=unlimited"), "{err:?}");
+    let cpu = interp(dir.path(), "echo \"limit=$(ulimit -v)\" >&2\nexit 1", Duration::from_secs(10));
+    assert_eq!(cpu.address_space_limit_mb(), 0, "this helper builds it with no cap");
+}

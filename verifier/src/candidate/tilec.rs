@@ -215,6 +215,17 @@ impl TilecCandidate {
         })
     }
 
+    /// The address-space cap of one call, MiB (0: none). The GPU executor gets none: the CUDA
+    /// driver reserves tens of GiB of virtual address space for unified addressing, so an
+    /// `RLIMIT_AS` cap makes context creation fail with CUDA_ERROR_OUT_OF_MEMORY (seen on the
+    /// H200). Its host memory is small (the tensors it copies), and the time limit still holds.
+    pub fn address_space_limit_mb(&self) -> u64 {
+        match self.executor {
+            Executor::Gpu { .. } => 0,
+            Executor::Interp { .. } => self.mem_limit_mb,
+        }
+    }
+
     /// The command line for one call.
     fn command(&self, inputs: &Path, out: &Path) -> Command {
         let mut cmd = match &self.executor {
@@ -252,7 +263,7 @@ impl TilecCandidate {
         let named: Vec<(String, &Tensor)> = self.binding.inputs.iter().cloned().zip(inputs).collect();
         safetensors_io::write(&in_path, &named).map_err(|e| CandidateError::Io(e.to_string()))?;
         let mut cmd = self.command(&in_path, &out_path);
-        let ran = run_once(&mut cmd, self.time_limit, self.mem_limit_mb);
+        let ran = run_once(&mut cmd, self.time_limit, self.address_space_limit_mb());
         let _ = std::fs::remove_file(&in_path);
         ran?;
         let mut tensors = safetensors_io::read(&out_path).map_err(|e| CandidateError::Protocol(e.to_string()))?;
