@@ -94,9 +94,12 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
-    /// Whether the error means "no GPU here" (tests skip on it rather than fail).
+    /// Whether the error means "no GPU here that can run this" — no driver, no device, or a
+    /// device of another architecture than the artifact's target (an `sm_100a` artifact on an
+    /// H200). Tests skip on it rather than fail; `tilec-run` exits 4; `kverify` reports the
+    /// candidate as not runnable here instead of judging it.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. })
+        matches!(self, RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. } | RuntimeError::TargetMismatch { .. })
     }
 }
 
@@ -467,6 +470,17 @@ fn jit_error_log(image: &[u8]) -> String {
     }
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
     String::from_utf8_lossy(&log[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod unavailable_tests {
+    use super::RuntimeError;
+
+    #[test]
+    fn a_foreign_target_is_unavailable_not_a_failure() {
+        let e = RuntimeError::TargetMismatch { target: "sm_100a".into(), major: 9, minor: 0 };
+        assert!(e.is_unavailable(), "{e}");
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! events and prints the median. Scalars may be given in the inputs file as one-element
 //! tensors named like the parameter, or with `--scalar NAME=VALUE`; sizes no tensor reveals
 //! with `--size NAME=VALUE`. Exit status: 0 ok, 1 error, 2 usage, 3 nondeterministic outputs,
-//! 4 no GPU (no driver or no device).
+//! 4 no GPU that can run the artifact (no driver, no device, or a device of another architecture).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
