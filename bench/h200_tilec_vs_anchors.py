@@ -98,7 +98,7 @@ if "k1" not in args.skip:
     fout = os.path.join(args.work, "k1_out.safetensors")
     res = {"case": f"k1 B={B} T={T} H={H} K={Kd} V={V} C={C}"}
     try:
-        med, mn, txt, wall = tilec_bench(os.path.join(args.art, "k1_scan_scalar.sm_90a.meta.json"), fin, fout, ["--size", f"NT={NT}"])
+        med, mn, txt, wall = tilec_bench(os.path.join(args.art, "k1_scan_scalar.sm_90a.meta.json"), fin, fout, [])
         res.update({"tilec_ms": med, "tilec_min_ms": mn, "tilec_run": txt.splitlines()[-1], "tilec_run_wall_s": wall})
     except Exception as e:
         res["tilec_error"] = repr(e)[:1000]

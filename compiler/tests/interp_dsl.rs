@@ -46,9 +46,9 @@ fn dsl_k1_scalar_matches_fp64() {
     // V = 96: a full and a partial V tile; B·H = 2.
     let (bsz, t, h, kd, v, c) = (1, 100, 2, 128, 96, 64);
     let (x, inputs) = k1_inputs(5, bsz, t, h, kd, v, c);
-    // NT (the chunk count of dh) appears in no input, so it is given.
-    let opts = Options { sizes: BTreeMap::from([("NT".to_string(), t.div_ceil(c) as i64)]), ..Options::default() };
-    let run = run_kernel_with(&k, &inputs, &opts).expect("k1_scan_scalar runs");
+    // dh's chunk count is the size expression cdiv(T, C): nothing beyond the inputs is needed.
+    let run = run_kernel_with(&k, &inputs, &Options::default()).expect("k1_scan_scalar runs");
+    assert_eq!(run.outputs["dh"].shape, [bsz, t.div_ceil(c), h, kd, v]);
     assert_eq!(run.grid, [2, 2, 1]);
     assert!(run.ctas.iter().all(|c| c.tmem == TmemCounts { alloc: 1, relinquish: 1, dealloc: 1 }));
     let m = k1_reference(&x, c, true);
@@ -64,9 +64,15 @@ fn dsl_k1_scalar_matches_fp64() {
 }
 
 #[test]
-fn dsl_k1_without_nt_is_an_error() {
-    let k = kernel("k1_reverse_scan.tile", "k1_scan_scalar");
-    let (_, inputs) = k1_inputs(5, 1, 10, 1, 128, 64, 64);
-    let e = tilec::interp::run_kernel(&k, &inputs).unwrap_err();
-    assert_eq!(e.to_string(), "size `NT` is not determined by the inputs; give it explicitly with `--size NT=<n>`");
+fn a_size_only_an_output_uses_must_be_given() {
+    let src = "kernel k(x: f32[N, 64], y: out f32[M, 64]) grid(1) { store y[0..+64, :] = load x[0..+64, :]; }";
+    let c = tilec::frontend::check_source(src, &tilec::frontend::Options::default());
+    assert!(c.ok());
+    let x = tilec_runtime::tensor::HostTensor::from_f64(tilec_runtime::meta::DType::F32, vec![64, 64], &[1.0; 64 * 64]).unwrap();
+    let inputs = BTreeMap::from([("x".to_string(), x)]);
+    let e = tilec::interp::run_kernel(&c.module.kernels[0], &inputs).unwrap_err();
+    assert_eq!(e.to_string(), "size `M` is not determined by the inputs; give it explicitly with `--size M=<n>`");
+    let opts = Options { sizes: BTreeMap::from([("M".to_string(), 64)]), ..Options::default() };
+    let run = run_kernel_with(&c.module.kernels[0], &inputs, &opts).expect("runs with M given");
+    assert_eq!(run.outputs["y"].to_f64(), vec![1.0; 64 * 64]);
 }
