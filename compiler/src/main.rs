@@ -24,6 +24,12 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when stdout is closed early (`tilec check --emit ir |
+    // head`) instead of panicking on a broken pipe.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Check(a) => tilec::cli::check::run(&a),

@@ -128,16 +128,21 @@ fn fmt_num(x: Option<f64>) -> String {
 
 /// A human-readable table of a report.
 pub fn table(r: &Report) -> String {
-    let mut s = format!(
-        "candidate {} ({}) op {} [{}] precision in={} acc={} out={}\n",
-        r.candidate,
-        r.kind,
-        r.op,
-        r.dims,
-        r.precision.input.name(),
-        r.precision.accumulator.name(),
-        r.precision.output.name()
-    );
+    // A metadata-only report (RES-02 alone) has no operator and no declared precision.
+    let mut s = if r.op == "-" {
+        format!("candidate {} ({}): compile-time metadata only (RES-02)\n", r.candidate, r.kind)
+    } else {
+        format!(
+            "candidate {} ({}) op {} [{}] precision in={} acc={} out={}\n",
+            r.candidate,
+            r.kind,
+            r.op,
+            r.dims,
+            r.precision.input.name(),
+            r.precision.accumulator.name(),
+            r.precision.output.name()
+        )
+    };
     s += &format!("{:<7} {:<24} {:<6} {:>10} {:>10} {:>9}  {}\n", "gate", "name", "status", "measured", "bound", "margin", "detail");
     for g in &r.gates {
         let margin = match g.margin {

@@ -30,6 +30,12 @@ fn fail(e: impl std::fmt::Display) -> ! {
 }
 
 fn main() {
+    // Like other Unix tools, end quietly when stdout is closed early (`kverify gates | head`)
+    // instead of panicking on a broken pipe.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // A panicking in-process candidate is reported by the harness as a crash; keep its
     // backtrace off the terminal and leave every other panic to the default hook.
     let default_hook = std::panic::take_hook();
