@@ -79,29 +79,9 @@ pub fn tile_bytes(ty: Type) -> u32 {
 /// (0 for none). Deterministic.
 pub fn plan(k: &Kernel, target: Target, fusion: &Fusion, scratch_bytes: &dyn Fn(Inst) -> u32) -> SmemPlan {
     let pp = ProgramPoints::compute(k);
-    // Outermost loop that contains `use_inst` but not the point `def`.
-    let extend = |use_inst: Inst, def_point: Option<u32>| -> u32 {
-        let mut end = pp.point[use_inst];
-        for &l in &pp.enclosing[use_inst] {
-            let contains_def = def_point.is_some_and(|d| d > pp.point[l] && d <= pp.loop_end[l]);
-            if !contains_def {
-                end = end.max(pp.loop_end[l]);
-                break; // enclosing is outermost first
-            }
-        }
-        end
-    };
-    let start_of = |i: Inst, def_point: Option<u32>| -> u32 {
-        let mut s = pp.point[i];
-        for &l in &pp.enclosing[i] {
-            let contains_def = def_point.is_some_and(|d| d > pp.point[l] && d <= pp.loop_end[l]);
-            if !contains_def {
-                s = s.min(pp.point[l]);
-                break;
-            }
-        }
-        s
-    };
+    // Loop extension of live ranges is shared with the TMEM planner's liveness.
+    let extend = |use_inst: Inst, def_point: Option<u32>| pp.live_end(use_inst, def_point);
+    let start_of = |i: Inst, def_point: Option<u32>| pp.live_start(i, def_point);
     let mut value_iv: SecondaryMap<Value, Option<(u32, u32)>> = SecondaryMap::new();
     let mut var_iv: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
     let mut scratch_iv: Vec<(Inst, u32)> = vec![];

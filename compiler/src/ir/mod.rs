@@ -456,6 +456,26 @@ pub struct ProgramPoints {
 }
 
 impl ProgramPoints {
+    /// The outermost loop that encloses `use_inst` but not the definition point `def` (`None`:
+    /// a definition outside every loop, e.g. a variable's contents that persist between
+    /// iterations). A definition at a loop's own point (its induction variable) is inside it.
+    fn outer_loop_without(&self, use_inst: Inst, def: Option<u32>) -> Option<Inst> {
+        // `enclosing` lists the outermost loop first.
+        self.enclosing[use_inst].iter().copied().find(|&l| !def.is_some_and(|d| d >= self.point[l] && d <= self.loop_end[l]))
+    }
+
+    /// The last point at which something defined at `def` must stay live because of a use at
+    /// `use_inst`: the end of the outermost loop around the use that does not contain the
+    /// definition (the next iteration reads it again), else the use itself.
+    pub fn live_end(&self, use_inst: Inst, def: Option<u32>) -> u32 {
+        self.outer_loop_without(use_inst, def).map_or(self.point[use_inst], |l| self.loop_end[l].max(self.point[use_inst]))
+    }
+
+    /// The first point of the same extension: the start of that loop, else the use itself.
+    pub fn live_start(&self, use_inst: Inst, def: Option<u32>) -> u32 {
+        self.outer_loop_without(use_inst, def).map_or(self.point[use_inst], |l| self.point[l].min(self.point[use_inst]))
+    }
+
     /// Numbers the instructions of `k` in program order.
     pub fn compute(k: &Kernel) -> ProgramPoints {
         let mut pp = ProgramPoints {

@@ -69,18 +69,10 @@ pub fn liveness(k: &Kernel) -> Liveness {
     });
     let deps = dependency_graph(k);
     let range = |def: Inst, uses: &[Inst]| -> Interval {
-        let mut iv = Interval { start: points.point[def], end: points.point[def] };
-        for &u in uses {
-            iv.end = iv.end.max(points.point[u]);
-            // Loops enclosing the use but not the definition keep the entity alive throughout.
-            for &l in &points.enclosing[u] {
-                if !points.enclosing[def].contains(&l) && l != def {
-                    iv.end = iv.end.max(points.loop_end[l]);
-                    iv.start = iv.start.min(points.point[def]);
-                }
-            }
-        }
-        iv
+        let d = points.point[def];
+        // Loops enclosing a use but not the definition keep the entity alive throughout.
+        let end = uses.iter().map(|&u| points.live_end(u, Some(d))).fold(d, u32::max);
+        Interval { start: d, end }
     };
     let mut vars = SecondaryMap::new();
     for (v, _) in k.vars.iter() {
