@@ -38,7 +38,7 @@ pub fn check_source(src: &str, opts: &Options) -> Checked {
     if let Err(errs) = validate::validate_module(&module) {
         // Lowering produced invalid IR: a compiler bug. Report it instead of continuing.
         for e in errs {
-            diags.push(crate::diag::Diagnostic::error(crate::diag::Code::BadLaunch, format!("internal compiler error: invalid IR: {e}"), Default::default(), "please report this"));
+            diags.push(crate::diag::Diagnostic::error(crate::diag::Code::Internal, format!("internal compiler error: invalid IR: {e}"), Default::default(), "please report this"));
         }
         return Checked { module: Module::default(), plans: vec![], diags };
     }

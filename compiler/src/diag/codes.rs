@@ -45,6 +45,8 @@ pub enum Code {
     BadTmemBuffer,
     /// E0404: a kernel-level resource limit (threads per CTA, grid rank, ...).
     BadLaunch,
+    /// E0900: an internal compiler error (lowering produced IR the validator rejects).
+    Internal,
     /// W0501: a TMEM buffer written but never read.
     TmemWriteOnly,
     /// W0502: a loaded tile that is never used.
@@ -76,6 +78,7 @@ impl Code {
             Code::TmemOverBudget => "E0402",
             Code::BadTmemBuffer => "E0403",
             Code::BadLaunch => "E0404",
+            Code::Internal => "E0900",
             Code::TmemWriteOnly => "W0501",
             Code::UnusedLoad => "W0502",
         }
