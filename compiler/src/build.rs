@@ -92,22 +92,24 @@ pub struct BuildReport {
 /// artifact errors per kernel and target.
 pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
     let t0 = Instant::now();
-    let checked = check_source(src, &opts.frontend);
+    let frontend = Options { targets: opts.targets.clone(), ..opts.frontend.clone() };
+    let checked = check_source(src, &frontend);
     if !checked.ok() {
         return Err(BuildError::Source(checked.diags));
     }
     let mut jobs = vec![];
-    for (k, plan) in checked.module.kernels.iter().zip(&checked.plans) {
-        let layout = TmemLayout::from_plan(plan);
-        for &t in &opts.targets {
-            jobs.push((k, plan, layout.clone(), t));
+    for pk in checked.kernels() {
+        let layout = TmemLayout::from_plan(pk.tmem);
+        for tp in pk.targets {
+            jobs.push(Job { kernel: pk.kernel, tmem: pk.tmem, layout: layout.clone(), plan: tp });
         }
     }
     let results = compile_parallel(&jobs);
     let mut compiled = vec![];
-    for ((k, plan, _, t), r) in jobs.iter().zip(results) {
-        let c = r.map_err(|source| BuildError::Backend { kernel: k.name.clone(), target: *t, source })?;
-        compiled.push((*k, *plan, *t, c));
+    for (j, r) in jobs.iter().zip(results) {
+        let t = j.plan.target;
+        let c = r.map_err(|source| BuildError::Backend { kernel: j.kernel.name.clone(), target: t, source })?;
+        compiled.push((j.kernel, j.tmem, t, c));
     }
     let compile_time = t0.elapsed();
     let ptxas_path = if opts.ptxas { artifact::find_ptxas() } else { None };
@@ -157,17 +159,25 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
     Ok(BuildReport { checked, built, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
 }
 
-/// Compiles every `(kernel, plan, layout, target)` job, on up to `available_parallelism` threads
+/// One code-generation job: a kernel on one target.
+struct Job<'a> {
+    kernel: &'a crate::ir::Kernel,
+    tmem: &'a crate::passes::tmem_plan::TmemPlan,
+    layout: TmemLayout,
+    plan: &'a crate::passes::target_plan::TargetPlan,
+}
+
+/// Compiles every job, on up to `available_parallelism` threads
 /// (each LLVM module has its own context, so modules are independent); results in job order.
 ///
 /// Why: LLVM's `default<O3>` + NVPTX code generation is nearly all of `tilec build`'s time and
 /// scales with the number of modules (kernels × targets); the 300 ms budget is wall time.
-fn compile_parallel(jobs: &[(&crate::ir::Kernel, &crate::passes::tmem_plan::TmemPlan, TmemLayout, Target)]) -> Vec<Result<Compiled, BackendError>> {
+fn compile_parallel(jobs: &[Job<'_>]) -> Vec<Result<Compiled, BackendError>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
     if workers <= 1 {
-        return jobs.iter().map(|(k, _, layout, t)| backend::compile_kernel(k, layout, *t)).collect();
+        return jobs.iter().map(|j| backend::compile_kernel(j.kernel, &j.layout, j.plan)).collect();
     }
     let next = AtomicUsize::new(0);
     let slots: Vec<Mutex<Option<Result<Compiled, BackendError>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
@@ -175,8 +185,8 @@ fn compile_parallel(jobs: &[(&crate::ir::Kernel, &crate::passes::tmem_plan::Tmem
         for _ in 0..workers {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((k, _, layout, t)) = jobs.get(i) else { break };
-                let r = backend::compile_kernel(k, layout, *t);
+                let Some(j) = jobs.get(i) else { break };
+                let r = backend::compile_kernel(j.kernel, &j.layout, j.plan);
                 // A poisoned slot can only come from a panic in another job, which `scope`
                 // propagates anyway; store regardless.
                 *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);

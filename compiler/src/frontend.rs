@@ -1,32 +1,70 @@
-//! The compilation driver up to checked, planned IR: parse → lower → validate → lints → TMEM
-//! plan. Used by `tilec check`, `tilec build`, `tilec run --interp` and tests.
+//! The one pipeline driver, up to checked and planned IR: parse → lower → validate → lints →
+//! TMEM plan → per target: fusion, shared-memory plan (budget E0405), barriers
+//! ([`crate::passes::target_plan`]). `tilec check`, `tilec build`, `tilec run --interp` and tests
+//! all go through it, so `check` reports every planning error `build` would hit.
 
 use crate::diag::Diagnostics;
-use crate::ir::{validate, Module};
+use crate::ir::{validate, Kernel, Module};
+use crate::passes::target_plan::{self, TargetPlan};
 use crate::passes::{lints, tmem_plan};
+use crate::target::Target;
 
 /// Options of a front-end run.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// Treat warnings as errors (`-D warnings`).
     pub deny_warnings: bool,
+    /// Targets to plan for (default: every target).
+    pub targets: Vec<Target>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { deny_warnings: false, targets: Target::ALL.to_vec() }
+    }
 }
 
 /// The result of checking one file.
 #[derive(Debug)]
 pub struct Checked {
-    /// Kernels that lowered without errors (with TMEM lifecycle inserted).
+    /// Kernels that lowered and planned without errors (with TMEM lifecycle inserted).
     pub module: Module,
-    /// One TMEM plan per kernel of `module`, in the same order.
+    /// One TMEM plan per kernel of `module`, in the same order (use [`Checked::kernels`]).
     pub plans: Vec<tmem_plan::TmemPlan>,
+    /// Per kernel of `module`, one plan per target of [`Options::targets`] (use
+    /// [`Checked::kernels`]).
+    pub target_plans: Vec<Vec<TargetPlan>>,
     /// Every diagnostic, errors and warnings.
     pub diags: Diagnostics,
+}
+
+/// One checked kernel with all of its plans.
+#[derive(Copy, Clone, Debug)]
+pub struct PlannedKernel<'a> {
+    /// The kernel's IR.
+    pub kernel: &'a Kernel,
+    /// Its TMEM plan.
+    pub tmem: &'a tmem_plan::TmemPlan,
+    /// Its per-target plans, in [`Options::targets`] order.
+    pub targets: &'a [TargetPlan],
+}
+
+impl PlannedKernel<'_> {
+    /// The plan for `t`, if `t` was planned.
+    pub fn target(&self, t: Target) -> Option<&TargetPlan> {
+        self.targets.iter().find(|p| p.target == t)
+    }
 }
 
 impl Checked {
     /// Whether compilation may proceed.
     pub fn ok(&self) -> bool {
         !self.diags.has_errors()
+    }
+
+    /// Every kernel with its plans.
+    pub fn kernels(&self) -> impl Iterator<Item = PlannedKernel<'_>> {
+        self.module.kernels.iter().zip(&self.plans).zip(&self.target_plans).map(|((kernel, tmem), targets)| PlannedKernel { kernel, tmem, targets })
     }
 }
 
@@ -40,23 +78,40 @@ pub fn check_source(src: &str, opts: &Options) -> Checked {
         for e in errs {
             diags.push(crate::diag::Diagnostic::error(crate::diag::Code::Internal, format!("internal compiler error: invalid IR: {e}"), Default::default(), "please report this"));
         }
-        return Checked { module: Module::default(), plans: vec![], diags };
+        return Checked { module: Module::default(), plans: vec![], target_plans: vec![], diags };
     }
     let mut plans = vec![];
+    let mut target_plans = vec![];
     let mut kept = vec![];
     for mut k in module.kernels.drain(..) {
         diags.extend(lints::run(&k));
-        match tmem_plan::run(&mut k) {
-            Ok(p) => {
-                plans.push(p);
-                kept.push(k);
+        let tmem = match tmem_plan::run(&mut k) {
+            Ok(p) => p,
+            Err(d) => {
+                diags.push(d);
+                continue;
             }
-            Err(d) => diags.push(d),
+        };
+        let mut per_target = vec![];
+        let mut failed = false;
+        for &t in &opts.targets {
+            match target_plan::run(&k, t) {
+                Ok(p) => per_target.push(p),
+                Err(d) => {
+                    diags.push(d);
+                    failed = true;
+                }
+            }
+        }
+        if !failed {
+            plans.push(tmem);
+            target_plans.push(per_target);
+            kept.push(k);
         }
     }
     module.kernels = kept;
     if opts.deny_warnings {
         diags.deny_warnings();
     }
-    Checked { module, plans, diags }
+    Checked { module, plans, target_plans, diags }
 }

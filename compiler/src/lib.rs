@@ -7,6 +7,8 @@
 //! back end (PTX) and metadata.
 
 pub mod diag;
+pub mod target;
+pub mod layout;
 pub mod ir;
 pub mod interp;
 pub mod syntax;

@@ -92,6 +92,11 @@ fn ptxas() -> Option<std::path::PathBuf> {
     tilec::artifact::find_ptxas()
 }
 
+/// The per-target plans of a builder-made kernel (what the pipeline driver would compute).
+fn plan(k: &Kernel, t: Target) -> tilec::passes::target_plan::TargetPlan {
+    tilec::passes::target_plan::run(k, t).unwrap_or_else(|d| panic!("{}", d.message))
+}
+
 fn assemble(ptx: &str, target: Target) {
     let Some(_) = ptxas() else {
         eprintln!("ptxas not found (run scripts/setup.sh): skipping assembly");
@@ -105,7 +110,7 @@ fn assemble(ptx: &str, target: Target) {
 fn gemm_sm90a_uses_mma_sync() {
     let k = gemm(Space::Tmem);
     validate::validate(&k).unwrap();
-    let out = compile_kernel(&k, &TmemLayout::prefix_sums(&k).unwrap(), Target::Sm90a).unwrap();
+    let out = compile_kernel(&k, &TmemLayout::prefix_sums(&k).unwrap(), &plan(&k, Target::Sm90a)).unwrap();
     assert!(out.ptx.contains(".target sm_90a"), "{}", out.ptx);
     assert!(out.ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
     assert!(out.ptx.contains(".entry gemm_b"));
@@ -121,7 +126,7 @@ fn gemm_sm100a_uses_tcgen05() {
     let layout = tmem_layout::insert_lifecycle(&mut k).unwrap();
     validate::validate(&k).unwrap();
     assert_eq!(layout.alloc_columns, 64);
-    let out = compile_kernel(&k, &layout, Target::Sm100a).unwrap();
+    let out = compile_kernel(&k, &layout, &plan(&k, Target::Sm100a)).unwrap();
     for needle in ["tcgen05.alloc.cta_group::1", "tcgen05.mma.cta_group::1.kind::f16", "tcgen05.commit", "tcgen05.ld.sync.aligned.32x32b", "tcgen05.dealloc", "tcgen05.relinquish_alloc_permit", "mbarrier.try_wait.parity"] {
         assert!(out.ptx.contains(needle), "missing {needle}");
     }
@@ -133,7 +138,7 @@ fn gemm_sm100a_uses_tcgen05() {
 #[test]
 fn tcgen05_is_refused_off_target() {
     // Register accumulators never need tcgen05; the gate itself is checked directly.
-    let e = tilec::backend::target::require_tcgen05(Target::Sm90a, "tcgen05.mma").unwrap_err();
+    let e = tilec::backend::sm100::require_tcgen05(Target::Sm90a, "tcgen05.mma").unwrap_err();
     assert!(e.to_string().contains("only sm_100a"), "{e}");
 }
 
@@ -142,7 +147,7 @@ fn elementwise_both_targets() {
     let k = elementwise();
     validate::validate(&k).unwrap();
     for t in Target::ALL {
-        let out = compile_kernel(&k, &TmemLayout::default(), t).unwrap();
+        let out = compile_kernel(&k, &TmemLayout::default(), &plan(&k, t)).unwrap();
         assert!(out.ptx.contains("cvt.rn.bf16.f32"), "{}", out.ptx);
         // The accurate exp2 works in f64; no ex2.approx.
         assert!(!out.ptx.contains("ex2.approx"));

@@ -20,7 +20,7 @@ fn corpus() -> Vec<String> {
 
 /// Runs the whole front end (and the renderer) and checks that errors carry in-bounds spans.
 fn survives(src: &str) {
-    let c = check_source(src, &Options { deny_warnings: true });
+    let c = check_source(src, &Options { deny_warnings: true, ..Options::default() });
     let rendered = c.diags.render("fuzz.tile", src, false);
     for d in c.diags.iter() {
         if let Some(s) = d.primary_span() {

@@ -116,7 +116,9 @@ proptest! {
     fn over_512_co_live_columns_is_an_error_and_under_is_a_plan(widths in prop::collection::vec(1u32..=8, 1..6), co_live in any::<bool>()) {
         let widths: Vec<u32> = widths.into_iter().map(|w| w * 64).collect();
         let src = accumulators(&widths, co_live);
-        let c = check_source(&src, &Options::default());
+        // The TMEM planner alone: no per-target planning, whose shared-memory budget (E0405)
+        // these wide accumulators would exceed when staged through shared memory.
+        let c = check_source(&src, &Options { targets: vec![], ..Options::default() });
         let demand: u32 = if co_live { widths.iter().sum() } else { *widths.iter().max().unwrap() };
         if demand > 512 {
             prop_assert!(c.diags.iter().any(|d| d.code.as_str() == "E0402" && d.message.contains(&demand.to_string())));

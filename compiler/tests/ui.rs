@@ -100,7 +100,7 @@ fn negative_examples_report_expected_diagnostics() {
 fn shipped_examples_check_cleanly() {
     for f in fixtures("dsl-examples") {
         let src = std::fs::read_to_string(&f).unwrap();
-        let checked = check_source(&src, &Options { deny_warnings: true });
+        let checked = check_source(&src, &Options { deny_warnings: true, ..Options::default() });
         assert!(checked.ok(), "{}:\n{}", f.display(), checked.diags.render("x", &src, false));
         assert!(!checked.module.kernels.is_empty());
     }

@@ -1,9 +1,7 @@
-//! Synchronisation: CTA barriers, warp re-convergence, proxy and tcgen05 fences, and the MMA
-//! completion mbarrier (blackwell.md §1.5, §2.5, §5.2 for the intrinsic names).
+//! Synchronisation every target has: CTA barriers and warp re-convergence. The tcgen05 fences
+//! and the MMA completion mbarrier are in [`super::sm100::sync`].
 
-use inkwell::values::PointerValue;
-
-use super::emit::{Codegen, MBAR_OFFSET};
+use super::emit::Codegen;
 use super::BackendError;
 
 impl<'ctx> Codegen<'ctx, '_> {
@@ -17,66 +15,5 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn warp_sync(&self) -> Result<(), BackendError> {
         self.call("llvm.nvvm.bar.warp.sync", None, &[self.i32(-1).into()])?;
         Ok(())
-    }
-
-    /// `fence.proxy.async.shared::cta`: generic-proxy shared-memory writes become visible to
-    /// the async proxy (the tensor core reading operands).
-    pub fn fence_proxy_async(&self) -> Result<(), BackendError> {
-        self.call("llvm.nvvm.fence.proxy.async.shared_cta", None, &[])?;
-        Ok(())
-    }
-
-    /// `tcgen05.fence::before_thread_sync`.
-    pub fn tc_fence_before(&self) -> Result<(), BackendError> {
-        super::target::require_tcgen05(self.target, "tcgen05.fence")?;
-        self.call("llvm.nvvm.tcgen05.fence.before.thread.sync", None, &[])?;
-        Ok(())
-    }
-
-    /// `tcgen05.fence::after_thread_sync`.
-    pub fn tc_fence_after(&self) -> Result<(), BackendError> {
-        super::target::require_tcgen05(self.target, "tcgen05.fence")?;
-        self.call("llvm.nvvm.tcgen05.fence.after.thread.sync", None, &[])?;
-        Ok(())
-    }
-
-    /// The MMA completion mbarrier in the shared-memory header.
-    pub fn mbar(&self) -> Result<PointerValue<'ctx>, BackendError> {
-        self.smem_at(self.i32(MBAR_OFFSET as i32))
-    }
-
-    /// Thread 0 initialises the mbarrier with an arrival count of 1; the caller's barrier that
-    /// follows publishes it. The phase slot starts at 0 in every thread.
-    pub fn mbar_init(&mut self) -> Result<(), BackendError> {
-        let slot = self.entry_alloca(self.ctx.i32_type().into(), "mma.phase")?;
-        self.b.build_store(slot, self.i32(0))?;
-        self.mma_phase = Some(slot);
-        let is_t0 = self.b.build_int_compare(inkwell::IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
-        let bar = self.mbar()?;
-        self.if_then(is_t0, &mut |cg| {
-            cg.call("llvm.nvvm.mbarrier.init.shared", None, &[bar.into(), cg.i32(1).into()])?;
-            cg.call("llvm.nvvm.fence.mbarrier_init.release.cluster", None, &[])?;
-            Ok(())
-        })
-    }
-
-    /// Every thread waits for the mbarrier's current phase to complete (`try_wait.parity` in a
-    /// loop), flips its phase bit, re-converges its warp and orders later tcgen05 ops after the
-    /// wait.
-    pub fn mbar_wait(&mut self) -> Result<(), BackendError> {
-        let slot = self.mma_phase.ok_or_else(|| BackendError::Invalid("MMA completion barrier used before its initialisation".into()))?;
-        let phase = self.b.build_load(self.ctx.i32_type(), slot, "phase")?.into_int_value();
-        let bar = self.mbar()?;
-        let wait = self.ctx.append_basic_block(self.func, "mbar.wait");
-        let done = self.ctx.append_basic_block(self.func, "mbar.done");
-        self.b.build_unconditional_branch(wait)?;
-        self.b.position_at_end(wait);
-        let ok = self.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", Some(self.ctx.bool_type().into()), &[bar.into(), phase.into()])?;
-        self.b.build_conditional_branch(ok.into_int_value(), done, wait)?;
-        self.b.position_at_end(done);
-        let flipped = self.b.build_xor(phase, self.i32(1), "phase.next")?;
-        self.b.build_store(slot, flipped)?;
-        self.warp_sync()?;
-        self.tc_fence_after()
     }
 }

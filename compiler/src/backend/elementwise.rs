@@ -79,7 +79,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             Type::Tile { elem, rows, cols } => {
                 let r = if rows == 1 { self.i32(0) } else { r };
                 let c = if cols == 1 { self.i32(0) } else { c };
-                if self.fusion.is_fused(v) {
+                if self.tp.fusion.is_fused(v) {
                     if let crate::ir::ValueDef::Result(d) = self.k.values[v].def {
                         return self.element(d, elem, r, c);
                     }

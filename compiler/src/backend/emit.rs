@@ -16,21 +16,15 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
-use crate::ir::{Elem, Inst, Kernel, Op, Param, ParamKind, SizeExpr, SizeOp, Space, Type, Value};
+use crate::ir::{Elem, Inst, Kernel, Op, Param, ParamKind, SizeExpr, SizeOp, Type, Value};
+use crate::layout::IndexArith;
+use crate::passes::target_plan::TargetPlan;
 
-use super::smem::{self, SmemPlan};
+use super::lowering::{self, Lowering};
 use super::{BackendError, Target, TmemLayout};
 
 /// LLVM's `ptx_kernel` calling convention number (`CallingConv::PTX_Kernel`).
 const PTX_KERNEL_CC: u32 = 71;
-
-/// Bytes reserved before the planned region on tcgen05 kernels: the MMA mbarrier (8 B at 0)
-/// and the TMEM base-address slot (4 B at 8); padded to the buffer alignment.
-pub const HEADER_BYTES: u32 = smem::ALIGN;
-/// Offset of the MMA completion mbarrier in the header.
-pub const MBAR_OFFSET: u32 = 0;
-/// Offset of the TMEM base-address slot in the header.
-pub const TMEM_SLOT_OFFSET: u32 = 8;
 
 /// Per-kernel code-generation state.
 pub struct Codegen<'ctx, 'k> {
@@ -44,12 +38,12 @@ pub struct Codegen<'ctx, 'k> {
     pub k: &'k Kernel,
     /// Target.
     pub target: Target,
+    /// The target's lowering of MMAs and tensor memory.
+    pub(crate) lowering: &'static dyn Lowering,
     /// TMEM column offsets.
     pub tmem: &'k TmemLayout,
-    /// Shared-memory plan.
-    pub plan: SmemPlan,
-    /// Values computed inside their consumer (no buffer).
-    pub fusion: super::fuse::Fusion,
+    /// The per-target plans: fusion, shared-memory offsets, barriers.
+    pub tp: &'k TargetPlan,
     /// Bytes before the planned region.
     pub header: u32,
     /// The kernel function.
@@ -81,7 +75,8 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     ///
     /// # Errors
     /// [`BackendError::Unsupported`] for parameter types without a PTX form.
-    pub fn new(ctx: &'ctx Context, k: &'k Kernel, tmem: &'k TmemLayout, target: Target) -> Result<Self, BackendError> {
+    pub fn new(ctx: &'ctx Context, k: &'k Kernel, tmem: &'k TmemLayout, tp: &'k TargetPlan) -> Result<Self, BackendError> {
+        let target = tp.target;
         let module = ctx.create_module(&k.name);
         let b = ctx.create_builder();
         let mut arg_tys: Vec<BasicMetadataTypeEnum> = vec![];
@@ -110,20 +105,16 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         smem_g.set_alignment(1024);
         let entry = ctx.append_basic_block(func, "entry");
         b.position_at_end(entry);
-        let uses_tcgen05 = target.has_tcgen05() && k.vars.values().any(|v| v.space == Space::Tmem);
-        let fusion = super::fuse::analyze(k, target);
-        let plan = smem::plan(k, target, &fusion, &|i| super::mma_sm100::scratch_bytes(k, target, i));
-        let header = if uses_tcgen05 { HEADER_BYTES } else { 0 };
         let mut cg = Codegen {
             ctx,
             module,
             b,
             k,
             target,
+            lowering: lowering::for_target(target),
             tmem,
-            plan,
-            fusion,
-            header,
+            tp,
+            header: tp.header_bytes,
             func,
             smem: smem_g.as_pointer_value(),
             scalars: SecondaryMap::new(),
@@ -174,10 +165,8 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 self.strides[p] = strides;
             }
         }
-        if self.header > 0 {
-            self.tcgen05_prologue()?;
-        }
-        Ok(())
+        let l = self.lowering;
+        l.prologue(self)
     }
 
     /// Emits the kernel body and returns the module and the dynamic shared memory in bytes.
@@ -188,36 +177,22 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         let body = self.k.body;
         self.block(body)?;
         self.b.build_return(None)?;
-        let bytes = self.header + self.plan.bytes;
+        let bytes = self.tp.smem_bytes();
         Ok((self.module, bytes))
     }
 
     /// Emits the instructions of a block in order.
     pub fn block(&mut self, blk: crate::ir::Block) -> Result<(), BackendError> {
         for &i in &self.k.blocks[blk].insts {
-            if self.k.insts[i].result.is_some_and(|r| self.fusion.is_fused(r)) {
+            if self.k.insts[i].result.is_some_and(|r| self.tp.fusion.is_fused(r)) {
                 continue; // evaluated inside its consumer
             }
             self.inst(i)?;
-            if self.touches_smem(i) {
+            if self.tp.barriers.after(i) {
                 self.bar_sync()?;
             }
         }
         Ok(())
-    }
-
-    /// Whether an instruction reads or writes shared memory (then a CTA barrier follows it).
-    fn touches_smem(&self, i: Inst) -> bool {
-        let k = self.k;
-        let tile = |v: Value| k.values[v].ty.shape().is_some();
-        let d = &k.insts[i];
-        if matches!(d.op, Op::For { .. }) {
-            return false;
-        }
-        d.result.is_some_and(tile) || k.inst_args(i).into_iter().any(tile) || {
-            let (r, w) = k.inst_vars(i);
-            !r.is_empty() || !w.is_empty()
-        }
     }
 
     /// Dispatches one instruction to its family's emitter.
@@ -253,16 +228,22 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             Op::ReadVar(v) => self.read_var(i, *v),
             Op::WriteVar(v, x) => self.write_var(*v, *x),
             Op::Mma { dst, a, b, accumulate, negate } => {
-                if self.target.has_tcgen05() {
-                    self.mma_sm100(i, *dst, *a, *b, *accumulate, *negate)
-                } else {
-                    self.mma_sm90(*dst, *a, *b, *accumulate, *negate)
-                }
+                let l = self.lowering;
+                l.mma(self, i, *dst, *a, *b, *accumulate, *negate)
             }
             Op::For { lo, hi, reverse, body } => self.for_loop(i, *lo, *hi, *reverse, *body),
-            Op::TmemAlloc { columns } => self.tmem_alloc(*columns),
-            Op::TmemRelinquish => self.tmem_relinquish(),
-            Op::TmemDealloc { columns } => self.tmem_dealloc(*columns),
+            Op::TmemAlloc { columns } => {
+                let l = self.lowering;
+                l.tmem_alloc(self, *columns)
+            }
+            Op::TmemRelinquish => {
+                let l = self.lowering;
+                l.tmem_relinquish(self)
+            }
+            Op::TmemDealloc { columns } => {
+                let l = self.lowering;
+                l.tmem_dealloc(self, *columns)
+            }
         }
     }
 
@@ -423,17 +404,17 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
 
     /// Absolute byte offset of a tile value's buffer.
     pub fn value_buf(&self, v: Value) -> Result<u32, BackendError> {
-        self.plan.values[v].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("tile {v} has no shared-memory buffer")))
+        self.tp.smem.values[v].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("tile {v} has no shared-memory buffer")))
     }
 
     /// Absolute byte offset of the scratch buffer of instruction `i`.
     pub fn scratch_buf(&self, i: Inst) -> Result<u32, BackendError> {
-        self.plan.scratch[i].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("{i} has no scratch buffer")))
+        self.tp.smem.scratch[i].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("{i} has no scratch buffer")))
     }
 
     /// Absolute byte offset of a shared-memory-resident variable's buffer.
     pub fn var_buf(&self, v: crate::ir::Var) -> Result<u32, BackendError> {
-        self.plan.vars[v].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("variable {} has no shared-memory buffer", self.k.vars[v].name)))
+        self.tp.smem.vars[v].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("variable {} has no shared-memory buffer", self.k.vars[v].name)))
     }
 
     /// Loads element `idx` of a buffer of `elem` at byte `buf`, in compute type.
@@ -523,5 +504,30 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     /// An unsupported-IR error for this target.
     pub fn unsupported(&self, what: impl Into<String>) -> BackendError {
         BackendError::Unsupported { target: self.target.name().into(), what: what.into() }
+    }
+}
+
+/// Index arithmetic of [`crate::layout`] emitted as LLVM `i32` instructions, one per operation,
+/// so a layout map compiles to exactly the arithmetic it states.
+impl<'ctx> IndexArith for Codegen<'ctx, '_> {
+    type V = IntValue<'ctx>;
+    type E = BackendError;
+    fn c(&self, c: u32) -> IntValue<'ctx> {
+        self.i32(c as i32)
+    }
+    fn add(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_int_add(a, b, "")?)
+    }
+    fn mul(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_int_mul(a, b, "")?)
+    }
+    fn and(&self, a: IntValue<'ctx>, mask: u32) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_and(a, self.i32(mask as i32), "")?)
+    }
+    fn shl(&self, a: IntValue<'ctx>, s: u32) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_left_shift(a, self.i32(s as i32), "")?)
+    }
+    fn shr(&self, a: IntValue<'ctx>, s: u32) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_right_shift(a, self.i32(s as i32), false, "")?)
     }
 }

@@ -134,12 +134,18 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// Emits `ReadVar`: copies the variable into the result tile (tensor memory on tcgen05
-    /// targets goes through `tcgen05.ld`).
+    /// Emits `ReadVar`: copies the variable into the result tile (`tmem` variables through the
+    /// target's lowering).
     pub fn read_var(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
-        if self.k.vars[v].space == Space::Tmem && self.target.has_tcgen05() {
-            return self.read_tmem(i, v);
+        if self.k.vars[v].space == Space::Tmem {
+            let l = self.lowering;
+            return l.read_tmem_var(self, i, v);
         }
+        self.read_smem_var(i, v)
+    }
+
+    /// `ReadVar` of a variable held in a shared-memory tile.
+    pub fn read_smem_var(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
         let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("ReadVar without a result".into()))?;
         let (src, dst) = (self.var_buf(v)?, self.value_buf(res)?);
         let (vel, rel) = (self.k.vars[v].ty.elem(), self.res_elem(res));
@@ -151,11 +157,18 @@ impl<'ctx> Codegen<'ctx, '_> {
         })
     }
 
-    /// Emits `WriteVar`: copies the tile into the variable (converting to its element type).
+    /// Emits `WriteVar`: copies the tile into the variable, converting to its element type
+    /// (`tmem` variables through the target's lowering).
     pub fn write_var(&mut self, v: Var, x: Value) -> Result<(), BackendError> {
-        if self.k.vars[v].space == Space::Tmem && self.target.has_tcgen05() {
-            return self.write_tmem(v, x);
+        if self.k.vars[v].space == Space::Tmem {
+            let l = self.lowering;
+            return l.write_tmem_var(self, v, x);
         }
+        self.write_smem_var(v, x)
+    }
+
+    /// `WriteVar` of a variable held in a shared-memory tile.
+    pub fn write_smem_var(&mut self, v: Var, x: Value) -> Result<(), BackendError> {
         let dst = self.var_buf(v)?;
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;

@@ -1,44 +1,41 @@
 //! The NVPTX back end: tile IR → LLVM IR (inkwell, LLVM 22) → PTX, for `sm_100a` (tcgen05 and
 //! tensor memory) and `sm_90a` (`mma.sync`, runs on the H200).
 //!
-//! Strategy (correctness first; performance work comes later):
-//! * Scalars are uniform LLVM registers. Every register tile value, register/shared variable and
-//!   MMA staging buffer lives in the kernel's dynamic shared memory at an offset from
-//!   [`smem::plan`] (first fit over live intervals). On `sm_90a` TMEM variables are shared-memory
-//!   f32 tiles too; on `sm_100a` they live in tensor memory at the planner's column offsets.
-//! * Each tile instruction is a CTA-wide loop (thread `t` handles elements `t, t+threads, …`) and is
-//!   followed by `bar.sync`, which orders both producer→consumer and buffer reuse.
-//! * MMA: `mma_sm90` builds `mma.sync.m16n8k16` fragments from the row-major operand buffers;
-//!   `mma_sm100` restages operands into the SWIZZLE_NONE K-major layout and issues `tcgen05.mma`
-//!   from one thread, completing through `tcgen05.commit` → mbarrier.
+//! The back end plans nothing: it takes the kernel's TMEM layout and its per-target plan
+//! ([`crate::passes::target_plan::TargetPlan`]: fusion, shared-memory offsets, barriers) and
+//! translates. Structure:
+//! * the core — [`emit`] (kernel signature, instruction walk, loops, buffer addressing, and the
+//!   [`crate::layout::IndexArith`] that layout maps emit through), [`elementwise`], [`reduce`],
+//!   [`memory`], [`math`] (accurate `exp2`/`log2`), [`barrier`], [`llvm`] (target machine, pass
+//!   pipeline, PTX emission, tcgen05 gate);
+//! * one [`lowering::Lowering`] per target for what differs: [`sm90`] (`mma.sync`; `tmem`
+//!   variables in shared memory) and [`sm100`] (`tcgen05.mma`, `tcgen05.ld/st`, the TMEM
+//!   lifecycle, descriptors and mbarriers).
 //!
-//! One file per op family: [`elementwise`], [`reduce`], [`memory`], [`mma_sm90`], [`mma_sm100`],
-//! [`tmem`] and [`tmem_access`], [`barrier`]; [`emit`] holds the [`emit::Codegen`] core (kernel signature, loops,
-//! buffer addressing) and [`math`] the accurate `exp2`.
+//! Strategy (correctness first; performance work comes later): scalars are uniform LLVM
+//! registers; every register tile value and register/shared variable lives in dynamic shared
+//! memory; each tile instruction is a CTA-wide loop (thread `t` handles elements
+//! `t, t+threads, …`) followed by `bar.sync` where the barrier pass put one.
 
 pub mod barrier;
-pub mod descriptors;
 pub mod elementwise;
 pub mod emit;
-pub mod fuse;
+pub mod llvm;
+pub(crate) mod lowering;
 pub mod math;
 pub mod memory;
-pub mod mma_sm100;
-pub mod mma_sm90;
 pub mod reduce;
-pub mod smem;
-pub mod target;
-pub mod tmem;
-pub mod tmem_access;
-pub mod tmem_layout;
+pub mod sm100;
+pub mod sm90;
 
 use inkwell::builder::BuilderError;
 use inkwell::context::Context;
 
 use crate::ir::Kernel;
+use crate::passes::target_plan::TargetPlan;
 
-pub use target::Target;
-pub use tmem_layout::TmemLayout;
+pub use crate::target::Target;
+pub use sm100::tmem_layout::{self, TmemLayout};
 
 /// Errors of the back end. None of them is a panic: unsupported IR, invalid descriptors, LLVM's
 /// own messages.
@@ -51,8 +48,8 @@ pub enum BackendError {
     #[error("LLVM: {0}")]
     Llvm(String),
     /// A target name tilec does not know.
-    #[error("unknown target `{0}` (expected sm_100a or sm_90a)")]
-    UnknownTarget(String),
+    #[error(transparent)]
+    UnknownTarget(#[from] crate::target::UnknownTarget),
     /// A tcgen05 instruction requested for a target without tcgen05 (llc would abort).
     #[error("{what} needs tcgen05, which target {target} does not have (only sm_100a)")]
     Tcgen05Target {
@@ -87,23 +84,25 @@ pub struct Compiled {
     pub threads: u32,
 }
 
-/// Compiles one validated kernel to PTX for `target`.
+/// Compiles one validated kernel to PTX for the target of `plan`.
 ///
 /// `tmem` gives the column offset of every TMEM variable (from the TMEM planner, or
 /// [`TmemLayout::prefix_sums`]); on `sm_100a` a kernel with TMEM variables must already carry the
-/// planner's `TmemAlloc` / `TmemRelinquish` / `TmemDealloc` instructions.
+/// planner's `TmemAlloc` / `TmemRelinquish` / `TmemDealloc` instructions. `plan` comes from
+/// [`crate::passes::target_plan::run`] on this kernel.
 ///
 /// # Errors
 /// [`BackendError`] for unsupported IR, invalid MMA shapes or descriptors, a tcgen05 request on a
 /// target without it, and LLVM failures (with LLVM's message).
-pub fn compile_kernel(k: &Kernel, tmem: &TmemLayout, target: Target) -> Result<Compiled, BackendError> {
+pub fn compile_kernel(k: &Kernel, tmem: &TmemLayout, plan: &TargetPlan) -> Result<Compiled, BackendError> {
+    let target = plan.target;
     let t0 = std::time::Instant::now();
     let ctx = Context::create();
-    let cg = emit::Codegen::new(&ctx, k, tmem, target)?;
+    let cg = emit::Codegen::new(&ctx, k, tmem, plan)?;
     let (module, smem_bytes) = cg.run()?;
     let llvm_ir = module.print_to_string().to_string();
     let t1 = std::time::Instant::now();
-    let ptx = target::optimize_and_emit(&module, target)?;
+    let ptx = llvm::optimize_and_emit(&module, target)?;
     if std::env::var_os("TILEC_TIMING").is_some() {
         // Opt-in timing of the two halves (stderr), for the compile-time benchmark.
         eprintln!("timing {} {target}: emit_llvm {:.1} ms, opt_and_ptx {:.1} ms, {} IR lines", k.name, (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3, llvm_ir.lines().count());

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use crate::backend::Target;
+use super::TargetArg;
 use crate::build::{build_source, BuildError, BuildOptions};
 use crate::frontend::Options;
 use crate::ir::write::write_module;
@@ -23,19 +23,6 @@ use crate::passes::tmem_report;
 /// Most dynamic shared memory one CTA may use on sm_90 and sm_100 (227 KiB; CUDA programming
 /// guide, compute-capability table).
 pub const MAX_SMEM_PER_CTA: u32 = 232_448;
-
-/// `--target` values.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TargetArg {
-    /// Blackwell (tcgen05, tensor memory).
-    #[value(name = "sm_100a")]
-    Sm100a,
-    /// Hopper (mma.sync; runs on the H200).
-    #[value(name = "sm_90a")]
-    Sm90a,
-    /// Both.
-    All,
-}
 
 /// `--emit` values.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -81,11 +68,7 @@ pub fn run(a: &BuildArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let targets = match a.target {
-        TargetArg::Sm100a => vec![Target::Sm100a],
-        TargetArg::Sm90a => vec![Target::Sm90a],
-        TargetArg::All => Target::ALL.to_vec(),
-    };
+    let targets = a.target.targets();
     let opts = BuildOptions { targets, out_dir: Some(a.out.clone()), ptxas: !a.no_ptxas, write_llvm: a.emit.contains(&Emit::Llvm), frontend: Options::default() };
     let name = a.file.display().to_string();
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());

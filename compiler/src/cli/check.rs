@@ -1,4 +1,6 @@
-//! `tilec check FILE [--emit ir|tmem-plan|tmem-plan-json] [-D warnings]`.
+//! `tilec check FILE [--target sm_100a|sm_90a|all] [--emit ir|tmem-plan|tmem-plan-json|smem-plan]
+//! [-D warnings]`: every front-end check and every planner `tilec build` runs (TMEM, shared
+//! memory with its budget, per target), without code generation.
 //!
 //! Exit codes: 0 — no errors; 1 — the program has errors (diagnostics on stderr);
 //! 2 — the file could not be read or the arguments are wrong.
@@ -9,9 +11,10 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
+use super::TargetArg;
 use crate::frontend::{check_source, Options};
 use crate::ir::write::write_module;
-use crate::passes::tmem_report;
+use crate::passes::{smem_report, tmem_report};
 
 /// What `--emit` prints on stdout.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -22,6 +25,8 @@ pub enum Emit {
     TmemPlan,
     /// The TMEM plan as JSON (metadata form).
     TmemPlanJson,
+    /// The shared-memory plan per kernel and target: every buffer's offset, bytes and live range.
+    SmemPlan,
 }
 
 /// Arguments of `tilec check`.
@@ -29,6 +34,9 @@ pub enum Emit {
 pub struct CheckArgs {
     /// The .tile file.
     pub file: PathBuf,
+    /// Target(s) whose planners and limits to check.
+    #[arg(long, value_enum, default_value = "all")]
+    pub target: TargetArg,
     /// Print artifacts of the check (repeatable, or comma-separated).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub emit: Vec<Emit>,
@@ -55,7 +63,7 @@ pub fn run(a: &CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty() });
+    let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty(), targets: a.target.targets() });
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {
@@ -67,6 +75,13 @@ pub fn run(a: &CheckArgs) -> ExitCode {
             Emit::TmemPlan => {
                 for p in &checked.plans {
                     print!("{}", tmem_report::render_text(p));
+                }
+            }
+            Emit::SmemPlan => {
+                for pk in checked.kernels() {
+                    for tp in pk.targets {
+                        print!("{}", smem_report::render_text(pk.kernel, tp));
+                    }
                 }
             }
             Emit::TmemPlanJson => {
@@ -90,7 +105,13 @@ pub fn run(a: &CheckArgs) -> ExitCode {
         ExitCode::from(1)
     } else {
         if a.emit.is_empty() {
-            let kernels: Vec<String> = checked.plans.iter().map(|p| format!("{} (TMEM {} columns)", p.kernel, p.alloc_columns)).collect();
+            let kernels: Vec<String> = checked
+                .kernels()
+                .map(|pk| {
+                    let smem: Vec<String> = pk.targets.iter().map(|t| format!("{} B smem on {}", t.smem_bytes(), t.target)).collect();
+                    format!("{} (TMEM {} columns; {})", pk.kernel.name, pk.tmem.alloc_columns, smem.join(", "))
+                })
+                .collect();
             let what = if kernels.is_empty() { "no kernels".to_string() } else { kernels.join(", ") };
             eprintln!("ok: {name}: {what}; {warnings} warning{}", if warnings == 1 { "" } else { "s" });
         }

@@ -5,7 +5,34 @@ pub mod build;
 pub mod run;
 pub mod inputs;
 
+use clap::ValueEnum;
+
 use crate::ir::Kernel;
+use crate::target::Target;
+
+/// `--target` values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TargetArg {
+    /// Blackwell (tcgen05, tensor memory).
+    #[value(name = "sm_100a")]
+    Sm100a,
+    /// Hopper (mma.sync; runs on the H200).
+    #[value(name = "sm_90a")]
+    Sm90a,
+    /// Both.
+    All,
+}
+
+impl TargetArg {
+    /// The targets this value selects, in build order.
+    pub fn targets(self) -> Vec<Target> {
+        match self {
+            TargetArg::Sm100a => vec![Target::Sm100a],
+            TargetArg::Sm90a => vec![Target::Sm90a],
+            TargetArg::All => Target::ALL.to_vec(),
+        }
+    }
+}
 
 /// The kernel named `wanted`, or the only kernel when none is named; otherwise prints why not
 /// (with the kernels the file has) and returns `None`.

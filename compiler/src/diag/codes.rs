@@ -45,6 +45,8 @@ pub enum Code {
     BadTmemBuffer,
     /// E0404: a kernel-level resource limit (threads per CTA, grid rank, ...).
     BadLaunch,
+    /// E0405: shared memory over budget (the planned buffers exceed the target's bytes per CTA).
+    SmemOverBudget,
     /// E0900: an internal compiler error (lowering produced IR the validator rejects).
     Internal,
     /// W0501: a TMEM buffer written but never read.
@@ -78,6 +80,7 @@ impl Code {
             Code::TmemOverBudget => "E0402",
             Code::BadTmemBuffer => "E0403",
             Code::BadLaunch => "E0404",
+            Code::SmemOverBudget => "E0405",
             Code::Internal => "E0900",
             Code::TmemWriteOnly => "W0501",
             Code::UnusedLoad => "W0502",

@@ -4,10 +4,18 @@
 //! 2. [`lints`] — warnings on the lowered IR.
 //! 3. [`tmem_plan`] — TMEM placement; afterwards every TMEM variable has a column offset and
 //!    the kernel has exactly one alloc / relinquish / dealloc.
+//! 4. Per target ([`target_plan`]): [`fuse`] (elementwise fusion), [`smem_plan`] (shared-memory
+//!    placement and its budget, E0405), [`barriers`] (CTA barrier placement). The back end
+//!    consumes the result and plans nothing itself.
 
+pub mod barriers;
+pub mod fuse;
 pub mod interval_plan;
 pub mod lints;
 pub mod liveness;
+pub mod smem_plan;
+pub mod smem_report;
+pub mod target_plan;
 pub mod tmem_plan;
 pub mod tmem_report;
 

@@ -18,7 +18,7 @@ use cranelift_entity::SecondaryMap;
 
 use crate::ir::{Block, Inst, Kernel, Op, Space, Value, ValueDef};
 
-use super::Target;
+use crate::target::TargetInfo;
 
 /// Fusion decisions: `fused[v]` is true when `v` has no buffer and is evaluated in its consumer.
 #[derive(Clone, Debug, Default)]
@@ -64,8 +64,10 @@ fn pure_elementwise(op: &Op) -> bool {
     matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Transpose(_))
 }
 
-/// Decides fusion for kernel `k` on `target` (see the module docs).
-pub fn analyze(k: &Kernel, target: Target) -> Fusion {
+/// Decides fusion for kernel `k` on `target` (see the module docs). Deterministic.
+pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
+    // TMEM variables live in shared memory where the target has no tensor memory.
+    let in_smem = |var: crate::ir::Var| k.vars[var].space != Space::Tmem || target.tmem.is_none();
     let mut uses: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
     let mut block_of: SecondaryMap<Inst, Option<(Block, usize)>> = SecondaryMap::new();
     for (b, data) in k.blocks.iter() {
@@ -90,7 +92,7 @@ pub fn analyze(k: &Kernel, target: Target) -> Fusion {
             let op = &k.insts[i].op;
             let producer_ok = pure_elementwise(op)
                 || matches!(op, Op::Load { .. })
-                || matches!(op, Op::ReadVar(var) if k.vars[*var].space != Space::Tmem || !target.has_tcgen05());
+                || matches!(op, Op::ReadVar(var) if in_smem(*var));
             if !producer_ok || uses[v].len() != 1 {
                 continue;
             }

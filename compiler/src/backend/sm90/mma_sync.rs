@@ -5,17 +5,17 @@
 //! `w, w+warps, …`). Per fragment, K advances in steps of 16; the A and B fragments are built
 //! from the row-major shared-memory operand buffers (transposition is a change of indexing),
 //! the accumulator stays in four f32 registers, and at the end D is written (adding the old D
-//! when accumulating, subtracting when negating). Fragment layouts: blackwell.md §6.2 (lane `l`,
-//! `g = l/4`, `t = l%4`; H200-verified):
-//! A: a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
-//! B: b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]; D: d0,d1 = D[g][2t, 2t+1], d2,d3 = D[g+8][…].
+//! when accumulating, subtracting when negating). Fragment layouts come from
+//! [`crate::layout::mma_sync`] (table-tested against the PTX ISA; H200-verified in blackwell.md
+//! §6.2): every element sits at a constant offset from `(groupID, 2·threadID_in_group)`.
 
 use inkwell::values::{BasicValueEnum, IntValue};
 
 use crate::ir::{Elem, MmaOperand, Var};
+use crate::layout::mma_sync::{lane_coords, offset, A_REGS, B_REGS, C_REGS};
 
-use super::emit::Codegen;
-use super::BackendError;
+use super::super::emit::Codegen;
+use super::super::BackendError;
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// Raw 16-bit element `(i, j)` of an MMA operand in its *logical* orientation
@@ -62,7 +62,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// Emits an `Mma` through `mma.sync.m16n8k16`; D lives in a shared-memory f32 tile.
-    pub fn mma_sm90(&mut self, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
+    pub fn mma_sync(&mut self, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
         let (m, n, kdim, elem) = self.mma_shape(dst, a, b)?;
         let dbuf = self.var_buf(dst)?;
         let nwarps = self.k.threads / 32;
@@ -70,9 +70,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             return Err(BackendError::Invalid("MMA needs at least one warp".into()));
         }
         let lane = self.b.build_and(self.tid, self.i32(31), "lane")?;
-        let g = self.b.build_right_shift(lane, self.i32(2), false, "g")?;
-        let t = self.b.build_and(lane, self.i32(3), "t")?;
-        let t2 = self.b.build_left_shift(t, self.i32(1), "t2")?;
+        let (g, t2) = lane_coords(&*self, lane)?;
         let f32t = self.ctx.f32_type();
         let accs: Vec<_> = (0..4).map(|j| self.entry_alloca(f32t.into(), &format!("acc{j}"))).collect::<Result<_, _>>()?;
         let nfrag_n = n / 8;
@@ -84,32 +82,31 @@ impl<'ctx> Codegen<'ctx, '_> {
                 cg.b.build_store(*acc, f32t.const_zero())?;
             }
             let row0 = cg.b.build_int_add(m0, g, "")?;
-            let row1 = cg.b.build_int_add(row0, cg.i32(8), "")?;
             let coln = cg.b.build_int_add(n0, g, "")?;
             let zero = cg.i32(0);
             let steps = cg.i32((kdim / 16) as i32);
             cg.counted_loop(zero, steps, zero, false, &mut |cg, ks| {
                 let k0 = cg.b.build_int_mul(ks, cg.i32(16), "k0")?;
                 let ka = cg.b.build_int_add(k0, t2, "")?;
-                let kb = cg.b.build_int_add(ka, cg.i32(1), "")?;
-                let kc = cg.b.build_int_add(ka, cg.i32(8), "")?;
-                let kd = cg.b.build_int_add(ka, cg.i32(9), "")?;
-                let af = |cg: &Self, r: IntValue<'ctx>, k1: IntValue<'ctx>, k2: IntValue<'ctx>| -> Result<IntValue<'ctx>, BackendError> {
-                    cg.pack2(cg.operand_bits(a, r, k1)?, cg.operand_bits(a, r, k2)?)
-                };
-                let a0 = af(cg, row0, ka, kb)?;
-                let a1 = af(cg, row1, ka, kb)?;
-                let a2 = af(cg, row0, kc, kd)?;
-                let a3 = af(cg, row1, kc, kd)?;
-                let b0 = cg.pack2(cg.operand_bits(b, ka, coln)?, cg.operand_bits(b, kb, coln)?)?;
-                let b1 = cg.pack2(cg.operand_bits(b, kc, coln)?, cg.operand_bits(b, kd, coln)?)?;
+                // A register r holds (row0 + A_REGS[r].0, ka + A_REGS[r].1 + h) for halves h = 0, 1.
+                let mut regs = vec![];
+                for &(ro, ko) in &A_REGS {
+                    let r = offset(&*cg, row0, ro)?;
+                    let (k1, k2) = (offset(&*cg, ka, ko)?, offset(&*cg, ka, ko + 1)?);
+                    regs.push(cg.pack2(cg.operand_bits(a, r, k1)?, cg.operand_bits(a, r, k2)?)?);
+                }
+                // B register r holds (ka + B_REGS[r] + h, coln).
+                for &ko in &B_REGS {
+                    let (k1, k2) = (offset(&*cg, ka, ko)?, offset(&*cg, ka, ko + 1)?);
+                    regs.push(cg.pack2(cg.operand_bits(b, k1, coln)?, cg.operand_bits(b, k2, coln)?)?);
+                }
                 let cur: Vec<BasicValueEnum> = accs.iter().map(|p| cg.b.build_load(f32t, *p, "c")).collect::<Result<_, _>>()?;
                 let sty = cg.ctx.struct_type(&[f32t.into(); 4], false);
                 let frag: Vec<BasicValueEnum> = if elem == Elem::Bf16 {
-                    [a0, a1, a2, a3, b0, b1].iter().map(|x| (*x).into()).collect()
+                    regs.iter().map(|x| (*x).into()).collect()
                 } else {
                     let h2 = cg.ctx.f16_type().vec_type(2);
-                    [a0, a1, a2, a3, b0, b1].iter().map(|x| cg.b.build_bit_cast(*x, h2, "")).collect::<Result<_, _>>()?
+                    regs.iter().map(|x| cg.b.build_bit_cast(*x, h2, "")).collect::<Result<_, _>>()?
                 };
                 let name = if elem == Elem::Bf16 { "llvm.nvvm.mma.m16n8k16.row.col.bf16" } else { "llvm.nvvm.mma.m16n8k16.row.col.f32.f32" };
                 let args: Vec<BasicValueEnum> = frag.into_iter().chain(cur).collect();
@@ -120,9 +117,10 @@ impl<'ctx> Codegen<'ctx, '_> {
                 }
                 Ok(())
             })?;
+            // D register j is element (row0 + C_REGS[j].0, n0 + t2 + C_REGS[j].1).
             let c0 = cg.b.build_int_add(n0, t2, "")?;
-            let c1 = cg.b.build_int_add(c0, cg.i32(1), "")?;
-            for (j, (r, c)) in [(row0, c0), (row0, c1), (row1, c0), (row1, c1)].into_iter().enumerate() {
+            for (j, &(ro, co)) in C_REGS.iter().enumerate() {
+                let (r, c) = (offset(&*cg, row0, ro)?, offset(&*cg, c0, co)?);
                 let mut v = cg.b.build_load(f32t, accs[j], "acc")?.into_float_value();
                 let idx = cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(n as i32), "")?, c, "")?;
                 if accumulate {

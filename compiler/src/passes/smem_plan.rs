@@ -1,4 +1,4 @@
-//! The shared-memory plan of the simple code-generation strategy: every register tile value,
+//! The shared-memory planner (a pass; run per target from [`super::target_plan`]): every register tile value,
 //! every register/shared variable (and, on targets without tensor memory, every TMEM variable)
 //! and every per-instruction scratch buffer (MMA operand staging) gets a byte range of the
 //! kernel's dynamic shared memory.
@@ -12,18 +12,23 @@
 //! * scratch lives at its instruction only.
 //!
 //! Placement is [`interval_plan::plan`] (first fit over live intervals), shared with the TMEM
-//! planner; buffers whose intervals are disjoint may share bytes. This
-//! module does not insert barriers: the emitter puts `bar.sync` after every instruction that
-//! touches shared memory, which also orders reuse of a buffer by a later value.
+//! planner; buffers whose intervals are disjoint may share bytes. Barriers are not this pass's
+//! business: [`super::barriers`] puts `bar.sync` after every instruction that touches shared
+//! memory, which also orders reuse of a buffer by a later value.
+//!
+//! Budget: [`check_budget`] rejects a plan whose reserved header plus planned region exceeds the
+//! target's shared memory per CTA with E0405, naming every buffer live at the peak.
 
 use cranelift_entity::SecondaryMap;
 
 use crate::ir::{Inst, Kernel, Op, ProgramPoints, Space, Type, Value, Var};
 
 use super::fuse::Fusion;
-use super::Target;
+use crate::diag::{Code, Diagnostic, Span};
+use crate::layout::staging;
 use crate::passes::interval_plan::{self, Request};
 use crate::passes::liveness::Interval;
+use crate::target::TargetInfo;
 
 /// Alignment of every buffer in bytes (vector accesses, and 16 B for MMA descriptors).
 pub const ALIGN: u32 = 128;
@@ -63,8 +68,10 @@ pub struct SmemPlan {
     pub scratch: SecondaryMap<Inst, Option<u32>>,
     /// All placements, in placement order.
     pub placements: Vec<Placement>,
-    /// Bytes of the planned region (the peak).
+    /// Bytes of the planned region (the extent of the placement, rounded up to 16).
     pub bytes: u32,
+    /// Largest sum of co-live buffer bytes and the program point where it occurs.
+    pub peak: (u32, u32),
 }
 
 /// Bytes of a tile type's row-major buffer (the element type's storage size; bool = 1 byte).
@@ -75,9 +82,21 @@ pub fn tile_bytes(ty: Type) -> u32 {
     }
 }
 
-/// Plans the kernel's shared memory. `scratch_bytes` gives the scratch an instruction needs
-/// (0 for none). Deterministic.
-pub fn plan(k: &Kernel, target: Target, fusion: &Fusion, scratch_bytes: &dyn Fn(Inst) -> u32) -> SmemPlan {
+/// Scratch bytes instruction `i` needs on `target`: the operand staging of an MMA that the
+/// target runs on tcgen05 (accumulator in tensor memory), [`staging::staging`]; 0 otherwise.
+pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
+    let Op::Mma { dst, a, .. } = &k.insts[i].op else { return 0 };
+    if !target.mma.tcgen05 || k.vars[*dst].space != Space::Tmem {
+        return 0;
+    }
+    let (Some((m, n)), Some((ar, ac))) = (k.vars[*dst].ty.shape(), k.vars[a.var].ty.shape()) else { return 0 };
+    let kdim = if a.transposed { ar } else { ac };
+    let tmem_a = (k.vars[a.var].space == Space::Tmem).then_some((ar, ac));
+    staging::staging(m, n, kdim, tmem_a, ALIGN).bytes
+}
+
+/// Plans the kernel's shared memory for `target`. Deterministic.
+pub fn plan(k: &Kernel, target: &TargetInfo, fusion: &Fusion) -> SmemPlan {
     let pp = ProgramPoints::compute(k);
     // Loop extension of live ranges is shared with the TMEM planner's liveness.
     let extend = |use_inst: Inst, def_point: Option<u32>| pp.live_end(use_inst, def_point);
@@ -85,7 +104,7 @@ pub fn plan(k: &Kernel, target: Target, fusion: &Fusion, scratch_bytes: &dyn Fn(
     let mut value_iv: SecondaryMap<Value, Option<(u32, u32)>> = SecondaryMap::new();
     let mut var_iv: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
     let mut scratch_iv: Vec<(Inst, u32)> = vec![];
-    let var_in_smem = |v: Var| k.vars[v].space != Space::Tmem || !target.has_tcgen05();
+    let var_in_smem = |v: Var| k.vars[v].space != Space::Tmem || target.tmem.is_none();
     k.walk(|i| {
         let p = pp.point[i];
         if let Some(r) = k.insts[i].result {
@@ -120,7 +139,7 @@ pub fn plan(k: &Kernel, target: Target, fusion: &Fusion, scratch_bytes: &dyn Fn(
                 Some((s0, e0)) => (s0.min(s), e0.max(e)),
             });
         }
-        let sb = scratch_bytes(i);
+        let sb = scratch_bytes(k, target, i);
         if sb > 0 {
             scratch_iv.push((i, sb));
         }
@@ -133,7 +152,7 @@ pub fn plan(k: &Kernel, target: Target, fusion: &Fusion, scratch_bytes: &dyn Fn(
     }
     for (v, iv) in var_iv.iter() {
         if let Some(iv) = iv {
-            reqs.push((Owner::Var(v), var_bytes(k, v, target), *iv));
+            reqs.push((Owner::Var(v), tile_bytes(k.vars[v].ty), *iv));
         }
     }
     for (i, b) in scratch_iv {
@@ -156,13 +175,62 @@ pub fn plan(k: &Kernel, target: Target, fusion: &Fusion, scratch_bytes: &dyn Fn(
         out.placements.push(Placement { owner, offset: off, bytes, live });
     }
     out.bytes = placed.extent.next_multiple_of(16);
+    out.peak = (placed.peak_demand, placed.peak_point);
     out
 }
 
-/// Bytes of a variable's shared-memory buffer: its tile; a TMEM variable on a target without
-/// tensor memory holds f32 (accumulators) or its own element type.
-fn var_bytes(k: &Kernel, v: Var, _target: Target) -> u32 {
-    tile_bytes(k.vars[v].ty)
+/// What a buffer is called in diagnostics and reports, and the source it comes from.
+pub fn describe(k: &Kernel, owner: Owner) -> (String, Span) {
+    match owner {
+        Owner::Value(v) => {
+            let span = match k.values[v].def {
+                crate::ir::ValueDef::Result(i) | crate::ir::ValueDef::LoopIndex(i) => k.inst_spans[i],
+            };
+            (format!("tile {v}: {}", k.values[v].ty), span)
+        }
+        Owner::Var(v) => (format!("`{}`: {} in {}", k.vars[v].name, k.vars[v].ty, k.vars[v].space), k.vars[v].span),
+        Owner::Scratch(i) => (format!("MMA operand staging of {i}"), k.inst_spans[i]),
+    }
+}
+
+/// Checks `header + plan.bytes` against the target's shared memory per CTA.
+///
+/// # Errors
+/// E0405 naming every buffer live at the peak (its bytes and source), the reserved header, the
+/// sum and the limit; when the co-live sum fits but first-fit placement does not, the note says
+/// so (fragmentation).
+pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInfo) -> Result<(), Diagnostic> {
+    let limit = target.smem_per_cta;
+    let need = header + plan.bytes;
+    if need <= limit {
+        return Ok(());
+    }
+    let (peak, at) = plan.peak;
+    let mut live: Vec<&Placement> = plan.placements.iter().filter(|p| p.live.0 <= at && at <= p.live.1).collect();
+    live.sort_by_key(|p| (std::cmp::Reverse(p.bytes), p.offset));
+    let first = live.first().map(|p| describe(k, p.owner).1).unwrap_or(k.span);
+    let mut d = Diagnostic::error(
+        Code::SmemOverBudget,
+        format!("shared memory over budget in kernel `{}` on {}: {need} bytes per CTA, the limit is {limit}", k.name, target.name),
+        first,
+        format!("{} bytes", live.first().map_or(0, |p| p.bytes)),
+    );
+    if let Some(p) = live.first() {
+        d.labels[0].message = format!("{}: {} bytes", describe(k, p.owner).0, p.bytes);
+    }
+    for p in live.iter().skip(1) {
+        let (what, span) = describe(k, p.owner);
+        d = d.with_label(span, format!("{what}: {} bytes, live at the same time", p.bytes));
+    }
+    let mut parts: Vec<String> = live.iter().map(|p| format!("{} ({})", p.bytes, describe(k, p.owner).0)).collect();
+    if header > 0 {
+        parts.push(format!("{header} (reserved: MMA mbarrier and TMEM address slot)"));
+    }
+    d = d.with_note(format!("live at program point {at}: {} = {} bytes; limit {limit} bytes per CTA on {}", parts.join(" + "), peak + header, target.name));
+    if peak + header <= limit {
+        d = d.with_note(format!("the co-live buffers fit, but first-fit placement needs {} bytes (fragmentation)", plan.bytes));
+    }
+    Err(d.with_note("help: use smaller tiles (BN, BK), end a tile's live range earlier so its bytes are reused, or keep an accumulator in tensor memory on sm_100a"))
 }
 
 #[cfg(test)]
@@ -188,7 +256,7 @@ mod tests {
         let w = b.value(Op::Binary(BinOp::Mul, z, z), t); // z is used in the loop
         let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
         b.switch_to(top);
-        let p = plan(&k, Target::Sm90a, &Fusion::none(), &|_| 0);
+        let p = plan(&k, crate::target::Target::Sm90a.info(), &Fusion::none());
         let off = |v: Value| p.values[v].unwrap();
         assert_eq!(off(x), 0);
         assert_ne!(off(y), off(x)); // co-live at the cast

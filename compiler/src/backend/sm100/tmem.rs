@@ -3,17 +3,17 @@
 //! `ReadVar` / `WriteVar` of TMEM variables (`tcgen05.ld/st`) are in [`super::tmem_access`].
 //!
 //! On targets without tensor memory the lifecycle instructions emit nothing and TMEM variables
-//! are shared-memory tiles handled by `memory.rs`.
+//! are shared-memory tiles (`super::super::sm90`).
 
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
 use crate::ir::{Elem, Value};
 
+use super::super::emit::Codegen;
+use super::super::BackendError;
 use super::descriptors::check_alloc_columns;
-use super::emit::{Codegen, TMEM_SLOT_OFFSET};
-use super::target::require_tcgen05;
-use super::BackendError;
+use super::{require_tcgen05, TMEM_SLOT_OFFSET};
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// Entry code of a kernel that uses tensor memory: initialise the MMA mbarrier (when the
@@ -27,7 +27,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(())
     }
 
-    pub(super) fn warp0(&self) -> Result<IntValue<'ctx>, BackendError> {
+    pub(crate) fn warp0(&self) -> Result<IntValue<'ctx>, BackendError> {
         Ok(self.b.build_int_compare(IntPredicate::EQ, self.warp, self.i32(0), "w0")?)
     }
 
@@ -43,9 +43,6 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// Warp 0 allocates `columns`; everyone reads the base address after fence/barrier/fence.
     pub fn tmem_alloc(&mut self, columns: u32) -> Result<(), BackendError> {
-        if !self.target.has_tcgen05() {
-            return Ok(());
-        }
         require_tcgen05(self.target, "tcgen05.alloc")?;
         check_alloc_columns(columns)?;
         if columns < self.tmem.peak_columns {
@@ -67,9 +64,7 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// Warp 0 gives up the allocation permit (no further allocs by this CTA).
     pub fn tmem_relinquish(&mut self) -> Result<(), BackendError> {
-        if !self.target.has_tcgen05() {
-            return Ok(());
-        }
+        require_tcgen05(self.target, "tcgen05.relinquish_alloc_permit")?;
         let w0 = self.warp0()?;
         self.if_then(w0, &mut |cg| {
             cg.call("llvm.nvvm.tcgen05.relinq.alloc.permit.cg1", None, &[])?;
@@ -79,9 +74,7 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// All TMEM users done (fence + barrier), then warp 0 frees exactly what it allocated.
     pub fn tmem_dealloc(&mut self, columns: u32) -> Result<(), BackendError> {
-        if !self.target.has_tcgen05() {
-            return Ok(());
-        }
+        require_tcgen05(self.target, "tcgen05.dealloc")?;
         check_alloc_columns(columns)?;
         let base = self.tmem_base()?;
         self.tc_fence_before()?;

@@ -5,14 +5,11 @@
 //! Layouts: instruction descriptor for `kind::f16` = blackwell.md §2.3 (PTX ISA "instruction
 //! descriptor" table; CUTLASS `UMMA::InstrDescriptor`); shared-memory descriptor = §2.4 (PTX ISA
 //! "matrix descriptor" table; CUTLASS `UMMA::SmemDescriptor`); the SWIZZLE_NONE K-major canonical
-//! layout = §2.4 ("core matrix" = 8 rows x 16 bytes).
+//! layout = §2.4 ("core matrix" = 8 rows x 16 bytes), whose offsets are in [`crate::layout::staging`].
 
 use crate::ir::Elem;
 
-use super::BackendError;
-
-/// Byte distance between K-adjacent core matrices in the staging layout (LBO).
-pub const LBO: u32 = 128;
+use super::super::BackendError;
 
 /// Bit 46 of an sm_100 shared-memory descriptor: the fixed "version" field (bits 46-48 = 0b001).
 const SDESC_VERSION: u64 = 1 << 46;
@@ -60,23 +57,13 @@ pub fn smem_desc_hi(lbo: u32, sbo: u32) -> Result<u64, BackendError> {
 /// # Errors
 /// [`BackendError::Invalid`] unless `addr` is 16-byte aligned and below 2^18.
 pub fn smem_desc_start(addr: u32) -> Result<u64, BackendError> {
-    if addr % 16 != 0 || addr >= 1 << 18 {
-        return Err(BackendError::Invalid(format!("shared-memory operand address {addr:#x} is not 16-byte aligned below 0x40000")));
+    if addr % 16 != 0 {
+        return Err(BackendError::Invalid(format!("shared-memory operand address {addr:#x} is not 16-byte aligned (a descriptor holds addr >> 4)")));
+    }
+    if addr >= 1 << 18 {
+        return Err(BackendError::Invalid(format!("shared-memory operand address {addr:#x} is beyond 0x40000, the range of a descriptor's 14-bit start-address field")));
     }
     Ok(u64::from(addr >> 4))
-}
-
-/// Byte offset of element `(r, k)` of an `rows x kdim` 16-bit operand in the SWIZZLE_NONE
-/// K-major canonical layout with LBO = 128 (K-adjacent core matrices contiguous) and
-/// SBO = `kdim * 16` (one 8-row group holds all of K): `(r/8)*SBO + (k/8)*LBO + (r%8)*16 + (k%8)*2`.
-/// A K=16 step moves the descriptor start by `2 * LBO` bytes.
-pub fn kmajor_offset(r: u32, k: u32, kdim: u32) -> u32 {
-    (r / 8) * sbo_for(kdim) + (k / 8) * LBO + (r % 8) * 16 + (k % 8) * 2
-}
-
-/// SBO of the staging layout for a K extent of `kdim` elements.
-pub fn sbo_for(kdim: u32) -> u32 {
-    kdim * 16
 }
 
 /// Columns of one `tcgen05.alloc`: a power of two in 32..=512 (blackwell.md §1.2).
@@ -119,26 +106,12 @@ mod tests {
         let hi = smem_desc_hi(128, 256).unwrap();
         assert_eq!(hi, (8 << 16) | (16u64 << 32) | (1 << 46));
         assert_eq!(smem_desc_start(0x400).unwrap(), 0x40);
-        assert!(smem_desc_start(0x408).is_err());
+        let e = smem_desc_start(0x408).unwrap_err().to_string();
+        assert!(e.contains("not 16-byte aligned"), "{e}");
+        // 0x40080 is aligned, merely out of range: the message must say so.
+        let e = smem_desc_start(0x40080).unwrap_err().to_string();
+        assert!(e.contains("beyond 0x40000") && !e.contains("aligned"), "{e}");
         assert!(smem_desc_hi(120, 256).is_err());
-    }
-
-    #[test]
-    fn kmajor_layout_is_a_bijection() {
-        let (rows, kdim) = (16, 32);
-        let mut seen = std::collections::HashSet::new();
-        for r in 0..rows {
-            for k in 0..kdim {
-                let o = kmajor_offset(r, k, kdim);
-                assert_eq!(o % 2, 0);
-                assert!(o < rows * kdim * 2);
-                assert!(seen.insert(o));
-            }
-        }
-        // The example's 16-wide slice: LBO 128 between K halves, SBO 256 between row groups.
-        assert_eq!(kmajor_offset(0, 8, 16), 128);
-        assert_eq!(kmajor_offset(8, 0, 16), 256);
-        assert_eq!(kmajor_offset(1, 1, 16), 18);
     }
 
     #[test]

@@ -12,45 +12,26 @@
 //!    then `tcgen05.commit` to the mbarrier;
 //! 4. everybody waits on the mbarrier (phase-tracked) and fences after the wait.
 //!
-//! Accumulators outside tensor memory fall back to `mma.sync` ([`super::mma_sm90`]), which
-//! sm_100a also has. An A operand in tensor memory is copied to shared memory first
+//! Accumulators outside tensor memory use `mma.sync` ([`super::super::sm90::mma_sync`]), which
+//! sm_100a also has (the dispatch is in [`super::Sm100`]). An A operand in tensor memory is copied to shared memory first
 //! (`tcgen05.ld`), so every MMA reads both operands through shared-memory descriptors; the
 //! `tcgen05.mma` form with A from TMEM is a later optimisation.
 
-use crate::ir::{Inst, Kernel, MmaOperand, Op, Space, Var};
+use crate::ir::{Inst, MmaOperand, Space, Var};
+use crate::layout::staging::{kmajor_offset, sbo_for, staging, LBO};
+use crate::passes::smem_plan::ALIGN;
 
-use super::descriptors::{instr_desc, kmajor_offset, sbo_for, smem_desc_hi, smem_desc_start, LBO};
-use super::emit::Codegen;
-use super::target::require_tcgen05;
-use super::{BackendError, Target};
+use super::super::emit::Codegen;
+use super::super::BackendError;
+use super::descriptors::{instr_desc, smem_desc_hi, smem_desc_start};
+use super::require_tcgen05;
 
 /// Widest N of one `tcgen05.mma` (cta_group::1).
 const MAX_N: u32 = 256;
 
-/// Bytes of A staging rounded to the buffer alignment (B staging follows it).
-fn a_stage_bytes(m: u32, k: u32) -> u32 {
-    (m * k * 2).next_multiple_of(super::smem::ALIGN)
-}
-
-/// Scratch bytes instruction `i` needs on `target`: the two staging buffers of a tcgen05 MMA.
-pub fn scratch_bytes(k: &Kernel, target: Target, i: Inst) -> u32 {
-    let Op::Mma { dst, a, b, .. } = &k.insts[i].op else { return 0 };
-    if !target.has_tcgen05() || k.vars[*dst].space != Space::Tmem {
-        return 0;
-    }
-    let (Some((m, n)), Some((ar, ac))) = (k.vars[*dst].ty.shape(), k.vars[a.var].ty.shape()) else { return 0 };
-    let _ = b;
-    let kk = if a.transposed { ar } else { ac };
-    let tmem_a = if k.vars[a.var].space == Space::Tmem { (ar * ac * 2).next_multiple_of(super::smem::ALIGN) } else { 0 };
-    a_stage_bytes(m, kk) + (n * kk * 2).next_multiple_of(super::smem::ALIGN) + tmem_a
-}
-
 impl<'ctx> Codegen<'ctx, '_> {
-    /// Emits an `Mma` for sm_100a (see the module docs).
-    pub fn mma_sm100(&mut self, i: Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
-        if self.k.vars[dst].space != Space::Tmem {
-            return self.mma_sm90(dst, a, b, accumulate, negate);
-        }
+    /// Emits an `Mma` into a TMEM accumulator with `tcgen05.mma` (see the module docs).
+    pub fn mma_tcgen05(&mut self, i: Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
         require_tcgen05(self.target, "tcgen05.mma")?;
         let (m, n, kdim, elem) = self.mma_shape(dst, a, b)?;
         if n % 16 != 0 {
@@ -64,20 +45,23 @@ impl<'ctx> Codegen<'ctx, '_> {
         if d_off + n > self.tmem.alloc_columns {
             return Err(BackendError::Invalid(format!("accumulator `{}` at columns {d_off}..{} exceeds the allocation of {}", self.k.vars[dst].name, d_off + n, self.tmem.alloc_columns)));
         }
+        let a_tmem_shape = if self.k.vars[a.var].space == Space::Tmem { self.k.vars[a.var].ty.shape() } else { None };
+        let layout = staging(m, n, kdim, a_tmem_shape, ALIGN);
         let a_stage = self.scratch_buf(i)?;
-        let b_stage = a_stage + a_stage_bytes(m, kdim);
+        let b_stage = a_stage + layout.b;
         // Static range check of every descriptor start address (relative to the smem window's
         // base, which is 1024-B aligned): 16-B aligned and encodable.
         let last = b_stage + n * kdim * 2;
         smem_desc_start(a_stage)?;
         smem_desc_start(b_stage)?;
-        if last >= 1 << 18 {
-            return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the 256 KiB descriptor range")));
+        let range = self.target.info().smem_descriptor_range;
+        if last >= range {
+            return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the {range}-byte range of a shared-memory descriptor (the shared-memory planner's budget check should have rejected this kernel)")));
         }
         // 0. An A operand in tensor memory is first copied to a row-major shared tile (then it
         //    takes the same path as a shared-memory operand).
-        let a_src = if self.k.vars[a.var].space == Space::Tmem {
-            let tmp = (b_stage + n * kdim * 2).next_multiple_of(super::smem::ALIGN);
+        let a_src = if let Some(tmp) = layout.tmem_a {
+            let tmp = a_stage + tmp;
             self.tmem_to_smem(a.var, tmp, elem)?;
             self.bar_sync()?;
             tmp
@@ -141,27 +125,16 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Copies an operand into K-major staging at byte `at`: `rows x kdim` where rows are M (A)
     /// or N (B, `is_b`), element `(r, k)` = A(r, k) or B(k, r).
     fn stage(&mut self, op: MmaOperand, src: u32, is_b: bool, at: u32, rows: u32, kdim: u32) -> Result<(), BackendError> {
-        let sbo = sbo_for(kdim);
         self.cta_loop(rows * kdim, &mut |cg, e| {
             let r = cg.b.build_int_unsigned_div(e, cg.i32(kdim as i32), "r")?;
             let k = cg.b.build_int_unsigned_rem(e, cg.i32(kdim as i32), "k")?;
             let bits = if is_b { cg.operand_bits_at(op, src, k, r)? } else { cg.operand_bits_at(op, src, r, k)? };
-            // (r/8)*SBO + (k/8)*LBO + (r%8)*16 + (k%8)*2 — descriptors::kmajor_offset, at run time.
-            let t = |x: inkwell::values::IntValue<'ctx>, sh: i32, mul: i32| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
-                let q = cg.b.build_right_shift(x, cg.i32(sh), false, "")?;
-                Ok(cg.b.build_int_mul(q, cg.i32(mul), "")?)
-            };
-            let o1 = t(r, 3, sbo as i32)?;
-            let o2 = t(k, 3, LBO as i32)?;
-            let o3 = cg.b.build_int_mul(cg.b.build_and(r, cg.i32(7), "")?, cg.i32(16), "")?;
-            let o4 = cg.b.build_int_mul(cg.b.build_and(k, cg.i32(7), "")?, cg.i32(2), "")?;
-            let off = cg.b.build_int_add(cg.b.build_int_add(o1, o2, "")?, cg.b.build_int_add(o3, o4, "")?, "")?;
+            let off = kmajor_offset(&*cg, r, k, kdim)?;
             let off = cg.b.build_int_add(off, cg.i32(at as i32), "")?;
             let p = cg.smem_at(off)?;
             cg.b.build_store(p, bits)?;
             Ok(())
         })?;
-        debug_assert_eq!(kmajor_offset(9, 10, kdim), sbo + LBO + 16 + 4);
         Ok(())
     }
 }

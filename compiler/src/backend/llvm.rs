@@ -1,12 +1,10 @@
-//! Code-generation targets and the LLVM NVPTX machinery: target-machine creation, the new pass
-//! manager, PTX emission, and the tcgen05 gate.
+//! The LLVM NVPTX machinery: target-machine creation, the new pass manager, PTX emission, and
+//! the tcgen05 gate. Targets and their limits are [`crate::target`].
 //!
 //! Why the gate: with `-mcpu=sm_100` (no `a`) every tcgen05 intrinsic makes llc *abort* ("Cannot
 //! select"), a crash rather than a diagnostic (blackwell.md §0). So the back end checks the module
 //! itself before it reaches the NVPTX code generator and returns [`BackendError::Tcgen05Target`].
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::OnceLock;
 
 use inkwell::module::Module;
@@ -14,75 +12,10 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
 use inkwell::OptimizationLevel;
 
-use super::BackendError;
+use super::{BackendError, Target};
 
 /// The LLVM target triple of every kernel module.
 pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
-
-/// A GPU target tilec generates code for.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Target {
-    /// Blackwell, arch-specific: tcgen05 tensor cores and tensor memory.
-    Sm100a,
-    /// Hopper, arch-specific: `mma.sync` (runs on the H200).
-    Sm90a,
-}
-
-impl Target {
-    /// Every target, in the order `--target all` builds them.
-    pub const ALL: [Target; 2] = [Target::Sm100a, Target::Sm90a];
-
-    /// The PTX `.target` / LLVM CPU name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Sm100a => "sm_100a",
-            Target::Sm90a => "sm_90a",
-        }
-    }
-
-    /// LLVM target features (the PTX ISA version). sm_100a: PTX 8.8 (blackwell.md §0 checked
-    /// +ptx86..+ptx88); sm_90a: PTX 8.0 is enough for everything this back end emits there.
-    pub fn features(self) -> &'static str {
-        match self {
-            Target::Sm100a => "+ptx88",
-            Target::Sm90a => "+ptx80",
-        }
-    }
-
-    /// Whether tcgen05 instructions (and tensor memory) exist on this target.
-    pub fn has_tcgen05(self) -> bool {
-        matches!(self, Target::Sm100a)
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Target {
-    type Err = BackendError;
-    fn from_str(s: &str) -> Result<Target, BackendError> {
-        match s {
-            "sm_100a" => Ok(Target::Sm100a),
-            "sm_90a" => Ok(Target::Sm90a),
-            other => Err(BackendError::UnknownTarget(other.to_string())),
-        }
-    }
-}
-
-/// Fails unless `target` has tcgen05; called by every emitter of a tcgen05 instruction.
-///
-/// # Errors
-/// [`BackendError::Tcgen05Target`] naming the target.
-pub fn require_tcgen05(target: Target, what: &str) -> Result<(), BackendError> {
-    if target.has_tcgen05() {
-        Ok(())
-    } else {
-        Err(BackendError::Tcgen05Target { target: target.name().to_string(), what: what.to_string() })
-    }
-}
 
 /// Initialises the NVPTX back end once per process.
 fn init_nvptx() {
@@ -101,7 +34,7 @@ pub fn machine(target: Target) -> Result<TargetMachine, BackendError> {
     // Code generation at LLVM's default level (-O2), not -O3: on the shipped examples the SASS
     // after ptxas is the same within ±8 instructions with identical register counts, while
     // NVPTX code generation takes ~20 % less time (compile-time budget: 300 ms per example).
-    t.create_target_machine(&triple, target.name(), target.features(), OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
+    t.create_target_machine(&triple, target.name(), target.info().llvm_features, OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
         .ok_or_else(|| BackendError::Llvm(format!("LLVM refused to create an NVPTX machine for {}", target.name())))
 }
 
@@ -113,7 +46,7 @@ pub fn machine(target: Target) -> Result<TargetMachine, BackendError> {
 /// [`BackendError::Tcgen05Target`] when a tcgen05 intrinsic is present on a non-tcgen05 target.
 pub fn optimize_and_emit(module: &Module<'_>, target: Target) -> Result<String, BackendError> {
     module.verify().map_err(|e| BackendError::Llvm(format!("generated LLVM IR is invalid: {}", e.to_string_lossy())))?;
-    if !target.has_tcgen05() {
+    if !target.info().mma.tcgen05 {
         let mut f = module.get_first_function();
         while let Some(func) = f {
             let name = func.get_name().to_string_lossy();

@@ -11,7 +11,7 @@ use cranelift_entity::SecondaryMap;
 
 use crate::ir::{tmem_columns, Inst, InstData, Kernel, Op, Space, Var};
 
-use super::BackendError;
+use super::super::BackendError;
 
 /// Column offset of every TMEM variable and the allocation size.
 #[derive(Clone, Debug, Default, PartialEq)]

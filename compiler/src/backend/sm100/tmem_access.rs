@@ -1,7 +1,8 @@
 //! `ReadVar` / `WriteVar` of tensor-memory variables on `sm_100a` through `tcgen05.ld/st.32x32b`.
 //!
-//! Addressing (blackwell.md §1.1, §1.3): a TMEM address is `lane << 16 | column`; variable `v`
-//! lives at `base + offset(v)`; warp `w` (< 4) may only touch lanes `tmem_lane_base(w)..+32` and
+//! Addressing ([`crate::layout::tmem`], blackwell.md §1.1, §1.3): a TMEM address is
+//! `lane << 16 | column`; variable `v` lives at `base + offset(v)`; warp `w` (< 4) may only touch
+//! lanes `lane_base(w)..+32` and
 //! for a 128-row tile its thread `l` holds row `32w + l`. A 64-row tile (an M=64 accumulator) uses
 //! the first half of each lane quarter: rows `16w..16w+15` are lanes `32w..32w+15` (blackwell.md
 //! §1.1, from CUTLASS's "half sub-partition" atom; not run on hardware), so threads `l ≥ 16` of
@@ -24,10 +25,11 @@ use inkwell::values::{BasicValue, BasicValueEnum, IntValue, VectorValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{tmem_columns, Elem, Inst, Type, Value, Var};
+use crate::layout::tmem::{address, lane_base, row_of_thread};
 
-use super::emit::Codegen;
-use super::target::require_tcgen05;
-use super::BackendError;
+use super::super::emit::Codegen;
+use super::super::BackendError;
+use super::require_tcgen05;
 
 /// Largest `tcgen05.ld/st.32x32b` repeat count used per instruction (32 registers per thread).
 const MAX_CHUNK: u32 = 32;
@@ -107,28 +109,22 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok((rows, cols, d.ty.elem()))
     }
 
-    /// The tile row this thread holds (warps 0..3) and whether it holds one: `32w + l` for 128
-    /// rows, `16w + l` with `l < 16` for 64 rows.
+    /// The tile row this thread holds (warps 0..3) and whether it holds one
+    /// ([`row_of_thread`]: `32w + l` for 128 rows, `16w + l` with `l < 16` for 64 rows).
     fn tmem_row(&self, rows: u32) -> Result<(IntValue<'ctx>, IntValue<'ctx>), BackendError> {
-        if rows == 128 {
-            return Ok((self.tid, self.ctx.bool_type().const_int(1, false)));
+        match row_of_thread(self, rows, self.tid, self.warp)? {
+            (row, None) => Ok((row, self.ctx.bool_type().const_int(1, false))),
+            (row, Some(lane)) => Ok((row, self.b.build_int_compare(IntPredicate::ULT, lane, self.i32(16), "has.row")?)),
         }
-        let lane = self.b.build_and(self.tid, self.i32(31), "")?;
-        let row = self.b.build_int_add(self.b.build_left_shift(self.warp, self.i32(4), "")?, lane, "row")?;
-        let has = self.b.build_int_compare(IntPredicate::ULT, lane, self.i32(16), "has.row")?;
-        Ok((row, has))
     }
 
-    /// TMEM address of cell column `col` of variable `v` in this warp's lane quarter.
+    /// TMEM address of cell column `col` of variable `v` in this warp's lane quarter
+    /// ([`lane_base`], [`address`]).
     fn tmem_addr(&self, v: Var, col: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         let off = self.tmem.offset(v, &self.k.vars[v].name)?;
-        let base = self.tmem_base()?;
-        // Lane base = tmem_lane_base(warp) = 32 * (warp % 4), in bits 31..16.
-        let quarter = self.b.build_and(self.warp, self.i32(3), "")?;
-        let lanes = self.b.build_left_shift(quarter, self.i32(5 + 16), "")?;
-        let a = self.b.build_int_add(base, self.i32(off as i32), "")?;
-        let a = self.b.build_int_add(a, col, "")?;
-        Ok(self.b.build_int_add(a, lanes, "taddr")?)
+        let base = self.b.build_int_add(self.tmem_base()?, self.i32(off as i32), "")?;
+        let lane = lane_base(self, self.warp)?;
+        address(self, base, col, lane)
     }
 
     /// Converts a vector of `n` elements from the storage form of `from` to that of `to` (floats
@@ -255,7 +251,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let xel = self.res_elem(x);
         // A materialised tile of the same shape can be moved in whole chunks.
         let xbuf = match self.k.values[x].ty {
-            Type::Tile { rows: r, cols: c, .. } if (r, c) == (rows, cols) && !self.fusion.is_fused(x) && is_float(xel) && is_float(elem) => self.plan.values[x].map(|o| o + self.header),
+            Type::Tile { rows: r, cols: c, .. } if (r, c) == (rows, cols) && !self.tp.fusion.is_fused(x) && is_float(xel) && is_float(elem) => self.tp.smem.values[x].map(|o| o + self.header),
             _ => None,
         };
         self.tc_fence_after()?;

@@ -1,0 +1,29 @@
+//! `tilec check --emit smem-plan`: the shared-memory plan of one kernel on one target as text —
+//! the reserved header, then every buffer with its byte range, size and live range (program
+//! points), then the peak of co-live bytes and the total against the target's limit.
+
+use std::fmt::Write;
+
+use super::smem_plan::{describe, Placement};
+use super::target_plan::TargetPlan;
+use crate::ir::Kernel;
+
+/// Renders the plan (deterministic; one line per buffer, sorted by offset).
+pub fn render_text(k: &Kernel, tp: &TargetPlan) -> String {
+    let info = tp.target.info();
+    let mut s = String::new();
+    let _ = writeln!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA", k.name, info.name, tp.smem_bytes(), info.smem_per_cta);
+    if tp.header_bytes > 0 {
+        let _ = writeln!(s, "  {:>7}..{:<7} {:>7} B  reserved: MMA mbarrier and TMEM address slot", 0, tp.header_bytes, tp.header_bytes);
+    }
+    let mut ps: Vec<&Placement> = tp.smem.placements.iter().collect();
+    ps.sort_by_key(|p| (p.offset, p.live.0));
+    for p in ps {
+        let start = tp.header_bytes + p.offset;
+        let (what, _) = describe(k, p.owner);
+        let _ = writeln!(s, "  {:>7}..{:<7} {:>7} B  live {:>4}..={:<4} {what}", start, start + p.bytes, p.bytes, p.live.0, p.live.1);
+    }
+    let (peak, at) = tp.smem.peak;
+    let _ = writeln!(s, "  peak of co-live buffers: {peak} B at program point {at}; placed extent {} B; {} barriers", tp.smem.bytes, tp.barriers.count());
+    s
+}
