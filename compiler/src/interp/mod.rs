@@ -27,6 +27,7 @@ pub mod bind;
 mod elementwise;
 mod error;
 mod eval;
+mod mma;
 mod value;
 
 use std::collections::BTreeMap;
@@ -34,6 +35,7 @@ use std::collections::BTreeMap;
 use tilec_runtime::tensor::HostTensor;
 
 pub use error::{ExecError, InterpError};
+pub use mma::MmaNumerics;
 
 use crate::ir::{validate, Kernel, ParamKind};
 
@@ -55,11 +57,14 @@ pub struct Options {
     pub max_elements: u64,
     /// Symbolic sizes fixed by the caller; others are inferred from the input shapes.
     pub sizes: BTreeMap<String, i64>,
+    /// Whose MMA accumulation order to follow: the sm_90a lowering (the default) or the
+    /// sm_100a one ([`MmaNumerics`]).
+    pub numerics: MmaNumerics,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new() }
+        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), numerics: MmaNumerics::default() }
     }
 }
 
@@ -127,7 +132,7 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 let pid = [x, y, z];
-                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements);
+                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements, opts.numerics);
                 match cta.run() {
                     Ok(()) => ctas.push(CtaStats { pid, tmem: cta.tmem }),
                     Err((_, ExecError::StepLimit { limit })) => return Err(InterpError::StepLimit { limit }),
