@@ -6,7 +6,8 @@ mod interp_common;
 
 use interp_common::*;
 use tilec::diag::Span;
-use tilec::interp::{run_kernel_with, MmaNumerics, Options, TmemCounts};
+use tilec::backend::Target;
+use tilec::interp::{run_kernel_with, Options, TmemCounts};
 use tilec::ir::builder::Builder;
 use tilec::ir::{BinOp, Elem, Index, Kernel, MmaOperand, Op, SizeOp, Space, Type};
 use tilec_runtime::meta::DType;
@@ -142,8 +143,8 @@ fn gemm_transposed_b_f32_out_matches_specified_order_bitwise() {
     let (exact, absprod) = matmul_f64(&c.a, &c.b, m, kd, n);
     let steps = kd.div_ceil(BK as usize);
     let mut outs = Vec::new();
-    for numerics in MmaNumerics::ALL {
-        let opts = Options { numerics, ..Options::default() };
+    for target in Target::ALL {
+        let opts = Options { target, ..Options::default() };
         let run = run_kernel_with(&k, &c.inputs, &opts).expect("gemm runs");
         let got = run.outputs["c"].to_f32();
         // The specified order: each MMA here is one K = 16 step, whose exact products (bf16
@@ -159,15 +160,15 @@ fn gemm_transposed_b_f32_out_matches_specified_order_bitwise() {
                     for p in s * BK as usize..((s + 1) * BK as usize).min(kd) {
                         part += c.a[i * kd + p] * c.b[p * n + j];
                     }
-                    d = match (s, numerics) {
+                    d = match (s, target) {
                         (0, _) => part as f32,
-                        (_, MmaNumerics::Sm90a) => d + part as f32,
-                        (_, MmaNumerics::Sm100a) => (f64::from(d) + part) as f32,
+                        (_, Target::Sm90a) => d + part as f32,
+                        (_, Target::Sm100a) => (f64::from(d) + part) as f32,
                     };
                 }
-                assert_eq!(got[i * n + j].to_bits(), d.to_bits(), "{numerics}: c[{i}, {j}]");
+                assert_eq!(got[i * n + j].to_bits(), d.to_bits(), "{target}: c[{i}, {j}]");
                 let e = (f64::from(got[i * n + j]) - exact[i * n + j]).abs();
-                assert!(e <= gamma_f32(kd) * absprod[i * n + j], "{numerics}: c[{i}, {j}] outside the fp32 bound");
+                assert!(e <= gamma_f32(kd) * absprod[i * n + j], "{target}: c[{i}, {j}] outside the fp32 bound");
             }
         }
         outs.push(got);

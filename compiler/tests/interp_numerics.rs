@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tilec::interp::{run_kernel_with, Inputs, MmaNumerics, Options};
+use tilec::backend::Target;
+use tilec::interp::{run_kernel_with, Inputs, Options};
 use tilec::ir::{Kernel, Space};
 use tilec_runtime::meta::DType;
 use tilec_runtime::tensor::HostTensor;
@@ -94,12 +95,12 @@ fn inputs() -> Inputs {
     ])
 }
 
-/// What the lowering for `numerics` computes, in f32 arithmetic (see the module docs).
-fn expected(numerics: MmaNumerics, tmem: bool, negate: bool, i: usize, j: usize) -> f32 {
+/// What the lowering for `target` computes, in f32 arithmetic (see the module docs).
+fn expected(target: Target, tmem: bool, negate: bool, i: usize, j: usize) -> f32 {
     let (s1, s2) = step_sums(i);
     let (s1, s2) = (s1 as f32, s2 as f32);
     let d = d_old(j);
-    if numerics == MmaNumerics::Sm100a && tmem {
+    if target == Target::Sm100a && tmem {
         // tcgen05.mma: D_old seeds step 1, step 2 accumulates; `-=` negates A (every product).
         if negate { (d + -s1) + -s2 } else { (d + s1) + s2 }
     } else {
@@ -109,9 +110,9 @@ fn expected(numerics: MmaNumerics, tmem: bool, negate: bool, i: usize, j: usize)
     }
 }
 
-fn run(space: Space, op: &str, numerics: MmaNumerics) -> Vec<f32> {
+fn run(space: Space, op: &str, target: Target) -> Vec<f32> {
     let k = compile(op, space);
-    let opts = Options { numerics, ..Options::default() };
+    let opts = Options { target, ..Options::default() };
     let run = run_kernel_with(&k, &inputs(), &opts).expect("runs");
     run.outputs["y"].to_f32()
 }
@@ -120,8 +121,8 @@ fn run(space: Space, op: &str, numerics: MmaNumerics) -> Vec<f32> {
 /// outputs.
 fn check(space: Space, op: &str) -> (Vec<f32>, Vec<f32>) {
     let negate = op == "-=";
-    let outs: Vec<Vec<f32>> = MmaNumerics::ALL.iter().map(|&nm| run(space, op, nm)).collect();
-    for (nm, got) in MmaNumerics::ALL.iter().zip(&outs) {
+    let outs: Vec<Vec<f32>> = Target::ALL.iter().map(|&nm| run(space, op, nm)).collect();
+    for (nm, got) in Target::ALL.iter().zip(&outs) {
         for i in 0..M {
             for j in 0..N {
                 let want = expected(*nm, space == Space::Tmem, negate, i, j);
@@ -129,7 +130,7 @@ fn check(space: Space, op: &str) -> (Vec<f32>, Vec<f32>) {
             }
         }
     }
-    let sm90 = MmaNumerics::ALL.iter().position(|&n| n == MmaNumerics::Sm90a).unwrap();
+    let sm90 = Target::ALL.iter().position(|&n| n == Target::Sm90a).unwrap();
     (outs[sm90].clone(), outs[1 - sm90].clone())
 }
 
@@ -196,6 +197,7 @@ fn cli_target_flag_selects_the_numerics() {
         assert_eq!(tilec::cli::run::run(&args), ExitCode::SUCCESS);
         outs.push(tilec_runtime::st::read(&out).unwrap()["y"].to_f32());
     }
+    assert_eq!(Options::default().target, Target::Sm90a);
     assert_eq!(outs[0], outs[1], "the default is sm_90a");
     assert_eq!((outs[1][0], outs[2][0]), (P24 + 2.0, P24));
 }

@@ -16,7 +16,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::frontend::{check_source, Options};
-use crate::interp::{run_kernel_with, MmaNumerics, Options as InterpOptions};
+use crate::backend::Target;
+use crate::interp::{run_kernel_with, Options as InterpOptions};
 
 /// Arguments of `tilec run`.
 #[derive(Args, Debug)]
@@ -45,8 +46,8 @@ pub struct RunArgs {
     /// Whose MMA numerics to follow: sm_90a (mma.sync: the K-step sum first, then one f32
     /// operation with the old accumulator) or sm_100a (tcgen05.mma: a TMEM accumulator is
     /// seeded with its old value and every K=16 step rounds into it; others as sm_90a).
-    #[arg(long, value_name = "TARGET", default_value_t = MmaNumerics::default(), value_parser = str::parse::<MmaNumerics>)]
-    pub target: MmaNumerics,
+    #[arg(long, value_name = "TARGET", default_value_t = InterpOptions::default().target, value_parser = str::parse::<Target>)]
+    pub target: Target,
 }
 
 pub(crate) fn parse_size(s: &str) -> Result<(String, i64), String> {
@@ -90,7 +91,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
     let Some(kernel) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
         return ExitCode::from(2);
     };
-    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), numerics: a.target, ..InterpOptions::default() };
+    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, ..InterpOptions::default() };
     let run = match run_kernel_with(kernel, &inputs, &opts) {
         Ok(r) => r,
         Err(e) => {

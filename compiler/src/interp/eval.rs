@@ -12,9 +12,10 @@ use tilec_runtime::tensor::{f64_to_bf16, f64_to_f16};
 use super::bind::Bound;
 use super::elementwise::{binary, compare, dims, reduce, select, unary};
 use super::error::ExecError;
-use super::mma::{self, MmaNumerics};
+use super::mma;
 use super::value::{Val, S};
 use super::TmemCounts;
+use crate::backend::Target;
 use crate::ir::{Axis, Block, Elem, Index, Inst, Kernel, MmaOperand, Op, TriMask, Type, Value, Var};
 
 /// Instruction budget shared by all CTAs of a run.
@@ -35,7 +36,7 @@ pub struct Cta<'a> {
     vars: SecondaryMap<Var, Option<Val>>,
     budget: &'a mut Budget,
     max_elements: u64,
-    numerics: MmaNumerics,
+    target: Target,
     /// TMEM lifecycle instructions executed by this CTA.
     pub tmem: TmemCounts,
 }
@@ -54,9 +55,9 @@ struct Region {
 }
 
 impl<'a> Cta<'a> {
-    /// A fresh CTA with index `pid`; its MMAs follow `numerics`.
-    pub fn new(k: &'a Kernel, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, numerics: MmaNumerics) -> Self {
-        Cta { k, bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, numerics, tmem: TmemCounts::default() }
+    /// A fresh CTA with index `pid`; its MMAs follow the lowering for `target`.
+    pub fn new(k: &'a Kernel, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, target: Target) -> Self {
+        Cta { k, bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default() }
     }
 
     /// Runs the kernel body.
@@ -308,7 +309,7 @@ impl<'a> Cta<'a> {
     }
 
     /// `D (+)= ± A·B` in K steps of 16, associated with the old D as the lowering for
-    /// `self.numerics` does ([`mma::element`]), then rounded to D's element type.
+    /// `self.target` does ([`mma::element`]), then rounded to D's element type.
     fn mma(&mut self, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), ExecError> {
         let dt = self.var_type(dst)?;
         let oriented = |o: MmaOperand| -> Result<(Vec<f32>, usize, usize, bool), ExecError> {
@@ -327,7 +328,7 @@ impl<'a> Cta<'a> {
         let b_at = |kk: usize, j: usize| if bt { bv[j * kb + kk] } else { bv[kk * n + j] };
         // Which lowering's association applies (mma.rs): sm_100a seeds tcgen05.mma with D_old
         // for a TMEM accumulator; every other accumulator takes the mma.sync path.
-        let seeded = self.numerics.seeds_accumulator(self.k.vars[dst].space);
+        let seeded = mma::seeds_accumulator(self.target, self.k.vars[dst].space);
         let val = Val::build(dt, |i, j| {
             // Products of bf16/f16 values are exact in f32.
             let d = mma::element(ka, |kk| a_at(i, kk) * b_at(kk, j), old.as_ref().map(|o| o[i * n + j]), negate, seeded);

@@ -1,5 +1,5 @@
 //! The IR interpreter: runs a kernel's tile IR on the CPU, over the whole grid, with the
-//! numerics of tilec's own GPU lowering for one target ([`Options::numerics`]: sm_90a by
+//! numerics of tilec's own GPU lowering for one target ([`Options::target`]: sm_90a by
 //! default, or sm_100a). It is the executable specification of the IR and what CI uses to run
 //! DSL programs without a GPU (`tilec run --interp [--target sm_90a|sm_100a]`).
 //!
@@ -46,8 +46,8 @@ use std::collections::BTreeMap;
 use tilec_runtime::tensor::HostTensor;
 
 pub use error::{ExecError, InterpError};
-pub use mma::MmaNumerics;
 
+use crate::backend::Target;
 use crate::ir::{validate, Kernel, ParamKind};
 
 /// Input tensors by parameter name. Scalar parameters are rank-0 (or `[1]`) tensors; output
@@ -68,14 +68,14 @@ pub struct Options {
     pub max_elements: u64,
     /// Symbolic sizes fixed by the caller; others are inferred from the input shapes.
     pub sizes: BTreeMap<String, i64>,
-    /// Whose MMA accumulation order to follow: the sm_90a lowering (the default) or the
-    /// sm_100a one ([`MmaNumerics`]).
-    pub numerics: MmaNumerics,
+    /// Whose MMA accumulation order to follow: the lowering for this target (sm_90a by
+    /// default; see the module docs).
+    pub target: Target,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), numerics: MmaNumerics::default() }
+        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), target: Target::Sm90a }
     }
 }
 
@@ -143,7 +143,7 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 let pid = [x, y, z];
-                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements, opts.numerics);
+                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements, opts.target);
                 match cta.run() {
                     Ok(()) => ctas.push(CtaStats { pid, tmem: cta.tmem }),
                     Err((_, ExecError::StepLimit { limit })) => return Err(InterpError::StepLimit { limit }),
