@@ -1,11 +1,12 @@
 //! Interpreter: a builder-made tiled GEMM over a grid of partial tiles, checked against an
 //! fp64 matmul within the bf16/fp32 rounding bound, and bit for bit against the specified
-//! accumulation order.
+//! accumulation order of each target's MMA numerics.
 
 mod interp_common;
 
 use interp_common::*;
 use tilec::diag::Span;
+use tilec::backend::Target;
 use tilec::interp::{run_kernel_with, Options, TmemCounts};
 use tilec::ir::builder::Builder;
 use tilec::ir::{BinOp, Elem, Index, Kernel, MmaOperand, Op, SizeOp, Space, Type};
@@ -139,28 +140,41 @@ fn gemm_transposed_b_f32_out_matches_specified_order_bitwise() {
     let (m, kd, n) = (70, 40, 45);
     let c = case(2, m, kd, n, true);
     let k = gemm_kernel(Elem::F32, true);
-    let out = tilec::interp::run_kernel(&k, &c.inputs).expect("gemm runs");
-    let got = out["c"].to_f32();
-    // The specified order: per K step a sequential f32 sum from 0 over BK products (products
-    // of bf16 values are exact in f32; padding products are +0), then one f32 addition to the
-    // accumulator; the first step overwrites.
-    let steps = kd.div_ceil(BK as usize);
     let (exact, absprod) = matmul_f64(&c.a, &c.b, m, kd, n);
-    for i in 0..m {
-        for j in 0..n {
-            let mut d = 0.0f32;
-            for s in 0..steps {
-                let mut part = 0.0f32;
-                for p in s * BK as usize..((s + 1) * BK as usize).min(kd) {
-                    part += (c.a[i * kd + p] as f32) * (c.b[p * n + j] as f32);
+    let steps = kd.div_ceil(BK as usize);
+    let mut outs = Vec::new();
+    for target in Target::ALL {
+        let opts = Options { target, ..Options::default() };
+        let run = run_kernel_with(&k, &c.inputs, &opts).expect("gemm runs");
+        let got = run.outputs["c"].to_f32();
+        // The specified order: each MMA here is one K = 16 step, whose exact products (bf16
+        // products are exact in f32; padding products are +0) are summed in f64 with the
+        // step's input and rounded once to f32. sm_90a (mma.sync) sums from +0 and adds the
+        // old accumulator in f32 afterwards; sm_100a (tcgen05.mma into this TMEM accumulator)
+        // takes the old accumulator as the step's input. The first step overwrites.
+        for i in 0..m {
+            for j in 0..n {
+                let mut d = 0.0f32;
+                for s in 0..steps {
+                    let mut part = 0.0f64;
+                    for p in s * BK as usize..((s + 1) * BK as usize).min(kd) {
+                        part += c.a[i * kd + p] * c.b[p * n + j];
+                    }
+                    d = match (s, target) {
+                        (0, _) => part as f32,
+                        (_, Target::Sm90a) => d + part as f32,
+                        (_, Target::Sm100a) => (f64::from(d) + part) as f32,
+                    };
                 }
-                d = if s == 0 { part } else { d + part };
+                assert_eq!(got[i * n + j].to_bits(), d.to_bits(), "{target}: c[{i}, {j}]");
+                let e = (f64::from(got[i * n + j]) - exact[i * n + j]).abs();
+                assert!(e <= gamma_f32(kd) * absprod[i * n + j], "{target}: c[{i}, {j}] outside the fp32 bound");
             }
-            assert_eq!(got[i * n + j].to_bits(), d.to_bits(), "c[{i}, {j}]");
-            let e = (f64::from(got[i * n + j]) - exact[i * n + j]).abs();
-            assert!(e <= gamma_f32(kd) * absprod[i * n + j], "c[{i}, {j}] outside the fp32 bound");
         }
+        outs.push(got);
     }
+    // Random data tells the two orders apart somewhere.
+    assert_ne!(outs[0], outs[1]);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `tilec run --interp FILE --inputs X.safetensors --out Y.safetensors [--kernel NAME]
-//! [--size NAME=VALUE]... [--max-steps N]`: runs one kernel of a `.tile` file on the CPU IR
+//! [--size NAME=VALUE]... [--max-steps N] [--target sm_90a|sm_100a]`: runs one kernel of a `.tile` file on the CPU IR
 //! interpreter ([`crate::interp`]) over its whole grid.
 //!
 //! Inputs are named after the kernel's parameters (scalars as rank-0 tensors); the output file
@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::frontend::{check_source, Options};
+use crate::backend::Target;
 use crate::interp::{run_kernel_with, Options as InterpOptions};
 
 /// Arguments of `tilec run`.
@@ -42,6 +43,11 @@ pub struct RunArgs {
     /// Instruction budget over the whole grid (a runaway loop stops with an error).
     #[arg(long, default_value_t = InterpOptions::default().max_steps)]
     pub max_steps: u64,
+    /// Whose MMA numerics to follow: sm_90a (mma.sync: the K-step sum first, then one f32
+    /// operation with the old accumulator) or sm_100a (tcgen05.mma: a TMEM accumulator is
+    /// seeded with its old value and every K=16 step rounds into it; others as sm_90a).
+    #[arg(long, value_name = "TARGET", default_value_t = InterpOptions::default().target, value_parser = str::parse::<Target>)]
+    pub target: Target,
 }
 
 pub(crate) fn parse_size(s: &str) -> Result<(String, i64), String> {
@@ -85,7 +91,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
     let Some(kernel) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
         return ExitCode::from(2);
     };
-    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), ..InterpOptions::default() };
+    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, ..InterpOptions::default() };
     let run = match run_kernel_with(kernel, &inputs, &opts) {
         Ok(r) => r,
         Err(e) => {

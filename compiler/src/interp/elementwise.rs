@@ -1,6 +1,6 @@
 //! Elementwise semantics: unary, binary, comparison, select and reductions.
 //!
-//! Rules (the GPU's numerics, issue 3 part 4):
+//! Rules (the numerics of tilec's GPU lowering, issue 3 part 4; MMA is in `mma.rs`):
 //! * Float arithmetic: operands are widened to f32 (integers convert), the operation is done in
 //!   f32 (IEEE, round to nearest even), and the result is rounded to the result's element type.
 //!   So `bf16 * bf16 -> bf16` is one f32 multiply followed by one RNE rounding.

@@ -12,8 +12,10 @@ use tilec_runtime::tensor::{f64_to_bf16, f64_to_f16};
 use super::bind::Bound;
 use super::elementwise::{binary, compare, dims, reduce, select, unary};
 use super::error::ExecError;
+use super::mma;
 use super::value::{Val, S};
 use super::TmemCounts;
+use crate::backend::Target;
 use crate::ir::{Axis, Block, Elem, Index, Inst, Kernel, MmaOperand, Op, TriMask, Type, Value, Var};
 
 /// Instruction budget shared by all CTAs of a run.
@@ -34,6 +36,7 @@ pub struct Cta<'a> {
     vars: SecondaryMap<Var, Option<Val>>,
     budget: &'a mut Budget,
     max_elements: u64,
+    target: Target,
     /// TMEM lifecycle instructions executed by this CTA.
     pub tmem: TmemCounts,
 }
@@ -52,9 +55,9 @@ struct Region {
 }
 
 impl<'a> Cta<'a> {
-    /// A fresh CTA with index `pid`.
-    pub fn new(k: &'a Kernel, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64) -> Self {
-        Cta { k, bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, tmem: TmemCounts::default() }
+    /// A fresh CTA with index `pid`; its MMAs follow the lowering for `target`.
+    pub fn new(k: &'a Kernel, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, target: Target) -> Self {
+        Cta { k, bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default() }
     }
 
     /// Runs the kernel body.
@@ -305,8 +308,8 @@ impl<'a> Cta<'a> {
         Ok(())
     }
 
-    /// `D (+)= ± A·B`: the K sum runs sequentially from 0 in f32 (products of 16-bit floats are
-    /// exact in f32), then is added to the old D in f32 and rounded to D's element type.
+    /// `D (+)= ± A·B` in K steps of 16, associated with the old D as the lowering for
+    /// `self.target` does ([`mma::element`]), then rounded to D's element type.
     fn mma(&mut self, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), ExecError> {
         let dt = self.var_type(dst)?;
         let oriented = |o: MmaOperand| -> Result<(Vec<f32>, usize, usize, bool), ExecError> {
@@ -323,17 +326,12 @@ impl<'a> Cta<'a> {
         // Element (i, j) of an operand stored as `rows x cols`, seen through its transposition.
         let a_at = |i: usize, kk: usize| if at { av[kk * m + i] } else { av[i * ka + kk] };
         let b_at = |kk: usize, j: usize| if bt { bv[j * kb + kk] } else { bv[kk * n + j] };
-        let sign = if negate { -1.0f32 } else { 1.0 };
+        // Which lowering's association applies (mma.rs): sm_100a seeds tcgen05.mma with D_old
+        // for a TMEM accumulator; every other accumulator takes the mma.sync path.
+        let seeded = mma::seeds_accumulator(self.target, self.k.vars[dst].space);
         let val = Val::build(dt, |i, j| {
-            let mut s = 0.0f32;
-            for kk in 0..ka {
-                s += a_at(i, kk) * b_at(kk, j);
-            }
-            let s = sign * s;
-            let d = match &old {
-                Some(o) => o[i * n + j] + s,
-                None => s,
-            };
+            // Products of bf16/f16 values are exact in f32.
+            let d = mma::element(ka, |kk| a_at(i, kk) * b_at(kk, j), old.as_ref().map(|o| o[i * n + j]), negate, seeded);
             S::F(d).convert(dt.elem())
         })?;
         self.vars[dst] = Some(val);

@@ -1,14 +1,25 @@
-//! The IR interpreter: runs a kernel's tile IR on the CPU, over the whole grid, with the GPU's
-//! numerics. It is the executable specification of the IR and what CI uses to run DSL programs
-//! without a GPU (`tilec run --interp`).
+//! The IR interpreter: runs a kernel's tile IR on the CPU, over the whole grid, with the
+//! numerics of tilec's own GPU lowering for one target ([`Options::target`]: sm_90a by
+//! default, or sm_100a). It is the executable specification of the IR and what CI uses to run
+//! DSL programs without a GPU (`tilec run --interp [--target sm_90a|sm_100a]`).
 //!
-//! Numerics (issue 3, part 4):
+//! Numerics (issue 3, part 4; issue 8, item 6):
 //! * Storage: bf16/f16 values are rounded to nearest even whenever a result, a variable or a
 //!   store has a 16-bit type; loads widen exactly.
 //! * Arithmetic: done in f32 and rounded to the result's element type; `exp2`, `exp`
 //!   (= `exp2(x·log2 e)`), `log2`, `sqrt` in f32; integers are checked (no wrap-around).
-//! * MMA: exact products, a sequential f32 sum over K from 0, then one f32 addition to the old
-//!   accumulator (`Op::Mma`). Reductions sum sequentially from index 0 in f32.
+//!   Reductions sum sequentially from index 0 in f32.
+//! * MMA (`Op::Mma`), in K steps of 16 like both lowerings (`mma.rs` has the details):
+//!   - sm_90a (`backend/mma_sm90.rs`, `mma.sync`): the steps accumulate from +0, then one f32
+//!     operation with the old accumulator: `D_old ± (s₁ + s₂ + …)`.
+//!   - sm_100a (`backend/mma_sm100.rs`, `tcgen05.mma`): a TMEM accumulator seeds the first step
+//!     and every step rounds into it, `-=` negating the products: `(D_old ± s₁) ± s₂ …`. An
+//!     accumulator outside TMEM takes `mma.sync` on sm_100a too, so the sm_90a order.
+//!   - One step is its exact products summed with the incoming accumulator (in f64) and
+//!     rounded once to f32. The tensor core's order, alignment and rounding inside one step
+//!     are not specified by NVIDIA and not modelled, so results may differ from a GPU in the
+//!     last bits of a step; the association across steps and with the old accumulator is the
+//!     lowering's.
 //! * Memory: loads outside a tensor read 0, stores outside it are skipped (masked partial tiles).
 //!
 //! CTAs run one after another in grid order (x fastest, then y, then z); each is a single
@@ -27,6 +38,7 @@ pub mod bind;
 mod elementwise;
 mod error;
 mod eval;
+mod mma;
 mod value;
 
 use std::collections::BTreeMap;
@@ -35,6 +47,7 @@ use tilec_runtime::tensor::HostTensor;
 
 pub use error::{ExecError, InterpError};
 
+use crate::backend::Target;
 use crate::ir::{validate, Kernel, ParamKind};
 
 /// Input tensors by parameter name. Scalar parameters are rank-0 (or `[1]`) tensors; output
@@ -55,11 +68,14 @@ pub struct Options {
     pub max_elements: u64,
     /// Symbolic sizes fixed by the caller; others are inferred from the input shapes.
     pub sizes: BTreeMap<String, i64>,
+    /// Whose MMA accumulation order to follow: the lowering for this target (sm_90a by
+    /// default; see the module docs).
+    pub target: Target,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new() }
+        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), target: Target::Sm90a }
     }
 }
 
@@ -127,7 +143,7 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 let pid = [x, y, z];
-                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements);
+                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements, opts.target);
                 match cta.run() {
                     Ok(()) => ctas.push(CtaStats { pid, tmem: cta.tmem }),
                     Err((_, ExecError::StepLimit { limit })) => return Err(InterpError::StepLimit { limit }),
