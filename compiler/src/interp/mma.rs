@@ -4,16 +4,16 @@
 //! Both lowerings issue one tensor-core instruction per K = 16 step ([`STEP_K`]); they differ
 //! in where the old accumulator `D_old` enters and where `-=` negates:
 //!
-//! * sm_90a — `compiler/src/backend/mma_sm90.rs` (`mma.sync.m16n8k16`): the
+//! * sm_90a — `compiler/src/backend/sm90/mma_sync.rs` (`mma.sync.m16n8k16`): the
 //!   accumulator registers start at +0, every K step accumulates into them, and at the end
 //!   `D = D_old + acc` (`+=`), `D = D_old − acc` (`-=`), `D = acc` (`=`) or `D = −acc` (`= −`),
 //!   each one f32 operation. So `D_old + (s₁ + s₂ + …)`: the product sum first.
-//! * sm_100a — `compiler/src/backend/mma_sm100.rs` (`tcgen05.mma`): the
+//! * sm_100a — `compiler/src/backend/sm100/mma.rs` (`tcgen05.mma`): the
 //!   accumulator in tensor memory is the MMA's D; the first step has `enable_input_d` =
 //!   accumulate (D_old is the seed), every later step accumulates into D, and `-=` sets the
 //!   negate-A bit of the instruction descriptor, so every step adds `(−a)·b`. So
 //!   `((D_old + s₁) + s₂) + …`. An accumulator that is not in tensor memory falls back to
-//!   `mma.sync` on sm_100a too (`mma_sm100`: `space != Space::Tmem` → `mma_sm90`), so it gets
+//!   `mma.sync` on sm_100a too (`backend/sm100/mod.rs`: `space != Space::Tmem` → `mma_sync`), so it gets
 //!   the sm_90a order.
 //!
 //! One K step (PTX ISA, `mma` and `tcgen05.mma`: `D = A·B + C`) is modelled as its exact
@@ -33,9 +33,10 @@ pub const STEP_K: usize = 16;
 
 /// Whether an MMA into an accumulator in `space` runs, on `target`, as `tcgen05.mma` seeded with
 /// the old accumulator (rather than `mma.sync`, which adds it after the product sum). The same
-/// test as the back end's dispatch (`emit.rs`: `has_tcgen05`, then `mma_sm100`'s TMEM check).
+/// test as the back end's dispatch (the target's `Lowering`: tcgen05 exists, then the sm_100a
+/// lowering's TMEM check).
 pub fn seeds_accumulator(target: Target, space: Space) -> bool {
-    target.has_tcgen05() && space == Space::Tmem
+    target.info().mma.tcgen05 && space == Space::Tmem
 }
 
 /// One K step: `round_f32(c + Σ products)`, the sum taken in f64; without an input `c`

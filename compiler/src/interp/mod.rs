@@ -10,9 +10,9 @@
 //!   (= `exp2(x·log2 e)`), `log2`, `sqrt` in f32; integers are checked (no wrap-around).
 //!   Reductions sum sequentially from index 0 in f32.
 //! * MMA (`Op::Mma`), in K steps of 16 like both lowerings (`mma.rs` has the details):
-//!   - sm_90a (`backend/mma_sm90.rs`, `mma.sync`): the steps accumulate from +0, then one f32
+//!   - sm_90a (`backend/sm90/mma_sync.rs`, `mma.sync`): the steps accumulate from +0, then one f32
 //!     operation with the old accumulator: `D_old ± (s₁ + s₂ + …)`.
-//!   - sm_100a (`backend/mma_sm100.rs`, `tcgen05.mma`): a TMEM accumulator seeds the first step
+//!   - sm_100a (`backend/sm100/mma.rs`, `tcgen05.mma`): a TMEM accumulator seeds the first step
 //!     and every step rounds into it, `-=` negating the products: `(D_old ± s₁) ± s₂ …`. An
 //!     accumulator outside TMEM takes `mma.sync` on sm_100a too, so the sm_90a order.
 //!   - One step is its exact products summed with the incoming accumulator (in f64) and
