@@ -5,7 +5,7 @@ use tilec::diag::Span;
 use tilec::frontend::{check_source, Options};
 use tilec::ir::builder::Builder;
 use tilec::ir::validate::validate;
-use tilec::ir::{tmem_lane_base, Elem, Kernel, MmaOperand, Op, Space, Type};
+use tilec::ir::{Elem, Kernel, MmaOperand, Op, Space, Type};
 
 fn errors(k: &Kernel) -> Vec<String> {
     validate(k).err().unwrap_or_default().into_iter().map(|e| e.message).collect()
@@ -72,7 +72,7 @@ fn lane_quarter_rule_needs_whole_warpgroups() {
     k.threads = 96;
     let e = errors(&k);
     assert!(e.iter().any(|m| m.contains("whole warpgroups")), "{e:?}");
-    // The assignment the back end uses: warp w owns lanes 32*(w%4)..+32.
-    let bases: Vec<u32> = (0..8).map(tmem_lane_base).collect();
+    // The assignment the back end emits (layout::tmem::lane_base): warp w owns 32*(w%4)..+32.
+    let bases: Vec<u32> = (0..8).map(|w| tilec::layout::eval(tilec::layout::tmem::lane_base(&tilec::layout::Eval, w))).collect();
     assert_eq!(bases, [0, 32, 64, 96, 0, 32, 64, 96]);
 }

@@ -26,7 +26,7 @@ pub mod write;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
 
 pub use entities::{Block, Inst, Param, Value, Var};
-pub use types::{broadcast, tmem_columns, tmem_lane_base, Elem, SizeExpr, SizeOp, Space, Type};
+pub use types::{broadcast, tmem_columns, Elem, SizeExpr, SizeOp, Space, Type};
 
 use crate::diag::Span;
 

@@ -262,10 +262,3 @@ pub fn tmem_columns(elem: Elem, cols: u32) -> u32 {
         cols.div_ceil(4 / elem.size_bytes())
     }
 }
-
-/// The TMEM lane quarter warp `warp` may access with `tcgen05.ld/st`: lanes
-/// `32*(warp%4) .. 32*(warp%4)+31` (PTX ISA, tcgen05 memory-access restriction; blackwell.md §1.3).
-/// The back end assigns every TMEM access through this function; the IR validator checks it.
-pub fn tmem_lane_base(warp: u32) -> u32 {
-    32 * (warp % 4)
-}

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use super::types::{broadcast, tmem_lane_base};
+use super::types::broadcast;
 use super::*;
 
 /// One validation error.
@@ -278,8 +278,9 @@ impl Cx<'_> {
         }
     }
 
-    /// Warp `w` may only touch lanes `32*(w%4)..+32`; a CTA using TMEM must have whole
-    /// warpgroups so that every lane quarter of a 128-lane buffer has an owning warp.
+    /// Warp `w` may only touch lanes `32*(w%4)..+32` ([`crate::layout::tmem`]); a CTA using TMEM
+    /// must have whole warpgroups so that every lane quarter of a 128-lane buffer has an owning
+    /// warp, and every row a thread holds must live in a lane that thread can reach.
     fn lane_quarters(&mut self) {
         let k = self.k;
         if !k.vars.values().any(|v| v.space == Space::Tmem) {
@@ -289,17 +290,15 @@ impl Cx<'_> {
             self.err(None, format!("{} threads per CTA: TMEM access needs whole warpgroups (multiples of 128)", k.threads));
             return;
         }
-        for w in 0..k.threads / 32 {
-            let base = tmem_lane_base(w);
-            if base != 32 * (w % 4) || base + 32 > 128 {
-                self.err(None, format!("warp {w} is assigned TMEM lanes {base}..{} (must be its lane quarter)", base + 32));
-            }
-        }
         for (v, d) in k.vars.iter() {
             if d.space == Space::Tmem {
                 if let Some((rows, _)) = d.ty.shape() {
                     if rows != 64 && rows != 128 {
                         self.err(None, format!("TMEM buffer {v} has {rows} rows; lanes must be 64 or 128"));
+                    } else if let Err((w, l, row, accessed, want)) = crate::layout::tmem::check_quarters(rows) {
+                        // The back end addresses TMEM through these maps: a thread must reach
+                        // the lane its row lives in from its own lane quarter.
+                        self.err(None, format!("TMEM buffer {v}: thread {l} of warp {w} holds row {row}, which lives in lane {want}, but it accesses lane {accessed} (lane quarter rule of tcgen05.ld/st)"));
                     }
                 }
             }
