@@ -13,6 +13,7 @@ use crate::artifact::{self, ArtifactError, MetaInput};
 use crate::backend::{self, BackendError, Compiled, Target, TmemLayout};
 use crate::diag::Diagnostics;
 use crate::frontend::{check_source, Checked, Options};
+use crate::ir::validate::{validate, Validated};
 
 /// Errors of a build (besides diagnostics on the source, which come back in [`BuildError::Source`]).
 #[derive(Debug, thiserror::Error)]
@@ -100,16 +101,23 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
     let mut jobs = vec![];
     for pk in checked.kernels() {
         let layout = TmemLayout::from_plan(pk.tmem);
+        // `check_source` validated every kernel it kept; this only re-derives the analysis.
+        let v = validate(pk.kernel).map_err(|errs| BuildError::Backend {
+            kernel: pk.kernel.name.clone(),
+            target: opts.targets.first().copied().unwrap_or(Target::Sm100a),
+            source: BackendError::Invalid(format!("invalid IR: {}", errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))),
+        })?;
         for tp in pk.targets {
-            jobs.push(Job { kernel: pk.kernel, tmem: pk.tmem, layout: layout.clone(), plan: tp });
+            jobs.push(Job { kernel: v.clone(), tmem: pk.tmem, layout: layout.clone(), plan: tp });
         }
     }
     let results = compile_parallel(&jobs);
     let mut compiled = vec![];
     for (j, r) in jobs.iter().zip(results) {
         let t = j.plan.target;
-        let c = r.map_err(|source| BuildError::Backend { kernel: j.kernel.name.clone(), target: t, source })?;
-        compiled.push((j.kernel, j.tmem, t, c));
+        let k = j.kernel.kernel();
+        let c = r.map_err(|source| BuildError::Backend { kernel: k.name.clone(), target: t, source })?;
+        compiled.push((k, j.tmem, t, c));
     }
     let compile_time = t0.elapsed();
     let ptxas_path = if opts.ptxas { artifact::find_ptxas() } else { None };
@@ -161,7 +169,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
 
 /// One code-generation job: a kernel on one target.
 struct Job<'a> {
-    kernel: &'a crate::ir::Kernel,
+    kernel: Validated<'a>,
     tmem: &'a crate::passes::tmem_plan::TmemPlan,
     layout: TmemLayout,
     plan: &'a crate::passes::target_plan::TargetPlan,
@@ -177,7 +185,7 @@ fn compile_parallel(jobs: &[Job<'_>]) -> Vec<Result<Compiled, BackendError>> {
     use std::sync::Mutex;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
     if workers <= 1 {
-        return jobs.iter().map(|j| backend::compile_kernel(j.kernel, &j.layout, j.plan)).collect();
+        return jobs.iter().map(|j| backend::compile_kernel(&j.kernel, &j.layout, j.plan)).collect();
     }
     let next = AtomicUsize::new(0);
     let slots: Vec<Mutex<Option<Result<Compiled, BackendError>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
@@ -186,7 +194,7 @@ fn compile_parallel(jobs: &[Job<'_>]) -> Vec<Result<Compiled, BackendError>> {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(j) = jobs.get(i) else { break };
-                let r = backend::compile_kernel(j.kernel, &j.layout, j.plan);
+                let r = backend::compile_kernel(&j.kernel, &j.layout, j.plan);
                 // A poisoned slot can only come from a panic in another job, which `scope`
                 // propagates anyway; store regardless.
                 *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);

@@ -76,7 +76,8 @@ pub fn check_source(src: &str, opts: &Options) -> Checked {
     if let Err(errs) = validate::validate_module(&module) {
         // Lowering produced invalid IR: a compiler bug. Report it instead of continuing.
         for e in errs {
-            diags.push(crate::diag::Diagnostic::error(crate::diag::Code::Internal, format!("internal compiler error: invalid IR: {e}"), Default::default(), "please report this"));
+            let span = module.kernels.iter().find(|k| k.name == e.kernel).map(|k| internal_span(k, &e)).unwrap_or_default();
+            diags.push(internal_error(&e, span));
         }
         return Checked { module: Module::default(), plans: vec![], target_plans: vec![], diags };
     }
@@ -92,10 +93,21 @@ pub fn check_source(src: &str, opts: &Options) -> Checked {
                 continue;
             }
         };
+        // The TMEM planner changed the kernel (lifecycle instructions): validate again, which
+        // also gives the per-target passes their required analysis.
+        let v = match validate::validate(&k) {
+            Ok(v) => v,
+            Err(errs) => {
+                for e in &errs {
+                    diags.push(internal_error(e, internal_span(&k, e)));
+                }
+                continue;
+            }
+        };
         let mut per_target = vec![];
         let mut failed = false;
         for &t in &opts.targets {
-            match target_plan::run(&k, t) {
+            match target_plan::run(&v, t) {
                 Ok(p) => per_target.push(p),
                 Err(d) => {
                     diags.push(d);
@@ -114,4 +126,14 @@ pub fn check_source(src: &str, opts: &Options) -> Checked {
         diags.deny_warnings();
     }
     Checked { module, plans, target_plans, diags }
+}
+
+/// The source span of a validation error: its instruction's, else the kernel's.
+fn internal_span(k: &Kernel, e: &validate::ValidateError) -> crate::diag::Span {
+    e.inst.and_then(|i| k.inst_spans.get(i).copied()).unwrap_or(k.span)
+}
+
+/// A validation error after a pass: the compiler's own bug (E0900), pointing at the source.
+fn internal_error(e: &validate::ValidateError, span: crate::diag::Span) -> crate::diag::Diagnostic {
+    crate::diag::Diagnostic::error(crate::diag::Code::Internal, format!("internal compiler error: invalid IR: {e}"), span, "the compiler produced invalid IR here; please report this")
 }

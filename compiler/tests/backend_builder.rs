@@ -92,9 +92,12 @@ fn ptxas() -> Option<std::path::PathBuf> {
     tilec::artifact::find_ptxas()
 }
 
-/// The per-target plans of a builder-made kernel (what the pipeline driver would compute).
-fn plan(k: &Kernel, t: Target) -> tilec::passes::target_plan::TargetPlan {
-    tilec::passes::target_plan::run(k, t).unwrap_or_else(|d| panic!("{}", d.message))
+/// Validates a builder-made kernel and compiles it for `t` with the per-target plans the
+/// pipeline driver would compute.
+fn compile(k: &Kernel, layout: &TmemLayout, t: Target) -> tilec::backend::Compiled {
+    let v = validate::validate(k).unwrap_or_else(|e| panic!("{e:?}"));
+    let plan = tilec::passes::target_plan::run(&v, t).unwrap_or_else(|d| panic!("{}", d.message));
+    compile_kernel(&v, layout, &plan).unwrap()
 }
 
 fn assemble(ptx: &str, target: Target) {
@@ -110,7 +113,7 @@ fn assemble(ptx: &str, target: Target) {
 fn gemm_sm90a_uses_mma_sync() {
     let k = gemm(Space::Tmem);
     validate::validate(&k).unwrap();
-    let out = compile_kernel(&k, &TmemLayout::prefix_sums(&k).unwrap(), &plan(&k, Target::Sm90a)).unwrap();
+    let out = compile(&k, &TmemLayout::prefix_sums(&k).unwrap(), Target::Sm90a);
     assert!(out.ptx.contains(".target sm_90a"), "{}", out.ptx);
     assert!(out.ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
     assert!(out.ptx.contains(".entry gemm_b"));
@@ -126,7 +129,7 @@ fn gemm_sm100a_uses_tcgen05() {
     let layout = tmem_layout::insert_lifecycle(&mut k).unwrap();
     validate::validate(&k).unwrap();
     assert_eq!(layout.alloc_columns, 64);
-    let out = compile_kernel(&k, &layout, &plan(&k, Target::Sm100a)).unwrap();
+    let out = compile(&k, &layout, Target::Sm100a);
     for needle in ["tcgen05.alloc.cta_group::1", "tcgen05.mma.cta_group::1.kind::f16", "tcgen05.commit", "tcgen05.ld.sync.aligned.32x32b", "tcgen05.dealloc", "tcgen05.relinquish_alloc_permit", "mbarrier.try_wait.parity"] {
         assert!(out.ptx.contains(needle), "missing {needle}");
     }
@@ -147,7 +150,7 @@ fn elementwise_both_targets() {
     let k = elementwise();
     validate::validate(&k).unwrap();
     for t in Target::ALL {
-        let out = compile_kernel(&k, &TmemLayout::default(), &plan(&k, t)).unwrap();
+        let out = compile(&k, &TmemLayout::default(), t);
         assert!(out.ptx.contains("cvt.rn.bf16.f32"), "{}", out.ptx);
         // The accurate exp2 works in f64; no ex2.approx.
         assert!(!out.ptx.contains("ex2.approx"));

@@ -31,7 +31,7 @@ pub mod sm90;
 use inkwell::builder::BuilderError;
 use inkwell::context::Context;
 
-use crate::ir::Kernel;
+use crate::ir::validate::Validated;
 use crate::passes::target_plan::TargetPlan;
 
 pub use crate::target::Target;
@@ -84,7 +84,7 @@ pub struct Compiled {
     pub threads: u32,
 }
 
-/// Compiles one validated kernel to PTX for the target of `plan`.
+/// Compiles one validated kernel ([`crate::ir::validate::validate`]) to PTX for the target of `plan`.
 ///
 /// `tmem` gives the column offset of every TMEM variable (from the TMEM planner, or
 /// [`TmemLayout::prefix_sums`]); on `sm_100a` a kernel with TMEM variables must already carry the
@@ -94,7 +94,8 @@ pub struct Compiled {
 /// # Errors
 /// [`BackendError`] for unsupported IR, invalid MMA shapes or descriptors, a tcgen05 request on a
 /// target without it, and LLVM failures (with LLVM's message).
-pub fn compile_kernel(k: &Kernel, tmem: &TmemLayout, plan: &TargetPlan) -> Result<Compiled, BackendError> {
+pub fn compile_kernel(v: &Validated<'_>, tmem: &TmemLayout, plan: &TargetPlan) -> Result<Compiled, BackendError> {
+    let k = v.kernel();
     let target = plan.target;
     let t0 = std::time::Instant::now();
     let ctx = Context::create();

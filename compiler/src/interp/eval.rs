@@ -16,6 +16,7 @@ use super::mma;
 use super::value::{Val, S};
 use super::TmemCounts;
 use crate::backend::Target;
+use crate::ir::validate::Validated;
 use crate::ir::{Axis, Block, Elem, Index, Inst, Kernel, MmaOperand, Op, TriMask, Type, Value, Var};
 
 /// Instruction budget shared by all CTAs of a run.
@@ -55,9 +56,10 @@ struct Region {
 }
 
 impl<'a> Cta<'a> {
-    /// A fresh CTA with index `pid`; its MMAs follow the lowering for `target`.
-    pub fn new(k: &'a Kernel, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, target: Target) -> Self {
-        Cta { k, bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default() }
+    /// A fresh CTA of a validated kernel with index `pid`; its MMAs follow the lowering for
+    /// `target`.
+    pub fn new(v: &Validated<'a>, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, target: Target) -> Self {
+        Cta { k: v.kernel(), bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default() }
     }
 
     /// Runs the kernel body.

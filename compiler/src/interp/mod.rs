@@ -134,7 +134,7 @@ pub fn run_kernel(kernel: &Kernel, inputs: &Inputs) -> Result<Outputs, InterpErr
 /// [`InterpError::Exec`] for a failing instruction (read before write, integer division by
 /// zero or overflow, invalid float-to-int conversion), with the CTA and instruction.
 pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Result<Run, InterpError> {
-    validate::validate(kernel).map_err(|errors| InterpError::Invalid { kernel: kernel.name.clone(), errors })?;
+    let valid = validate::validate(kernel).map_err(|errors| InterpError::Invalid { kernel: kernel.name.clone(), errors })?;
     let mut bound = bind::bind(kernel, inputs, &opts.sizes, opts.max_elements)?;
     let mut budget = eval::Budget { used: 0, limit: opts.max_steps };
     let grid = bound.grid;
@@ -143,7 +143,7 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 let pid = [x, y, z];
-                let mut cta = eval::Cta::new(kernel, &mut bound, pid, &mut budget, opts.max_elements, opts.target);
+                let mut cta = eval::Cta::new(&valid, &mut bound, pid, &mut budget, opts.max_elements, opts.target);
                 match cta.run() {
                     Ok(()) => ctas.push(CtaStats { pid, tmem: cta.tmem }),
                     Err((_, ExecError::StepLimit { limit })) => return Err(InterpError::StepLimit { limit }),

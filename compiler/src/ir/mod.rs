@@ -346,6 +346,32 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// Whether the operation computes each element of its tile result from the same element
+    /// (row/column broadcast aside) of its operands, with no memory access: the operations
+    /// elementwise fusion may evaluate inside a consumer. Exhaustive, so a new op must decide.
+    pub fn is_elementwise(&self) -> bool {
+        match self {
+            Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Transpose(_) => true,
+            Op::ConstInt(_)
+            | Op::ConstFloat(_)
+            | Op::ProgramId(_)
+            | Op::Size(_)
+            | Op::ScalarParam(_)
+            | Op::Reduce(..)
+            | Op::Load { .. }
+            | Op::Store { .. }
+            | Op::ReadVar(_)
+            | Op::WriteVar(..)
+            | Op::Mma { .. }
+            | Op::For { .. }
+            | Op::TmemAlloc { .. }
+            | Op::TmemRelinquish
+            | Op::TmemDealloc { .. } => false,
+        }
+    }
+}
+
 impl Kernel {
     /// An empty kernel named `name`.
     pub fn new(name: &str, span: Span) -> Kernel {

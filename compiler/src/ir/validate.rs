@@ -24,6 +24,28 @@ pub struct ValidateError {
     pub message: String,
 }
 
+/// A kernel that passed the validator, with the analysis its consumers need (program points;
+/// liveness and def-use are derived from them). Only [`validate`] makes one, and the planners,
+/// the back end and the interpreter take one as their argument, so unvalidated IR cannot reach
+/// them (naga's `ModuleInfo` is the model).
+#[derive(Clone, Debug)]
+pub struct Validated<'k> {
+    kernel: &'k Kernel,
+    points: ProgramPoints,
+}
+
+impl<'k> Validated<'k> {
+    /// The kernel.
+    pub fn kernel(&self) -> &'k Kernel {
+        self.kernel
+    }
+
+    /// Program points of every instruction and the extent of every loop.
+    pub fn points(&self) -> &ProgramPoints {
+        &self.points
+    }
+}
+
 /// Validates every kernel of a module.
 ///
 /// # Errors
@@ -37,17 +59,17 @@ pub fn validate_module(m: &Module) -> Result<(), Vec<ValidateError>> {
     }
 }
 
-/// Validates one kernel.
+/// Validates one kernel and returns it with its analysis.
 ///
 /// # Errors
 /// All problems found, in program order.
-pub fn validate(k: &Kernel) -> Result<(), Vec<ValidateError>> {
+pub fn validate(k: &Kernel) -> Result<Validated<'_>, Vec<ValidateError>> {
     let mut cx = Cx { k, errs: vec![], defined: HashSet::new() };
     cx.block(k.body, true);
     cx.lifecycle();
     cx.lane_quarters();
     if cx.errs.is_empty() {
-        Ok(())
+        Ok(Validated { kernel: k, points: ProgramPoints::compute(k) })
     } else {
         Err(cx.errs)
     }

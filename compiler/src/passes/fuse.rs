@@ -60,9 +60,6 @@ impl Fusion {
     }
 }
 
-fn pure_elementwise(op: &Op) -> bool {
-    matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Transpose(_))
-}
 
 /// Decides fusion for kernel `k` on `target` (see the module docs). Deterministic.
 pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
@@ -90,7 +87,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
             let Some(v) = k.insts[i].result else { continue };
             let Some(vshape) = k.values[v].ty.shape() else { continue };
             let op = &k.insts[i].op;
-            let producer_ok = pure_elementwise(op)
+            let producer_ok = op.is_elementwise()
                 || matches!(op, Op::Load { .. })
                 || matches!(op, Op::ReadVar(var) if in_smem(*var));
             if !producer_ok || uses[v].len() != 1 {
@@ -104,7 +101,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
             let uop = &k.insts[u].op;
             let consumer_ok = match uop {
                 Op::Transpose(_) | Op::Store { .. } | Op::WriteVar(..) | Op::Reduce(..) => true,
-                op if pure_elementwise(op) => k.insts[u].result.and_then(|r| k.values[r].ty.shape()) == Some(vshape),
+                op if op.is_elementwise() => k.insts[u].result.and_then(|r| k.values[r].ty.shape()) == Some(vshape),
                 _ => false,
             };
             if !consumer_ok {

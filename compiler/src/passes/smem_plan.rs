@@ -21,7 +21,8 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Inst, Kernel, Op, ProgramPoints, Space, Type, Value, Var};
+use crate::ir::validate::Validated;
+use crate::ir::{Inst, Kernel, Op, Space, Type, Value, Var};
 
 use super::fuse::Fusion;
 use crate::diag::{Code, Diagnostic, Span};
@@ -96,8 +97,8 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
 }
 
 /// Plans the kernel's shared memory for `target`. Deterministic.
-pub fn plan(k: &Kernel, target: &TargetInfo, fusion: &Fusion) -> SmemPlan {
-    let pp = ProgramPoints::compute(k);
+pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion) -> SmemPlan {
+    let (k, pp) = (v.kernel(), v.points());
     // Loop extension of live ranges is shared with the TMEM planner's liveness.
     let extend = |use_inst: Inst, def_point: Option<u32>| pp.live_end(use_inst, def_point);
     let start_of = |i: Inst, def_point: Option<u32>| pp.live_start(i, def_point);
@@ -256,7 +257,8 @@ mod tests {
         let w = b.value(Op::Binary(BinOp::Mul, z, z), t); // z is used in the loop
         let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
         b.switch_to(top);
-        let p = plan(&k, crate::target::Target::Sm90a.info(), &Fusion::none());
+        let v = crate::ir::validate::validate(&k).expect("valid test kernel");
+        let p = plan(&v, crate::target::Target::Sm90a.info(), &Fusion::none());
         let off = |v: Value| p.values[v].unwrap();
         assert_eq!(off(x), 0);
         assert_ne!(off(y), off(x)); // co-live at the cast

@@ -5,6 +5,7 @@
 //! reports every budget error `tilec build` would hit.
 
 use crate::diag::Diagnostic;
+use crate::ir::validate::Validated;
 use crate::ir::{Kernel, Space};
 use crate::target::{Target, TargetInfo};
 
@@ -49,10 +50,11 @@ pub fn uses_tensor_memory(k: &Kernel, target: &TargetInfo) -> bool {
 ///
 /// # Errors
 /// E0405 when the shared memory the kernel needs exceeds the target's per-CTA limit.
-pub fn run(k: &Kernel, target: Target) -> Result<TargetPlan, Diagnostic> {
+pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> {
+    let k = v.kernel();
     let info = target.info();
     let fusion = fuse::analyze(k, info);
-    let smem = smem_plan::plan(k, info, &fusion);
+    let smem = smem_plan::plan(v, info, &fusion);
     let header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
     smem_plan::check_budget(k, &smem, header_bytes, info)?;
     let barriers = barriers::run(k, &fusion);
