@@ -6,6 +6,11 @@
 //! shapes, target rules; lowers to the tile [`ir`]) → [`passes`] (TMEM plan, lints) →
 //! back end (PTX) and metadata.
 
+// Lint policy (docs/architecture.md): every public item is documented; library code reports
+// errors instead of panicking or printing (the CLI modules print, and say so).
+#![deny(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::panic, clippy::unwrap_used, clippy::expect_used, clippy::todo, clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr))]
+
 pub mod diag;
 pub mod target;
 pub mod layout;

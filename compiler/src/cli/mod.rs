@@ -1,4 +1,5 @@
 //! Subcommands of the `tilec` binary, one file each.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // the subcommands talk to the user
 
 pub mod check;
 pub mod build;
