@@ -175,23 +175,28 @@ struct Job<'a> {
     plan: &'a crate::passes::target_plan::TargetPlan,
 }
 
-/// Compiles every job, on up to `available_parallelism` threads
-/// (each LLVM module has its own context, so modules are independent); results in job order.
+/// Stack of every code-generation thread. LLVM's analyses recurse with the length of the
+/// program (ScalarEvolution over hundreds of sequential loops overflowed a default 2 MiB thread
+/// stack: "thread has overflowed its stack", exit 134); 256 MiB of reserved address space costs
+/// nothing until touched.
+const CODEGEN_STACK_BYTES: usize = 256 << 20;
+
+/// Compiles every job, on up to `available_parallelism` threads with [`CODEGEN_STACK_BYTES`]
+/// of stack (each LLVM module has its own context, so modules are independent); results in job
+/// order.
 ///
-/// Why: LLVM's `default<O3>` + NVPTX code generation is nearly all of `tilec build`'s time and
-/// scales with the number of modules (kernels × targets); the 300 ms budget is wall time.
+/// Why threads: LLVM's `default<O3>` + NVPTX code generation is nearly all of `tilec build`'s
+/// time and scales with the number of modules (kernels × targets).
 fn compile_parallel(jobs: &[Job<'_>]) -> Vec<Result<Compiled, BackendError>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
-    if workers <= 1 {
-        return jobs.iter().map(|j| backend::compile_kernel(&j.kernel, &j.layout, j.plan)).collect();
-    }
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
     let next = AtomicUsize::new(0);
     let slots: Vec<Mutex<Option<Result<Compiled, BackendError>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|s| {
+    let spawned = std::thread::scope(|s| {
+        let mut handles = vec![];
         for _ in 0..workers {
-            s.spawn(|| loop {
+            let h = std::thread::Builder::new().name("tilec-codegen".into()).stack_size(CODEGEN_STACK_BYTES).spawn_scoped(s, || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(j) = jobs.get(i) else { break };
                 let r = backend::compile_kernel(&j.kernel, &j.layout, j.plan);
@@ -199,12 +204,12 @@ fn compile_parallel(jobs: &[Job<'_>]) -> Vec<Result<Compiled, BackendError>> {
                 // propagates anyway; store regardless.
                 *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
             });
+            handles.push(h);
         }
+        handles.into_iter().filter(Result::is_ok).count()
     });
-    slots
-        .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(BackendError::Invalid("code generation job did not run".into()))))
-        .collect()
+    let why = if spawned == 0 { "no code-generation thread could be started" } else { "code generation job did not run" };
+    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(BackendError::Invalid(why.into())))).collect()
 }
 
 /// Reads and builds a file.

@@ -19,6 +19,7 @@
 
 pub mod builder;
 mod entities;
+pub mod read;
 mod types;
 pub mod validate;
 pub mod write;

@@ -1,0 +1,265 @@
+//! Per-pass file tests: each `tests/ir/NAME.tir` holds IR text (as `tilec check --emit ir`
+//! prints it) and directive comments, and is its own `#[test]`.
+//!
+//! Directives (comment lines; see docs/architecture.md, "IR text and file tests"):
+//! * `; run: PASS` — exactly one; PASS is `validate`, `tmem-plan`, `smem-plan sm_90a`,
+//!   `smem-plan sm_100a` or `lints`. Every pass but `validate` validates the kernel first.
+//! * `; check: TEXT` — TEXT occurs in a line of the pass's output after the line the previous
+//!   check matched (FileCheck order; runs of spaces match any run of spaces).
+//! * `; check-not: TEXT` — no line between the neighbouring checks' matches contains TEXT.
+//! * `; error: TEXT` — the pass must fail with an error whose code or message contains TEXT;
+//!   the checks then run over the rendered errors.
+
+use tilec::diag::{Diagnostic, Severity};
+use tilec::ir::validate::{validate, Validated};
+use tilec::ir::{read, write, Kernel};
+use tilec::passes::{lints, smem_report, target_plan, tmem_plan, tmem_report};
+use tilec::target::Target;
+
+/// One error of a pass: code (empty for validator errors), message, and its rendering.
+struct PassError {
+    code: String,
+    message: String,
+    text: String,
+}
+
+impl PassError {
+    fn from_diag(d: &Diagnostic) -> PassError {
+        PassError { code: d.code.as_str().into(), message: d.message.clone(), text: render(d) }
+    }
+}
+
+fn render(d: &Diagnostic) -> String {
+    let sev = if d.severity == Severity::Error { "error" } else { "warning" };
+    let mut s = format!("{sev} {}: {}\n", d.code.as_str(), d.message);
+    for l in &d.labels {
+        s += &format!("  label: {}\n", l.message);
+    }
+    for n in &d.notes {
+        s += &format!("  note: {n}\n");
+    }
+    s
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pass {
+    Validate,
+    TmemPlan,
+    SmemPlan(Target),
+    Lints,
+}
+
+fn parse_pass(s: &str) -> Result<Pass, String> {
+    Ok(match s.split_whitespace().collect::<Vec<_>>().as_slice() {
+        ["validate"] => Pass::Validate,
+        ["tmem-plan"] => Pass::TmemPlan,
+        ["smem-plan", "sm_90a"] => Pass::SmemPlan(Target::Sm90a),
+        ["smem-plan", "sm_100a"] => Pass::SmemPlan(Target::Sm100a),
+        ["lints"] => Pass::Lints,
+        _ => return Err(format!("unknown pass `{s}`")),
+    })
+}
+
+fn checked(k: &Kernel) -> Result<Validated<'_>, Vec<PassError>> {
+    validate(k).map_err(|errs| errs.iter().map(|e| PassError { code: String::new(), message: e.to_string(), text: format!("error: invalid IR: {e}\n") }).collect())
+}
+
+/// Runs `pass` on one kernel: its text output, or its errors.
+fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
+    match pass {
+        Pass::Validate => checked(k).map(|_| format!("kernel {}: valid\n", k.name)),
+        Pass::TmemPlan => {
+            checked(k)?;
+            let mut k = k.clone();
+            let plan = tmem_plan::run(&mut k).map_err(|d| vec![PassError::from_diag(&d)])?;
+            checked(&k)?; // the planner's output must validate too, as in the driver
+            Ok(tmem_report::render_text(&plan) + &write::write_kernel(&k))
+        }
+        Pass::SmemPlan(t) => {
+            let v = checked(k)?;
+            let tp = target_plan::run(&v, t).map_err(|d| vec![PassError::from_diag(&d)])?;
+            Ok(smem_report::render_text(k, &tp))
+        }
+        Pass::Lints => {
+            checked(k)?;
+            let diags = lints::run(k);
+            let errors: Vec<PassError> = diags.iter().filter(|d| d.severity == Severity::Error).map(PassError::from_diag).collect();
+            if errors.is_empty() {
+                Ok(diags.iter().map(render).collect::<Vec<_>>().concat())
+            } else {
+                Err(errors)
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Check {
+    Check(String, usize),
+    Not(String, usize),
+}
+
+struct Directives {
+    pass: Pass,
+    checks: Vec<Check>,
+    errors: Vec<(String, usize)>,
+}
+
+fn directives(text: &str) -> Result<Directives, String> {
+    let (mut pass, mut checks, mut errors) = (None, vec![], vec![]);
+    for (n, line) in text.lines().enumerate() {
+        let Some((_, comment)) = line.split_once(';') else { continue };
+        let Some((key, arg)) = comment.trim_start().split_once(':') else { continue };
+        let arg = arg.trim().to_string();
+        let no = n + 1;
+        match key {
+            "run" if pass.is_some() => return Err(format!("line {no}: a second `run:`")),
+            "run" => pass = Some(parse_pass(&arg).map_err(|e| format!("line {no}: {e}"))?),
+            "check" => checks.push(Check::Check(arg, no)),
+            "check-not" => checks.push(Check::Not(arg, no)),
+            "error" => errors.push((arg, no)),
+            k if k.starts_with("check") || k.starts_with("run") || k.starts_with("error") => return Err(format!("line {no}: unknown directive `{k}:`")),
+            _ => continue,
+        }
+    }
+    let pass = pass.ok_or("no `; run:` directive")?;
+    if checks.is_empty() && errors.is_empty() {
+        return Err("no `; check:` or `; error:` directive: the fixture would test nothing".into());
+    }
+    Ok(Directives { pass, checks, errors })
+}
+
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// FileCheck: checks match in order, each on a later line than the previous; a `check-not`
+/// forbids its text between the neighbouring checks' matches (or the start / the end).
+fn filecheck(output: &str, checks: &[Check]) -> Result<(), String> {
+    let lines: Vec<String> = output.lines().map(squash).collect();
+    let mut from = 0;
+    let mut nots: Vec<(String, usize)> = vec![];
+    let forbid = |nots: &[(String, usize)], range: &[String], from: usize| -> Result<(), String> {
+        for (t, no) in nots {
+            if let Some(i) = range.iter().position(|l| l.contains(t.as_str())) {
+                return Err(format!("check-not `{t}` (line {no}) matches output line {}: {}", from + i + 1, range[i]));
+            }
+        }
+        Ok(())
+    };
+    for c in checks {
+        match c {
+            Check::Not(t, no) => nots.push((squash(t), *no)),
+            Check::Check(t, no) => {
+                let t = squash(t);
+                let Some(at) = (from..lines.len()).find(|&i| lines[i].contains(&t)) else {
+                    return Err(format!("check `{t}` (line {no}) not found at or after output line {}", from + 1));
+                };
+                forbid(&nots, &lines[from..at], from)?;
+                nots.clear();
+                from = at + 1;
+            }
+        }
+    }
+    forbid(&nots, &lines[from.min(lines.len())..], from)
+}
+
+/// Runs a fixture's text; `Err` says what did not hold.
+fn run_fixture(text: &str) -> Result<(), String> {
+    let d = directives(text)?;
+    let module = read::read_module(text).map_err(|e| format!("IR does not read: {e}"))?;
+    if module.kernels.is_empty() {
+        return Err("no kernel".into());
+    }
+    let (mut output, mut errors) = (String::new(), vec![]);
+    for k in &module.kernels {
+        match run_pass(d.pass, k) {
+            Ok(s) => output += &s,
+            Err(e) => errors.extend(e),
+        }
+    }
+    let rendered: String = errors.iter().map(|e| e.text.as_str()).collect();
+    let checked_text = match (d.errors.is_empty(), errors.is_empty()) {
+        (true, true) => output,
+        (true, false) => return Err(format!("{:?} failed unexpectedly:\n{rendered}", d.pass)),
+        (false, true) => return Err(format!("{:?} succeeded, but errors were expected; output:\n{output}", d.pass)),
+        (false, false) => {
+            for (t, no) in &d.errors {
+                if !errors.iter().any(|e| e.code.contains(t.as_str()) || e.message.contains(t.as_str())) {
+                    return Err(format!("no error matches `{t}` (line {no}); errors:\n{rendered}"));
+                }
+            }
+            rendered
+        }
+    };
+    filecheck(&checked_text, &d.checks).map_err(|e| format!("{e}\n--- output ---\n{checked_text}"))
+}
+
+fn fixture_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ir")
+}
+
+fn run_file(name: &str) {
+    let path = fixture_dir().join(format!("{name}.tir"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if let Err(e) = run_fixture(&text) {
+        panic!("{}: {e}", path.display());
+    }
+}
+
+/// One `#[test]` per fixture, and the list of them.
+macro_rules! fixtures {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { run_file(stringify!($name)); })*
+        const FIXTURES: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
+fixtures!(
+    tmem_reuse_disjoint,
+    tmem_loop_extends_live_range,
+    tmem_over_budget,
+    validate_use_before_def,
+    validate_mma_operand_in_registers,
+    validate_two_allocs,
+    smem_over_budget_sm90,
+    smem_reuse_disjoint,
+    lints_unused,
+);
+
+#[test]
+fn every_fixture_is_listed() {
+    let mut unlisted = vec![];
+    for e in std::fs::read_dir(fixture_dir()).expect("tests/ir exists") {
+        let p = e.expect("readable entry").path();
+        let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        if p.extension().is_some_and(|x| x == "tir") && !FIXTURES.contains(&stem.as_str()) {
+            unlisted.push(stem);
+        }
+    }
+    assert!(unlisted.is_empty(), "fixtures not listed in fixtures!(...) in compiler/tests/filecheck.rs: {unlisted:?}");
+}
+
+/// The harness itself: wrong expectations must fail.
+#[test]
+fn wrong_expectations_fail() {
+    let text = std::fs::read_to_string(fixture_dir().join("tmem_reuse_disjoint.tir")).expect("fixture");
+    assert_eq!(run_fixture(&text), Ok(()));
+    let broken = [
+        text.replacen("TMEM alloc 512 columns", "TMEM alloc 256 columns", 1),
+        text.replacen("; run: tmem-plan", "; run: tmem-plan\n; error: E0402", 1),
+        text.replacen("; check: i17: tmem.relinquish", "; check-not: tmem.relinquish", 1),
+        text.replacen("; run: tmem-plan", "; run: tmem-plna", 1),
+        text.replacen("; run: tmem-plan", "; checks: nothing\n; run: tmem-plan", 1),
+        text.replacen("; run: tmem-plan", "; run: validate\n; run: tmem-plan", 1),
+    ];
+    for (n, b) in broken.iter().enumerate() {
+        assert_ne!(*b, text, "edit {n} did not apply");
+        assert!(run_fixture(b).is_err(), "edit {n} still passes");
+    }
+    // Order: a check cannot match a line before the previous match.
+    assert!(filecheck("a\nb\n", &[Check::Check("b".into(), 1), Check::Check("a".into(), 2)]).is_err());
+    assert!(filecheck("a\nb\n", &[Check::Check("a".into(), 1), Check::Check("a".into(), 2)]).is_err());
+    assert!(filecheck("a\nx\nb\n", &[Check::Check("a".into(), 1), Check::Not("x".into(), 2), Check::Check("b".into(), 3)]).is_err());
+    assert!(filecheck("a  b\n", &[Check::Check("a b".into(), 1)]).is_ok());
+}
