@@ -18,7 +18,7 @@
 use super::{Ctx, GateInfo, GateResult, Status};
 use serde::Serialize;
 use std::path::Path;
-use tilec_runtime::meta::{KernelMeta, SCHEMA_VERSION};
+use tilec_abi::meta::{KernelMeta, SCHEMA_VERSION};
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {
