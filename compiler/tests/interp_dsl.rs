@@ -71,7 +71,10 @@ fn a_size_only_an_output_uses_must_be_given() {
     let x = tilec_abi::tensor::HostTensor::from_f64(tilec_abi::meta::DType::F32, vec![64, 64], &[1.0; 64 * 64]).unwrap();
     let inputs = BTreeMap::from([("x".to_string(), x)]);
     let e = tilec::interp::run_kernel(&c.module.kernels[0], &inputs).unwrap_err();
-    assert_eq!(e.to_string(), "size `M` is not determined by the inputs; give it explicitly with `--size M=<n>`");
+    assert_eq!(
+        e.to_string(),
+        "size `M` (used by parameter `y` dim 0 = `M`) cannot be inferred from the arguments; give it explicitly with `--size M=<n>`"
+    );
     let opts = Options { sizes: BTreeMap::from([("M".to_string(), 64)]), ..Options::default() };
     let run = run_kernel_with(&c.module.kernels[0], &inputs, &opts).expect("runs with M given");
     assert_eq!(run.outputs["y"].to_f64(), vec![1.0; 64 * 64]);

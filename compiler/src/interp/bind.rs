@@ -161,9 +161,16 @@ pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<
     if ctas > u128::from(max_elements) {
         return Err(InterpError::TooLarge { what: "the grid".into(), elements: ctas, limit: max_elements });
     }
-    // Every size a shape or the grid uses is resolved by the binder; a size nothing uses and
-    // nobody gave has no value, and a kernel that reads it sees 0 (as the launcher passes).
-    let sizes = k.sizes.iter().map(|s| binding.sizes.get(s).map_or(0, |&v| v as i64)).collect();
+    // The binder resolves every size a shape or the grid uses; a size only the body reads
+    // must be given explicitly rather than silently read as 0.
+    let sizes = k
+        .sizes
+        .iter()
+        .map(|s| match binding.sizes.get(s) {
+            Some(&v) => Ok(v as i64), // from a usize extent or a value checked against i64 above
+            None => Err(BindError::UnresolvedSize { size: s.clone(), used_by: "the kernel body".into() }),
+        })
+        .collect::<Result<_, _>>()?;
     Ok(Bound { sizes, grid, tensors, scalars })
 }
 
