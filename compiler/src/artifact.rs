@@ -1,6 +1,6 @@
 //! Build artifacts: per kernel and target `<kernel>.<target>.ptx`, a cubin when ptxas is found
 //! (`TILEC_PTXAS`, else `ptxas` on PATH), and `<kernel>.<target>.meta.json` in the runtime's
-//! schema ([`tilec_runtime::meta::KernelMeta`], `docs/metadata.md`).
+//! schema ([`tilec_abi::meta::KernelMeta`], `docs/metadata.md`).
 //!
 //! ptxas runs with `-v`; its resource lines ("Used N registers", "N bytes spill stores", …) are
 //! parsed into [`PtxasInfo`]. A failing ptxas is an error carrying ptxas's own message.
@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tilec_runtime::meta::{
+use tilec_abi::hash::fnv1a64_hex;
+use tilec_abi::meta::{
     ArtifactFiles, CompilerInfo, Contract, DType, KernelMeta, LaunchMeta, Lifecycle, ParamMeta, PtxasInfo, Role, SourceInfo, SCHEMA_VERSION,
 };
 
@@ -49,17 +50,6 @@ pub enum ArtifactError {
     /// JSON serialisation failed.
     #[error("metadata: {0}")]
     Meta(String),
-}
-
-/// FNV-1a 64-bit hash (offset basis 0xcbf29ce484222325, prime 0x100000001b3; Fowler–Noll–Vo,
-/// IETF draft-eastlake-fnv), as 16 lowercase hex digits.
-pub fn fnv1a64(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
 }
 
 /// ptxas: `TILEC_PTXAS` if set and present, else `ptxas` found on PATH.
@@ -223,7 +213,7 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         kernel: k.name.clone(),
         target: m.target.name().into(),
         compiler: CompilerInfo { name: "tilec".into(), version: env!("CARGO_PKG_VERSION").into() },
-        source: SourceInfo { path: m.source_path.into(), hash: fnv1a64(m.source) },
+        source: SourceInfo { path: m.source_path.into(), hash: fnv1a64_hex(m.source) },
         sizes: k.sizes.clone(),
         params,
         launch: LaunchMeta { grid: k.grid.clone().map(|g| g.to_string()), block_threads: k.threads, dynamic_smem_bytes: m.compiled.smem_bytes },
@@ -250,13 +240,6 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, ArtifactEr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fnv_known_values() {
-        assert_eq!(fnv1a64(b""), "cbf29ce484222325");
-        assert_eq!(fnv1a64(b"a"), "af63dc4c8601ec8c");
-        assert_eq!(fnv1a64(b"foobar"), "85944171f73967e8");
-    }
 
     #[test]
     fn parses_ptxas_report() {

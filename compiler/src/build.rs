@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tilec_runtime::meta::{ArtifactFiles, KernelMeta};
+use tilec_abi::meta::{ArtifactFiles, KernelMeta};
 
 use crate::artifact::{self, ArtifactError, MetaInput};
 use crate::backend::{self, BackendError, Compiled, Target, TmemLayout};

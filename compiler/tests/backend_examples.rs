@@ -8,7 +8,7 @@ use std::process::Command;
 use tilec::backend::Target;
 use tilec::build::{build_file, BuildOptions};
 use tilec::frontend::Options;
-use tilec_runtime::meta::{KernelMeta, Role};
+use tilec_abi::meta::{KernelMeta, Role};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -70,7 +70,7 @@ fn gemm_builds_and_the_hash_tracks_the_source() {
     let (src, r) = build_file(&root().join("dsl-examples/gemm.tile"), &opts(None)).unwrap();
     assert_eq!(r.built.len(), 2);
     let m = &r.built[0].meta;
-    assert_eq!(m.source.hash, tilec::artifact::fnv1a64(src.as_bytes()));
+    assert_eq!(m.source.hash, tilec_abi::hash::fnv1a64_hex(src.as_bytes()));
     assert_eq!(m.sizes, vec!["M", "K", "N"]);
     assert_eq!(m.launch.dynamic_smem_bytes, r.built[0].compiled.smem_bytes);
 }

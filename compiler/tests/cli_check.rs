@@ -22,7 +22,7 @@ fn plan_as_json_matches_the_metadata_schema() {
     let (code, out, err) = tilec(&["check", "dsl-examples/k1_reverse_scan.tile", "--emit", "tmem-plan-json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
-    let tm: tilec_runtime::meta::TmemMeta = serde_json::from_value(v[0]["tmem"].clone()).expect("TmemMeta");
+    let tm: tilec_abi::meta::TmemMeta = serde_json::from_value(v[0]["tmem"].clone()).expect("TmemMeta");
     assert_eq!(tm.alloc_columns, 128);
     assert_eq!((tm.lifecycle.alloc, tm.lifecycle.relinquish, tm.lifecycle.dealloc), (1, 1, 1));
     assert_eq!(tm.buffers.iter().map(|b| (b.name.as_str(), b.offset)).collect::<Vec<_>>(), [("d", 0), ("dvn", 64)]);

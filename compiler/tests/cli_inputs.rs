@@ -21,9 +21,9 @@ fn gemm_inputs_have_the_signature_and_are_reproducible() {
         let (code, err) = tilec(&["inputs", "dsl-examples/gemm.tile", "--size", "M=100", "--size", "K=50", "--size", "N=70", "--seed", seed, "--out", f]);
         assert_eq!(code, 0, "{err}");
     }
-    let m = tilec_runtime::st::read(std::path::Path::new(&f1)).unwrap();
-    let got: Vec<(&str, tilec_runtime::meta::DType, Vec<usize>)> = m.iter().map(|(n, t)| (n.as_str(), t.dtype, t.shape.clone())).collect();
-    use tilec_runtime::meta::DType::Bf16;
+    let m = tilec_abi::st::read(std::path::Path::new(&f1)).unwrap();
+    let got: Vec<(&str, tilec_abi::meta::DType, Vec<usize>)> = m.iter().map(|(n, t)| (n.as_str(), t.dtype, t.shape.clone())).collect();
+    use tilec_abi::meta::DType::Bf16;
     assert_eq!(got, [("a", Bf16, vec![100, 50]), ("b", Bf16, vec![50, 70])], "outputs are not written");
     let v = m["a"].to_f64();
     let mean = v.iter().sum::<f64>() / v.len() as f64;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use interp_common::*;
 use tilec::cli::run::{run, RunArgs};
-use tilec_runtime::meta::DType;
+use tilec_abi::meta::DType;
 
 fn tmp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("interp_cli_{name}"))
@@ -30,10 +30,10 @@ fn run_gemm_file_end_to_end() {
     let (tb, b) = random_tensor(&mut rng, DType::Bf16, &[kd, n], 1.0);
     let inp = tmp("gemm_in.safetensors");
     let out = tmp("gemm_out.safetensors");
-    tilec_runtime::st::write(&inp, &BTreeMap::from([("a".to_string(), ta), ("b".to_string(), tb)])).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("a".to_string(), ta), ("b".to_string(), tb)])).unwrap();
     let code = run(&args(example("gemm.tile"), inp, out.clone()));
     assert_eq!(code, ExitCode::SUCCESS);
-    let res = tilec_runtime::st::read(&out).unwrap();
+    let res = tilec_abi::st::read(&out).unwrap();
     let c = &res["c"];
     assert_eq!((c.dtype, c.shape.clone()), (DType::F32, vec![m, n]));
     let (exact, absprod) = matmul_f64(&a, &b, m, kd, n);
@@ -47,7 +47,7 @@ fn run_gemm_file_end_to_end() {
 fn run_reports_errors_with_exit_codes() {
     let inp = tmp("err_in.safetensors");
     let (ta, _) = random_tensor(&mut Rng(1), DType::Bf16, &[4, 4], 1.0);
-    tilec_runtime::st::write(&inp, &BTreeMap::from([("a".to_string(), ta)])).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("a".to_string(), ta)])).unwrap();
     let out = tmp("err_out.safetensors");
     // Missing input `b`: a run error.
     assert_eq!(run(&args(example("gemm.tile"), inp.clone(), out.clone())), ExitCode::from(1));
@@ -72,7 +72,7 @@ fn unknown_size_name_is_an_error_not_ignored() {
     let inp = tmp("size_typo_in.safetensors");
     let out = tmp("size_typo_out.safetensors");
     let _ = std::fs::remove_file(&out);
-    tilec_runtime::st::write(&inp, &BTreeMap::from([("a".to_string(), ta), ("b".to_string(), tb)])).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("a".to_string(), ta), ("b".to_string(), tb)])).unwrap();
     // `--size Q=5` (a typo for a real size) used to be accepted silently.
     let mut a = args(example("gemm.tile"), inp.clone(), out.clone());
     a.sizes = vec![("Q".into(), 5)];
@@ -82,9 +82,9 @@ fn unknown_size_name_is_an_error_not_ignored() {
     a.sizes = vec![("M".into(), 4)];
     assert_eq!(run(&a), ExitCode::SUCCESS);
     let k = tilec::frontend::check_source(&std::fs::read_to_string(example("gemm.tile")).unwrap(), &Default::default()).module.kernels.remove(0);
-    let inputs = tilec_runtime::st::read(&inp).unwrap();
+    let inputs = tilec_abi::st::read(&inp).unwrap();
     let opts = tilec::interp::Options { sizes: BTreeMap::from([("Q".to_string(), 5)]), ..Default::default() };
     let e = tilec::interp::run_kernel_with(&k, &inputs, &opts).unwrap_err();
-    assert!(matches!(e, tilec::interp::InterpError::UnknownSize { ref name, .. } if name == "Q"), "{e}");
-    assert!(e.to_string().contains("no symbolic size") && e.to_string().contains("it has: "), "{e}");
+    assert!(matches!(&e, tilec::interp::InterpError::Bind(tilec_abi::bind::BindError::Unknown { kind: "size", name, .. }) if name == "Q"), "{e}");
+    assert!(e.to_string().contains("has no size `Q` (its sizes: M, K, N)"), "{e}");
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use interp_common::*;
 use tilec::interp::{run_kernel_with, Options, TmemCounts};
 use tilec::ir::Kernel;
-use tilec_runtime::meta::DType;
+use tilec_abi::meta::DType;
 
 fn kernel(file: &str, name: &str) -> Kernel {
     let path = format!("{}/../dsl-examples/{file}", env!("CARGO_MANIFEST_DIR"));
@@ -68,10 +68,13 @@ fn a_size_only_an_output_uses_must_be_given() {
     let src = "kernel k(x: f32[N, 64], y: out f32[M, 64]) grid(1) { store y[0..+64, :] = load x[0..+64, :]; }";
     let c = tilec::frontend::check_source(src, &tilec::frontend::Options::default());
     assert!(c.ok());
-    let x = tilec_runtime::tensor::HostTensor::from_f64(tilec_runtime::meta::DType::F32, vec![64, 64], &[1.0; 64 * 64]).unwrap();
+    let x = tilec_abi::tensor::HostTensor::from_f64(tilec_abi::meta::DType::F32, vec![64, 64], &[1.0; 64 * 64]).unwrap();
     let inputs = BTreeMap::from([("x".to_string(), x)]);
     let e = tilec::interp::run_kernel(&c.module.kernels[0], &inputs).unwrap_err();
-    assert_eq!(e.to_string(), "size `M` is not determined by the inputs; give it explicitly with `--size M=<n>`");
+    assert_eq!(
+        e.to_string(),
+        "size `M` (used by parameter `y` dim 0 = `M`) cannot be inferred from the arguments; give it explicitly with `--size M=<n>`"
+    );
     let opts = Options { sizes: BTreeMap::from([("M".to_string(), 64)]), ..Options::default() };
     let run = run_kernel_with(&c.module.kernels[0], &inputs, &opts).expect("runs with M given");
     assert_eq!(run.outputs["y"].to_f64(), vec![1.0; 64 * 64]);

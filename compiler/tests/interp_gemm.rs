@@ -7,10 +7,11 @@ mod interp_common;
 use interp_common::*;
 use tilec::diag::Span;
 use tilec::backend::Target;
-use tilec::interp::{run_kernel_with, Options, TmemCounts};
+use tilec::interp::{run_kernel_with, InterpError, Options, TmemCounts};
 use tilec::ir::builder::Builder;
 use tilec::ir::{BinOp, Elem, Index, Kernel, MmaOperand, Op, SizeOp, Space, Type};
-use tilec_runtime::meta::DType;
+use tilec_abi::bind::BindError;
+use tilec_abi::meta::DType;
 
 const BM: u32 = 64;
 const BN: u32 = 32;
@@ -182,16 +183,19 @@ fn gemm_rejects_inconsistent_inputs() {
     let c = case(3, 10, 20, 30, false);
     let k = gemm_kernel(Elem::F32, false);
     let mut bad = c.inputs.clone();
-    // b's first extent must equal a's second (K).
-    bad.insert("b".into(), tilec_runtime::tensor::HostTensor::zeros(DType::Bf16, vec![21, 30]).unwrap());
+    // b's first extent must equal a's second (K): the two sources of K disagree.
+    bad.insert("b".into(), tilec_abi::tensor::HostTensor::zeros(DType::Bf16, vec![21, 30]).unwrap());
     let e = tilec::interp::run_kernel(&k, &bad).unwrap_err();
-    assert!(matches!(e, tilec::interp::InterpError::ShapeMismatch { ref name, dim: 0, expected: 20, found: 21, .. } if name == "b"), "{e}");
+    assert!(
+        matches!(&e, InterpError::Bind(BindError::InconsistentSize { size, first_value: 20, second_value: 21, .. }) if size == "K"),
+        "{e}"
+    );
     let mut bad = c.inputs.clone();
-    bad.insert("a".into(), tilec_runtime::tensor::HostTensor::zeros(DType::F32, vec![10, 20]).unwrap());
+    bad.insert("a".into(), tilec_abi::tensor::HostTensor::zeros(DType::F32, vec![10, 20]).unwrap());
     let e = tilec::interp::run_kernel(&k, &bad).unwrap_err();
-    assert!(matches!(e, tilec::interp::InterpError::WrongDtype { expected: Elem::Bf16, found: DType::F32, .. }), "{e}");
+    assert!(matches!(&e, InterpError::Bind(BindError::WrongDtype { param, expected: DType::Bf16, found: DType::F32 }) if param == "a"), "{e}");
     let mut bad = c.inputs;
     bad.remove("a");
     let e = tilec::interp::run_kernel(&k, &bad).unwrap_err();
-    assert_eq!(e.to_string(), "missing input `a`");
+    assert_eq!(e.to_string(), "missing Input parameter `a`: expected bf16 tensor [M, K]");
 }

@@ -178,7 +178,7 @@ fn k1_reads_its_gate_through_the_partial_chunk() {
     let base = tilec::interp::run_kernel(&kernel, &inputs).unwrap()["dh0"].to_f64();
     let mut g = inputs["g"].to_f64();
     g[t - 1] -= 1.0;
-    inputs.insert("g".into(), tilec_runtime::tensor::HostTensor::from_f64(tilec_runtime::meta::DType::F32, vec![bsz, t, h], &g).unwrap());
+    inputs.insert("g".into(), tilec_abi::tensor::HostTensor::from_f64(tilec_abi::meta::DType::F32, vec![bsz, t, h], &g).unwrap());
     let moved = tilec::interp::run_kernel(&kernel, &inputs).unwrap()["dh0"].to_f64();
     assert!(rel_max_err(&moved, &base) > 0.05);
 }

@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use tilec::backend::Target;
 use tilec::interp::{run_kernel_with, Inputs, Options};
 use tilec::ir::{Kernel, Space};
-use tilec_runtime::meta::DType;
-use tilec_runtime::tensor::HostTensor;
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
 
 const M: usize = 64;
 const N: usize = 16;
@@ -185,7 +185,7 @@ fn cli_target_flag_selects_the_numerics() {
     let file = dir.join("interp_numerics_acc.tile");
     std::fs::write(&file, source("+=")).unwrap();
     let inp = dir.join("interp_numerics_in.safetensors");
-    tilec_runtime::st::write(&inp, &inputs()).unwrap();
+    tilec_abi::st::write(&inp, &inputs()).unwrap();
     let mut outs = Vec::new();
     for target in [None, Some("sm_90a"), Some("sm_100a")] {
         let out = dir.join(format!("interp_numerics_out_{}.safetensors", target.unwrap_or("default")));
@@ -195,7 +195,7 @@ fn cli_target_flag_selects_the_numerics() {
         }
         let args = parse_run_args(&argv);
         assert_eq!(tilec::cli::run::run(&args), ExitCode::SUCCESS);
-        outs.push(tilec_runtime::st::read(&out).unwrap()["y"].to_f32());
+        outs.push(tilec_abi::st::read(&out).unwrap()["y"].to_f32());
     }
     assert_eq!(Options::default().target, Target::Sm90a);
     assert_eq!(outs[0], outs[1], "the default is sm_90a");

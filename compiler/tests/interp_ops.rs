@@ -10,8 +10,9 @@ use tilec::diag::Span;
 use tilec::interp::{run_kernel, run_kernel_with, ExecError, InterpError, Options};
 use tilec::ir::builder::Builder;
 use tilec::ir::{Axis, BinOp, Elem, Index, Kernel, Op, ReduceOp, Space, TriMask, Type, Value};
-use tilec_runtime::meta::DType;
-use tilec_runtime::tensor::HostTensor;
+use tilec_abi::bind::BindError;
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
 
 /// A one-CTA kernel with an `out f32[R, C]` tensor `o`; `body` builds a tile stored at [0, 0].
 fn one_cta(rows: u32, cols: u32, out: Elem, body: impl FnOnce(&mut Builder) -> Value) -> Kernel {
@@ -165,16 +166,17 @@ fn input_checks() {
     assert!(run_kernel(&k, &ok).is_ok());
     let mut m = ok.clone();
     m.insert("y".into(), x());
-    assert!(matches!(run_kernel(&k, &m), Err(InterpError::UnknownInput { .. })));
+    assert!(matches!(run_kernel(&k, &m), Err(InterpError::Bind(BindError::Unknown { name, .. })) if name == "y"));
     let mut m = ok.clone();
     m.insert("x".into(), HostTensor::zeros(DType::F32, vec![2, 5]).unwrap());
-    assert!(matches!(run_kernel(&k, &m), Err(InterpError::ShapeMismatch { dim: 1, expected: 4, found: 5, .. })));
+    assert!(matches!(run_kernel(&k, &m), Err(InterpError::Bind(BindError::WrongExtent { dim: 1, expected: 4, found: 5, .. }))));
     let mut m = ok.clone();
     m.insert("x".into(), HostTensor::zeros(DType::F32, vec![8]).unwrap());
-    assert!(matches!(run_kernel(&k, &m), Err(InterpError::WrongRank { expected: 2, .. })));
+    assert!(matches!(run_kernel(&k, &m), Err(InterpError::Bind(BindError::WrongRank { expected: 2, .. }))));
     let mut m = ok;
     m.insert("alpha".into(), HostTensor::zeros(DType::F32, vec![2]).unwrap());
-    assert!(matches!(run_kernel(&k, &m), Err(InterpError::WrongRank { expected: 0, .. })));
+    // Two values for a scalar: not a scalar, so a tensor where a scalar belongs.
+    assert!(matches!(run_kernel(&k, &m), Err(InterpError::Bind(BindError::WrongKind { expected: "scalar", found: "tensor", .. }))));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::references::{op_by_id, Dims};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tilec_runtime::meta::KernelMeta;
+use tilec_abi::meta::KernelMeta;
 
 /// Overall verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -72,6 +72,9 @@ pub enum BatteryError {
     /// Dims outside the conventions.
     #[error("{0}")]
     Dims(#[from] crate::references::RefError),
+    /// A selected gate id names no gate (a typo would otherwise silently run nothing).
+    #[error("{0}")]
+    UnknownGate(#[from] crate::gates::UnknownGate),
 }
 
 /// Verdict from gate results.
@@ -89,6 +92,9 @@ pub fn verdict(results: &[GateResult]) -> Verdict {
 /// Run the battery on `cand` (and RES-02 on `meta` when given).
 pub fn run(cand: Arc<dyn Candidate>, meta: Option<&KernelMeta>, opts: &Options) -> Result<Report, BatteryError> {
     let op = op_by_id(&cand.op_id()).ok_or_else(|| BatteryError::UnknownOp(cand.op_id()))?;
+    for id in opts.gates.iter().flatten() {
+        crate::gates::gate_info(id).ok_or_else(|| crate::gates::UnknownGate(id.clone()))?;
+    }
     let dims = opts.dims.clone().unwrap_or_else(|| op.native());
     op.check_dims(&dims)?;
     let harness = Harness::new(Arc::clone(&cand), opts.time_limit);
@@ -101,7 +107,7 @@ pub fn run(cand: Arc<dyn Candidate>, meta: Option<&KernelMeta>, opts: &Options) 
                 continue;
             }
         }
-        results.push(run_gate(g.id, &ctx));
+        results.push(run_gate(g.id, &ctx)?);
     }
     let v = verdict(&results);
     Ok(Report {

@@ -187,7 +187,7 @@ pub fn eps_of(op: &Op, cand: &dyn Candidate, probes: &[(Dims, Dist, u64)]) -> f6
 fn gate_passes(op: &Op, gate: &str, eps: f64, opts: &Options) -> bool {
     let h = Harness::new(Arc::new(perturbed(op, eps)), opts.time_limit);
     let ctx = Ctx { op, harness: &h, precision: crate::error_model::Precision::F32, dims: op.native(), meta: None };
-    run_gate(gate, &ctx).status == Status::Pass
+    run_gate(gate, &ctx).is_ok_and(|r| r.status == Status::Pass)
 }
 
 /// Calibrate every band gate on the honest matmul.

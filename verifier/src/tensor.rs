@@ -7,6 +7,8 @@
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use tilec_abi::hash::Fnv1a;
+use tilec_abi::round::{f64_to_bf16, f64_to_f16};
 
 /// Element type of a floating-point tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,14 +57,17 @@ impl DType {
         }
     }
 
-    /// Round an f64 to this format (round to nearest even) and back to f64.
+    /// Round an f64 to this format (round to nearest even) and back to f64. bf16 and f16 are
+    /// one correct rounding ([`tilec_abi::round`]), the same image the runtime and the
+    /// interpreter give the value. TF32 is rounded from the f32 value, as the tensor cores
+    /// see an f32 operand.
     pub fn round(self, x: f64) -> f64 {
         match self {
             DType::F64 => x,
             DType::F32 => x as f32 as f64,
             DType::Tf32 => round_tf32(x as f32) as f64,
-            DType::Bf16 => bf16::from_f64(x).to_f64(),
-            DType::F16 => f16::from_f64(x).to_f64(),
+            DType::Bf16 => f64_to_bf16(x).to_f64(),
+            DType::F16 => f64_to_f16(x).to_f64(),
         }
     }
 
@@ -161,8 +166,8 @@ impl Tensor {
             DType::F64 => Storage::F64(values.to_vec()),
             DType::F32 => Storage::F32(values.iter().map(|&v| v as f32).collect()),
             DType::Tf32 => Storage::F32(values.iter().map(|&v| round_tf32(v as f32)).collect()),
-            DType::Bf16 => Storage::Bf16(values.iter().map(|&v| bf16::from_f64(v)).collect()),
-            DType::F16 => Storage::F16(values.iter().map(|&v| f16::from_f64(v)).collect()),
+            DType::Bf16 => Storage::Bf16(values.iter().map(|&v| f64_to_bf16(v)).collect()),
+            DType::F16 => Storage::F16(values.iter().map(|&v| f64_to_f16(v)).collect()),
         };
         Tensor { shape, device: Device::Cpu, data: Arc::new(storage) }
     }
@@ -245,23 +250,12 @@ impl Tensor {
 
     /// FNV-1a 64 of dtype, shape and bytes: a cheap fingerprint for mutation checks.
     pub fn checksum(&self) -> u64 {
-        let mut h: u64 = 0xcbf29ce484222325;
-        let mut eat = |b: u8| {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        };
-        for b in self.dtype().name().bytes() {
-            eat(b);
-        }
+        let mut h = Fnv1a::new();
+        h.write(self.dtype().name().as_bytes());
         for &d in &self.shape {
-            for b in (d as u64).to_le_bytes() {
-                eat(b);
-            }
+            h.write(&(d as u64).to_le_bytes());
         }
-        for b in self.to_le_bytes() {
-            eat(b);
-        }
-        h
+        h.write(&self.to_le_bytes()).finish()
     }
 
     /// Address of the storage allocation, for aliasing checks.
@@ -288,6 +282,25 @@ mod tests {
         // halfway rounds to even
         assert_eq!(round_tf32(1.0 + 2f32.powi(-11)), 1.0);
         assert_eq!(round_tf32(1.0 + 3.0 * 2f32.powi(-11)), 1.0 + 2f32.powi(-9));
+    }
+
+    #[test]
+    fn bf16_rounding_from_f64_is_correct() {
+        // Just above the tie between 1 and 1 + 2^-7: one rounding goes up. `half`'s own
+        // from_f64 rounds to f32 first and lands on the tie, then on 1.0.
+        let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+        assert_eq!(DType::Bf16.round(x), 1.0078125);
+        assert_eq!(Tensor::from_f64(vec![1], &[x], DType::Bf16).to_f64_vec(), vec![1.0078125]);
+        assert_eq!(DType::F16.round(1.0 + 2f64.powi(-11) + 2f64.powi(-45)), 1.0 + 2f64.powi(-10));
+    }
+
+    #[test]
+    fn checksum_is_fnv1a_of_dtype_shape_and_bytes() {
+        let t = Tensor::f32(vec![2], vec![1.0, 2.0]);
+        let mut bytes = b"f32".to_vec();
+        bytes.extend_from_slice(&2u64.to_le_bytes());
+        bytes.extend(t.to_le_bytes());
+        assert_eq!(t.checksum(), tilec_abi::hash::fnv1a64(&bytes));
     }
 
     #[test]

@@ -32,7 +32,7 @@ fn rule01_reference_failure_is_not_applicable() {
     let z = Harness::new(Arc::new(trick("zeros")), Duration::from_secs(2));
     for harness in [&h, &z] {
         let ctx = Ctx { op: &op, harness, precision: Precision::F32, dims: op.native(), meta: None };
-        assert_eq!(run_gate("CMP-01", &ctx).status, Status::NotApplicable);
+        assert_eq!(run_gate("CMP-01", &ctx).expect("a gate").status, Status::NotApplicable);
     }
 }
 
@@ -91,8 +91,14 @@ fn rule04_verdict_names_bound_and_margin() {
 /// Rule 5: each gate reseeds from a fixed value; verdicts are reproducible.
 #[test]
 fn rule05_fixed_seeds() {
-    assert_eq!(gate_seed("CMP-01", 0), gate_seed("CMP-01", 0));
+    // The seed is a function of the gate id and probe index alone (FNV-1a of the id, xor the
+    // index), and it fixes the inputs: regenerating from it gives the same bytes.
+    assert_eq!(gate_seed("CMP-01", 3), tilec_abi::hash::fnv1a64(b"CMP-01") ^ 3);
     assert_ne!(gate_seed("CMP-01", 0), gate_seed("ORD-01", 0));
+    let op = op_by_id("matmul").expect("matmul");
+    let gen = |seed| generate(&op, &op.native(), Dist::Normal, seed, DType::Bf16).candidate[0].to_le_bytes();
+    assert_eq!(gen(gate_seed("CMP-01", 0)), gen(gate_seed("CMP-01", 0)));
+    assert_ne!(gen(gate_seed("CMP-01", 0)), gen(gate_seed("ORD-01", 0)));
     let a = run(honest_matmul(), &["CMP-01", "ORD-03"]);
     let b = run(honest_matmul(), &["CMP-01", "ORD-03"]);
     for (x, y) in a.gates.iter().zip(&b.gates) {
@@ -194,4 +200,17 @@ fn refusal_is_reported_as_rejected() {
     let e = CandidateError::Refused("x".into());
     assert!(!e.is_runtime_failure());
     let _ = CandidateOutput::default();
+}
+
+/// A selected gate id that names no gate is refused, not silently skipped or mislabelled.
+#[test]
+fn unknown_gate_ids_are_refused() {
+    let opts = Options { time_limit: Duration::from_secs(2), dims: None, gates: Some(vec!["CMP-1".into()]) };
+    match battery::run(Arc::new(honest_matmul()), None, &opts) {
+        Err(battery::BatteryError::UnknownGate(e)) => assert!(e.to_string().contains("`CMP-1`"), "{e}"),
+        other => panic!("expected an unknown-gate error, got {:?}", other.map(|r| r.gates.len())),
+    }
+    // Lower-case ids select their gate.
+    let r = run(honest_matmul(), &["res-02"]);
+    assert_eq!(r.gates.iter().map(|g| g.id).collect::<Vec<_>>(), ["RES-02"]);
 }

@@ -26,7 +26,7 @@ fn correct_artifact_passes() {
 fn each_budget_is_enforced() {
     let ok = load_meta(&fixture("tmem_ok.meta.json")).expect("fixture");
     assert!(check_meta(&ok).is_empty());
-    let budgets = |m: &tilec_runtime::meta::KernelMeta| check_meta(m).into_iter().map(|v| v.budget).collect::<Vec<_>>();
+    let budgets = |m: &tilec_abi::meta::KernelMeta| check_meta(m).into_iter().map(|v| v.budget).collect::<Vec<_>>();
 
     let mut m = ok.clone();
     m.tmem.as_mut().expect("tmem").alloc_columns = 96; // not a power of two

@@ -36,7 +36,7 @@ fn real_gemm_and_k1_artifacts_pass() {
 fn the_real_artifact_fails_when_a_budget_is_broken() {
     // The real metadata is a passing baseline; each edit breaks one budget and must be caught.
     let ok = load_meta(&fixture("gemm.sm_100a.meta.json")).expect("fixture");
-    let budgets = |m: &tilec_runtime::meta::KernelMeta| check_meta(m).into_iter().map(|v| v.budget).collect::<Vec<_>>();
+    let budgets = |m: &tilec_abi::meta::KernelMeta| check_meta(m).into_iter().map(|v| v.budget).collect::<Vec<_>>();
     let mut m = ok.clone();
     m.tmem.as_mut().expect("tmem").alloc_columns = 544; // the #904 class: more than 512 columns
     assert!(budgets(&m).contains(&"tmem"));

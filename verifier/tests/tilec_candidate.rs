@@ -121,8 +121,9 @@ fn options_parse_and_are_checked() {
 #[test]
 fn gpu_executor_runs_without_an_address_space_cap() {
     let dir = tempfile::tempdir().expect("tmp");
-    // The stand-in reports the address-space limit it runs under, then fails.
-    let run = script(dir.path(), "tilec-run", "echo \"limit=$(ulimit -v)\" >&2\nexit 1");
+    // The stand-ins report the address-space limit they run under, then fail.
+    let body = "echo \"limit=$(ulimit -v)\" >&2\nexit 1";
+    let run = script(dir.path(), "tilec-run", body);
     let meta = dir.path().join("gemm.sm_90a.meta.json");
     std::fs::write(&meta, "{}").expect("meta");
     let gpu = TilecCandidate::new("matmul", BF16_F32, Executor::Gpu { tilec_run: run, meta }, default_binding("matmul").expect("b"), Duration::from_secs(10), 4096)
@@ -131,6 +132,13 @@ fn gpu_executor_runs_without_an_address_space_cap() {
     let mut inputs = matmul_inputs();
     let err = gpu.forward(&op_by_id("matmul").expect("op").native(), &mut inputs).expect_err("stand-in fails");
     assert!(format!("{err:?}").contains("limit=unlimited"), "{err:?}");
-    let cpu = interp(dir.path(), "echo \"limit=$(ulimit -v)\" >&2\nexit 1", Duration::from_secs(10));
-    assert_eq!(cpu.address_space_limit_mb(), 0, "this helper builds it with no cap");
+    // The same cap on the interpreter executor is applied: the child sees 4096 MiB in KiB.
+    let tilec = script(dir.path(), "tilec", body);
+    let source = dir.path().join("k.tile");
+    std::fs::write(&source, "// stand-in").expect("source");
+    let ex = Executor::Interp { tilec, source, kernel: Some("gemm".into()) };
+    let cpu = TilecCandidate::new("matmul", BF16_F32, ex, default_binding("matmul").expect("b"), Duration::from_secs(10), 4096).expect("candidate");
+    assert_eq!(cpu.address_space_limit_mb(), 4096);
+    let err = cpu.forward(&op_by_id("matmul").expect("op").native(), &mut matmul_inputs()).expect_err("stand-in fails");
+    assert!(format!("{err:?}").contains(&format!("limit={}", 4096 * 1024)), "{err:?}");
 }

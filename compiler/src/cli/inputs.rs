@@ -3,8 +3,9 @@
 //! after its parameters, with their exact dtypes (bf16/f16 rounded to nearest even) and shapes,
 //! ready for `tilec run --interp` and `tilec-run`.
 //!
-//! Tensors get independent normal values N(0, std²) from a seeded generator (xorshift64* with
-//! Box–Muller), so the same seed gives the same file. Scalars are rank-0 tensors: `--scalar`
+//! Tensors get independent normal values N(0, std²) from the project's seeded generator
+//! ([`tilec_abi::rng::NormalRng`], the one kverify draws from too), so the same seed gives the
+//! same file. Scalars are rank-0 tensors: `--scalar`
 //! sets them (default 1.0; an i32 scalar named like a size gets that size). Outputs are not
 //! written. Inputs with structure (decays ≤ 0, normalised keys) need a script of their own:
 //! this command only saves typing out names, dtypes and shapes.
@@ -18,8 +19,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use tilec_runtime::st::TensorMap;
-use tilec_runtime::tensor::HostTensor;
+use tilec_abi::expr::ExprError;
+use tilec_abi::rng::NormalRng;
+use tilec_abi::st::TensorMap;
+use tilec_abi::tensor::HostTensor;
 
 use super::run::parse_size;
 use crate::frontend::{check_source, Options};
@@ -57,26 +60,6 @@ fn parse_scalar(s: &str) -> Result<(String, f64), String> {
     Ok((name.trim().to_string(), v))
 }
 
-/// xorshift64* with Box–Muller: a small, seeded, reproducible normal generator.
-struct Normal(u64);
-
-impl Normal {
-    fn new(seed: u64) -> Normal {
-        Normal(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64 // in (0, 1)
-    }
-    fn sample(&mut self) -> f64 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-}
-
 /// Largest number of elements written per tensor (the interpreter is for small shapes).
 const MAX_ELEMENTS: i64 = 1 << 28;
 
@@ -105,7 +88,7 @@ pub fn run(a: &InputsArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let scalars: BTreeMap<String, f64> = a.scalars.iter().cloned().collect();
-    let mut rng = Normal::new(a.seed);
+    let mut rng = NormalRng::new(a.seed);
     let mut out = TensorMap::new();
     let mut missing: Vec<String> = vec![];
     for p in k.params.values() {
@@ -124,13 +107,24 @@ pub fn run(a: &InputsArgs) -> ExitCode {
                 let mut dims = vec![];
                 for d in shape {
                     match eval_size(d, &sizes) {
-                        Ok(v) => dims.push(v),
-                        Err(_) => {
-                            for s in k.sizes.iter().filter(|s| d.to_string().contains(s.as_str()) && !sizes.contains_key(*s)) {
+                        Ok(v) if v >= 0 => dims.push(v),
+                        Ok(v) => {
+                            eprintln!("error: `{}` dimension `{d}` evaluates to {v}, a negative extent", p.name);
+                            return ExitCode::from(2);
+                        }
+                        // Collected, so that one message can name every size still needed.
+                        Err(ExprError::UnknownSymbol { .. }) => {
+                            let text = d.to_string();
+                            let used = tilec_abi::expr::SizeExpr::parse(&text).map(|e| e.symbols()).unwrap_or_default();
+                            for s in k.sizes.iter().filter(|s| used.contains(s) && !sizes.contains_key(*s)) {
                                 if !missing.contains(s) {
                                     missing.push(s.clone());
                                 }
                             }
+                        }
+                        Err(e) => {
+                            eprintln!("error: `{}`: {e}", p.name);
+                            return ExitCode::from(2);
                         }
                     }
                 }
@@ -142,7 +136,7 @@ pub fn run(a: &InputsArgs) -> ExitCode {
                     eprintln!("error: `{}` would have {:?} elements, more than {MAX_ELEMENTS}", p.name, dims);
                     return ExitCode::from(2);
                 };
-                let values: Vec<f64> = (0..n).map(|_| if elem == Elem::I32 { 0.0 } else { a.std * rng.sample() }).collect();
+                let values: Vec<f64> = (0..n).map(|_| if elem == Elem::I32 { 0.0 } else { a.std * rng.normal() }).collect();
                 HostTensor::from_f64(dtype, dims.iter().map(|&d| d as usize).collect(), &values)
             }
         };
@@ -161,7 +155,7 @@ pub fn run(a: &InputsArgs) -> ExitCode {
         eprintln!("error: kernel `{}` needs the sizes {}: give {}", k.name, missing.join(", "), flags.join(" "));
         return ExitCode::from(2);
     }
-    if let Err(e) = tilec_runtime::st::write(&a.out, &out) {
+    if let Err(e) = tilec_abi::st::write(&a.out, &out) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }

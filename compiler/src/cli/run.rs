@@ -72,7 +72,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let inputs = match tilec_runtime::st::read(&a.inputs) {
+    let inputs = match tilec_abi::st::read(&a.inputs) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: inputs: {e}");
@@ -99,7 +99,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if let Err(e) = tilec_runtime::st::write(&a.out, &run.outputs) {
+    if let Err(e) = tilec_abi::st::write(&a.out, &run.outputs) {
         eprintln!("error: output: {e}");
         return ExitCode::from(2);
     }

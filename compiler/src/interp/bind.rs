@@ -1,17 +1,20 @@
 //! Binding host tensors to a kernel's parameters: symbolic sizes, the grid, global memory.
 //!
-//! Sizes are inferred the way the runtime's binder does it (`runtime/src/bind.rs`): walking the
-//! tensor parameters in declaration order, a dimension whose expression is a bare symbol binds
-//! that symbol to the given tensor's extent the first time it is seen; afterwards every
-//! dimension of every tensor (compound expressions such as `cdiv(T, 64)` included) is
-//! evaluated and must equal the extent. Output tensors not given as inputs start as zeros with
-//! the evaluated shape.
+//! The interpreter has no binder of its own: it describes the IR kernel with the metadata
+//! schema's parameter records ([`signature_params`]: the same dtypes and size-expression texts
+//! `tilec build` writes into `*.meta.json`) and hands them to [`tilec_abi::bind`], the binder
+//! `tilec-run` uses. Sizes, extents and the grid are therefore inferred, checked and evaluated
+//! exactly as for a launch — including the kernels' truncating division in size expressions —
+//! and the interpreter cannot drift from the runtime. What stays here is the interpreter's own
+//! business: element limits and converting bytes to interpreter values.
 
 use std::collections::BTreeMap;
 
 use cranelift_entity::SecondaryMap;
-use tilec_runtime::meta::DType;
-use tilec_runtime::tensor::HostTensor;
+use tilec_abi::bind::{Args, BindError, BoundArg, Scalar, Signature};
+use tilec_abi::expr::ExprError;
+use tilec_abi::meta::{DType, ParamMeta, Role};
+use tilec_abi::tensor::HostTensor;
 
 use super::error::InterpError;
 use super::value::S;
@@ -52,21 +55,35 @@ pub fn dtype_of(e: Elem) -> Option<DType> {
     }
 }
 
-/// Evaluates a size expression under `env`.
+/// Evaluates an IR size expression under `env` with the ABI's semantics, through the very
+/// text the metadata carries for it (`SizeExpr`'s `Display` prints the metadata syntax).
 ///
 /// # Errors
-/// [`InterpError::UnboundSize`] for a symbol not in `env`; [`InterpError::BadSizeExpr`] on
-/// division by zero, overflow or a negative result.
-pub fn eval_size(e: &SizeExpr, env: &BTreeMap<String, i64>) -> Result<i64, InterpError> {
-    let v = match e {
-        SizeExpr::Const(c) => Some(*c),
-        SizeExpr::Sym(s) => Some(*env.get(s).ok_or_else(|| InterpError::UnboundSize { name: s.clone() })?),
-        SizeExpr::Bin(op, a, b) => op.apply(eval_size(a, env)?, eval_size(b, env)?),
-    };
-    match v {
-        Some(v) if v >= 0 => Ok(v),
-        _ => Err(InterpError::BadSizeExpr { expr: e.to_string() }),
-    }
+/// The evaluator's: an unknown symbol, division by zero, overflow.
+pub fn eval_size(e: &SizeExpr, env: &BTreeMap<String, i64>) -> Result<i64, ExprError> {
+    tilec_abi::expr::SizeExpr::parse(&e.to_string())?.eval(env)
+}
+
+/// The kernel's parameters as metadata records, in IR order: tensors with their shape texts,
+/// scalars with an empty shape. Every `out` tensor is [`Role::Output`], so the binder lets the
+/// caller leave it out (it starts as zeros) or pass its initial contents.
+///
+/// # Errors
+/// [`InterpError::UnsupportedParam`] for a predicate parameter.
+pub fn signature_params(k: &Kernel) -> Result<Vec<ParamMeta>, InterpError> {
+    k.params
+        .values()
+        .map(|p| {
+            let (elem, shape, role) = match &p.kind {
+                ParamKind::Tensor { elem, shape, output } => {
+                    (*elem, shape.iter().map(ToString::to_string).collect(), if *output { Role::Output } else { Role::Input })
+                }
+                ParamKind::Scalar(elem) => (*elem, vec![], Role::Input),
+            };
+            let dtype = dtype_of(elem).ok_or_else(|| InterpError::UnsupportedParam { name: p.name.clone(), elem })?;
+            Ok(ParamMeta { name: p.name.clone(), dtype, shape, role })
+        })
+        .collect()
 }
 
 fn to_elems(t: &HostTensor, elem: Elem) -> Vec<S> {
@@ -77,112 +94,83 @@ fn to_elems(t: &HostTensor, elem: Elem) -> Vec<S> {
     }
 }
 
-/// Binds `inputs` to `k`'s parameters. `given` fixes sizes explicitly (needed only when an
-/// output's extent is not determined by any input).
+fn scalar_value(s: Scalar) -> S {
+    match s {
+        Scalar::I32(v) => S::I(i64::from(v)),
+        Scalar::F32(v) => S::F(v),
+        Scalar::F16(v) => S::F(v.to_f32()),
+        Scalar::Bf16(v) => S::F(v.to_f32()),
+    }
+}
+
+/// Binds `inputs` to `k`'s parameters. Scalars come as rank-0 (or `[1]`) tensors; `given`
+/// fixes sizes explicitly (needed only when no input's extent determines them).
 ///
 /// # Errors
-/// Missing or unknown inputs, wrong dtype or rank, inconsistent extents, unbound sizes, and
-/// tensors or grids above `max_elements`.
-pub fn bind(
-    k: &Kernel,
-    inputs: &BTreeMap<String, HostTensor>,
-    given: &BTreeMap<String, i64>,
-    max_elements: u64,
-) -> Result<Bound, InterpError> {
-    for name in inputs.keys() {
-        if !k.params.values().any(|p| &p.name == name) {
-            return Err(InterpError::UnknownInput { name: name.clone(), kernel: k.name.clone() });
-        }
+/// [`InterpError::Bind`] for anything the runtime's binder refuses (missing or unknown inputs,
+/// wrong dtype or rank, inconsistent extents, unresolved sizes, negative extents, an empty
+/// grid); [`InterpError::TooLarge`] for tensors or grids above `max_elements`.
+pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<String, i64>, max_elements: u64) -> Result<Bound, InterpError> {
+    let params = signature_params(k)?;
+    let grid_text = k.grid.clone().map(|g| g.to_string());
+    let sig = Signature {
+        kernel: &k.name,
+        sizes: &k.sizes,
+        params: &params,
+        grid: &grid_text,
+        block_threads: k.threads,
+        dynamic_smem_bytes: 0,
+        envelope: &[],
+    };
+    let mut args = Args::from_tensor_map(sig, inputs.clone());
+    for (name, &v) in given {
+        let value = u64::try_from(v).map_err(|_| BindError::OutOfRange {
+            what: format!("the explicit value of size `{name}`"),
+            expr: name.clone(),
+            value: v,
+            range: "0..".into(),
+        })?;
+        args.sizes.insert(name.clone(), value);
     }
-    if let Some(name) = given.keys().find(|n| !k.sizes.contains(n)) {
-        return Err(InterpError::UnknownSize { name: name.clone(), kernel: k.name.clone(), known: k.sizes.iter().cloned().collect::<Vec<_>>().join(", ") });
-    }
-    for p in k.params.values() {
-        let is_output = matches!(p.kind, ParamKind::Tensor { output: true, .. });
-        if !is_output && !inputs.contains_key(&p.name) {
-            return Err(InterpError::MissingInput { name: p.name.clone() });
-        }
-    }
-    let mut env: BTreeMap<String, i64> = given.clone();
-    // Pass 1: dtypes, ranks, and bare-symbol dimensions.
-    for p in k.params.values() {
-        let Some(t) = inputs.get(&p.name) else { continue };
-        let (elem, rank) = match &p.kind {
-            ParamKind::Tensor { elem, shape, .. } => (*elem, shape.len()),
-            ParamKind::Scalar(elem) => (*elem, 0),
-        };
-        if dtype_of(elem) != Some(t.dtype) {
-            return Err(InterpError::WrongDtype { name: p.name.clone(), expected: elem, found: t.dtype });
-        }
-        // A scalar may come as rank 0 or as a one-element vector (some writers cannot store
-        // rank-0 tensors).
-        let scalar_ok = rank == 0 && (t.shape.is_empty() || t.shape == [1]);
-        if t.shape.len() != rank && !scalar_ok {
-            return Err(InterpError::WrongRank { name: p.name.clone(), expected: rank, found: t.shape.clone() });
-        }
-        t.check().map_err(|source| InterpError::Tensor { name: p.name.clone(), source })?;
-        if let ParamKind::Tensor { shape, .. } = &p.kind {
-            for (e, &n) in shape.iter().zip(&t.shape) {
-                if let SizeExpr::Sym(s) = e {
-                    env.entry(s.clone()).or_insert(n as i64);
-                }
-            }
-        }
-    }
-    let sizes = k
-        .sizes
-        .iter()
-        .map(|s| env.get(s).copied().ok_or_else(|| InterpError::UnboundSize { name: s.clone() }))
-        .collect::<Result<Vec<_>, _>>()?;
-    // Pass 2: check every extent, build global memory.
+    let binding = tilec_abi::bind::bind(sig, &args)?;
+
     let mut tensors = SecondaryMap::new();
     let mut scalars = SecondaryMap::new();
-    for (pid, p) in k.params.iter() {
-        match &p.kind {
-            ParamKind::Scalar(elem) => {
-                let t = inputs.get(&p.name).ok_or_else(|| InterpError::MissingInput { name: p.name.clone() })?;
-                scalars[pid] = to_elems(t, *elem).first().copied();
-            }
-            ParamKind::Tensor { elem, shape, output } => {
-                let dims = shape.iter().map(|e| eval_size(e, &env)).collect::<Result<Vec<_>, _>>()?;
-                let numel = dims.iter().fold(1u128, |acc, &d| acc.saturating_mul(d as u128));
+    // The binding lists the signature's parameters, which are `k.params` in order.
+    for ((pid, p), arg) in k.params.iter().zip(&binding.args) {
+        let elem = match &p.kind {
+            ParamKind::Tensor { elem, .. } | ParamKind::Scalar(elem) => *elem,
+        };
+        match arg {
+            BoundArg::Scalar { value, .. } => scalars[pid] = Some(scalar_value(*value)),
+            BoundArg::Tensor(t) => {
+                let numel = t.shape.iter().fold(1u128, |acc, &d| acc.saturating_mul(d as u128));
                 if numel > u128::from(max_elements) {
                     return Err(InterpError::TooLarge { what: format!("tensor `{}`", p.name), elements: numel, limit: max_elements });
                 }
-                let shape_us: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-                let data = match inputs.get(&p.name) {
-                    Some(t) => {
-                        for (dim, ((e, &want), &found)) in shape.iter().zip(&dims).zip(&t.shape).enumerate() {
-                            if want != found as i64 {
-                                return Err(InterpError::ShapeMismatch {
-                                    name: p.name.clone(),
-                                    dim,
-                                    expr: e.to_string(),
-                                    expected: want,
-                                    found,
-                                });
-                            }
-                        }
-                        to_elems(t, *elem)
-                    }
-                    None if *output => {
-                        let zero = if *elem == Elem::I32 { S::I(0) } else { S::F(0.0) };
-                        vec![zero; numel as usize]
-                    }
-                    None => return Err(InterpError::MissingInput { name: p.name.clone() }),
+                let data = match t.data {
+                    Some(h) => to_elems(h, elem),
+                    None => vec![if elem == Elem::I32 { S::I(0) } else { S::F(0.0) }; numel as usize],
                 };
-                tensors[pid] = Some(Global { elem: *elem, shape: shape_us, data });
+                tensors[pid] = Some(Global { elem, shape: t.shape.clone(), data });
             }
         }
     }
-    let mut grid = [0i64; 3];
-    for (g, e) in grid.iter_mut().zip(&k.grid) {
-        *g = eval_size(e, &env)?;
-    }
+    let grid = binding.grid.map(i64::from);
     let ctas = grid.iter().fold(1u128, |acc, &g| acc.saturating_mul(g as u128));
     if ctas > u128::from(max_elements) {
         return Err(InterpError::TooLarge { what: "the grid".into(), elements: ctas, limit: max_elements });
     }
+    // The binder resolves every size a shape or the grid uses; a size only the body reads
+    // must be given explicitly rather than silently read as 0.
+    let sizes = k
+        .sizes
+        .iter()
+        .map(|s| match binding.sizes.get(s) {
+            Some(&v) => Ok(v as i64), // from a usize extent or a value checked against i64 above
+            None => Err(BindError::UnresolvedSize { size: s.clone(), used_by: "the kernel body".into() }),
+        })
+        .collect::<Result<_, _>>()?;
     Ok(Bound { sizes, grid, tensors, scalars })
 }
 
@@ -194,4 +182,24 @@ pub fn to_host(name: &str, g: &Global) -> Result<HostTensor, InterpError> {
     let dtype = dtype_of(g.elem).unwrap_or(DType::F32);
     let vals: Vec<f64> = g.data.iter().map(|s| s.to_f64()).collect();
     HostTensor::from_f64(dtype, g.shape.clone(), &vals).map_err(|source| InterpError::Tensor { name: name.to_string(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::SizeOp;
+
+    fn bin(op: SizeOp, a: SizeExpr, b: SizeExpr) -> SizeExpr {
+        SizeExpr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    #[test]
+    fn size_evaluation_is_the_kernels() {
+        // (T - 100) / 64 + 1 at T = 50: div.s32(-50, 64) + 1 = 1. The old evaluator refused
+        // the negative intermediate; floor division would give 0.
+        let t = SizeExpr::Sym("T".into());
+        let e = bin(SizeOp::Add, bin(SizeOp::Div, bin(SizeOp::Sub, t, SizeExpr::Const(100)), SizeExpr::Const(64)), SizeExpr::Const(1));
+        let env = BTreeMap::from([("T".to_string(), 50)]);
+        assert_eq!(eval_size(&e, &env), Ok(1));
+    }
 }

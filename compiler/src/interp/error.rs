@@ -6,8 +6,8 @@
 
 use crate::ir::{Elem, Inst};
 use crate::ir::validate::ValidateError;
-use tilec_runtime::meta::DType;
-use tilec_runtime::tensor::TensorError;
+use tilec_abi::bind::BindError;
+use tilec_abi::tensor::TensorError;
 
 /// A failure of [`super::run_kernel`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -20,76 +20,18 @@ pub enum InterpError {
         /// The validator's findings.
         errors: Vec<ValidateError>,
     },
-    /// An input parameter (not an output) has no tensor.
-    #[error("missing input `{name}`")]
-    MissingInput {
+    /// The inputs do not fit the kernel's signature (missing, unknown, dtype, rank, extent,
+    /// inconsistent or unresolved size, size expression out of range). The binder is the
+    /// runtime's ([`tilec_abi::bind`]), so the interpreter accepts exactly what a launch does.
+    #[error("{0}")]
+    Bind(#[from] BindError),
+    /// A parameter whose element type host tensors cannot carry (a predicate).
+    #[error("parameter `{name}` has element type {elem}, which no input tensor can carry")]
+    UnsupportedParam {
         /// Parameter name.
         name: String,
-    },
-    /// A tensor was given that names no parameter of the kernel.
-    #[error("input `{name}` is not a parameter of kernel `{kernel}`")]
-    UnknownInput {
-        /// Tensor name.
-        name: String,
-        /// Kernel name.
-        kernel: String,
-    },
-    /// An explicit size (`--size NAME=V`) names no symbolic size of the kernel: a typo that
-    /// would otherwise be ignored silently.
-    #[error("size `{name}` given, but kernel `{kernel}` has no symbolic size of that name (it has: {known})")]
-    UnknownSize {
-        /// The given name.
-        name: String,
-        /// Kernel name.
-        kernel: String,
-        /// The kernel's symbolic sizes, comma-separated.
-        known: String,
-    },
-    /// A tensor's dtype differs from the parameter's element type.
-    #[error("input `{name}` has dtype {found:?}, the parameter is {expected}")]
-    WrongDtype {
-        /// Parameter name.
-        name: String,
-        /// Declared element type.
-        expected: Elem,
-        /// The tensor's dtype.
-        found: DType,
-    },
-    /// A tensor's rank differs from the parameter's.
-    #[error("input `{name}` has shape {found:?}, the parameter has rank {expected}")]
-    WrongRank {
-        /// Parameter name.
-        name: String,
-        /// Declared rank (0 for a scalar parameter).
-        expected: usize,
-        /// The tensor's shape.
-        found: Vec<usize>,
-    },
-    /// A tensor's extent contradicts the sizes bound so far.
-    #[error("input `{name}` has extent {found} in dimension {dim}, but `{expr}` = {expected}")]
-    ShapeMismatch {
-        /// Parameter name.
-        name: String,
-        /// Dimension index.
-        dim: usize,
-        /// The size expression of that dimension.
-        expr: String,
-        /// Its value under the bound sizes.
-        expected: i64,
-        /// The tensor's extent.
-        found: usize,
-    },
-    /// A symbolic size could not be inferred from the inputs and was not given.
-    #[error("size `{name}` is not determined by the inputs; give it explicitly with `--size {name}=<n>`")]
-    UnboundSize {
-        /// Size name.
-        name: String,
-    },
-    /// A size expression divides by zero, overflows or is negative.
-    #[error("size expression `{expr}` has no valid value (division by zero, overflow or negative)")]
-    BadSizeExpr {
-        /// The expression.
-        expr: String,
+        /// Its element type.
+        elem: Elem,
     },
     /// A tensor or tile exceeds [`super::Options::max_elements`].
     #[error("{what} has {elements} elements, more than the limit of {limit}")]

@@ -7,7 +7,7 @@
 //! rather than whatever shared or tensor memory happened to hold.
 
 use cranelift_entity::SecondaryMap;
-use tilec_runtime::tensor::{f64_to_bf16, f64_to_f16};
+use tilec_abi::round::{f64_to_bf16, f64_to_f16};
 
 use super::bind::Bound;
 use super::elementwise::{binary, compare, dims, reduce, select, unary};

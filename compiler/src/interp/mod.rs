@@ -43,7 +43,7 @@ mod value;
 
 use std::collections::BTreeMap;
 
-use tilec_runtime::tensor::HostTensor;
+use tilec_abi::tensor::HostTensor;
 
 pub use error::{ExecError, InterpError};
 

@@ -5,7 +5,7 @@
 //! inside the i32 range, predicates as `bool`. Conversions into a 16-bit float type round to
 //! nearest, ties to even (the `cvt.rn` rounding of the GPU), through the `half` crate.
 
-use half::{bf16, f16};
+use tilec_abi::round::{f32_to_bf16, f32_to_f16};
 
 use super::error::ExecError;
 use crate::ir::{Elem, Type};
@@ -24,8 +24,8 @@ pub enum S {
 /// Rounds an f32 to `elem` (round to nearest even for bf16/f16; identity for f32).
 pub fn round_to(elem: Elem, x: f32) -> f32 {
     match elem {
-        Elem::Bf16 => bf16::from_f32(x).to_f32(),
-        Elem::F16 => f16::from_f32(x).to_f32(),
+        Elem::Bf16 => f32_to_bf16(x).to_f32(),
+        Elem::F16 => f32_to_f16(x).to_f32(),
         _ => x,
     }
 }

@@ -205,7 +205,7 @@ impl SizeOp {
                 if b == 0 {
                     None
                 } else {
-                    a.checked_add(b - 1).map(|x| x / b)
+                    b.checked_sub(1).and_then(|b1| a.checked_add(b1)).and_then(|x| x.checked_div(b))
                 }
             }
             SizeOp::Min => Some(a.min(b)),

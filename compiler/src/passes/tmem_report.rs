@@ -1,10 +1,10 @@
 //! Rendering of a [`TmemPlan`]: a text column map over program points
 //! (`tilec check --emit tmem-plan`) and the metadata JSON form (`--emit tmem-plan-json`,
-//! `tilec_runtime::meta::TmemMeta`, documented in docs/metadata.md).
+//! `tilec_abi::meta::TmemMeta`, documented in docs/metadata.md).
 
 use std::fmt::Write;
 
-use tilec_runtime::meta::{Lifecycle, TmemBufferMeta, TmemMeta};
+use tilec_abi::meta::{Lifecycle, TmemBufferMeta, TmemMeta};
 
 use super::tmem_plan::{TmemPlan, TMEM_COLUMNS};
 

@@ -29,6 +29,28 @@ fn size_fn(name: &str) -> Option<SizeOp> {
     })
 }
 
+/// The ABI's name for a size operator. Constant folding goes through
+/// [`tilec_abi::expr::apply`], the arithmetic the runtime and the interpreter use for the same
+/// expressions, so a folded constant equals what the kernel (`div.s32`) would compute.
+pub fn abi_op(op: SizeOp) -> tilec_abi::expr::Op {
+    use tilec_abi::expr::Op;
+    match op {
+        SizeOp::Add => Op::Add,
+        SizeOp::Sub => Op::Sub,
+        SizeOp::Mul => Op::Mul,
+        SizeOp::Div => Op::Div,
+        SizeOp::Rem => Op::Rem,
+        SizeOp::Cdiv => Op::Cdiv,
+        SizeOp::Min => Op::Min,
+        SizeOp::Max => Op::Max,
+    }
+}
+
+/// Folds `x op y`; `None` on division by zero or overflow.
+fn fold(op: SizeOp, x: i64, y: i64) -> Option<i64> {
+    tilec_abi::expr::apply(abi_op(op), x, y).ok()
+}
+
 /// Evaluates a constant integer expression over `consts`.
 ///
 /// # Errors
@@ -48,12 +70,12 @@ pub fn eval_const(e: &Expr, consts: &HashMap<String, i64>) -> Result<i64, Diagno
         ExprKind::Binary(op, a, b) => {
             let sop = size_op(*op).ok_or_else(|| bad("operator not allowed in a constant expression".into(), "use + - * / % cdiv min max"))?;
             let (x, y) = (eval_const(a, consts)?, eval_const(b, consts)?);
-            sop.apply(x, y).ok_or_else(|| bad("constant expression divides by zero or overflows".into(), "here"))
+            fold(sop, x, y).ok_or_else(|| bad("constant expression divides by zero or overflows".into(), "here"))
         }
         ExprKind::Call(f, args) if args.len() == 2 && size_fn(&f.name).is_some() => {
             let sop = size_fn(&f.name).unwrap_or_else(|| unreachable!("checked by the guard"));
             let (x, y) = (eval_const(&args[0], consts)?, eval_const(&args[1], consts)?);
-            sop.apply(x, y).ok_or_else(|| bad("constant expression divides by zero or overflows".into(), "here"))
+            fold(sop, x, y).ok_or_else(|| bad("constant expression divides by zero or overflows".into(), "here"))
         }
         _ => Err(bad("expected a compile-time integer constant".into(), "not a constant expression")),
     }

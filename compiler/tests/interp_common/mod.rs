@@ -5,8 +5,8 @@
 use tilec::diag::Span;
 use tilec::ir::builder::Builder;
 use tilec::ir::{BinOp, Elem, Kernel, Op, Param, ParamData, ParamKind, SizeExpr, SizeOp, Type, Value};
-use tilec_runtime::meta::DType;
-use tilec_runtime::tensor::HostTensor;
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
 
 /// SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA
 /// 2014): deterministic inputs without a dependency.
@@ -79,7 +79,7 @@ pub fn rel_max_err(x: &[f64], y: &[f64]) -> f64 {
 
 /// Round an f64 to bf16 (nearest even, one rounding) and back.
 pub fn bf16r(x: f64) -> f64 {
-    f64::from(tilec_runtime::tensor::f64_to_bf16(x))
+    f64::from(tilec_abi::round::f64_to_bf16(x))
 }
 
 /// Inputs of K#1 in the layout of `dsl-examples/k1_reverse_scan.tile` (`k1_scan_scalar`), as

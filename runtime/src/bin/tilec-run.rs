@@ -15,11 +15,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use half::f16;
 use tilec_runtime::artifact::Artifact;
 use tilec_runtime::bind::{Args, Scalar};
 use tilec_runtime::launch::{CodeKind, Gpu, RuntimeError};
 use tilec_runtime::meta::{DType, KernelMeta};
+use tilec_runtime::round::{f64_to_bf16, f64_to_f16};
 use tilec_runtime::st::{self, TensorMap};
 
 #[derive(Parser, Debug)]
@@ -80,8 +80,9 @@ fn parse_scalar(meta: &KernelMeta, name: &str, value: &str) -> Result<Scalar, Cl
     Ok(match p.dtype {
         DType::I32 => Scalar::I32(value.parse().map_err(|_| bad())?),
         DType::F32 => Scalar::F32(value.parse().map_err(|_| bad())?),
-        DType::F16 => Scalar::F16(f16::from_f64(value.parse().map_err(|_| bad())?)),
-        DType::Bf16 => Scalar::Bf16(tilec_runtime::tensor::f64_to_bf16(value.parse().map_err(|_| bad())?)),
+        // One correct rounding from the decimal's f64 value (`half`'s `from_f64` rounds twice).
+        DType::F16 => Scalar::F16(f64_to_f16(value.parse().map_err(|_| bad())?)),
+        DType::Bf16 => Scalar::Bf16(f64_to_bf16(value.parse().map_err(|_| bad())?)),
     })
 }
 

@@ -1,23 +1,21 @@
-//! Reading and writing tensors as safetensors files for the external-process protocol.
+//! Tensors of the external-process protocol as safetensors files: a thin conversion between
+//! kverify's [`Tensor`] and the raw level of [`tilec_abi::st`], which does the actual reading
+//! and writing (one safetensors implementation for the whole project).
 
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::{Device, Storage, Tensor};
 use half::{bf16, f16};
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+use tilec_abi::st::{read_raw, write_raw, FileDtype, RawFile, RawTensor};
 
 /// Errors of safetensors I/O.
 #[derive(Debug, thiserror::Error)]
 pub enum StError {
-    /// File system.
-    #[error("{path}: {source}")]
-    Io {
-        /// Path.
-        path: String,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// Format.
+    /// Reading or writing the file failed (I/O or a malformed container).
+    #[error(transparent)]
+    File(#[from] tilec_abi::st::StError),
+    /// The file holds a tensor kverify cannot represent.
     #[error("{path}: {msg}")]
     Format {
         /// Path.
@@ -27,46 +25,44 @@ pub enum StError {
     },
 }
 
-fn dtype_of(t: &Tensor) -> Dtype {
-    match &*t.data {
-        Storage::F64(_) => Dtype::F64,
-        Storage::F32(_) => Dtype::F32,
-        Storage::Bf16(_) => Dtype::BF16,
-        Storage::F16(_) => Dtype::F16,
-    }
+fn to_raw(t: &Tensor) -> RawTensor {
+    let dtype = match &*t.data {
+        Storage::F64(_) => FileDtype::F64,
+        Storage::F32(_) => FileDtype::F32,
+        Storage::Bf16(_) => FileDtype::Bf16,
+        Storage::F16(_) => FileDtype::F16,
+    };
+    RawTensor { dtype, shape: t.shape.clone(), bytes: t.to_le_bytes() }
 }
 
 /// Write named tensors to `path`.
+///
+/// # Errors
+/// [`StError::File`] when the file cannot be written.
 pub fn write(path: &Path, tensors: &[(String, &Tensor)]) -> Result<(), StError> {
-    let p = path.display().to_string();
-    let bytes: Vec<(String, Vec<u8>, Dtype, Vec<usize>)> =
-        tensors.iter().map(|(n, t)| (n.clone(), t.to_le_bytes(), dtype_of(t), t.shape.clone())).collect();
-    let mut views = Vec::new();
-    for (n, b, d, s) in &bytes {
-        let v = TensorView::new(*d, s.clone(), b).map_err(|e| StError::Format { path: p.clone(), msg: e.to_string() })?;
-        views.push((n.clone(), v));
-    }
-    let data = safetensors::tensor::serialize(views, &None).map_err(|e| StError::Format { path: p.clone(), msg: e.to_string() })?;
-    std::fs::write(path, data).map_err(|source| StError::Io { path: p, source })
+    let file = RawFile { tensors: tensors.iter().map(|(n, t)| (n.clone(), to_raw(t))).collect(), ..RawFile::default() };
+    Ok(write_raw(path, &file)?)
 }
 
-/// Read every tensor of `path` by name. Unsupported dtypes are an error.
+/// Read every tensor of `path` by name, each in its stored float format.
+///
+/// # Errors
+/// [`StError::File`] for I/O or a malformed file; [`StError::Format`] for an integer tensor.
 pub fn read(path: &Path) -> Result<HashMap<String, Tensor>, StError> {
-    let p = path.display().to_string();
-    let data = std::fs::read(path).map_err(|source| StError::Io { path: p.clone(), source })?;
-    let st = SafeTensors::deserialize(&data).map_err(|e| StError::Format { path: p.clone(), msg: e.to_string() })?;
+    let file = read_raw(path)?;
     let mut out = HashMap::new();
-    for (name, view) in st.tensors() {
-        let b = view.data();
-        let shape = view.shape().to_vec();
-        let storage = match view.dtype() {
-            Dtype::F64 => Storage::F64(b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()),
-            Dtype::F32 => Storage::F32(b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()),
-            Dtype::BF16 => Storage::Bf16(b.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect()),
-            Dtype::F16 => Storage::F16(b.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
-            other => return Err(StError::Format { path: p.clone(), msg: format!("tensor `{name}` has unsupported dtype {other:?}") }),
+    for (name, t) in file.tensors {
+        let b = &t.bytes;
+        let storage = match t.dtype {
+            FileDtype::F64 => Storage::F64(t.float_values().unwrap_or_default()),
+            FileDtype::F32 => Storage::F32(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+            FileDtype::Bf16 => Storage::Bf16(b.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect()),
+            FileDtype::F16 => Storage::F16(b.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
+            other => {
+                return Err(StError::Format { path: path.display().to_string(), msg: format!("tensor `{name}` has unsupported dtype {other:?}") })
+            }
         };
-        out.insert(name, Tensor { shape, device: crate::tensor::Device::Cpu, data: std::sync::Arc::new(storage) });
+        out.insert(name, Tensor { shape: t.shape, device: Device::Cpu, data: Arc::new(storage) });
     }
     Ok(out)
 }

@@ -5,8 +5,9 @@
 
 use crate::references::{Dims, Op};
 use crate::tensor::{numel, DType, Tensor};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
+use tilec_abi::hash::fnv1a64;
+use tilec_abi::rng::NormalRng;
 
 /// Input distributions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,22 +42,10 @@ pub struct Inputs {
 
 /// A fixed seed per gate and probe index: FNV-1a of the gate id, xor the index.
 pub fn gate_seed(gate: &str, index: u64) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in gate.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h ^ index
+    fnv1a64(gate.as_bytes()) ^ index
 }
 
-fn normal(rng: &mut ChaCha8Rng) -> f64 {
-    // Box-Muller; u1 in (0,1] so ln is finite.
-    let u1: f64 = 1.0 - rng.gen::<f64>();
-    let u2: f64 = rng.gen::<f64>();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-}
-
-fn sign(rng: &mut ChaCha8Rng) -> f64 {
+fn sign(rng: &mut NormalRng) -> f64 {
     if rng.gen::<bool>() {
         1.0
     } else {
@@ -66,7 +55,7 @@ fn sign(rng: &mut ChaCha8Rng) -> f64 {
 
 /// Generate the inputs of `op` at `dims`.
 pub fn generate(op: &Op, dims: &Dims, dist: Dist, seed: u64, in_dtype: DType) -> Inputs {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = NormalRng::new(seed);
     let shapes = op.input_shapes(dims);
     let first_data = op.inputs.iter().position(|s| s.data).unwrap_or(0);
     let probe_input = if dist == Dist::AccumProbe { accum_probe_input(op, dims) } else { None };
@@ -77,7 +66,7 @@ pub fn generate(op: &Op, dims: &Dims, dist: Dist, seed: u64, in_dtype: DType) ->
         let per_lead = if lead > 0 { n / lead.max(1) } else { 0 };
         let mut v = Vec::with_capacity(n);
         match dist {
-            Dist::Normal | Dist::NonFinite => v.extend((0..n).map(|_| normal(&mut rng))),
+            Dist::Normal | Dist::NonFinite => v.extend((0..n).map(|_| rng.normal())),
             Dist::WideRange => {
                 let e = if in_dtype == DType::F16 { 6.0 } else { 20.0 };
                 v.extend((0..n).map(|_| sign(&mut rng) * rng.gen_range(1.0..2.0) * 2f64.powf(rng.gen_range(-e..e))))
@@ -138,11 +127,11 @@ pub fn generate(op: &Op, dims: &Dims, dist: Dist, seed: u64, in_dtype: DType) ->
 
 /// Output gradients for CMP-02 (standard normal, rounded to the input dtype).
 pub fn grads(op: &Op, dims: &Dims, seed: u64, in_dtype: DType) -> Inputs {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = NormalRng::new(seed);
     let mut reference = Vec::new();
     let mut candidate = Vec::new();
     for s in op.output_shapes(dims) {
-        let v: Vec<f64> = (0..numel(&s)).map(|_| in_dtype.round(normal(&mut rng))).collect();
+        let v: Vec<f64> = (0..numel(&s)).map(|_| in_dtype.round(rng.normal())).collect();
         reference.push(Tensor::f64(s.clone(), v.clone()));
         candidate.push(Tensor::from_f64(s, &v, in_dtype.storage()));
     }

@@ -24,7 +24,7 @@ use crate::references::{Dims, Op};
 use compare::ValueReport;
 use inputs::Dist;
 use serde::Serialize;
-use tilec_runtime::meta::KernelMeta;
+use tilec_abi::meta::KernelMeta;
 
 /// Outcome of one gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -219,7 +219,6 @@ pub fn value_result(info: GateInfo, label: &str, v: &ValueReport) -> GateResult 
     g
 }
 
-/// Run one gate by id. Unknown ids are reported as n/a with a message.
 /// The verdict of a tolerance-free mask gate (EXC-01, EXC-02): pass only with zero
 /// mismatches; `summary` says what was counted, `first` names the first mismatch.
 pub fn mask_result(info: GateInfo, mismatches: usize, summary: String, first: Option<String>) -> GateResult {
@@ -230,20 +229,71 @@ pub fn mask_result(info: GateInfo, mismatches: usize, summary: String, first: Op
     g
 }
 
-pub fn run_gate(id: &str, ctx: &Ctx) -> GateResult {
-    match id {
-        "CMP-01" => cmp01_value::run(ctx),
-        "CMP-02" => cmp02_gradient::run(ctx),
-        "CMP-03" => cmp03_shapes::run(ctx),
-        "ORD-01" => ord01_reduction_order::run(ctx),
-        "ORD-02" => ord02_determinism::run(ctx),
-        "ORD-03" => ord03_backstop::run(ctx),
-        "EXC-01" => exc01_nonfinite::run(ctx),
-        "EXC-02" => exc02_subnormal::run(ctx),
-        "PRC-01" => prc01_precision::run(ctx),
-        "PRC-02" => prc02_accumulation::run(ctx),
-        "RES-01" => res01_runtime::run(ctx),
-        "RES-02" => res02_compile::run(ctx),
-        other => GateResult::new(res02_compile::INFO, Status::NotApplicable, format!("unknown gate {other}")),
+/// An id that names none of the twelve gates.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown gate `{0}` (see `kverify gates`)")]
+pub struct UnknownGate(pub String);
+
+/// Each gate with the function that runs it, in battery order (the order of [`GATES`]).
+const RUNNERS: [(GateInfo, fn(&Ctx) -> GateResult); 12] = [
+    (cmp01_value::INFO, cmp01_value::run),
+    (cmp02_gradient::INFO, cmp02_gradient::run),
+    (cmp03_shapes::INFO, cmp03_shapes::run),
+    (ord01_reduction_order::INFO, ord01_reduction_order::run),
+    (ord02_determinism::INFO, ord02_determinism::run),
+    (ord03_backstop::INFO, ord03_backstop::run),
+    (exc01_nonfinite::INFO, exc01_nonfinite::run),
+    (exc02_subnormal::INFO, exc02_subnormal::run),
+    (prc01_precision::INFO, prc01_precision::run),
+    (prc02_accumulation::INFO, prc02_accumulation::run),
+    (res01_runtime::INFO, res01_runtime::run),
+    (res02_compile::INFO, res02_compile::run),
+];
+
+/// Run one gate by id (case-insensitive, like [`gate_info`]).
+///
+/// # Errors
+/// [`UnknownGate`] for an id that names no gate: no result is made up for it (it used to come
+/// back as an n/a result labelled RES-02).
+pub fn run_gate(id: &str, ctx: &Ctx) -> Result<GateResult, UnknownGate> {
+    let (_, run) = RUNNERS.iter().find(|(info, _)| info.id.eq_ignore_ascii_case(id)).ok_or_else(|| UnknownGate(id.to_string()))?;
+    Ok(run(ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candidate::harness::Harness;
+    use crate::references::op_by_id;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn with_ctx(f: impl FnOnce(&Ctx)) {
+        let op = op_by_id("matmul").expect("matmul");
+        let cand = crate::candidate::inprocess::honest(&op, Precision::F32);
+        let harness = Harness::new(Arc::new(cand), Duration::from_secs(30));
+        let ctx = Ctx { op: &op, harness: &harness, precision: Precision::F32, dims: op.native(), meta: None };
+        f(&ctx);
+    }
+
+    #[test]
+    fn unknown_gate_is_an_error_naming_it() {
+        with_ctx(|ctx| {
+            let e = run_gate("XYZ-99", ctx).expect_err("no such gate");
+            assert_eq!(e, UnknownGate("XYZ-99".into()));
+            assert!(e.to_string().contains("`XYZ-99`"), "{e}");
+        });
+    }
+
+    #[test]
+    fn every_gate_has_its_runner() {
+        let ids = |v: &[GateInfo]| v.iter().map(|g| g.id).collect::<Vec<_>>();
+        assert_eq!(ids(&RUNNERS.map(|(g, _)| g)), ids(&GATES));
+        with_ctx(|ctx| {
+            // RES-02 needs no candidate run, so the check is cheap; its lower-case spelling must
+            // reach it (the battery accepts `res-02`), and its result carries its own id.
+            let r = run_gate("res-02", ctx).expect("known");
+            assert_eq!(r.id, "RES-02");
+        });
     }
 }

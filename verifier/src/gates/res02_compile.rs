@@ -1,7 +1,7 @@
 //! RES-02 compile-time resource metadata.
 //!
 //! * Question: does the compiled artifact respect the hardware budgets it declares?
-//! * Decision (tilec metadata, `runtime/src/meta.rs`, and its `ptxas -v` figures): fail when
+//! * Decision (tilec metadata, `abi/src/meta.rs`, and its `ptxas -v` figures): fail when
 //!   - TMEM: `alloc_columns` > 512, or not a power of two in 32..=512, or smaller than the
 //!     planned peak, or a buffer reaching past the allocation, or two co-live buffers whose
 //!     columns overlap (same lanes share columns);
@@ -18,7 +18,7 @@
 use super::{Ctx, GateInfo, GateResult, Status};
 use serde::Serialize;
 use std::path::Path;
-use tilec_runtime::meta::{KernelMeta, SCHEMA_VERSION};
+use tilec_abi::meta::{KernelMeta, SCHEMA_VERSION};
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {

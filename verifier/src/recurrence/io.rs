@@ -6,12 +6,11 @@
 //! results `o st dq dk dv dg db dw dbeta ds0`. Every float tensor is F64; reading any other float
 //! dtype is an error (never a silent upcast).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha20Rng;
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use tilec_abi::rng::NormalRng;
+use tilec_abi::st::{read_raw, write_raw, FileDtype, RawFile, RawTensor, StError};
 
 use super::batch::{Problem, Results};
 use super::family::{Gate, Model};
@@ -28,11 +27,11 @@ pub struct Dims {
     pub dv: usize,
 }
 
-/// Generates a problem from `seed` (ChaCha20). Distributions, drawn in this order, each tensor
+/// Generates a problem from `seed` ([`NormalRng`]: ChaCha8, Box–Muller). Distributions, drawn in this order, each tensor
 /// in row-major order: q ~ N(0,1); k ~ N(0,1) then l2-normalised per token; v ~ N(0,1);
 /// g = logsigmoid(N(0,1)) (per channel or per token-head by model; none for LA);
 /// general: b, w = sigmoid(N(0,1)) per element; KDA/GDN: β = sigmoid(N(0,1));
-/// s0 ~ N(0,1); do ~ N(0,1); dst ~ N(0,1). Normals come from Box–Muller.
+/// s0 ~ N(0,1); do ~ N(0,1); dst ~ N(0,1).
 ///
 /// `cu_seqlens` (optional, requires batch 1) splits the T tokens into sequences; s0 and dst then
 /// have one entry per sequence. `scale` defaults to `dk^-0.5`.
@@ -40,10 +39,10 @@ pub fn generate(model: Model, d: Dims, seed: u64, scale: Option<f64>, cu_seqlens
     if d.batch == 0 || d.heads == 0 || d.seq_len == 0 || d.dk == 0 || d.dv == 0 {
         return Err(RecurrenceError::Invalid(format!("every size must be positive, got {d:?}")));
     }
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut rng = NormalRng::new(seed);
     let (b, t, h, k, v) = (d.batch, d.seq_len, d.heads, d.dk, d.dv);
     let n = cu_seqlens.as_ref().map_or(b, |c| c.len().saturating_sub(1));
-    let mut normal = |shape: &[usize]| Tensor { shape: shape.to_vec(), data: (0..shape.iter().product()).map(|_| std_normal(&mut rng)).collect() };
+    let mut normal = |shape: &[usize]| Tensor { shape: shape.to_vec(), data: (0..shape.iter().product()).map(|_| rng.normal()).collect() };
     let q = normal(&[b, t, h, k]);
     let mut kt = normal(&[b, t, h, k]);
     for row in kt.data.chunks_mut(k) {
@@ -89,13 +88,6 @@ fn map(mut t: Tensor, f: fn(f64) -> f64) -> Tensor {
     t
 }
 
-fn std_normal(rng: &mut ChaCha20Rng) -> f64 {
-    // Box–Muller; u1 in (0, 1] so the log is finite.
-    let u1: f64 = 1.0 - rng.gen::<f64>();
-    let u2: f64 = rng.gen::<f64>();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-}
-
 /// Reads a problem for `model` from a safetensors file. Required: q, k, v, do, plus g (gated
 /// models), b and w (general) or beta (KDA, GDN). Optional: s0, dst (zero when absent),
 /// cu_seqlens (int64). Scale: `scale` if given, else the file's `scale` metadata, else `K^-0.5`.
@@ -103,22 +95,12 @@ fn std_normal(rng: &mut ChaCha20Rng) -> f64 {
 /// Errors: I/O, malformed file, a float tensor that is not F64 ([`RecurrenceError::Dtype`]),
 /// missing tensors, bad shapes.
 pub fn read_problem(path: &Path, model: Model, scale: Option<f64>) -> Result<Problem, RecurrenceError> {
-    let bytes = std::fs::read(path).map_err(|source| RecurrenceError::Io { path: path.display().to_string(), source })?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| RecurrenceError::Safetensors(format!("{}: {e}", path.display())))?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| RecurrenceError::Safetensors(e.to_string()))?;
-    let get = |name: &str| -> Result<Option<Tensor>, RecurrenceError> {
-        match st.tensor(name) {
-            Ok(view) => Ok(Some(f64_tensor(name, &view)?)),
-            Err(_) => Ok(None),
-        }
-    };
+    let file = read_raw(path).map_err(|e| st_error(path, e))?;
+    let get = |name: &str| -> Result<Option<Tensor>, RecurrenceError> { file.tensors.get(name).map(|t| f64_tensor(name, t)).transpose() };
     let req = |name: &str| get(name)?.ok_or_else(|| RecurrenceError::Missing(name.into()));
     let q = req("q")?;
     let v = req("v")?;
-    let cu_seqlens = match st.tensor("cu_seqlens") {
-        Ok(view) => Some(index_vector(&view)?),
-        Err(_) => None,
-    };
+    let cu_seqlens = file.tensors.get("cu_seqlens").map(index_vector).transpose()?;
     let (b, t, h, k) = match q.shape[..] {
         [b, t, h, k] => (b, t, h, k),
         _ => return Err(RecurrenceError::Shape { name: "q".into(), expected: vec![0, 0, 0, 0], got: q.shape.clone() }),
@@ -126,7 +108,7 @@ pub fn read_problem(path: &Path, model: Model, scale: Option<f64>) -> Result<Pro
     let vd = v.shape.last().copied().unwrap_or(0);
     let n = cu_seqlens.as_ref().map_or(b, |c| c.len().saturating_sub(1));
     let state_or_zero = |name: &str| -> Result<Tensor, RecurrenceError> { Ok(get(name)?.unwrap_or_else(|| Tensor::zeros(&[n, h, k, vd]))) };
-    let file_scale = meta.metadata().as_ref().and_then(|m| m.get("scale")).and_then(|s| s.parse::<f64>().ok());
+    let file_scale = file.metadata.get("scale").and_then(|s| s.parse::<f64>().ok());
     let g = if model.gate() == Gate::None { None } else { Some(req("g")?) };
     let general = model == Model::General;
     let p = Problem {
@@ -149,25 +131,29 @@ pub fn read_problem(path: &Path, model: Model, scale: Option<f64>) -> Result<Pro
     Ok(p)
 }
 
-fn f64_tensor(name: &str, view: &TensorView<'_>) -> Result<Tensor, RecurrenceError> {
-    if view.dtype() != Dtype::F64 {
-        return Err(RecurrenceError::Dtype { name: name.into(), dtype: format!("{:?}", view.dtype()) });
+/// An I/O failure stays [`RecurrenceError::Io`]; anything about the contents is a
+/// safetensors error naming the file.
+fn st_error(path: &Path, e: StError) -> RecurrenceError {
+    match e {
+        StError::Io { path, source } => RecurrenceError::Io { path: path.display().to_string(), source },
+        other => RecurrenceError::Safetensors(format!("{}: {other}", path.display())),
     }
-    let data: Vec<f64> = view.data().chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8-byte chunk"))).collect();
-    Tensor::new(view.shape(), data).ok_or_else(|| RecurrenceError::Safetensors(format!("tensor `{name}`: data length does not match its shape")))
 }
 
-fn index_vector(view: &TensorView<'_>) -> Result<Vec<usize>, RecurrenceError> {
-    if view.dtype() != Dtype::I64 || view.shape().len() != 1 {
-        return Err(RecurrenceError::CuSeqlens(format!("must be a 1-D int64 tensor, got {:?} {:?}", view.dtype(), view.shape())));
-    }
-    view.data()
-        .chunks_exact(8)
-        .map(|c| {
-            let x = i64::from_le_bytes(c.try_into().expect("8-byte chunk"));
-            usize::try_from(x).map_err(|_| RecurrenceError::CuSeqlens(format!("negative entry {x}")))
-        })
-        .collect()
+fn f64_tensor(name: &str, t: &RawTensor) -> Result<Tensor, RecurrenceError> {
+    let data = match (t.dtype, t.float_values()) {
+        (FileDtype::F64, Some(v)) => v,
+        _ => return Err(RecurrenceError::Dtype { name: name.into(), dtype: format!("{:?}", t.dtype) }),
+    };
+    Tensor::new(&t.shape, data).ok_or_else(|| RecurrenceError::Safetensors(format!("tensor `{name}`: data length does not match its shape")))
+}
+
+fn index_vector(t: &RawTensor) -> Result<Vec<usize>, RecurrenceError> {
+    let values = match (t.dtype, t.shape.len(), t.int_values()) {
+        (FileDtype::I64, 1, Some(v)) => v,
+        _ => return Err(RecurrenceError::CuSeqlens(format!("must be a 1-D int64 tensor, got {:?} {:?}", t.dtype, t.shape))),
+    };
+    values.into_iter().map(|x| usize::try_from(x).map_err(|_| RecurrenceError::CuSeqlens(format!("negative entry {x}")))).collect()
 }
 
 /// Writes the problem's inputs and the results to one safetensors file (all F64; cu_seqlens as
@@ -187,16 +173,14 @@ pub fn write(path: &Path, p: &Problem, r: &Results, metadata: HashMap<String, St
             named.push((name, t));
         }
     }
-    let mut buffers: Vec<(String, Vec<usize>, Dtype, Vec<u8>)> = named
-        .into_iter()
-        .map(|(n, t)| (n.to_string(), t.shape.clone(), Dtype::F64, t.data.iter().flat_map(|x| x.to_le_bytes()).collect()))
-        .collect();
-    if let Some(cu) = &p.cu_seqlens {
-        buffers.push(("cu_seqlens".into(), vec![cu.len()], Dtype::I64, cu.iter().flat_map(|&x| (x as i64).to_le_bytes()).collect()));
+    let mut file = RawFile { tensors: BTreeMap::new(), metadata: metadata.into_iter().collect() };
+    for (n, t) in named {
+        let bytes = t.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        file.tensors.insert(n.to_string(), RawTensor { dtype: FileDtype::F64, shape: t.shape.clone(), bytes });
     }
-    let views: Vec<(String, TensorView<'_>)> = buffers
-        .iter()
-        .map(|(n, s, d, b)| TensorView::new(*d, s.clone(), b).map(|v| (n.clone(), v)).map_err(|e| RecurrenceError::Safetensors(e.to_string())))
-        .collect::<Result<_, _>>()?;
-    safetensors::serialize_to_file(views, &Some(metadata), path).map_err(|e| RecurrenceError::Safetensors(format!("{}: {e}", path.display())))
+    if let Some(cu) = &p.cu_seqlens {
+        let bytes = cu.iter().flat_map(|&x| (x as i64).to_le_bytes()).collect();
+        file.tensors.insert("cu_seqlens".into(), RawTensor { dtype: FileDtype::I64, shape: vec![cu.len()], bytes });
+    }
+    write_raw(path, &file).map_err(|e| st_error(path, e))
 }

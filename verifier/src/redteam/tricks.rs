@@ -7,7 +7,7 @@ use crate::error_model::Precision;
 use crate::gates::inputs::{gate_seed, generate, Dist};
 use crate::references::{op_by_id, Dims};
 use crate::tensor::{round_tf32, Device, Storage, Tensor};
-use half::{bf16, f16};
+use tilec_abi::round::{f32_to_bf16, f32_to_f16};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -132,12 +132,12 @@ fn hardcoded_seed() -> InProcess {
 }
 
 fn fp16_accum() -> InProcess {
-    mm_trick("fp16_accum", |d, a, b| mm_with(d, a, b, |x, y| x * y, |s, p| f16::from_f32(s + p).to_f32()))
+    mm_trick("fp16_accum", |d, a, b| mm_with(d, a, b, |x, y| x * y, |s, p| f32_to_f16(s + p).to_f32()))
 }
 
 fn bf16_compute() -> InProcess {
     mm_trick("bf16_compute", |d, a, b| {
-        let r = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect::<Vec<_>>();
+        let r = |v: &[f32]| v.iter().map(|&x| f32_to_bf16(x).to_f32()).collect::<Vec<_>>();
         plain(d, &r(a), &r(b))
     })
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::meta::test_support::axpb_meta;
-use crate::meta::{ArtifactFiles, CompilerInfo, Contract, LaunchMeta, ParamMeta, SizeBound, SourceInfo, SCHEMA_VERSION};
+use crate::meta::{ArtifactFiles, CompilerInfo, Contract, KernelMeta, LaunchMeta, ParamMeta, SizeBound, SourceInfo, SCHEMA_VERSION};
 
 /// A GDN-backward-like signature: bare-name dims, expression dims, an inout, a size scalar.
 fn gdn_meta() -> KernelMeta {
@@ -296,7 +296,7 @@ fn malformed_unvalidated_metadata_is_an_error_not_a_panic() {
 
 #[test]
 fn axpb_fixture_file_matches_test_metadata() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/axpb.meta.json");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/axpb.meta.json");
     let loaded = KernelMeta::load(&path).unwrap();
     assert_eq!(loaded, axpb_meta());
     let mut args = Args::default();

@@ -1,5 +1,6 @@
 //! The artifact metadata schema: `<kernel>.<target>.meta.json`, written by `tilec build`,
-//! read by this runtime (argument binding, launch configuration) and by `kverify` (RES-02).
+//! read by the runtime (argument binding, launch configuration), by the interpreter's binder
+//! (through [`crate::bind::Signature`]) and by `kverify` (RES-02).
 //!
 //! Versioned: [`SCHEMA_VERSION`] is bumped on any incompatible change; readers refuse other
 //! versions with an error. The field-by-field documentation is `docs/metadata.md`.
@@ -60,7 +61,8 @@ pub struct CompilerInfo {
 pub struct SourceInfo {
     /// Path as given on the command line.
     pub path: String,
-    /// FNV-1a 64-bit hash of the source bytes, as 16 lowercase hex digits.
+    /// FNV-1a 64-bit hash of the source bytes ([`crate::hash::fnv1a64_hex`]), as 16 lowercase
+    /// hex digits.
     pub hash: String,
 }
 

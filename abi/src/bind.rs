@@ -18,9 +18,12 @@ use half::{bf16, f16};
 use thiserror::Error;
 
 use crate::expr::{ExprError, SizeExpr};
-use crate::meta::{DType, KernelMeta, Role};
+use crate::meta::{DType, Role};
 use crate::st::TensorMap;
 use crate::tensor::{HostTensor, TensorError};
+
+mod signature;
+pub use signature::Signature;
 
 /// Largest grid extent per axis (x, y, z) the CUDA driver accepts on sm_90 / sm_100.
 pub const MAX_GRID: [i64; 3] = [(1 << 31) - 1, 65535, 65535];
@@ -63,10 +66,11 @@ pub struct Args {
 
 impl Args {
     /// Splits a map of named tensors (e.g. read from a safetensors file) into arguments:
-    /// a one-element tensor (shape `[]` or `[1]`) whose name is a scalar parameter of `meta`
+    /// a one-element tensor (shape `[]` or `[1]`) whose name is a scalar parameter of `sig`
     /// becomes that scalar, with the tensor's dtype; everything else stays a tensor. This is
     /// how `tilec-run` and foreign candidates pass scalars in the same file as tensors.
-    pub fn from_tensor_map(meta: &KernelMeta, tensors: TensorMap) -> Args {
+    pub fn from_tensor_map<'m>(sig: impl Into<Signature<'m>>, tensors: TensorMap) -> Args {
+        let meta: Signature<'_> = sig.into();
         let mut args = Args::default();
         for (name, t) in tensors {
             let is_scalar_param = meta.params.iter().any(|p| p.name == name && p.shape.is_empty());
@@ -309,16 +313,18 @@ impl SizeTable {
     }
 }
 
-/// Binds `args` to the signature in `meta` (see the module docs for the rules).
+/// Binds `args` to the signature `sig` — a [`crate::meta::KernelMeta`] or a [`Signature`] —
+/// (see the module docs for the rules).
 ///
-/// `meta` should have passed [`KernelMeta::validate`]; if it has not, a malformed expression
-/// is reported as [`BindError::Expr`] rather than a panic.
+/// Metadata should have passed [`crate::meta::KernelMeta::validate`]; if it has not, a
+/// malformed expression is reported as [`BindError::Expr`] rather than a panic.
 ///
 /// # Errors
 /// Any [`BindError`]; checks run in a fixed order (unknown names, then each parameter in
 /// signature order, then sizes, extents and grid), so the same mistake always gives the same
 /// error.
-pub fn bind<'a>(meta: &KernelMeta, args: &'a Args) -> Result<Binding<'a>, BindError> {
+pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Binding<'a>, BindError> {
+    let meta: &Signature<'_> = &sig.into();
     check_unknown_names(meta, args)?;
     let mut sizes = SizeTable(BTreeMap::new());
     for (name, &v) in &args.sizes {
@@ -326,7 +332,7 @@ pub fn bind<'a>(meta: &KernelMeta, args: &'a Args) -> Result<Binding<'a>, BindEr
     }
 
     // Pass 1: kinds, dtypes, ranks, and sizes from bare-name dimensions and size scalars.
-    for p in &meta.params {
+    for p in meta.params {
         let expected_desc = if p.shape.is_empty() {
             format!("{:?} scalar", p.dtype).to_lowercase()
         } else {
@@ -390,7 +396,7 @@ pub fn bind<'a>(meta: &KernelMeta, args: &'a Args) -> Result<Binding<'a>, BindEr
 
     // Pass 2: evaluate every extent, check supplied tensors against it, build the arguments.
     let mut bound = Vec::with_capacity(meta.params.len());
-    for p in &meta.params {
+    for p in meta.params {
         if p.shape.is_empty() {
             let value = match args.scalars.get(&p.name) {
                 Some(s) => *s,
@@ -437,7 +443,7 @@ pub fn bind<'a>(meta: &KernelMeta, args: &'a Args) -> Result<Binding<'a>, BindEr
     }
 
     let mut grid = [1u32; 3];
-    for (axis, text) in meta.launch.grid.iter().enumerate() {
+    for (axis, text) in meta.grid.iter().enumerate() {
         let what = || format!("launch.grid[{axis}]");
         let v = parse(what, text)?.eval(&env).map_err(|source| BindError::Expr { context: what(), source })?;
         if !(1..=MAX_GRID[axis]).contains(&v) {
@@ -454,15 +460,15 @@ pub fn bind<'a>(meta: &KernelMeta, args: &'a Args) -> Result<Binding<'a>, BindEr
     Ok(Binding {
         sizes: sizes.0.iter().map(|(k, (v, _))| (k.clone(), *v)).collect(),
         grid,
-        block: [meta.launch.block_threads, 1, 1],
-        dynamic_smem_bytes: meta.launch.dynamic_smem_bytes,
+        block: [meta.block_threads, 1, 1],
+        dynamic_smem_bytes: meta.dynamic_smem_bytes,
         args: bound,
     })
 }
 
-fn check_unknown_names(meta: &KernelMeta, args: &Args) -> Result<(), BindError> {
+fn check_unknown_names(meta: &Signature<'_>, args: &Args) -> Result<(), BindError> {
     let unknown = |kind, name: &str, known: Vec<&str>| BindError::Unknown {
-        kernel: meta.kernel.clone(),
+        kernel: meta.kernel.to_string(),
         kind,
         name: name.to_string(),
         known: if known.is_empty() { "none".into() } else { known.join(", ") },
@@ -490,14 +496,14 @@ fn check_unknown_names(meta: &KernelMeta, args: &Args) -> Result<(), BindError> 
 
 /// Every size a shape or the grid uses must have a value, and every value must lie inside
 /// the contract's envelope.
-fn resolve_and_check_sizes(meta: &KernelMeta, sizes: &SizeTable) -> Result<(), BindError> {
+fn resolve_and_check_sizes(meta: &Signature<'_>, sizes: &SizeTable) -> Result<(), BindError> {
     let mut uses: Vec<(String, String)> = Vec::new();
-    for p in &meta.params {
+    for p in meta.params {
         for (d, text) in p.shape.iter().enumerate() {
             uses.push((format!("parameter `{}` dim {d}", p.name), text.clone()));
         }
     }
-    for (axis, text) in meta.launch.grid.iter().enumerate() {
+    for (axis, text) in meta.grid.iter().enumerate() {
         uses.push((format!("launch.grid[{axis}]"), text.clone()));
     }
     for (used_by, text) in &uses {
@@ -506,7 +512,7 @@ fn resolve_and_check_sizes(meta: &KernelMeta, sizes: &SizeTable) -> Result<(), B
             return Err(BindError::UnresolvedSize { size: s, used_by: format!("{used_by} = `{text}`") });
         }
     }
-    for b in &meta.contract.envelope {
+    for b in meta.envelope {
         if let Some((v, _)) = sizes.0.get(&b.size) {
             if !b.admits(*v) {
                 let mut bound = format!("{} <= {}", b.min, b.size);

@@ -11,9 +11,20 @@
 //! unary  := '-' unary | atom
 //! atom   := INT | IDENT | IDENT '(' expr (',' expr)* ')' | '(' expr ')'
 //! ```
-//! Functions: `cdiv(a, b)` (ceiling division), `min(a, b)`, `max(a, b)`.
-//! Arithmetic is on `i64` with overflow checks; `/` and `%` are Euclidean (floor for the
-//! non-negative values sizes have), so `T / 64` and `T % 64` mean what a kernel author expects.
+//! Functions: `cdiv(a, b)`, `min(a, b)`, `max(a, b)`.
+//!
+//! # Semantics: the kernel's integer arithmetic
+//! Arithmetic is on `i64` with overflow checks, and division is the one the generated kernels
+//! perform (`div.s32` / `rem.s32` in PTX, C99 `/` and `%`): `a / b` **truncates toward zero**,
+//! `a % b` has the sign of `a` (`a == (a / b) * b + a % b`), and `cdiv(a, b)` is
+//! `(a + b - 1) / b` with that truncating division — exactly the instruction sequence the
+//! compiler emits. For the non-negative operands sizes usually have this is ceiling division;
+//! with a negative intermediate it is not, and then the host must still agree with the kernel:
+//! `(T - 100) / 64 + 1` at `T = 50` is `-50 / 64 + 1 = 0 + 1 = 1` in the kernel, so it is 1
+//! here too (floor division would give 0). Every tool that evaluates a size — the runtime's
+//! binder, the interpreter, `kverify` — goes through [`SizeExpr::eval`] / [`apply`], so none
+//! can disagree with another. `docs/metadata.md` states the same rules.
+//!
 //! Every malformed input is an [`ExprError`], never a panic.
 
 use std::collections::BTreeMap;
@@ -66,22 +77,61 @@ pub enum ExprError {
     },
 }
 
-/// Binary operators, in the order of the grammar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BinOp {
+/// The binary operators and functions of the language (a function of two arguments is just a
+/// binary operator with call syntax).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `a + b`
     Add,
+    /// `a - b`
     Sub,
+    /// `a * b`
     Mul,
+    /// `a / b`, truncating toward zero (PTX `div.s32`).
     Div,
+    /// `a % b`, with the sign of `a` (PTX `rem.s32`).
     Rem,
+    /// `cdiv(a, b)` = `(a + b - 1) / b` with truncating division.
+    Cdiv,
+    /// `min(a, b)`
+    Min,
+    /// `max(a, b)`
+    Max,
 }
 
-/// Built-in functions.
+/// Why [`apply`] has no value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Func {
-    Cdiv,
-    Min,
-    Max,
+pub enum ArithError {
+    /// `/`, `%` or `cdiv` by zero.
+    DivisionByZero,
+    /// The result (or `a + b - 1` inside `cdiv`) does not fit in `i64`.
+    Overflow,
+}
+
+/// Applies `op` to `a` and `b` with the kernel's semantics (see the module docs). This is the
+/// single definition of size arithmetic; the compiler's constant folder is tested against it.
+///
+/// # Errors
+/// [`ArithError::DivisionByZero`] when `b == 0` for `/`, `%`, `cdiv`; [`ArithError::Overflow`]
+/// when a result leaves `i64` (including `i64::MIN / -1`).
+pub fn apply(op: Op, a: i64, b: i64) -> Result<i64, ArithError> {
+    use ArithError::{DivisionByZero, Overflow};
+    if matches!(op, Op::Div | Op::Rem | Op::Cdiv) && b == 0 {
+        return Err(DivisionByZero);
+    }
+    match op {
+        Op::Add => a.checked_add(b),
+        Op::Sub => a.checked_sub(b),
+        Op::Mul => a.checked_mul(b),
+        // `checked_div` / `checked_rem` are Rust's truncating `/` and `%`, i.e. `div.s32`.
+        Op::Div => a.checked_div(b),
+        Op::Rem => a.checked_rem(b),
+        // The kernel computes `(a + (b - 1)) / b`; so do we, overflow-checked.
+        Op::Cdiv => b.checked_sub(1).and_then(|b1| a.checked_add(b1)).and_then(|t| t.checked_div(b)),
+        Op::Min => Some(a.min(b)),
+        Op::Max => Some(a.max(b)),
+    }
+    .ok_or(Overflow)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,8 +139,7 @@ enum Node {
     Int(i64),
     Sym(String),
     Neg(Box<Node>),
-    Bin(BinOp, Box<Node>, Box<Node>),
-    Call(Func, Box<Node>, Box<Node>),
+    Bin(Op, Box<Node>, Box<Node>),
 }
 
 /// A parsed size expression. Keeps its source text for error messages and display.
@@ -138,7 +187,7 @@ impl SizeExpr {
                 Node::Int(_) => {}
                 Node::Sym(s) => out.push(s.clone()),
                 Node::Neg(a) => walk(a, out),
-                Node::Bin(_, a, b) | Node::Call(_, a, b) => {
+                Node::Bin(_, a, b) => {
                     walk(a, out);
                     walk(b, out);
                 }
@@ -161,7 +210,6 @@ impl SizeExpr {
 
     fn eval_node(&self, n: &Node, env: &BTreeMap<String, i64>) -> Result<i64, ExprError> {
         let overflow = || ExprError::Overflow { expr: self.text.clone() };
-        let div0 = || ExprError::DivisionByZero { expr: self.text.clone() };
         Ok(match n {
             Node::Int(v) => *v,
             Node::Sym(s) => *env.get(s).ok_or_else(|| ExprError::UnknownSymbol {
@@ -171,33 +219,10 @@ impl SizeExpr {
             Node::Neg(a) => self.eval_node(a, env)?.checked_neg().ok_or_else(overflow)?,
             Node::Bin(op, a, b) => {
                 let (x, y) = (self.eval_node(a, env)?, self.eval_node(b, env)?);
-                match op {
-                    BinOp::Add => x.checked_add(y).ok_or_else(overflow)?,
-                    BinOp::Sub => x.checked_sub(y).ok_or_else(overflow)?,
-                    BinOp::Mul => x.checked_mul(y).ok_or_else(overflow)?,
-                    BinOp::Div if y == 0 => return Err(div0()),
-                    BinOp::Div => x.checked_div_euclid(y).ok_or_else(overflow)?,
-                    BinOp::Rem if y == 0 => return Err(div0()),
-                    BinOp::Rem => x.checked_rem_euclid(y).ok_or_else(overflow)?,
-                }
-            }
-            Node::Call(f, a, b) => {
-                let (x, y) = (self.eval_node(a, env)?, self.eval_node(b, env)?);
-                match f {
-                    Func::Min => x.min(y),
-                    Func::Max => x.max(y),
-                    Func::Cdiv if y == 0 => return Err(div0()),
-                    // ceil(x / y) = floor((x + y - 1) / y) for y > 0; written with a
-                    // remainder test so that it cannot overflow and is right for any sign.
-                    Func::Cdiv => {
-                        let q = x.checked_div_euclid(y).ok_or_else(overflow)?;
-                        if x.rem_euclid(y) != 0 && y > 0 {
-                            q.checked_add(1).ok_or_else(overflow)?
-                        } else {
-                            q
-                        }
-                    }
-                }
+                apply(*op, x, y).map_err(|e| match e {
+                    ArithError::DivisionByZero => ExprError::DivisionByZero { expr: self.text.clone() },
+                    ArithError::Overflow => overflow(),
+                })?
             }
         })
     }
@@ -253,9 +278,9 @@ impl Parser<'_> {
         let mut lhs = self.term()?;
         loop {
             let op = if self.eat(b'+') {
-                BinOp::Add
+                Op::Add
             } else if self.eat(b'-') {
-                BinOp::Sub
+                Op::Sub
             } else {
                 return Ok(lhs);
             };
@@ -268,11 +293,11 @@ impl Parser<'_> {
         let mut lhs = self.unary()?;
         loop {
             let op = if self.eat(b'*') {
-                BinOp::Mul
+                Op::Mul
             } else if self.eat(b'/') {
-                BinOp::Div
+                Op::Div
             } else if self.eat(b'%') {
-                BinOp::Rem
+                Op::Rem
             } else {
                 return Ok(lhs);
             };
@@ -316,9 +341,9 @@ impl Parser<'_> {
                     return Err(self.err("expected `,` or `)` in function call"));
                 }
                 let func = match (name.as_str(), args.len()) {
-                    ("cdiv", 2) => Func::Cdiv,
-                    ("min", 2) => Func::Min,
-                    ("max", 2) => Func::Max,
+                    ("cdiv", 2) => Op::Cdiv,
+                    ("min", 2) => Op::Min,
+                    ("max", 2) => Op::Max,
                     _ => {
                         return Err(ExprError::UnknownFunction {
                             expr: self.text.to_string(),
@@ -330,7 +355,7 @@ impl Parser<'_> {
                 let b = args.pop().map(Box::new);
                 let a = args.pop().map(Box::new);
                 match (a, b) {
-                    (Some(a), Some(b)) => Ok(Node::Call(func, a, b)),
+                    (Some(a), Some(b)) => Ok(Node::Bin(func, a, b)),
                     _ => Err(self.err("internal: argument list")),
                 }
             }
@@ -375,6 +400,27 @@ mod tests {
         assert_eq!(ev("10 - 3 - 2", &e), Ok(5));
         assert_eq!(ev("-3 + 5", &e), Ok(2));
         assert_eq!(ev("  B*H * cdiv(T,  64) ", &e), Ok(16));
+    }
+
+    #[test]
+    fn division_truncates_like_the_kernel() {
+        // The review's example: the kernel computes div.s32(-50, 64) + 1 = 0 + 1.
+        assert_eq!(ev("(T - 100) / 64 + 1", &[("T", 50)]), Ok(1));
+        assert_eq!(ev("(T - 100) / 64 + 1", &[("T", 228)]), Ok(3));
+        // C99 / PTX rules, derived from a == (a / b) * b + a % b with |a % b| < |b|.
+        assert_eq!(ev("-7 / 2", &[]), Ok(-3));
+        assert_eq!(ev("-7 % 2", &[]), Ok(-1));
+        assert_eq!(ev("7 / -2", &[]), Ok(-3));
+        assert_eq!(ev("7 % -2", &[]), Ok(1));
+        // cdiv is (a + b - 1) / b truncating: ceil for a >= 0, not for a <= -b.
+        assert_eq!(ev("cdiv(T, 64)", &[("T", 0)]), Ok(0));
+        assert_eq!(ev("cdiv(T, 64)", &[("T", 65)]), Ok(2));
+        assert_eq!(ev("cdiv(T - 100, 64)", &[("T", 50)]), Ok((-50 + 63) / 64));
+        assert_eq!(ev("cdiv(T - 200, 64)", &[("T", 50)]), Ok((-150 + 63) / 64));
+        assert_eq!(ev("cdiv(T - 200, 64)", &[("T", 50)]), Ok(-1));
+        assert_eq!(apply(Op::Div, i64::MIN, -1), Err(ArithError::Overflow));
+        assert_eq!(apply(Op::Rem, 3, 0), Err(ArithError::DivisionByZero));
+        assert_eq!(apply(Op::Cdiv, i64::MAX, 2), Err(ArithError::Overflow));
     }
 
     #[test]

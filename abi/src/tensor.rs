@@ -1,21 +1,16 @@
 //! Host tensors: dense, row-major, little-endian element bytes plus a dtype and a shape.
 //!
 //! This is the exchange format between safetensors files, the argument binder and the
-//! device copies. Conversions from wider types round to nearest, ties to even — the rounding
-//! the GPU's `cvt.rn` instructions apply — so a tensor built here from f32 or f64 data holds
-//! exactly the values a kernel storing the same numbers would hold.
-//!
-//! f64 → bf16 / f16 is done in two steps, f64 → f32 with *round to odd*, then f32 → 16-bit
-//! with round to nearest even. Rounding to odd in a format with at least two more significand
-//! bits than the target makes the second rounding exact (Boldo & Melquiond, "Emulation of FMA
-//! and correctly rounded sums: proved algorithms using rounding to odd", IEEE TC 2008, §3).
-//! The `half` crate's own `from_f64` drops the low 32 significand bits first, which is not
-//! correctly rounded for values just above a tie, hence this detour.
+//! device copies. Conversions from wider types round once to nearest, ties to even — the
+//! rounding the GPU's `cvt.rn` instructions apply — through [`crate::round`], so a tensor built
+//! here from f32 or f64 data holds exactly the values a kernel storing the same numbers would
+//! hold.
 
 use half::{bf16, f16};
 use thiserror::Error;
 
 use crate::meta::DType;
+use crate::round::{f32_to_bf16, f32_to_f16, f64_to_bf16, f64_to_f16};
 
 /// Errors from building or converting host tensors.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -68,31 +63,6 @@ pub fn numel(shape: &[usize]) -> Result<usize, TensorError> {
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| TensorError::TooLarge { shape: shape.to_vec() })
-}
-
-/// Rounds an f64 to f32 with round-to-odd: if `x` is not exactly representable, the result is
-/// the neighbour toward zero with its last significand bit forced to 1.
-fn f64_to_f32_round_odd(x: f64) -> f32 {
-    let r = x as f32;
-    if x.is_nan() || f64::from(r) == x {
-        return r;
-    }
-    // Truncate toward zero: step back one ulp if the nearest rounding went away from zero.
-    let mut bits = r.to_bits();
-    if f64::from(r).abs() > x.abs() {
-        bits -= 1; // magnitude bits are monotone in the value; r != 0 here since |r| > |x| ≥ 0
-    }
-    f32::from_bits(bits | 1)
-}
-
-/// f64 → bf16 bits, round to nearest even (see the module docs for why it is exact).
-pub fn f64_to_bf16(x: f64) -> bf16 {
-    bf16::from_f32(f64_to_f32_round_odd(x))
-}
-
-/// f64 → f16 bits, round to nearest even (see the module docs for why it is exact).
-pub fn f64_to_f16(x: f64) -> f16 {
-    f16::from_f32(f64_to_f32_round_odd(x))
 }
 
 impl HostTensor {
@@ -161,8 +131,8 @@ impl HostTensor {
         for (index, &v) in values.iter().enumerate() {
             match dtype {
                 DType::F32 => bytes.extend_from_slice(&v.to_le_bytes()),
-                DType::Bf16 => bytes.extend_from_slice(&bf16::from_f32(v).to_le_bytes()),
-                DType::F16 => bytes.extend_from_slice(&f16::from_f32(v).to_le_bytes()),
+                DType::Bf16 => bytes.extend_from_slice(&f32_to_bf16(v).to_le_bytes()),
+                DType::F16 => bytes.extend_from_slice(&f32_to_f16(v).to_le_bytes()),
                 DType::I32 => bytes.extend_from_slice(&to_i32(f64::from(v), index)?.to_le_bytes()),
             }
         }
@@ -279,37 +249,12 @@ mod tests {
     }
 
     #[test]
-    fn f64_narrowing_is_correctly_rounded() {
-        // Just above the bf16 tie between 1.0 and 1 + 2^-7, by less than f32 can show:
-        // correct rounding goes up; dropping the low bits first (double rounding) goes down.
+    fn from_f64_rounds_once() {
+        // The review's example: one correct rounding gives 1 + 2^-7, double rounding 1.0.
         let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
-        assert_eq!(f64::from(f64_to_bf16(x)), 1.0 + 2f64.powi(-7));
-        assert_eq!(f64::from(f64_to_bf16(1.0 + 2f64.powi(-8))), 1.0);
-        let y = 1.0 + 2f64.powi(-11) + 2f64.powi(-45);
-        assert_eq!(f64::from(f64_to_f16(y)), 1.0 + 2f64.powi(-10));
-        assert_eq!(f64::from(f64_to_f16(1.0 + 2f64.powi(-11))), 1.0);
-        // Negative, overflow, subnormal, NaN.
-        assert_eq!(f64::from(f64_to_bf16(-x)), -(1.0 + 2f64.powi(-7)));
-        assert!(f64::from(f64_to_f16(1e6)).is_infinite());
-        assert!(f64::from(f64_to_bf16(1e300)).is_infinite());
-        assert_eq!(f64::from(f64_to_f16(2f64.powi(-24))), 2f64.powi(-24)); // smallest f16 subnormal
-        assert_eq!(f64::from(f64_to_f16(2f64.powi(-26))), 0.0); // below half of it
-        assert_eq!(f64::from(f64_to_f16(2f64.powi(-25) + 2f64.powi(-60))), 2f64.powi(-24));
-        assert_eq!(f64::from(f64_to_bf16(1e-300)), 0.0);
-        assert!(f64::from(f64_to_bf16(f64::NAN)).is_nan());
         let t = HostTensor::from_f64(DType::Bf16, vec![1], &[x]).unwrap();
-        assert_eq!(t.to_f64(), vec![1.0 + 2f64.powi(-7)]);
-    }
-
-    #[test]
-    fn round_odd_helper() {
-        assert_eq!(f64_to_f32_round_odd(1.5), 1.5);
-        let x = 1.0 + 2f64.powi(-30);
-        let r = f64_to_f32_round_odd(x);
-        assert_eq!(r.to_bits(), 1.0f32.to_bits() | 1);
-        let r = f64_to_f32_round_odd(-x);
-        assert_eq!(r.to_bits(), (-1.0f32).to_bits() | 1);
-        assert_eq!(f64_to_f32_round_odd(1e-60).to_bits(), 1); // smallest subnormal, odd
-        assert_eq!(f64_to_f32_round_odd(1e60), f32::MAX);
+        assert_eq!(t.to_f64(), vec![1.0078125]);
+        let t = HostTensor::from_f64(DType::F16, vec![1], &[1.0 + 2f64.powi(-11) + 2f64.powi(-45)]).unwrap();
+        assert_eq!(t.to_f64(), vec![1.0 + 2f64.powi(-10)]);
     }
 }
