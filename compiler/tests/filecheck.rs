@@ -1,18 +1,21 @@
 //! Per-pass file tests: each `tests/ir/NAME.tir` holds IR text (as `tilec check --emit ir`
-//! prints it) and directive comments, and is its own `#[test]`.
+//! prints it) and directive comments, and is its own `#[test]`. At the end: the round trip of
+//! the text form (print → read → print) that the fixtures rely on.
 //!
 //! Directives (comment lines; see docs/architecture.md, "IR text and file tests"):
 //! * `; run: PASS` — exactly one; PASS is `validate`, `tmem-plan`, `smem-plan sm_90a`,
 //!   `smem-plan sm_100a` or `lints`. Every pass but `validate` validates the kernel first.
 //! * `; check: TEXT` — TEXT occurs in a line of the pass's output after the line the previous
 //!   check matched (FileCheck order; runs of spaces match any run of spaces).
+//! * `; check-next: TEXT` — TEXT occurs in the line right after the previous check's line.
 //! * `; check-not: TEXT` — no line between the neighbouring checks' matches contains TEXT.
 //! * `; error: TEXT` — the pass must fail with an error whose code or message contains TEXT;
 //!   the checks then run over the rendered errors.
 
-use tilec::diag::{Diagnostic, Severity};
+use tilec::diag::{Diagnostic, Severity, Span};
+use tilec::ir::builder::Builder;
 use tilec::ir::validate::{validate, Validated};
-use tilec::ir::{read, write, Kernel};
+use tilec::ir::*;
 use tilec::passes::{lints, smem_report, target_plan, tmem_plan, tmem_report};
 use tilec::target::Target;
 
@@ -95,7 +98,8 @@ fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
 
 #[derive(Debug)]
 enum Check {
-    Check(String, usize),
+    Later(String, usize),
+    Next(String, usize),
     Not(String, usize),
 }
 
@@ -115,8 +119,9 @@ fn directives(text: &str) -> Result<Directives, String> {
         match key {
             "run" if pass.is_some() => return Err(format!("line {no}: a second `run:`")),
             "run" => pass = Some(parse_pass(&arg).map_err(|e| format!("line {no}: {e}"))?),
-            "check" => checks.push(Check::Check(arg, no)),
+            "check" => checks.push(Check::Later(arg, no)),
             "check-not" => checks.push(Check::Not(arg, no)),
+            "check-next" => checks.push(Check::Next(arg, no)),
             "error" => errors.push((arg, no)),
             k if k.starts_with("check") || k.starts_with("run") || k.starts_with("error") => return Err(format!("line {no}: unknown directive `{k}:`")),
             _ => continue,
@@ -150,10 +155,12 @@ fn filecheck(output: &str, checks: &[Check]) -> Result<(), String> {
     for c in checks {
         match c {
             Check::Not(t, no) => nots.push((squash(t), *no)),
-            Check::Check(t, no) => {
+            Check::Later(t, no) | Check::Next(t, no) => {
                 let t = squash(t);
-                let Some(at) = (from..lines.len()).find(|&i| lines[i].contains(&t)) else {
-                    return Err(format!("check `{t}` (line {no}) not found at or after output line {}", from + 1));
+                let next = matches!(c, Check::Next(..));
+                let Some(at) = (from..lines.len()).take(if next { 1 } else { usize::MAX }).find(|&i| lines[i].contains(&t)) else {
+                    let place = if next { "on" } else { "at or after" };
+                    return Err(format!("check `{t}` (line {no}) not found {place} output line {}", from + 1));
                 };
                 forbid(&nots, &lines[from..at], from)?;
                 nots.clear();
@@ -224,6 +231,7 @@ fixtures!(
     validate_two_allocs,
     smem_over_budget_sm90,
     smem_reuse_disjoint,
+    smem_plan_sm100_gemm,
     lints_unused,
 );
 
@@ -258,8 +266,130 @@ fn wrong_expectations_fail() {
         assert!(run_fixture(b).is_err(), "edit {n} still passes");
     }
     // Order: a check cannot match a line before the previous match.
-    assert!(filecheck("a\nb\n", &[Check::Check("b".into(), 1), Check::Check("a".into(), 2)]).is_err());
-    assert!(filecheck("a\nb\n", &[Check::Check("a".into(), 1), Check::Check("a".into(), 2)]).is_err());
-    assert!(filecheck("a\nx\nb\n", &[Check::Check("a".into(), 1), Check::Not("x".into(), 2), Check::Check("b".into(), 3)]).is_err());
-    assert!(filecheck("a  b\n", &[Check::Check("a b".into(), 1)]).is_ok());
+    assert!(filecheck("a\nb\n", &[Check::Later("b".into(), 1), Check::Later("a".into(), 2)]).is_err());
+    assert!(filecheck("a\nb\n", &[Check::Later("a".into(), 1), Check::Later("a".into(), 2)]).is_err());
+    assert!(filecheck("a\nx\nb\n", &[Check::Later("a".into(), 1), Check::Not("x".into(), 2), Check::Later("b".into(), 3)]).is_err());
+    assert!(filecheck("a  b\n", &[Check::Later("a b".into(), 1)]).is_ok());
+    assert!(filecheck("a\nx\nb\n", &[Check::Later("a".into(), 1), Check::Next("b".into(), 2)]).is_err());
+    assert!(filecheck("a\nb\n", &[Check::Later("a".into(), 1), Check::Next("b".into(), 2)]).is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The text form round-trips: print → read → print is the identity.
+
+fn check_file(path: &std::path::Path) -> tilec::frontend::Checked {
+    let src = std::fs::read_to_string(path).expect("example");
+    tilec::frontend::check_source(&src, &tilec::frontend::Options::default())
+}
+
+#[test]
+fn examples_round_trip_and_validate() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).expect("dsl-examples") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "tile") {
+            continue; // negative/ holds programs that do not check
+        }
+        let checked = check_file(&p);
+        assert!(checked.ok(), "{} does not check", p.display());
+        let text = write::write_module(&checked.module);
+        let m = read::read_module(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!(write::write_module(&m), text, "{}: print(read(print)) differs", p.display());
+        for k in &m.kernels {
+            validate(k).unwrap_or_else(|errs| panic!("{}: read kernel is invalid: {errs:?}", p.display()));
+        }
+        n += 1;
+    }
+    assert!(n >= 4, "examples not found in {}", dir.display());
+}
+
+/// A new `Op` variant fails to compile here until [`every_op_round_trips`] prints it.
+fn covered(op: &Op) {
+    match op {
+        Op::ConstInt(_) | Op::ConstFloat(_) | Op::ProgramId(_) | Op::Size(_) | Op::ScalarParam(_) | Op::Unary(..) | Op::Binary(..) => {}
+        Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Reduce(..) | Op::Transpose(_) => {}
+        Op::Load { .. } | Op::Store { .. } | Op::ReadVar(_) | Op::WriteVar(..) | Op::Mma { .. } | Op::For { .. } => {}
+        Op::TmemAlloc { .. } | Op::TmemRelinquish | Op::TmemDealloc { .. } => {}
+    }
+}
+
+/// Every operation, operator, axis, MMA form, float spelling and size-expression form.
+#[test]
+fn every_op_round_trips() {
+    let mut k = Kernel::new("all$ops", Span::default());
+    k.sizes = vec!["M".into(), "N".into()];
+    let sym = |s: &str| Box::new(SizeExpr::Sym(s.into()));
+    let shape = vec![SizeExpr::Bin(SizeOp::Cdiv, sym("M"), Box::new(SizeExpr::Const(-3))), SizeExpr::Bin(SizeOp::Rem, sym("N"), Box::new(SizeExpr::Bin(SizeOp::Max, sym("M"), sym("N"))))];
+    for (name, kind) in [
+        ("x", ParamKind::Tensor { elem: Elem::Bf16, shape: shape.clone(), output: false }),
+        ("y", ParamKind::Tensor { elem: Elem::F16, shape, output: true }),
+        ("s", ParamKind::Scalar(Elem::F32)),
+    ] {
+        k.params.push(ParamData { name: name.into(), kind, span: Span::default() });
+    }
+    k.grid = [SizeExpr::Bin(SizeOp::Sub, sym("M"), sym("N")), SizeExpr::Bin(SizeOp::Min, sym("M"), Box::new(SizeExpr::Bin(SizeOp::Div, sym("N"), sym("M")))), SizeExpr::Bin(SizeOp::Add, sym("M"), Box::new(SizeExpr::Bin(SizeOp::Mul, sym("N"), sym("N"))))];
+    k.threads = 256;
+    let t = Type::tile(Elem::F32, 64, 32);
+    let sp = Span::default();
+    let mut b = Builder::new(&mut k);
+    let (r, s, tm) = (b.var("%r", Space::Reg, t, sp), b.var("s.t", Space::Smem, t, sp), b.var("acc", Space::Tmem, Type::tile(Elem::Bool, 1, 1), sp));
+    b.effect(Op::TmemAlloc { columns: 64 });
+    b.effect(Op::TmemRelinquish);
+    let i = b.iconst(-7);
+    let floats: Vec<Value> = [0.0, -0.0, 1.5e-7, 1e300, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -2.25].into_iter().map(|c| b.fconst(c)).collect();
+    let f = floats[0];
+    let (_, iv, body) = b.for_loop(i, i, true);
+    b.switch_to(body);
+    let p = |n| Param::from_u32(n);
+    let mut ops = vec![Op::ProgramId(2), Op::Size(1), Op::ScalarParam(p(2)), Op::Select(iv, f, f), Op::Cast(f, Elem::Bf16), Op::Splat(f), Op::Transpose(f), Op::ReadVar(tm)];
+    ops.extend([UnOp::Neg, UnOp::Exp2, UnOp::Log2, UnOp::Exp, UnOp::Abs, UnOp::Sqrt, UnOp::Not].map(|u| Op::Unary(u, f)));
+    ops.extend([BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Min, BinOp::Max, BinOp::Cdiv, BinOp::And, BinOp::Or].map(|o| Op::Binary(o, f, iv)));
+    ops.extend([CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge].map(|o| Op::Cmp(o, iv, f)));
+    for ax in [Axis::Row, Axis::Col] {
+        ops.push(Op::Iota(ax));
+        ops.extend([ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min].map(|r| Op::Reduce(r, ax, f)));
+    }
+    ops.extend([Op::Mask(TriMask::Lower), Op::Mask(TriMask::StrictLower)]);
+    for (n, op) in ops.into_iter().enumerate() {
+        b.value(op, if n % 2 == 0 { t } else { Type::Scalar(Elem::Bool) });
+    }
+    let index = vec![Index::Point(iv), Index::Range { start: i, len: 64 }];
+    let v = b.value(Op::Load { src: p(0), index: index.clone() }, t);
+    b.effect(Op::Store { dst: p(1), index, value: v });
+    b.effect(Op::Store { dst: p(1), index: vec![], value: v });
+    b.effect(Op::WriteVar(r, v));
+    b.switch_to(b.kernel.body);
+    for (accumulate, negate) in [(false, false), (false, true), (true, false), (true, true)] {
+        let op = |var, transposed| MmaOperand { var, transposed };
+        b.effect(Op::Mma { dst: tm, a: op(s, negate), b: op(s, accumulate), accumulate, negate });
+    }
+    let (lp, _, inner) = b.for_loop(i, i, false);
+    b.switch_to(inner);
+    b.value(Op::ConstInt(i64::MIN), Type::Scalar(Elem::I32));
+    b.switch_to(b.kernel.body);
+    b.effect(Op::TmemDealloc { columns: 64 });
+    b.kernel.insts[lp].result = None; // a loop without an induction variable
+    k.walk(|i| covered(&k.insts[i].op));
+    let text = write::write_kernel(&k);
+    let back = read::read_kernel(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(write::write_kernel(&back), text);
+    assert_eq!((back.insts.len(), back.values.len()), (k.insts.len(), k.values.len()));
+}
+
+/// Every prefix and many one-byte edits of a real kernel give a result or an error, never a
+/// panic; so does deep nesting.
+#[test]
+fn reader_never_panics_on_damaged_text() {
+    let text = write::write_module(&check_file(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/gemm.tile")).module);
+    let deep = format!("kernel k()\n  sizes []\n  grid ({}1{}, 1, 1) threads 1\n", "(".repeat(5000), " + 1)".repeat(5000));
+    assert!(read::read_module(&deep).is_err());
+    let loops = format!("kernel k()\n  sizes []\n  grid (1, 1, 1) threads 1\n{{\n  i0: v0 = const 0 : i32\n{}", (1..5000).map(|n| format!("  i{n}: for v{n} in v0..v0 {{\n")).collect::<String>());
+    assert!(read::read_module(&loops).is_err_and(|e| e.message.contains("nested deeper")));
+    for end in 0..=text.len() {
+        let _ = read::read_module(&text[..end]);
+        for b in ["", "}", "{", "v9", "-", ".T", "9999999999", ":", "(", "é"] {
+            let _ = read::read_module(&format!("{}{b}{}", &text[..end], &text[(end + 1).min(text.len())..]));
+        }
+    }
 }
