@@ -11,6 +11,8 @@
 //! - [`st`]: safetensors files, the exchange format between all tools.
 //! - [`rng`]: the seeded normal generator behind every tool's random inputs.
 //! - [`hash`]: FNV-1a 64, for source hashes, checksums and seeds.
+//! - [`target`]: the architectures and their limits ([`target::TargetInfo`]), read by the
+//!   compiler's sema, planners and CLI and by kverify's RES-02.
 //!
 //! No GPU, no LLVM: the crate builds and is tested anywhere.
 #![deny(missing_docs)]
@@ -23,4 +25,5 @@ pub mod meta;
 pub mod rng;
 pub mod round;
 pub mod st;
+pub mod target;
 pub mod tensor;

@@ -12,7 +12,7 @@
 #![cfg_attr(not(test), warn(clippy::panic, clippy::unwrap_used, clippy::expect_used, clippy::todo, clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr))]
 
 pub mod diag;
-pub mod target;
+pub use tilec_abi::target;
 pub mod layout;
 pub mod ir;
 pub mod interp;

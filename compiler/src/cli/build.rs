@@ -20,9 +20,6 @@ use crate::frontend::Options;
 use crate::ir::write::write_module;
 use crate::passes::tmem_report;
 
-/// Most dynamic shared memory one CTA may use on sm_90 and sm_100 (227 KiB; CUDA programming
-/// guide, compute-capability table).
-pub const MAX_SMEM_PER_CTA: u32 = 232_448;
 
 /// `--emit` values.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -99,12 +96,6 @@ pub fn run(a: &BuildArgs) -> ExitCode {
         }
     }
     for b in &report.built {
-        if b.compiled.smem_bytes > MAX_SMEM_PER_CTA {
-            eprintln!(
-                "warning: {} ({}) needs {} B of shared memory per CTA, above the {MAX_SMEM_PER_CTA} B a CTA may use on sm_90/sm_100: it cannot launch",
-                b.kernel, b.target, b.compiled.smem_bytes
-            );
-        }
         let regs = b.meta.ptxas.as_ref().map(|p| format!(", {} registers, {} B spills", p.registers, p.spill_store_bytes)).unwrap_or_default();
         eprintln!("built {} for {}: {} B dynamic smem{regs}", b.kernel, b.target, b.compiled.smem_bytes);
     }

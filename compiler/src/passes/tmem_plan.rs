@@ -26,6 +26,8 @@ use crate::diag::{Code, Diagnostic, Span};
 use crate::ir::{tmem_columns, InstData, Kernel, Op, Space, Var};
 
 /// Columns of tensor memory per SM (128 lanes x 512 columns of 32-bit cells; blackwell.md §1.1).
+/// Equal to sm_100a's [`crate::target::TmemInfo::columns`] (tested): the planner runs once per
+/// kernel, for the one target that has tensor memory.
 pub const TMEM_COLUMNS: u32 = 512;
 
 /// Column offsets are aligned to this many columns (MMA accumulators start on 16-column
@@ -182,4 +184,15 @@ fn insert_lifecycle(k: &mut Kernel, columns: u32) {
     body.insert(0, relinquish);
     body.insert(0, alloc);
     body.push(dealloc);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::Target;
+
+    #[test]
+    fn the_budget_is_the_targets_tensor_memory() {
+        assert_eq!(Target::Sm100a.info().tmem.map(|t| t.columns), Some(TMEM_COLUMNS));
+    }
 }

@@ -28,12 +28,9 @@ pub const INFO: GateInfo = GateInfo {
     question: "Does the compiled artifact respect TMEM (<=512 cols, legal size, 1/1/1 lifecycle), smem, register and spill budgets?",
 };
 
-/// Tensor-memory columns per SM.
+/// Tensor-memory columns per SM (sm_100a's [`tilec_abi::target::TmemInfo::columns`]; the
+/// tcgen05.alloc sizes are judged on this even when the metadata names another target).
 pub const TMEM_COLUMNS: u32 = 512;
-/// Usable shared memory per CTA on sm_90a and sm_100a, bytes.
-pub const SMEM_LIMIT_SM90_SM100: u32 = 232_448;
-/// Registers per thread.
-pub const MAX_REGISTERS: u32 = 255;
 
 /// Errors reading metadata.
 #[derive(Debug, thiserror::Error)]
@@ -86,12 +83,10 @@ pub struct Violation {
     pub message: String,
 }
 
-/// Per-CTA shared-memory limit of a target, bytes.
+/// Per-CTA shared-memory limit of a target, bytes (from the target table every tool shares,
+/// [`tilec_abi::target`]); `None` for a target it does not know.
 pub fn smem_limit(target: &str) -> Option<u32> {
-    match target {
-        "sm_90a" | "sm_100a" => Some(SMEM_LIMIT_SM90_SM100),
-        _ => None,
-    }
+    tilec_abi::target::lookup(target).ok().map(|t| t.smem_per_cta)
 }
 
 /// Every budget `meta` breaks (empty when it respects all of them).
@@ -141,8 +136,9 @@ pub fn check_meta(meta: &KernelMeta) -> Vec<Violation> {
         None => push("target", format!("unknown target `{}`: no shared-memory limit known", meta.target)),
     }
     if let Some(p) = &meta.ptxas {
-        if p.registers > MAX_REGISTERS {
-            push("registers", format!("{} registers per thread, limit {MAX_REGISTERS}", p.registers));
+        let max_registers = tilec_abi::target::lookup(&meta.target).map_or(255, |t| t.max_registers_per_thread);
+        if p.registers > max_registers {
+            push("registers", format!("{} registers per thread, limit {max_registers}", p.registers));
         }
         if meta.contract.no_spill && (p.spill_store_bytes > 0 || p.spill_load_bytes > 0) {
             push(

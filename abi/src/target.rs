@@ -1,5 +1,6 @@
 //! Targets and their limits: one [`TargetInfo`] per architecture, chosen once per build
-//! ([`Target::info`], [`lookup`]) and read by sema, the planners, the CLI and the back end —
+//! ([`Target::info`], [`lookup`]) and read by the compiler (sema, the planners, the CLI, the back
+//! end) and by kverify's RES-02 —
 //! instead of `if target == …` tests scattered over the compiler (Cranelift's `isa::lookup` is
 //! the model).
 //!
@@ -177,5 +178,6 @@ mod tests {
             assert!(i.smem_descriptor_range >= i.smem_per_cta + 1024, "{t}");
         }
         assert_eq!(Target::Sm100a.info().tmem.map(|m| m.columns * m.lanes * 4), Some(256 * 1024)); // 256 KiB of TMEM per SM
+        assert_eq!(Target::Sm100a.info().tmem.map(|m| m.columns), Some(512));
     }
 }
