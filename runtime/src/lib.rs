@@ -11,7 +11,8 @@
 //!
 //! The driver (`libcuda.so.1`) is loaded at run time, so the crate builds and all GPU-free
 //! parts are tested on machines without CUDA; a missing driver is an error, not a panic.
-#![cfg_attr(not(test), warn(clippy::panic, clippy::todo, clippy::dbg_macro, clippy::print_stdout))]
+#![deny(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::panic, clippy::unwrap_used, clippy::expect_used, clippy::todo, clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr))]
 
 pub mod artifact;
 #[cfg(feature = "cuda")]

@@ -16,7 +16,7 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn real_gemm_and_k1_artifacts_pass() {
-    for (name, kernel, registers) in [("gemm.sm_100a.meta.json", "gemm", 40), ("k1_scan_channel.sm_100a.meta.json", "k1_scan_channel", 154)] {
+    for (name, kernel) in [("gemm.sm_100a.meta.json", "gemm"), ("k1_scan_channel.sm_100a.meta.json", "k1_scan_channel")] {
         let g = check_path(&fixture(name));
         assert_eq!(g.status, Status::Pass, "{name}: {}", g.detail);
         assert_eq!(g.measured, Some(0.0));
@@ -26,9 +26,9 @@ fn real_gemm_and_k1_artifacts_pass() {
         assert_eq!(t.alloc_columns, 128);
         assert_eq!((t.lifecycle.alloc, t.lifecycle.relinquish, t.lifecycle.dealloc), (1, 1, 1));
         let p = m.ptxas.as_ref().expect("built with ptxas");
-        assert_eq!(p.registers, registers);
         assert!(m.contract.no_spill && p.spill_store_bytes == 0 && p.spill_load_bytes == 0);
-        assert!(g.detail.contains(&format!("registers {registers}")), "{}", g.detail);
+        // The gate reports what ptxas recorded in this artifact, whatever the count is.
+        assert!(g.detail.contains(&format!("registers {}", p.registers)), "{}", g.detail);
     }
 }
 
@@ -46,9 +46,16 @@ fn the_real_artifact_fails_when_a_budget_is_broken() {
     let mut m = ok.clone();
     m.launch.dynamic_smem_bytes = 232_449; // one byte past 227 KiB
     assert_eq!(budgets(&m), vec!["smem"]);
-    let mut m = ok;
+    let mut m = ok.clone();
     m.ptxas.as_mut().expect("ptxas").spill_store_bytes = 8;
     assert_eq!(budgets(&m), vec!["spill"]);
+    // Registers: at the target's limit passes, one more fails (255 per thread on sm_100a).
+    let limit = tilec_abi::target::lookup("sm_100a").expect("known target").max_registers_per_thread;
+    let mut m = ok.clone();
+    m.ptxas.as_mut().expect("ptxas").registers = limit;
+    assert!(budgets(&m).is_empty());
+    m.ptxas.as_mut().expect("ptxas").registers = limit + 1;
+    assert_eq!(budgets(&m), vec!["registers"]);
 }
 
 #[test]
