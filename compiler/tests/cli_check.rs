@@ -39,6 +39,47 @@ fn overflow_904_exits_1_quoting_544_and_512_at_both_buffers() {
 }
 
 #[test]
+fn smem_over_budget_is_rejected_by_check_with_the_breakdown() {
+    // gemm.tile with BN = BK = 256 (BM = 128): the buffers live together at the MMA.
+    let (bm, bn, bk) = (128u32, 256u32, 256u32);
+    let (acc, at, bt) = (bm * bn * 4, bm * bk * 2, bk * bn * 2);
+    let staging = (bm * bk + bn * bk) * 2; // tcgen05: A and B re-laid out K-major
+    let limit = 227 * 1024;
+    let (code, _, err) = tilec(&["check", "dsl-examples/negative/smem_overflow_gemm.tile", "--target", "sm_90a"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E0405]"), "{err}");
+    let need = acc + at + bt;
+    assert_eq!(need, 327_680);
+    assert!(err.contains(&format!("on sm_90a: {need} bytes per CTA, the limit is {limit}")), "{err}");
+    for (name, bytes) in [("acc", acc), ("at", at), ("bt", bt)] {
+        assert!(err.contains(&format!("`{name}`: ")) && err.contains(&format!("{bytes} bytes")), "{name} {bytes}:\n{err}");
+    }
+    assert!(err.contains(&format!("= {need} bytes; limit {limit} bytes per CTA on sm_90a")), "{err}");
+    // sm_100a: the accumulator is in tensor memory, the staging and the 128 B header are not.
+    let (code, _, err) = tilec(&["check", "dsl-examples/negative/smem_overflow_gemm.tile", "--target", "sm_100a"]);
+    assert_eq!(code, 1, "{err}");
+    let need = at + bt + staging + 128;
+    assert!(err.contains(&format!("on sm_100a: {need} bytes per CTA")), "{need}:\n{err}");
+    assert!(err.contains(&format!("MMA operand staging")) && err.contains(&format!("{staging} bytes")), "{err}");
+    // The same limit `tilec build` would hit: it refuses before code generation.
+    let out = std::env::temp_dir().join(format!("tilec-smem-{}", std::process::id()));
+    let (code, _, err) = tilec(&["build", "dsl-examples/negative/smem_overflow_gemm.tile", "--no-ptxas", "-o", out.to_str().expect("utf-8 temp dir")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E0405]"), "{err}");
+}
+
+#[test]
+fn smem_plan_lists_every_buffer_within_the_total() {
+    let (code, out, err) = tilec(&["check", "dsl-examples/gemm.tile", "--emit", "smem-plan"]);
+    assert_eq!(code, 0, "{err}");
+    // sm_90a: acc (128x128 f32) + at (128x64 bf16) + bt (64x128 bf16), all live in the loop.
+    let total = 128 * 128 * 4 + 128 * 64 * 2 + 64 * 128 * 2;
+    assert!(out.contains(&format!("kernel gemm on sm_90a: {total} of 232448 bytes")), "{out}");
+    assert!(out.contains("kernel gemm on sm_100a:"), "{out}");
+    assert!(out.contains("reserved: MMA mbarrier and TMEM address slot"), "{out}");
+}
+
+#[test]
 fn deny_warnings_turns_lints_into_errors() {
     let dir = std::env::temp_dir().join(format!("tilec-lint-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -231,7 +231,12 @@ pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInf
     if peak + header <= limit {
         d = d.with_note(format!("the co-live buffers fit, but first-fit placement needs {} bytes (fragmentation)", plan.bytes));
     }
-    Err(d.with_note("help: use smaller tiles (BN, BK), end a tile's live range earlier so its bytes are reused, or keep an accumulator in tensor memory on sm_100a"))
+    let help = if target.tmem.is_none() {
+        "help: use smaller tiles (BN, BK) or end a tile's live range earlier so its bytes are reused; this target has no tensor memory, so `tmem` accumulators take shared memory here"
+    } else {
+        "help: use smaller tiles (BN, BK) or end a tile's live range earlier so its bytes are reused; every tcgen05 MMA also stages its A and B operands in shared memory"
+    };
+    Err(d.with_note(help))
 }
 
 #[cfg(test)]
