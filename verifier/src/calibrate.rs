@@ -28,7 +28,8 @@ use crate::gates::cmp03_shapes::shape_set;
 use crate::gates::inputs::{gate_seed, generate, Dist};
 use crate::gates::{prc01_precision, prc02_accumulation, run_gate, Ctx, Status};
 use crate::redteam::{honest_matmul, tricks};
-use crate::references::{op_by_id, Dims, Op};
+use crate::references::linear::matmul;
+use crate::references::{Dims, Op};
 use crate::error_model::{element_bound, BoundKind};
 use crate::tensor::Tensor;
 use serde::Serialize;
@@ -192,7 +193,7 @@ fn gate_passes(op: &Op, gate: &str, eps: f64, opts: &Options) -> bool {
 
 /// Calibrate every band gate on the honest matmul.
 pub fn calibrate(opts: &Options) -> Vec<Calibration> {
-    let op = op_by_id("matmul").expect("matmul registered");
+    let op = matmul();
     let honest = honest_matmul();
     let h = Harness::new(Arc::new(honest_matmul()), opts.time_limit);
     let ctx = Ctx { op: &op, harness: &h, precision: crate::error_model::Precision::F32, dims: op.native(), meta: None };

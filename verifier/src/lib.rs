@@ -10,7 +10,7 @@
 
 // Lint policy (docs/architecture.md): every public item is documented; library code reports
 // errors instead of panicking or printing (the CLI prints, and says so).
-#![warn(missing_docs)] // deny once the recurrence module is documented (in progress)
+#![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::panic, clippy::unwrap_used, clippy::expect_used, clippy::todo, clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr))]
 
 pub mod error_model;

@@ -87,7 +87,7 @@ pub fn run(a: &RedteamArgs) -> Result<i32, RedteamError> {
         entries.extend(external_entries(dir, limit)?);
     }
     let opts = Options { time_limit: limit, dims: None, gates: None };
-    let rows: Vec<Row> = matrix::run(entries, &opts);
+    let rows: Vec<Row> = matrix::run(entries, &opts, |name, err| eprintln!("kverify: {name}: {err}"));
     print!("{}", matrix::format(&rows));
     if let Some(p) = &a.json {
         let j = serde_json::to_string_pretty(&rows).unwrap_or_default();

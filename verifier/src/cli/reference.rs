@@ -14,11 +14,17 @@ use crate::recurrence::RecurrenceError;
 /// Model choice on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModelArg {
+    /// General recurrence: channel-wise g, erase gate b, write gate w.
     General,
+    /// Linear attention (no gates).
     La,
+    /// Gated linear attention: channel-wise g.
     Gla,
+    /// SSD / Mamba-2: scalar g per token and head.
     Ssd,
+    /// Kimi Delta Attention: channel-wise g, β.
     Kda,
+    /// Gated DeltaNet: scalar g, β.
     Gdn,
 }
 

@@ -11,7 +11,7 @@
 
 use super::{inputs::gate_seed, inputs::Dist, value_probe, value_result, Ctx, GateInfo, GateResult, Probe, Status};
 use crate::error_model::BoundKind;
-use crate::references::{DimKind, Dims, Op};
+use crate::references::{DimKind, DimSpec, Dims, Op};
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {
@@ -24,23 +24,20 @@ pub const INFO: GateInfo = GateInfo {
 /// The shapes CMP-03 visits, derived from `base` and the op's conventions only. Returns the
 /// legal (label, dims) pairs (deduplicated, base excluded) and the labels of skipped shapes.
 pub fn shape_set(op: &Op, base: &Dims) -> (Vec<(String, Dims)>, Vec<String>) {
-    let clamp = |name: &str, v: usize| -> usize {
-        let s = op.dims.iter().find(|d| d.name == name).expect("dim from conventions");
-        v.clamp(s.min, s.max)
-    };
+    let clamp = |s: &DimSpec, v: usize| -> usize { v.clamp(s.min, s.max) };
     let mut cands: Vec<(String, Dims)> = Vec::new();
     let changeable: Vec<_> = op.dims.iter().filter(|d| d.kind != DimKind::Fixed).collect();
     for factor in [2usize, 4] {
         let mut d = base.clone();
         for s in op.dims.iter().filter(|d| d.kind == DimKind::Reduction) {
-            d = d.with(s.name, clamp(s.name, base.get(s.name) * factor));
+            d = d.with(s.name, clamp(s, base.get(s.name) * factor));
         }
         cands.push((format!("reduction x{factor}"), d));
     }
     if op.dims.iter().any(|d| d.kind == DimKind::Batch) {
         let mut d = base.clone();
         for s in op.dims.iter().filter(|d| d.kind == DimKind::Batch) {
-            d = d.with(s.name, clamp(s.name, 1));
+            d = d.with(s.name, clamp(s, 1));
         }
         cands.push(("batch 1".into(), d));
     }
@@ -49,7 +46,7 @@ pub fn shape_set(op: &Op, base: &Dims) -> (Vec<(String, Dims)>, Vec<String>) {
         for s in &changeable {
             let b = base.get(s.name) as i64;
             let v = if b % 2 == 0 { b + delta } else { b + 2 * delta };
-            d = d.with(s.name, clamp(s.name, v.max(1) as usize));
+            d = d.with(s.name, clamp(s, v.max(1) as usize));
         }
         cands.push((label.into(), d));
     }

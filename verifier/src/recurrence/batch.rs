@@ -21,27 +21,30 @@ pub enum Method {
 /// A whole problem in fla's layout. All tensors fp64.
 #[derive(Clone, Debug)]
 pub struct Problem {
+    /// Which recurrence; decides which of `g`, `b`, `w`, `beta` are present.
     pub model: Model,
-    /// `[B, T, H, K]`.
+    /// Queries `[B, T, H, K]`, unscaled.
     pub q: Tensor,
-    /// `[B, T, H, K]`.
+    /// Keys `[B, T, H, K]`, used as given (no l2norm here; [`super::io::generate`] draws them
+    /// normalised).
     pub k: Tensor,
-    /// `[B, T, H, V]`.
+    /// Values `[B, T, H, V]`.
     pub v: Tensor,
-    /// `[B, T, H, K]` (general, GLA, KDA), `[B, T, H]` (SSD, GDN), absent for LA.
+    /// Natural-log decay: `[B, T, H, K]` (general, GLA, KDA), `[B, T, H]` (SSD, GDN), absent for LA.
     pub g: Option<Tensor>,
     /// Erase gate `[B, T, H, K]` (general only).
     pub b: Option<Tensor>,
     /// Write gate `[B, T, H, V]` (general only).
     pub w: Option<Tensor>,
-    /// `[B, T, H]` (KDA, GDN only).
+    /// β `[B, T, H]` (KDA, GDN only): erase and write gate, `b = w = β·1`.
     pub beta: Option<Tensor>,
-    /// `[N, H, K, V]`, N = B or the number of varlen sequences.
+    /// Initial state `[N, H, K, V]`, N = B or the number of varlen sequences.
     pub s0: Tensor,
-    /// `[B, T, H, V]`.
+    /// Loss seed `∂L/∂o` `[B, T, H, V]` (fla: `do`).
     pub d_o: Tensor,
-    /// `[N, H, K, V]`.
+    /// Loss seed `∂L/∂S_T` `[N, H, K, V]` (fla: `dht`).
     pub dst: Tensor,
+    /// Multiplies q inside the recurrence, `o_t = S_tᵀ(scale·q_t)` (fla's default `K^-0.5`).
     pub scale: f64,
     /// Sequence boundaries `[N+1]` (requires B = 1), or `None`.
     pub cu_seqlens: Option<Vec<usize>>,
@@ -50,19 +53,29 @@ pub struct Problem {
 /// Outputs and gradients in fla's layout (same shapes as the matching inputs).
 #[derive(Clone, Debug)]
 pub struct Results {
+    /// Output `[B, T, H, V]`.
     pub o: Tensor,
+    /// Final state `S_T` `[N, H, K, V]`.
     pub st: Tensor,
+    /// `∂L/∂q` `[B, T, H, K]`, with respect to the unscaled q.
     pub dq: Tensor,
+    /// `∂L/∂k` `[B, T, H, K]`.
     pub dk: Tensor,
+    /// `∂L/∂v` `[B, T, H, V]`.
     pub dv: Tensor,
+    /// `∂L/∂g`, shaped as `g` (scalar gates: `Σ_c dg_c`); `None` for LA.
     pub dg: Option<Tensor>,
+    /// `∂L/∂b` `[B, T, H, K]` (general only).
     pub db: Option<Tensor>,
+    /// `∂L/∂w` `[B, T, H, V]` (general only).
     pub dw: Option<Tensor>,
+    /// `∂L/∂β` `[B, T, H]` = `Σ_c db_c + Σ_v dw_v` (KDA, GDN only).
     pub dbeta: Option<Tensor>,
+    /// `∂L/∂S_0` `[N, H, K, V]`.
     pub ds0: Tensor,
 }
 
-/// Sizes `(B, T, H, K, V)` of a problem.
+/// Sizes `(B, T, H, K, V)` of a problem, read from `q` and `v`; all zero when either is not 4-D.
 pub fn dims(p: &Problem) -> (usize, usize, usize, usize, usize) {
     let s = &p.q.shape;
     if s.len() != 4 || p.v.shape.len() != 4 {
@@ -72,7 +85,11 @@ pub fn dims(p: &Problem) -> (usize, usize, usize, usize, usize) {
 }
 
 impl Problem {
-    /// `(batch index, start, end)` of every sequence.
+    /// `(batch index, start, end)` of every sequence: `(b, 0, T)` for each b, or with
+    /// `cu_seqlens` `(0, c_n, c_{n+1})` for each n.
+    ///
+    /// Errors: [`RecurrenceError::CuSeqlens`] when B ≠ 1, or `cu_seqlens` does not run strictly
+    /// increasing from 0 to T.
     pub fn sequences(&self) -> Result<Vec<(usize, usize, usize)>, RecurrenceError> {
         let (bsz, t, ..) = dims(self);
         match &self.cu_seqlens {
@@ -92,7 +109,12 @@ impl Problem {
         }
     }
 
-    /// Checks every tensor's shape against q and v and the model's gate layout.
+    /// Checks every tensor's shape against q and v and the model's gate layout, and that every
+    /// value (and `scale`) is finite.
+    ///
+    /// Errors: [`RecurrenceError::Shape`], [`RecurrenceError::NonFinite`],
+    /// [`RecurrenceError::Missing`] (a gate the model needs), [`RecurrenceError::Invalid`] (a gate
+    /// it does not take), [`RecurrenceError::CuSeqlens`].
     pub fn validate(&self) -> Result<(), RecurrenceError> {
         if self.q.shape.len() != 4 {
             return Err(RecurrenceError::Shape { name: "q".into(), expected: vec![0, 0, 0, 0], got: self.q.shape.clone() });

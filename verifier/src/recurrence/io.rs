@@ -17,13 +17,18 @@ use super::family::{Gate, Model};
 use super::tensor::Tensor;
 use super::RecurrenceError;
 
-/// Problem sizes for generation.
+/// Problem sizes for generation; every one must be positive.
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
+    /// B (1 with `cu_seqlens`).
     pub batch: usize,
+    /// H.
     pub heads: usize,
+    /// T, tokens per batch entry (with `cu_seqlens`: all sequences together).
     pub seq_len: usize,
+    /// K, key dim (of q, k, g, b and the state's rows).
     pub dk: usize,
+    /// V, value dim (of v, w, o and the state's columns).
     pub dv: usize,
 }
 
@@ -35,6 +40,9 @@ pub struct Dims {
 ///
 /// `cu_seqlens` (optional, requires batch 1) splits the T tokens into sequences; s0 and dst then
 /// have one entry per sequence. `scale` defaults to `dk^-0.5`.
+///
+/// Errors: [`RecurrenceError::Invalid`] for a zero size; as [`Problem::validate`] (bad
+/// `cu_seqlens`).
 pub fn generate(model: Model, d: Dims, seed: u64, scale: Option<f64>, cu_seqlens: Option<Vec<usize>>) -> Result<Problem, RecurrenceError> {
     if d.batch == 0 || d.heads == 0 || d.seq_len == 0 || d.dk == 0 || d.dv == 0 {
         return Err(RecurrenceError::Invalid(format!("every size must be positive, got {d:?}")));

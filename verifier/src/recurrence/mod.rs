@@ -37,22 +37,54 @@ pub use tensor::{Mat, Tensor};
 /// Errors of the fp64 references.
 #[derive(Debug, thiserror::Error)]
 pub enum RecurrenceError {
+    /// A tensor's shape disagrees with the problem's sizes. An `expected` of all zeros means
+    /// "any shape of this rank" (e.g. `q` must be 4-D).
     #[error("tensor `{name}` has shape {got:?}, expected {expected:?}")]
-    Shape { name: String, expected: Vec<usize>, got: Vec<usize> },
+    Shape {
+        /// Tensor name (fla's: `q`, `do`, `s0` ...).
+        name: String,
+        /// Required shape.
+        expected: Vec<usize>,
+        /// Shape found.
+        got: Vec<usize>,
+    },
+    /// An input (or `scale`) holds a NaN or ±inf.
     #[error("tensor `{name}` contains a non-finite value")]
-    NonFinite { name: String },
+    NonFinite {
+        /// Tensor name, or `scale`.
+        name: String,
+    },
+    /// Chunk size C other than 16, 32 or 64.
     #[error("chunk size {0} is not supported (use 16, 32 or 64)")]
     ChunkSize(usize),
+    /// A float tensor in an input file is not F64 (the oracle never upcasts).
     #[error("tensor `{name}` has dtype {dtype}; the fp64 reference accepts only F64 and never upcasts")]
-    Dtype { name: String, dtype: String },
+    Dtype {
+        /// Tensor name.
+        name: String,
+        /// Dtype found in the file.
+        dtype: String,
+    },
+    /// A tensor the model requires is absent (value: its name).
     #[error("tensor `{0}` is missing from the inputs")]
     Missing(String),
+    /// `cu_seqlens` is malformed: not 1-D int64, negative, not `0 = c_0 < c_1 < … < c_N = T`,
+    /// or given with B ≠ 1.
     #[error("invalid cu_seqlens: {0}")]
     CuSeqlens(String),
+    /// Any other bad argument (zero size, index out of range, a tensor the model does not take,
+    /// a problem over the size limit, a worker thread that panicked).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A safetensors file is malformed (the message names the file or tensor).
     #[error("safetensors: {0}")]
     Safetensors(String),
+    /// Reading or writing a file failed.
     #[error("i/o error on {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// File path.
+        path: String,
+        /// Underlying error.
+        source: std::io::Error,
+    },
 }

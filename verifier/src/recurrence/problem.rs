@@ -31,14 +31,18 @@ pub struct HeadInputs {
 /// Loss seeds: `d_o = ∂L/∂o` `[T, V]` and `dst = ∂L/∂S_T` `[K, V]`.
 #[derive(Clone, Debug)]
 pub struct HeadSeeds {
+    /// `∂L/∂o` `[T, V]` (fla: `do`).
     pub d_o: Mat,
+    /// `∂L/∂S_T` `[K, V]` (fla: `dht`; may be zero).
     pub dst: Mat,
 }
 
 /// Forward results: `o` `[T, V]` and the final state `st` `[K, V]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeadOutputs {
+    /// `o_t = S_tᵀ(scale·q_t)`, `[T, V]`.
     pub o: Mat,
+    /// Final state `S_T` `[K, V]`.
     pub st: Mat,
 }
 
@@ -46,12 +50,19 @@ pub struct HeadOutputs {
 /// inputs; `dq` is with respect to the unscaled `q`, as in fla).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeadGrads {
+    /// `∂L/∂q` `[T, K]` with respect to the unscaled q: `scale · S_t do_t` (gdn-math.md §2).
     pub dq: Mat,
+    /// `∂L/∂k` `[T, K]` (through both the write `k δᵀ` and the erase `b ⊙ k`).
     pub dk: Mat,
+    /// `∂L/∂v` `[T, V]`.
     pub dv: Mat,
+    /// `∂L/∂g` `[T, K]` (per-channel log-decay).
     pub dg: Mat,
+    /// `∂L/∂b` `[T, K]` (erase gate).
     pub db: Mat,
+    /// `∂L/∂w` `[T, V]` (write gate).
     pub dw: Mat,
+    /// `∂L/∂S_0` `[K, V]`.
     pub ds0: Mat,
 }
 
@@ -87,7 +98,9 @@ impl HeadInputs {
 }
 
 impl HeadSeeds {
-    /// Checks the seed shapes against `(T, K, V)`.
+    /// Checks the seed shapes against `(T, K, V)` and that every value is finite.
+    ///
+    /// Errors: [`RecurrenceError::Shape`] or [`RecurrenceError::NonFinite`].
     pub fn validate(&self, t: usize, k: usize, v: usize) -> Result<(), RecurrenceError> {
         check_shape("do", &self.d_o, t, v)?;
         check_shape("dst", &self.dst, k, v)?;

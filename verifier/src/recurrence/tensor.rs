@@ -8,8 +8,11 @@
 /// Row-major fp64 matrix, `rows x cols`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mat {
+    /// Row count (T of a `[T, K]` input, K of a `[K, V]` state).
     pub rows: usize,
+    /// Column count (K of a `[T, K]` input, V of a `[K, V]` state).
     pub cols: usize,
+    /// `rows · cols` elements, row-major: element `(i, j)` is `data[i * cols + j]`.
     pub data: Vec<f64>,
 }
 
@@ -196,7 +199,9 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// Row-major N-D fp64 array (fla layouts such as `[B, T, H, K]`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
+    /// Dimensions, outermost first (e.g. `[B, T, H, K]`).
     pub shape: Vec<usize>,
+    /// `shape.iter().product()` elements, row-major (last dimension contiguous).
     pub data: Vec<f64>,
 }
 

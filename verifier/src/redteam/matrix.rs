@@ -1,6 +1,6 @@
 //! The red-team matrix: every candidate (tricks and honest ones) against every gate.
 
-use crate::battery::{self, Options, Report, Verdict};
+use crate::battery::{self, BatteryError, Options, Report, Verdict};
 use crate::candidate::Candidate;
 use crate::gates::{Status, GATES};
 use serde::Serialize;
@@ -42,14 +42,15 @@ impl Row {
     }
 }
 
-/// Run the battery on every entry.
-pub fn run(entries: Vec<Entry>, opts: &Options) -> Vec<Row> {
+/// Run the battery on every entry. An entry whose battery cannot run is left out of the rows
+/// and handed to `on_error` (with its name) as soon as it fails.
+pub fn run(entries: Vec<Entry>, opts: &Options, mut on_error: impl FnMut(&str, &BatteryError)) -> Vec<Row> {
     entries
         .into_iter()
         .filter_map(|e| match battery::run(Arc::clone(&e.cand), None, opts) {
             Ok(report) => Some(Row { name: e.name, target: e.target, report }),
             Err(err) => {
-                eprintln!("kverify: {}: {err}", e.name);
+                on_error(&e.name, &err);
                 None
             }
         })

@@ -6,11 +6,14 @@
 use super::{zero_like_grads, MemberGrads, MemberInputs};
 use crate::recurrence::problem::{HeadOutputs, HeadSeeds};
 use crate::recurrence::tensor::{axpy, dot, Mat};
+use crate::recurrence::RecurrenceError;
 
-/// Forward and exact backward; inputs already validated by the caller.
-pub(crate) fn forward_backward(x: &MemberInputs, s: &HeadSeeds) -> (HeadOutputs, MemberGrads) {
-    let g = x.g.as_ref().expect("validated: KDA has g");
-    let beta = x.beta.as_ref().expect("validated: KDA has beta");
+/// Forward and exact backward; shapes already validated by the caller.
+///
+/// Errors: [`RecurrenceError::Missing`] if g or β is absent.
+pub(crate) fn forward_backward(x: &MemberInputs, s: &HeadSeeds) -> Result<(HeadOutputs, MemberGrads), RecurrenceError> {
+    let g = x.g.as_ref().ok_or_else(|| RecurrenceError::Missing("g".into()))?;
+    let beta = x.beta.as_ref().ok_or_else(|| RecurrenceError::Missing("beta".into()))?;
     let (t_len, kd, vd) = (x.q.rows, x.q.cols, x.v.cols);
     let decay = |t: usize, c: usize| g[(t, c)].exp();
     let mut st = x.s0.clone();
@@ -66,7 +69,7 @@ pub(crate) fn forward_backward(x: &MemberInputs, s: &HeadSeeds) -> (HeadOutputs,
             row.iter_mut().for_each(|z| *z *= a);
         }
     }
-    (HeadOutputs { o, st }, MemberGrads { dq, dk, dv, dg: Some(dg), dbeta: Some(dbeta), ds0: d })
+    Ok((HeadOutputs { o, st }, MemberGrads { dq, dk, dv, dg: Some(dg), dbeta: Some(dbeta), ds0: d }))
 }
 
 /// `β (v − Ŝᵀk)`.

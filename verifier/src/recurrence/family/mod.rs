@@ -29,10 +29,15 @@ use super::RecurrenceError;
 pub enum Model {
     /// The general form with channel-wise g, vector b (erase) and vector w (write).
     General,
+    /// Linear attention: g = 0, b = 0, w = 1 (fla `chunk_linear_attn`, `chunk_simple_gla` with g = None).
     La,
+    /// Gated linear attention: channel-wise g `[T, K]`, b = 0, w = 1 (fla `chunk_gla`).
     Gla,
+    /// SSD / Mamba-2: scalar g `[T]` broadcast over K, b = 0, w = 1 (fla `chunk_simple_gla`).
     Ssd,
+    /// Kimi Delta Attention: channel-wise g `[T, K]`, b = w = β·1 (fla `chunk_kda`).
     Kda,
+    /// Gated DeltaNet: scalar g `[T]`, b = w = β·1 (fla `chunk_gated_delta_rule`).
     Gdn,
 }
 
@@ -111,10 +116,10 @@ impl Model {
         Ok(match self {
             Model::General => return Err(RecurrenceError::Invalid("the general model has no member reference".into())),
             Model::La => la::forward_backward(x, s),
-            Model::Gla => gla::forward_backward(x, s),
-            Model::Ssd => ssd::forward_backward(x, s),
-            Model::Kda => kda::forward_backward(x, s),
-            Model::Gdn => gdn::forward_backward(x, s),
+            Model::Gla => gla::forward_backward(x, s)?,
+            Model::Ssd => ssd::forward_backward(x, s)?,
+            Model::Kda => kda::forward_backward(x, s)?,
+            Model::Gdn => gdn::forward_backward(x, s)?,
         })
     }
 }
@@ -122,8 +127,11 @@ impl Model {
 /// Shape of a model's gate tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gate {
+    /// No decay (LA): g = 0.
     None,
+    /// One log-decay per token and head (SSD, GDN): `[T, 1]` per head, `[B, T, H]` in fla's layout.
     Scalar,
+    /// One log-decay per token, head and key channel (general, GLA, KDA): `[T, K]`, `[B, T, H, K]`.
     Channel,
 }
 
@@ -140,24 +148,34 @@ pub struct MemberInputs {
     pub g: Option<Mat>,
     /// β `[T, 1]` (KDA, GDN) or `None`.
     pub beta: Option<Mat>,
-    /// `[K, V]`.
+    /// Initial state `[K, V]`.
     pub s0: Mat,
+    /// Multiplies q inside the recurrence, `o_t = S_tᵀ(scale·q_t)`.
     pub scale: f64,
 }
 
 /// Gradients of a family member (same shapes as [`MemberInputs`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemberGrads {
+    /// `∂L/∂q` `[T, K]`, with respect to the unscaled q.
     pub dq: Mat,
+    /// `∂L/∂k` `[T, K]`.
     pub dk: Mat,
+    /// `∂L/∂v` `[T, V]`.
     pub dv: Mat,
+    /// `∂L/∂g`, shaped as `g` (`[T, 1]` for a scalar gate: `Σ_c dg_c`); `None` for LA.
     pub dg: Option<Mat>,
+    /// `∂L/∂β` `[T, 1]` = `Σ_c db_c + Σ_v dw_v` (KDA, GDN); `None` otherwise.
     pub dbeta: Option<Mat>,
+    /// `∂L/∂S_0` `[K, V]`.
     pub ds0: Mat,
 }
 
 impl MemberInputs {
     /// Checks shapes and finiteness for `model`.
+    ///
+    /// Errors: [`RecurrenceError::Shape`], [`RecurrenceError::NonFinite`], or
+    /// [`RecurrenceError::Missing`] when the model's g or β is absent.
     pub fn validate(&self, model: Model) -> Result<(), RecurrenceError> {
         let (t, kd, vd) = (self.q.rows, self.q.cols, self.v.cols);
         for (name, m, r, c) in [("q", &self.q, t, kd), ("k", &self.k, t, kd), ("v", &self.v, t, vd), ("s0", &self.s0, kd, vd)] {

@@ -5,10 +5,13 @@
 use super::{zero_like_grads, MemberGrads, MemberInputs};
 use crate::recurrence::problem::{HeadOutputs, HeadSeeds};
 use crate::recurrence::tensor::{axpy, dot, Mat};
+use crate::recurrence::RecurrenceError;
 
-/// Forward and exact backward; inputs already validated by the caller (g is `[T, 1]`).
-pub(crate) fn forward_backward(x: &MemberInputs, s: &HeadSeeds) -> (HeadOutputs, MemberGrads) {
-    let g = x.g.as_ref().expect("validated: SSD has g");
+/// Forward and exact backward; shapes already validated by the caller (g is `[T, 1]`).
+///
+/// Errors: [`RecurrenceError::Missing`] if g is absent.
+pub(crate) fn forward_backward(x: &MemberInputs, s: &HeadSeeds) -> Result<(HeadOutputs, MemberGrads), RecurrenceError> {
+    let g = x.g.as_ref().ok_or_else(|| RecurrenceError::Missing("g".into()))?;
     let (t_len, kd, vd) = (x.q.rows, x.q.cols, x.v.cols);
     let mut st = x.s0.clone();
     let mut states = vec![st.clone()];
@@ -38,5 +41,5 @@ pub(crate) fn forward_backward(x: &MemberInputs, s: &HeadSeeds) -> (HeadOutputs,
         dg[(t, 0)] = a * dot(&d.data, &states[t].data);
         d.data.iter_mut().for_each(|z| *z *= a);
     }
-    (HeadOutputs { o, st }, MemberGrads { dq, dk, dv, dg: Some(dg), dbeta: None, ds0: d })
+    Ok((HeadOutputs { o, st }, MemberGrads { dq, dk, dv, dg: Some(dg), dbeta: None, ds0: d }))
 }
