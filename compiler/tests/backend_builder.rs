@@ -158,3 +158,28 @@ fn elementwise_both_targets() {
         assemble(&out.ptx, t);
     }
 }
+
+#[test]
+fn back_end_errors_name_the_instruction_and_its_span() {
+    // An f16 accumulator passes the validator (it is a target rule, not an IR rule) but neither
+    // lowering takes it: the error must point at the MMA, not at the kernel.
+    let mut k = gemm(Space::Reg);
+    let acc = k.vars.keys().next().expect("acc");
+    k.vars[acc].ty = Type::tile(Elem::F16, 128, 64);
+    let reads: Vec<_> = k.insts.values().filter(|d| matches!(d.op, Op::ReadVar(v) if v == acc)).filter_map(|d| d.result).collect();
+    for r in reads {
+        k.values[r].ty = Type::tile(Elem::F16, 128, 64);
+    }
+    let zeros: Vec<_> = k.insts.values().filter(|d| matches!(d.op, Op::Splat(_))).filter_map(|d| d.result).collect();
+    for z in zeros {
+        k.values[z].ty = Type::tile(Elem::F16, 128, 64);
+    }
+    let mma = k.insts.iter().find(|(_, d)| matches!(d.op, Op::Mma { .. })).map(|(i, _)| i).expect("an MMA");
+    let span = Span::new(40, 52);
+    k.inst_spans[mma] = span;
+    let v = validate::validate(&k).expect("an f16 accumulator is valid IR");
+    let plan = tilec::passes::target_plan::run(&v, Target::Sm90a).expect("plans");
+    let e = compile_kernel(&v, &TmemLayout::default(), &plan).expect_err("f16 accumulators are not lowered");
+    assert_eq!(e.span(), Some(span), "{e}");
+    assert!(e.to_string().contains(&format!("lowering {mma}")) && e.to_string().contains("need f32"), "{e}");
+}

@@ -187,7 +187,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             if self.k.insts[i].result.is_some_and(|r| self.tp.fusion.is_fused(r)) {
                 continue; // evaluated inside its consumer
             }
-            self.inst(i)?;
+            self.inst(i).map_err(|e| e.at(i, self.k.inst_spans.get(i).copied().unwrap_or(self.k.span)))?;
             if self.tp.barriers.after(i) {
                 self.bar_sync()?;
             }

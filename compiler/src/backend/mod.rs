@@ -69,6 +69,34 @@ pub enum BackendError {
     /// An invalid shape, descriptor field, column count or plan.
     #[error("invalid: {0}")]
     Invalid(String),
+    /// Any of the above, raised while lowering instruction `inst` (the innermost one).
+    #[error("{source} (lowering {inst})")]
+    At {
+        /// The instruction.
+        inst: crate::ir::Inst,
+        /// Its source span.
+        span: crate::diag::Span,
+        /// What went wrong.
+        source: Box<BackendError>,
+    },
+}
+
+impl BackendError {
+    /// Attaches instruction `inst` (with its span) unless an inner instruction already is.
+    pub fn at(self, inst: crate::ir::Inst, span: crate::diag::Span) -> BackendError {
+        match self {
+            e @ BackendError::At { .. } => e,
+            e => BackendError::At { inst, span, source: Box::new(e) },
+        }
+    }
+
+    /// The source span of the instruction being lowered, when known.
+    pub fn span(&self) -> Option<crate::diag::Span> {
+        match self {
+            BackendError::At { span, .. } => Some(*span),
+            _ => None,
+        }
+    }
 }
 
 /// Result of compiling one kernel for one target.

@@ -75,8 +75,19 @@ pub fn run(a: &BuildArgs) -> ExitCode {
             eprint!("{}", d.render(&name, &src, color));
             return ExitCode::from(1);
         }
-        Err(e @ BuildError::Backend { .. }) => {
-            eprintln!("error: {e}");
+        Err(BuildError::Backend { kernel, target, source }) => {
+            // Valid, planned IR the back end cannot lower is the compiler's own failure: say so,
+            // and point at the statement being lowered.
+            let msg = format!("internal compiler error: kernel `{kernel}` on {target}: {source}");
+            match source.span() {
+                Some(span) => {
+                    let d = crate::diag::Diagnostic::error(crate::diag::Code::Internal, msg, span, "while lowering this").with_note("help: please report this with the .tile file");
+                    let mut ds = crate::diag::Diagnostics::default();
+                    ds.push(d);
+                    eprint!("{}", ds.render(&name, &src, color));
+                }
+                None => eprintln!("error: {msg}"),
+            }
             return ExitCode::from(1);
         }
         Err(e) => {

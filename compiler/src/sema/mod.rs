@@ -215,9 +215,11 @@ fn signature(
         }
     }
     if let Some(t) = &k.threads {
+        // A kernel is built for every target, so it must fit the smallest limit of them all.
+        let max = crate::target::Target::ALL.iter().map(|t| t.info().max_threads_per_cta).min().unwrap_or(1024);
         match eval_const(t, consts) {
-            Ok(n) if n > 0 && n <= 1024 && n % 32 == 0 => kernel.threads = n as u32,
-            Ok(n) => diags.push(Diagnostic::error(Code::BadLaunch, format!("{n} threads per CTA"), t.span, "must be a multiple of 32 in 32..=1024")),
+            Ok(n) if n > 0 && n <= i64::from(max) && n % 32 == 0 => kernel.threads = n as u32,
+            Ok(n) => diags.push(Diagnostic::error(Code::BadLaunch, format!("{n} threads per CTA"), t.span, format!("must be a multiple of 32 in 32..={max}"))),
             Err(d) => diags.push(d),
         }
     }
