@@ -180,7 +180,7 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
             ParamKind::Tensor { elem, shape, output } => ParamMeta {
                 name: d.name.clone(),
                 dtype: dtype(*elem).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?,
-                shape: shape.iter().map(|s| s.to_string()).collect(),
+                shape: shape.iter().map(|s| k.size_text(s)).collect(),
                 role: match (*output, loaded.contains(&p)) {
                     (false, _) => Role::Input,
                     (true, false) => Role::Output,
@@ -191,7 +191,7 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         });
     }
     for s in &k.sizes {
-        params.push(ParamMeta { name: s.clone(), dtype: DType::I32, shape: vec![], role: Role::Input });
+        params.push(ParamMeta { name: s.1.clone(), dtype: DType::I32, shape: vec![], role: Role::Input });
     }
     let mut lifecycle = Lifecycle { alloc: 0, relinquish: 0, dealloc: 0 };
     k.walk(|i| match k.insts[i].op {
@@ -214,9 +214,9 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         target: m.target.name().into(),
         compiler: CompilerInfo { name: "tilec".into(), version: env!("CARGO_PKG_VERSION").into() },
         source: SourceInfo { path: m.source_path.into(), hash: fnv1a64_hex(m.source) },
-        sizes: k.sizes.clone(),
+        sizes: k.sizes.values().cloned().collect(),
         params,
-        launch: LaunchMeta { grid: k.grid.clone().map(|g| g.to_string()), block_threads: k.threads, dynamic_smem_bytes: m.compiled.smem_bytes },
+        launch: LaunchMeta { grid: k.grid.clone().map(|g| k.size_text(&g)), block_threads: k.threads, dynamic_smem_bytes: m.compiled.smem_bytes },
         tmem,
         // The schema's `smem_bytes` is *static* shared memory; every buffer of this back end is
         // in the dynamic (extern) array, whose size is `launch.dynamic_smem_bytes`.

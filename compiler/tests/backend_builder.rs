@@ -7,22 +7,24 @@ use tilec::diag::Span;
 use tilec::ir::builder::Builder;
 use tilec::ir::{validate, Axis, BinOp, Elem, Index, Kernel, MmaOperand, Op, ParamData, ParamKind, SizeExpr, SizeOp, Space, Type, UnOp};
 
-fn sym(s: &str) -> SizeExpr {
-    SizeExpr::Sym(s.into())
+/// A tensor parameter whose shape names symbolic sizes (declared in order of first use).
+fn tensor(k: &mut Kernel, name: &str, elem: Elem, shape: &[&str], output: bool) -> tilec::ir::Param {
+    let shape = shape.iter().map(|s| SizeExpr::Sym(k.declare_size(s))).collect();
+    k.params.push(ParamData { name: name.into(), kind: ParamKind::Tensor { elem, shape, output }, span: Span::default() })
 }
 
-fn tensor(k: &mut Kernel, name: &str, elem: Elem, shape: &[&str], output: bool) -> tilec::ir::Param {
-    k.params.push(ParamData { name: name.into(), kind: ParamKind::Tensor { elem, shape: shape.iter().map(|s| sym(s)).collect(), output }, span: Span::default() })
+/// The symbolic size named `s` of `k`.
+fn sym(k: &Kernel, s: &str) -> SizeExpr {
+    SizeExpr::Sym(k.size_named(s).unwrap_or_else(|| panic!("no size {s}")))
 }
 
 /// c[M, N] = a[M, K] @ b[K, N], tiles 128 x 64 x 64, accumulator in `acc_space`.
 pub fn gemm(acc_space: Space) -> Kernel {
     let mut k = Kernel::new("gemm_b", Span::default());
-    k.sizes = vec!["M".into(), "K".into(), "N".into()];
     let a = tensor(&mut k, "a", Elem::Bf16, &["M", "K"], false);
     let b = tensor(&mut k, "b", Elem::Bf16, &["K", "N"], false);
     let c = tensor(&mut k, "c", Elem::F32, &["M", "N"], true);
-    let cdiv = |s: &str, n| SizeExpr::Bin(SizeOp::Cdiv, Box::new(sym(s)), Box::new(SizeExpr::Const(n)));
+    let cdiv = |s: &str, n| SizeExpr::Bin(SizeOp::Cdiv, Box::new(sym(&k, s)), Box::new(SizeExpr::Const(n)));
     k.grid = [cdiv("M", 128), cdiv("N", 64), SizeExpr::Const(1)];
     k.threads = 128;
     let mut bld = Builder::new(&mut k);
@@ -39,7 +41,7 @@ pub fn gemm(acc_space: Space) -> Kernel {
     let zero = bld.fconst(0.0);
     let z = bld.value(Op::Splat(zero), Type::tile(Elem::F32, 128, 64));
     bld.effect(Op::WriteVar(acc, z));
-    let kk = bld.value(Op::Size(1), Type::Scalar(Elem::I32));
+    let kk = bld.value(Op::Size(tilec::ir::SizeVar::from_u32(1)), Type::Scalar(Elem::I32));
     let steps = bld.value(Op::Binary(BinOp::Cdiv, kk, c64), Type::Scalar(Elem::I32));
     let lo = bld.iconst(0);
     let (_, iv, body) = bld.for_loop(lo, steps, false);
@@ -61,12 +63,11 @@ pub fn gemm(acc_space: Space) -> Kernel {
 /// broadcasting, casts, a reduction and masked edges.
 pub fn elementwise() -> Kernel {
     let mut k = Kernel::new("ew_b", Span::default());
-    k.sizes = vec!["R".into(), "C".into()];
     let x = tensor(&mut k, "x", Elem::F32, &["R", "C"], false);
     let y = tensor(&mut k, "y", Elem::Bf16, &["R", "C"], true);
     let rs = tensor(&mut k, "rs", Elem::F32, &["R"], true);
     let s = k.params.push(ParamData { name: "s".into(), kind: ParamKind::Scalar(Elem::F32), span: Span::default() });
-    k.grid = [SizeExpr::Bin(SizeOp::Cdiv, Box::new(sym("R")), Box::new(SizeExpr::Const(32))), SizeExpr::Const(1), SizeExpr::Const(1)];
+    k.grid = [SizeExpr::Bin(SizeOp::Cdiv, Box::new(sym(&k, "R")), Box::new(SizeExpr::Const(32))), SizeExpr::Const(1), SizeExpr::Const(1)];
     k.threads = 128;
     let mut b = Builder::new(&mut k);
     let t = Type::tile(Elem::F32, 32, 16);

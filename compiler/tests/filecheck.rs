@@ -318,8 +318,8 @@ fn covered(op: &Op) {
 #[test]
 fn every_op_round_trips() {
     let mut k = Kernel::new("all$ops", Span::default());
-    k.sizes = vec!["M".into(), "N".into()];
-    let sym = |s: &str| Box::new(SizeExpr::Sym(s.into()));
+    let (m, n) = (k.declare_size("M"), k.declare_size("N"));
+    let sym = |s: &str| Box::new(SizeExpr::Sym(if s == "M" { m } else { n }));
     let shape = vec![SizeExpr::Bin(SizeOp::Cdiv, sym("M"), Box::new(SizeExpr::Const(-3))), SizeExpr::Bin(SizeOp::Rem, sym("N"), Box::new(SizeExpr::Bin(SizeOp::Max, sym("M"), sym("N"))))];
     for (name, kind) in [
         ("x", ParamKind::Tensor { elem: Elem::Bf16, shape: shape.clone(), output: false }),
@@ -342,7 +342,7 @@ fn every_op_round_trips() {
     let (_, iv, body) = b.for_loop(i, i, true);
     b.switch_to(body);
     let p = |n| Param::from_u32(n);
-    let mut ops = vec![Op::ProgramId(2), Op::Size(1), Op::ScalarParam(p(2)), Op::Select(iv, f, f), Op::Cast(f, Elem::Bf16), Op::Splat(f), Op::Transpose(f), Op::ReadVar(tm)];
+    let mut ops = vec![Op::ProgramId(2), Op::Size(tilec::ir::SizeVar::from_u32(1)), Op::ScalarParam(p(2)), Op::Select(iv, f, f), Op::Cast(f, Elem::Bf16), Op::Splat(f), Op::Transpose(f), Op::ReadVar(tm)];
     ops.extend([UnOp::Neg, UnOp::Exp2, UnOp::Log2, UnOp::Exp, UnOp::Abs, UnOp::Sqrt, UnOp::Not].map(|u| Op::Unary(u, f)));
     ops.extend([BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Min, BinOp::Max, BinOp::Cdiv, BinOp::And, BinOp::Or].map(|o| Op::Binary(o, f, iv)));
     ops.extend([CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge].map(|o| Op::Cmp(o, iv, f)));

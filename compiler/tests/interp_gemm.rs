@@ -24,12 +24,13 @@ const BK: u32 = 16;
 /// The TMEM lifecycle (alloc, relinquish, dealloc) brackets the body as the planner emits it.
 fn gemm_kernel(out_elem: Elem, b_transposed: bool) -> Kernel {
     let mut k = Kernel::new("gemm", Span::default());
-    k.sizes = vec!["M".into(), "K".into(), "N".into()];
-    let pa = tensor(&mut k, "a", Elem::Bf16, vec![sym("M"), sym("K")], false);
-    let b_shape = if b_transposed { vec![sym("N"), sym("K")] } else { vec![sym("K"), sym("N")] };
+    set_sizes(&mut k, &["M", "K", "N"]);
+    let (m, kk, n) = (sym(&k, "M"), sym(&k, "K"), sym(&k, "N"));
+    let pa = tensor(&mut k, "a", Elem::Bf16, vec![m.clone(), kk.clone()], false);
+    let b_shape = if b_transposed { vec![n.clone(), kk.clone()] } else { vec![kk, n.clone()] };
     let pb = tensor(&mut k, "b", Elem::Bf16, b_shape, false);
-    let pc = tensor(&mut k, "c", out_elem, vec![sym("M"), sym("N")], true);
-    k.grid = [bin(SizeOp::Cdiv, sym("M"), cst(BM as i64)), bin(SizeOp::Cdiv, sym("N"), cst(BN as i64)), cst(1)];
+    let pc = tensor(&mut k, "c", out_elem, vec![m.clone(), n.clone()], true);
+    k.grid = [bin(SizeOp::Cdiv, m, cst(BM as i64)), bin(SizeOp::Cdiv, n, cst(BN as i64)), cst(1)];
     let mut b = Builder::new(&mut k);
     b.effect(Op::TmemAlloc { columns: 32 });
     b.effect(Op::TmemRelinquish);
@@ -42,7 +43,7 @@ fn gemm_kernel(out_elem: Elem, b_transposed: bool) -> Kernel {
     let (cbm, cbn, cbk) = (b.iconst(BM as i64), b.iconst(BN as i64), b.iconst(BK as i64));
     let m0 = bop(&mut b, BinOp::Mul, pid0, cbm, I32);
     let n0 = bop(&mut b, BinOp::Mul, pid1, cbn, I32);
-    let ksz = b.value(Op::Size(1), I32);
+    let ksz = b.value(Op::Size(size(1)), I32);
     let nk = bop(&mut b, BinOp::Cdiv, ksz, cbk, I32);
     // One K step: stage the operand tiles and issue the MMA.
     let step = |b: &mut Builder, kk, accumulate: bool| {

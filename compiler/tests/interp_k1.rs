@@ -19,8 +19,8 @@ const BV: u32 = 16;
 /// chunk count of dh written as `cdiv(T, C)` instead of a separate size.
 fn k1_kernel() -> Kernel {
     let mut k = Kernel::new("k1_scan_scalar", Span::default());
-    k.sizes = vec!["B".into(), "T".into(), "H".into(), "V".into()];
-    let (b_, t_, h_, v_) = (sym("B"), sym("T"), sym("H"), sym("V"));
+    set_sizes(&mut k, &["B", "T", "H", "V"]);
+    let (b_, t_, h_, v_) = (sym(&k, "B"), sym(&k, "T"), sym(&k, "H"), sym(&k, "V"));
     let kc = cst(K as i64);
     let pq = tensor(&mut k, "q", Elem::Bf16, vec![b_.clone(), t_.clone(), h_.clone(), kc.clone()], false);
     let pk = tensor(&mut k, "k", Elem::Bf16, vec![b_.clone(), t_.clone(), h_.clone(), kc.clone()], false);
@@ -52,8 +52,8 @@ fn k1_kernel() -> Kernel {
     let pid1 = b.value(Op::ProgramId(1), I32);
     let cbv = b.iconst(BV as i64);
     let v0 = bop(&mut b, BinOp::Mul, pid0, cbv, I32);
-    let hsz = b.value(Op::Size(2), I32);
-    let tsz = b.value(Op::Size(1), I32);
+    let hsz = b.value(Op::Size(size(2)), I32);
+    let tsz = b.value(Op::Size(size(1)), I32);
     let bi = bop(&mut b, BinOp::Div, pid1, hsz, I32);
     let hi = bop(&mut b, BinOp::Rem, pid1, hsz, I32);
     let zero = b.iconst(0);

@@ -82,11 +82,12 @@ fn bf16_storage_rounds_to_nearest_even() {
 #[test]
 fn out_of_bounds_points_load_zero_and_skip_stores() {
     let mut k = Kernel::new("t", Span::default());
-    k.sizes = vec!["N".into()];
-    let pi = tensor(&mut k, "x", Elem::F32, vec![sym("N")], false);
-    let po = tensor(&mut k, "o", Elem::F32, vec![sym("N")], true);
+    set_sizes(&mut k, &["N"]);
+    let n_ = sym(&k, "N");
+    let pi = tensor(&mut k, "x", Elem::F32, vec![n_.clone()], false);
+    let po = tensor(&mut k, "o", Elem::F32, vec![n_], true);
     let mut b = Builder::new(&mut k);
-    let n = b.value(Op::Size(0), I32);
+    let n = b.value(Op::Size(size(0)), I32);
     let zero = b.iconst(0);
     let one = b.iconst(1);
     // o[0] = x[N] (out of bounds: 0) + x[N-1];  o[N] = 5 (skipped); o[1..+4] = x[1..+4] * 2
@@ -157,8 +158,9 @@ fn runaway_loops_hit_the_step_budget() {
 #[test]
 fn input_checks() {
     let mut k = Kernel::new("t", Span::default());
-    k.sizes = vec!["N".into()];
-    tensor(&mut k, "x", Elem::F32, vec![sym("N"), cst(4)], false);
+    set_sizes(&mut k, &["N"]);
+    let n_ = sym(&k, "N");
+    tensor(&mut k, "x", Elem::F32, vec![n_, cst(4)], false);
     scalar(&mut k, "alpha", Elem::F32);
     let x = || HostTensor::zeros(DType::F32, vec![2, 4]).unwrap();
     let alpha = || HostTensor::from_f32(DType::F32, vec![], &[0.5]).unwrap();

@@ -26,8 +26,17 @@ fn ir_folder_agrees_with_the_abi_on_every_operator() {
     }
 }
 
-fn sym(s: &str) -> SizeExpr {
-    SizeExpr::Sym(s.into())
+/// The one size of [`kernel_t`], `T`.
+fn sym(name: &str) -> SizeExpr {
+    assert_eq!(name, "T", "the table's expressions are over T only");
+    SizeExpr::Sym(tilec::ir::SizeVar::from_u32(0))
+}
+
+/// A kernel whose only size is `T`, for naming it in expressions.
+fn kernel_t() -> tilec::ir::Kernel {
+    let mut k = tilec::ir::Kernel::new("t", tilec::diag::Span::default());
+    k.declare_size("T");
+    k
 }
 fn c(v: i64) -> SizeExpr {
     SizeExpr::Const(v)
@@ -49,14 +58,15 @@ fn ir_expressions_agree_with_the_abi_evaluator() {
         (bin(SizeOp::Max, bin(SizeOp::Sub, c(0), sym("T")), c(-3)), 5, -3),
         (bin(SizeOp::Mul, bin(SizeOp::Min, sym("T"), c(64)), c(-2)), 100, -128),
     ];
+    let k = kernel_t();
     for (e, t, want) in table {
-        let text = e.to_string();
+        let text = k.size_text(&e);
         let abi = AbiExpr::parse(&text).unwrap_or_else(|err| panic!("the metadata text `{text}` must parse: {err}"));
         assert_eq!(abi.eval(&BTreeMap::from([("T".to_string(), t)])), Ok(want), "{text} at T = {t}");
         // The IR folds the same expression with T substituted as a constant.
         let folded = substitute(&e, t).as_const();
         assert_eq!(folded, Some(want), "IR fold of {text} at T = {t}");
-        assert_eq!(tilec::interp::bind::eval_size(&e, &BTreeMap::from([("T".to_string(), t)])), Ok(want), "interpreter, {text}");
+        assert_eq!(tilec::interp::bind::eval_size(&k, &e, &BTreeMap::from([("T".to_string(), t)])), Ok(want), "interpreter, {text}");
     }
 }
 

@@ -212,7 +212,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 self.set(res, v)
             }
             Op::Size(s) => {
-                let v = *self.sizes.get(*s).ok_or_else(|| BackendError::Invalid(format!("size index {s} out of range")))?;
+                let v = *self.sizes.get(s.as_u32() as usize).ok_or_else(|| BackendError::Invalid(format!("{s} out of range")))?;
                 self.set(res, v.into())
             }
             Op::ScalarParam(p) => {
@@ -470,10 +470,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     pub fn size_expr(&self, e: &SizeExpr) -> Result<IntValue<'ctx>, BackendError> {
         Ok(match e {
             SizeExpr::Const(c) => self.i32(*c as i32),
-            SizeExpr::Sym(s) => {
-                let idx = self.k.sizes.iter().position(|x| x == s).ok_or_else(|| BackendError::Invalid(format!("unknown size `{s}`")))?;
-                self.sizes[idx]
-            }
+            SizeExpr::Sym(s) => *self.sizes.get(s.as_u32() as usize).ok_or_else(|| BackendError::Invalid(format!("unknown size {s}")))?,
             SizeExpr::Bin(op, a, b) => {
                 let (a, b) = (self.size_expr(a)?, self.size_expr(b)?);
                 match op {

@@ -83,8 +83,9 @@ pub fn run(a: &InputsArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let sizes: BTreeMap<String, i64> = a.sizes.iter().cloned().collect();
-    if let Some(unknown) = sizes.keys().find(|s| !k.sizes.contains(s)) {
-        eprintln!("error: kernel `{}` has no size `{unknown}` (its sizes: {})", k.name, k.sizes.join(", "));
+    if let Some(unknown) = sizes.keys().find(|s| k.size_named(s).is_none()) {
+        let names: Vec<&str> = k.sizes.values().map(String::as_str).collect();
+        eprintln!("error: kernel `{}` has no size `{unknown}` (its sizes: {})", k.name, names.join(", "));
         return ExitCode::from(2);
     }
     let scalars: BTreeMap<String, f64> = a.scalars.iter().cloned().collect();
@@ -106,17 +107,17 @@ pub fn run(a: &InputsArgs) -> ExitCode {
             Some(shape) => {
                 let mut dims = vec![];
                 for d in shape {
-                    match eval_size(d, &sizes) {
+                    match eval_size(k, d, &sizes) {
                         Ok(v) if v >= 0 => dims.push(v),
                         Ok(v) => {
-                            eprintln!("error: `{}` dimension `{d}` evaluates to {v}, a negative extent", p.name);
+                            eprintln!("error: `{}` dimension `{}` evaluates to {v}, a negative extent", p.name, k.size_text(d));
                             return ExitCode::from(2);
                         }
                         // Collected, so that one message can name every size still needed.
                         Err(ExprError::UnknownSymbol { .. }) => {
-                            let text = d.to_string();
+                            let text = k.size_text(d);
                             let used = tilec_abi::expr::SizeExpr::parse(&text).map(|e| e.symbols()).unwrap_or_default();
-                            for s in k.sizes.iter().filter(|s| used.contains(s) && !sizes.contains_key(*s)) {
+                            for s in k.sizes.values().filter(|s| used.contains(*s) && !sizes.contains_key(*s)) {
                                 if !missing.contains(s) {
                                     missing.push(s.clone());
                                 }

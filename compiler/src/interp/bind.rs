@@ -55,13 +55,13 @@ pub fn dtype_of(e: Elem) -> Option<DType> {
     }
 }
 
-/// Evaluates an IR size expression under `env` with the ABI's semantics, through the very
-/// text the metadata carries for it (`SizeExpr`'s `Display` prints the metadata syntax).
+/// Evaluates a size expression of kernel `k` under `env` (size name → value) with the ABI's
+/// semantics, through the very text the metadata carries for it ([`Kernel::size_text`]).
 ///
 /// # Errors
 /// The evaluator's: an unknown symbol, division by zero, overflow.
-pub fn eval_size(e: &SizeExpr, env: &BTreeMap<String, i64>) -> Result<i64, ExprError> {
-    tilec_abi::expr::SizeExpr::parse(&e.to_string())?.eval(env)
+pub fn eval_size(k: &Kernel, e: &SizeExpr, env: &BTreeMap<String, i64>) -> Result<i64, ExprError> {
+    tilec_abi::expr::SizeExpr::parse(&k.size_text(e))?.eval(env)
 }
 
 /// The kernel's parameters as metadata records, in IR order: tensors with their shape texts,
@@ -76,7 +76,7 @@ pub fn signature_params(k: &Kernel) -> Result<Vec<ParamMeta>, InterpError> {
         .map(|p| {
             let (elem, shape, role) = match &p.kind {
                 ParamKind::Tensor { elem, shape, output } => {
-                    (*elem, shape.iter().map(ToString::to_string).collect(), if *output { Role::Output } else { Role::Input })
+                    (*elem, shape.iter().map(|e| k.size_text(e)).collect(), if *output { Role::Output } else { Role::Input })
                 }
                 ParamKind::Scalar(elem) => (*elem, vec![], Role::Input),
             };
@@ -112,10 +112,11 @@ fn scalar_value(s: Scalar) -> S {
 /// grid); [`InterpError::TooLarge`] for tensors or grids above `max_elements`.
 pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<String, i64>, max_elements: u64) -> Result<Bound, InterpError> {
     let params = signature_params(k)?;
-    let grid_text = k.grid.clone().map(|g| g.to_string());
+    let grid_text = k.grid.clone().map(|g| k.size_text(&g));
+    let size_names: Vec<String> = k.sizes.values().cloned().collect();
     let sig = Signature {
         kernel: &k.name,
-        sizes: &k.sizes,
+        sizes: &size_names,
         params: &params,
         grid: &grid_text,
         block_threads: k.threads,
@@ -165,7 +166,7 @@ pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<
     // must be given explicitly rather than silently read as 0.
     let sizes = k
         .sizes
-        .iter()
+        .values()
         .map(|s| match binding.sizes.get(s) {
             Some(&v) => Ok(v as i64), // from a usize extent or a value checked against i64 above
             None => Err(BindError::UnresolvedSize { size: s.clone(), used_by: "the kernel body".into() }),
@@ -197,9 +198,10 @@ mod tests {
     fn size_evaluation_is_the_kernels() {
         // (T - 100) / 64 + 1 at T = 50: div.s32(-50, 64) + 1 = 1. The old evaluator refused
         // the negative intermediate; floor division would give 0.
-        let t = SizeExpr::Sym("T".into());
+        let mut k = Kernel::new("k", crate::diag::Span::default());
+        let t = SizeExpr::Sym(k.declare_size("T"));
         let e = bin(SizeOp::Add, bin(SizeOp::Div, bin(SizeOp::Sub, t, SizeExpr::Const(100)), SizeExpr::Const(64)), SizeExpr::Const(1));
         let env = BTreeMap::from([("T".to_string(), 50)]);
-        assert_eq!(eval_size(&e, &env), Ok(1));
+        assert_eq!(eval_size(&k, &e, &env), Ok(1));
     }
 }

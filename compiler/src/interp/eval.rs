@@ -157,7 +157,7 @@ impl<'a> Cta<'a> {
                 Some(Val::scalar(Elem::I32, S::I(p)).convert(need()?.elem())?)
             }
             Op::Size(n) => {
-                let s = *self.bound.sizes.get(*n).ok_or_else(|| ExecError::Malformed(format!("size #{n}")))?;
+                let s = *self.bound.sizes.get(n.as_u32() as usize).ok_or_else(|| ExecError::Malformed(format!("size {n}")))?;
                 Some(Val::scalar(Elem::I32, S::I(s)).convert(need()?.elem())?)
             }
             Op::ScalarParam(p) => {

@@ -26,7 +26,7 @@ pub mod write;
 
 use cranelift_entity::{PrimaryMap, SecondaryMap};
 
-pub use entities::{Block, Inst, Param, Value, Var};
+pub use entities::{Block, Inst, Param, SizeVar, Value, Var};
 pub use types::{broadcast, tmem_columns, Elem, SizeExpr, SizeOp, Space, Type};
 
 use crate::diag::Span;
@@ -47,7 +47,7 @@ pub struct Kernel {
     pub span: Span,
     /// Symbolic sizes, in order of first appearance in parameter shapes. Each becomes an `i32`
     /// kernel argument after the declared parameters.
-    pub sizes: Vec<String>,
+    pub sizes: PrimaryMap<SizeVar, String>,
     /// Declared parameters.
     pub params: PrimaryMap<Param, ParamData>,
     /// Launch grid (x, y, z) over the symbolic sizes.
@@ -265,8 +265,8 @@ pub enum Op {
     ConstFloat(f64),
     /// `program_id(axis)`: this CTA's index in the grid (scalar i32).
     ProgramId(u8),
-    /// The value of a symbolic size (scalar i32), by index into [`Kernel::sizes`].
-    Size(usize),
+    /// The value of a symbolic size (scalar i32).
+    Size(SizeVar),
     /// The value of a scalar parameter.
     ScalarParam(Param),
     /// Elementwise unary operation.
@@ -381,7 +381,7 @@ impl Kernel {
         Kernel {
             name: name.to_string(),
             span,
-            sizes: Vec::new(),
+            sizes: PrimaryMap::new(),
             params: PrimaryMap::new(),
             grid: [SizeExpr::Const(1), SizeExpr::Const(1), SizeExpr::Const(1)],
             threads: 128,
@@ -392,6 +392,21 @@ impl Kernel {
             body,
             inst_spans: SecondaryMap::new(),
         }
+    }
+
+    /// The size named `name`.
+    pub fn size_named(&self, name: &str) -> Option<SizeVar> {
+        self.sizes.iter().find(|(_, n)| n.as_str() == name).map(|(s, _)| s)
+    }
+
+    /// The size named `name`, declared if new (sizes are numbered in order of first use).
+    pub fn declare_size(&mut self, name: &str) -> SizeVar {
+        self.size_named(name).unwrap_or_else(|| self.sizes.push(name.to_string()))
+    }
+
+    /// The text of a size expression with this kernel's size names (the metadata syntax).
+    pub fn size_text(&self, e: &SizeExpr) -> String {
+        e.display(&self.sizes).to_string()
     }
 
     /// Type of a value.

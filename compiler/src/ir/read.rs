@@ -273,13 +273,25 @@ impl KernelReader {
         let mut c = next(n)?;
         c.keyword("sizes")?;
         c.expect("[")?;
-        r.k.sizes = list(&mut c, "]", |c| c.word("a size name").map(String::from))?;
+        // Sizes are numbered in order of first use in the parameter shapes, which declared them
+        // already; the list must agree, and may add sizes the shapes do not use.
+        let col = c.col();
+        let listed = list(&mut c, "]", |c| c.word("a size name").map(String::from))?;
+        for (i, name) in listed.iter().enumerate() {
+            if r.k.declare_size(name).as_u32() as usize != i {
+                return c.error_at(col, format!("size `{name}` is listed at position {i} but the parameter shapes use it at position {}", r.k.declare_size(name).as_u32()));
+            }
+        }
+        if listed.len() != r.k.sizes.len() {
+            let names: Vec<&str> = r.k.sizes.values().map(String::as_str).collect();
+            return c.error_at(col, format!("the parameter shapes use sizes [{}], but `sizes` lists [{}]", names.join(", "), listed.join(", ")));
+        }
         c.done()?;
         let mut c = next(n)?;
         c.keyword("grid")?;
         c.expect("(")?;
         let mut axis = |sep: &str| -> Result<SizeExpr, ReadError> {
-            let e = size_expr(&mut c, 0)?;
+            let e = size_expr(&mut c, 0, &mut r.k.sizes)?;
             c.expect(sep)?;
             Ok(e)
         };
@@ -360,6 +372,7 @@ impl KernelReader {
 
     fn params(&mut self, c: &mut Cur<'_, '_>) -> Result<(), ReadError> {
         c.expect("(")?;
+        let sizes = &mut self.k.sizes;
         let params = list(c, ")", |c| {
             let (p, col) = c.entity("p", "a parameter `pN`")?;
             let name = c.word("a parameter name")?.to_string();
@@ -368,7 +381,7 @@ impl KernelReader {
             c.pos += usize::from(output);
             let e = elem(c)?;
             let kind = if c.eat("[") {
-                ParamKind::Tensor { elem: e, shape: list(c, "]", |c| size_expr(c, 0))?, output }
+                ParamKind::Tensor { elem: e, shape: list(c, "]", |c| size_expr(c, 0, sizes))?, output }
             } else if output {
                 return c.unexpected("`[` after an output tensor's element type");
             } else {
@@ -457,7 +470,7 @@ impl KernelReader {
             ("size", "") => {
                 let col = c.col();
                 let s = c.word("a size name")?;
-                let Some(i) = self.k.sizes.iter().position(|x| x == s) else { return c.error_at(col, format!("unknown size `{s}`")) };
+                let Some(i) = self.k.size_named(s) else { return c.error_at(col, format!("unknown size `{s}`")) };
                 Op::Size(i)
             }
             ("param", "") => Op::ScalarParam(self.param(c)?),
@@ -557,7 +570,8 @@ fn ty(c: &mut Cur<'_, '_>) -> Result<Type, ReadError> {
     }
 }
 
-fn size_expr(c: &mut Cur<'_, '_>, depth: usize) -> Result<SizeExpr, ReadError> {
+/// A size expression; a name that is not a function is a size, declared in `sizes` if new.
+fn size_expr(c: &mut Cur<'_, '_>, depth: usize, sizes: &mut PrimaryMap<SizeVar, String>) -> Result<SizeExpr, ReadError> {
     if depth > MAX_DEPTH {
         return c.error_at(c.col(), format!("size expression nested deeper than {MAX_DEPTH}"));
     }
@@ -566,23 +580,23 @@ fn size_expr(c: &mut Cur<'_, '_>, depth: usize) -> Result<SizeExpr, ReadError> {
         Some(Tok::Word(w)) => {
             c.pos += 1;
             match lookup(&SIZE_FUNCS, w) {
-                Some(op) if c.eat("(") => match &list(c, ")", |c| size_expr(c, depth + 1))?[..] {
+                Some(op) if c.eat("(") => match &list(c, ")", |c| size_expr(c, depth + 1, sizes))?[..] {
                     [a, b] => Ok(SizeExpr::Bin(op, Box::new(a.clone()), Box::new(b.clone()))),
                     args => c.error_at(c.col(), format!("`{w}` takes two arguments, not {}", args.len())),
                 },
-                _ => Ok(SizeExpr::Sym(w.to_string())),
+                _ => Ok(SizeExpr::Sym(sizes.iter().find(|(_, n)| n.as_str() == w).map(|(s, _)| s).unwrap_or_else(|| sizes.push(w.to_string())))),
             }
         }
         Some(Tok::Punct("(")) => {
             c.pos += 1;
-            let a = size_expr(c, depth + 1)?;
+            let a = size_expr(c, depth + 1, sizes)?;
             let op = match c.peek() {
                 Some(Tok::Punct(p)) => lookup(&SIZE_INFIX, p),
                 _ => None,
             };
             let Some(op) = op else { return c.unexpected("an operator (`+ - * / %`)") };
             c.pos += 1;
-            let b = size_expr(c, depth + 1)?;
+            let b = size_expr(c, depth + 1, sizes)?;
             c.expect(")")?;
             Ok(SizeExpr::Bin(op, Box::new(a), Box::new(b)))
         }

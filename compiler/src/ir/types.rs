@@ -2,6 +2,10 @@
 
 use std::fmt;
 
+use cranelift_entity::PrimaryMap;
+
+use super::entities::SizeVar;
+
 /// Element (scalar) type.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
 pub enum Elem {
@@ -151,8 +155,8 @@ impl fmt::Display for Type {
 pub enum SizeExpr {
     /// A constant.
     Const(i64),
-    /// A symbolic size, by name.
-    Sym(String),
+    /// A symbolic size of the kernel.
+    Sym(SizeVar),
     /// Binary arithmetic.
     Bin(SizeOp, Box<SizeExpr>, Box<SizeExpr>),
 }
@@ -166,9 +170,9 @@ pub enum SizeOp {
     Sub,
     /// `a * b`
     Mul,
-    /// `a / b` (floor division of non-negative numbers)
+    /// `a / b`, truncating toward zero (`div.s32`; the one semantics of `tilec_abi::expr`)
     Div,
-    /// `a % b`
+    /// `a % b`, with the sign of `a` (`rem.s32`)
     Rem,
     /// `cdiv(a, b)` = ceil(a / b)
     Cdiv,
@@ -214,12 +218,31 @@ impl SizeOp {
     }
 }
 
-impl fmt::Display for SizeExpr {
+impl SizeExpr {
+    /// Displays the expression in the metadata syntax, naming sizes from `names` (a size with
+    /// no name prints as its entity, `size3`).
+    pub fn display<'a>(&'a self, names: &'a PrimaryMap<SizeVar, String>) -> SizeDisplay<'a> {
+        SizeDisplay { e: self, names }
+    }
+}
+
+/// [`SizeExpr::display`].
+pub struct SizeDisplay<'a> {
+    e: &'a SizeExpr,
+    names: &'a PrimaryMap<SizeVar, String>,
+}
+
+impl fmt::Display for SizeDisplay<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        let sub = |e| SizeDisplay { e, names: self.names };
+        match self.e {
             SizeExpr::Const(c) => write!(f, "{c}"),
-            SizeExpr::Sym(s) => f.write_str(s),
+            SizeExpr::Sym(s) => match self.names.get(*s) {
+                Some(n) => f.write_str(n),
+                None => write!(f, "{s}"),
+            },
             SizeExpr::Bin(op, a, b) => {
+                let (a, b) = (sub(a), sub(b));
                 let name = match op {
                     SizeOp::Add => "+",
                     SizeOp::Sub => "-",

@@ -27,15 +27,16 @@ pub fn write_kernel(k: &Kernel) -> String {
         .iter()
         .map(|(p, d)| match &d.kind {
             ParamKind::Tensor { elem, shape, output } => {
-                let dims: Vec<String> = shape.iter().map(|e| e.to_string()).collect();
+                let dims: Vec<String> = shape.iter().map(|e| k.size_text(e)).collect();
                 format!("{p} {}: {}{elem}[{}]", d.name, if *output { "out " } else { "" }, dims.join(", "))
             }
             ParamKind::Scalar(e) => format!("{p} {}: {e}", d.name),
         })
         .collect();
     let _ = writeln!(s, "kernel {}({})", k.name, params.join(", "));
-    let _ = writeln!(s, "  sizes [{}]", k.sizes.join(", "));
-    let _ = writeln!(s, "  grid ({}, {}, {}) threads {}", k.grid[0], k.grid[1], k.grid[2], k.threads);
+    let sizes: Vec<&str> = k.sizes.values().map(String::as_str).collect();
+    let _ = writeln!(s, "  sizes [{}]", sizes.join(", "));
+    let _ = writeln!(s, "  grid ({}, {}, {}) threads {}", k.size_text(&k.grid[0]), k.size_text(&k.grid[1]), k.size_text(&k.grid[2]), k.threads);
     for (v, d) in k.vars.iter() {
         let _ = writeln!(s, "  {v} {}: {} {}", d.name, d.space, d.ty);
     }

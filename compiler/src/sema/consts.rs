@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::diag::{Code, Diagnostic, Span};
-use crate::ir::{SizeExpr, SizeOp};
+use crate::ir::{SizeExpr, SizeOp, SizeVar};
 use crate::syntax::ast::{BinOp, Expr, ExprKind, UnOp};
 
 /// The size operator of an arithmetic binary operator, if it has one.
@@ -103,25 +103,25 @@ pub fn eval_extent(e: &Expr, consts: &HashMap<String, i64>, max: i64) -> Result<
 }
 
 /// Converts a shape or grid expression to a [`SizeExpr`]: constants fold, other names must be
-/// symbolic sizes (`is_size`).
+/// symbolic sizes (`size_of` gives a name's size, if it is one).
 ///
 /// # Errors
 /// A diagnostic naming the first unknown name or unsupported operator.
-pub fn size_expr(e: &Expr, consts: &HashMap<String, i64>, is_size: &dyn Fn(&str) -> bool) -> Result<SizeExpr, Diagnostic> {
+pub fn size_expr(e: &Expr, consts: &HashMap<String, i64>, size_of: &dyn Fn(&str) -> Option<SizeVar>) -> Result<SizeExpr, Diagnostic> {
     if let Ok(c) = eval_const(e, consts) {
         return Ok(SizeExpr::Const(c));
     }
     let bad = |msg: String, span: Span| Diagnostic::error(Code::BadConst, msg, span, "in this size expression");
     match &e.kind {
-        ExprKind::Name(n) if is_size(n) => Ok(SizeExpr::Sym(n.clone())),
+        ExprKind::Name(n) if size_of(n).is_some() => Ok(SizeExpr::Sym(size_of(n).unwrap_or_else(|| unreachable!("checked by the guard")))),
         ExprKind::Name(n) => Err(Diagnostic::error(Code::UndefinedName, format!("`{n}` is not a size or constant"), e.span, "unknown size")),
         ExprKind::Binary(op, a, b) => {
             let sop = size_op(*op).ok_or_else(|| bad("operator not allowed in a size expression".into(), e.span))?;
-            Ok(SizeExpr::Bin(sop, Box::new(size_expr(a, consts, is_size)?), Box::new(size_expr(b, consts, is_size)?)))
+            Ok(SizeExpr::Bin(sop, Box::new(size_expr(a, consts, size_of)?), Box::new(size_expr(b, consts, size_of)?)))
         }
         ExprKind::Call(f, args) if args.len() == 2 && size_fn(&f.name).is_some() => {
             let sop = size_fn(&f.name).unwrap_or_else(|| unreachable!("checked by the guard"));
-            Ok(SizeExpr::Bin(sop, Box::new(size_expr(&args[0], consts, is_size)?), Box::new(size_expr(&args[1], consts, is_size)?)))
+            Ok(SizeExpr::Bin(sop, Box::new(size_expr(&args[0], consts, size_of)?), Box::new(size_expr(&args[1], consts, size_of)?)))
         }
         _ => Err(bad("expected a size expression (sizes, constants, + - * / % cdiv min max)".into(), e.span)),
     }

@@ -440,7 +440,7 @@ impl KernelLowering<'_> {
                     }
                     _ => {
                         self.error(
-                            Diagnostic::error(Code::BadTileShape, format!("`:` over dimension `{dim}`, which is not a compile-time constant"), *fs, "whole-dimension index")
+                            Diagnostic::error(Code::BadTileShape, format!("`:` over dimension `{}`, which is not a compile-time constant", self.b.kernel.size_text(dim)), *fs, "whole-dimension index")
                                 .with_note("use `start..+LEN` with a constant LEN, or declare the dimension with a `const`"),
                         );
                         ok = false;

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use crate::diag::{Code, Diagnostic, Diagnostics, Span};
 use crate::ir::builder::Builder;
-use crate::ir::{Elem, Kernel, Module, Param, ParamData, ParamKind, SizeExpr, Value, Var};
+use crate::ir::{Elem, Kernel, Module, Param, ParamData, ParamKind, SizeExpr, SizeVar, Value, Var};
 use crate::syntax::ast;
 
 pub use consts::{abi_op, eval_const, size_expr};
@@ -23,7 +23,7 @@ pub use consts::{abi_op, eval_const, size_expr};
 #[derive(Clone, Debug)]
 enum Binding {
     Const(i64),
-    Size(usize),
+    Size(SizeVar),
     Tensor(Param),
     Scalar(Param),
     /// An immutable SSA binding.
@@ -153,16 +153,17 @@ fn signature(
     for p in &k.params {
         for d in p.shape.iter().flatten() {
             if let ast::ExprKind::Name(n) = &d.kind {
-                if !consts.contains_key(n) && !kernel.sizes.contains(n) {
-                    kernel.sizes.push(n.clone());
+                if !consts.contains_key(n) {
+                    kernel.declare_size(n);
                 }
             }
         }
     }
     let sizes = kernel.sizes.clone();
-    let is_size = |n: &str| sizes.iter().any(|s| s == n);
-    for (i, s) in sizes.iter().enumerate() {
-        scope.insert(s.clone(), (Binding::Size(i), Span::default()));
+    let size_of = |n: &str| sizes.iter().find(|(_, s)| s.as_str() == n).map(|(v, _)| v);
+    let is_size = |n: &str| size_of(n).is_some();
+    for (v, s) in sizes.iter() {
+        scope.insert(s.clone(), (Binding::Size(v), Span::default()));
     }
     let mut seen: HashMap<String, Span> = HashMap::new();
     for p in &k.params {
@@ -189,7 +190,7 @@ fn signature(
             Some(dims) => {
                 let mut shape = vec![];
                 for d in dims {
-                    match size_expr(d, consts, &is_size) {
+                    match size_expr(d, consts, &size_of) {
                         Ok(SizeExpr::Const(c)) if c <= 0 => diags.push(Diagnostic::error(Code::BadTileShape, format!("dimension {c} is not positive"), d.span, "here")),
                         Ok(e) => shape.push(e),
                         Err(e) => diags.push(e),
@@ -209,7 +210,7 @@ fn signature(
         diags.push(Diagnostic::error(Code::BadLaunch, format!("grid has {} dimensions", k.grid.len()), k.grid_span, "expected 1 to 3"));
     }
     for (i, g) in k.grid.iter().take(3).enumerate() {
-        match size_expr(g, consts, &is_size) {
+        match size_expr(g, consts, &size_of) {
             Ok(e) => kernel.grid[i] = e,
             Err(d) => diags.push(d),
         }

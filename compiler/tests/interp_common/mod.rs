@@ -41,8 +41,17 @@ pub fn flat(shape: &[usize], idx: &[usize]) -> usize {
     shape.iter().zip(idx).fold(0, |acc, (&n, &i)| acc * n + i)
 }
 
-pub fn sym(s: &str) -> SizeExpr {
-    SizeExpr::Sym(s.to_string())
+/// Declares the kernel's sizes, in order.
+pub fn set_sizes(k: &mut Kernel, names: &[&str]) {
+    k.sizes = names.iter().map(|s| s.to_string()).collect();
+}
+/// The symbolic size `s` of `k` (declared with [`set_sizes`]).
+pub fn sym(k: &Kernel, s: &str) -> SizeExpr {
+    SizeExpr::Sym(k.size_named(s).unwrap_or_else(|| panic!("size {s} is not declared")))
+}
+/// The `i`-th size (entity) of a kernel.
+pub fn size(i: u32) -> tilec::ir::SizeVar {
+    tilec::ir::SizeVar::from_u32(i)
 }
 pub fn cst(c: i64) -> SizeExpr {
     SizeExpr::Const(c)
