@@ -161,26 +161,10 @@ pub enum SizeExpr {
     Bin(SizeOp, Box<SizeExpr>, Box<SizeExpr>),
 }
 
-/// Operators of [`SizeExpr`].
-#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
-pub enum SizeOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b`, truncating toward zero (`div.s32`; the one semantics of `tilec_abi::expr`)
-    Div,
-    /// `a % b`, with the sign of `a` (`rem.s32`)
-    Rem,
-    /// `cdiv(a, b)` = ceil(a / b)
-    Cdiv,
-    /// `min(a, b)`
-    Min,
-    /// `max(a, b)`
-    Max,
-}
+/// Operators of [`SizeExpr`]: the ABI's size operators themselves ([`tilec_abi::expr::Op`]), so
+/// the compiler, the runtime and the interpreter share one operator set and one arithmetic
+/// ([`tilec_abi::expr::apply`]: truncating division, as `div.s32`).
+pub use tilec_abi::expr::Op as SizeOp;
 
 impl SizeExpr {
     /// The constant value, when the expression has no symbols.
@@ -190,30 +174,8 @@ impl SizeExpr {
             SizeExpr::Sym(_) => None,
             SizeExpr::Bin(op, a, b) => {
                 let (a, b) = (a.as_const()?, b.as_const()?);
-                op.apply(a, b)
+                tilec_abi::expr::apply(*op, a, b).ok()
             }
-        }
-    }
-}
-
-impl SizeOp {
-    /// Evaluates the operator; `None` on division by zero or overflow.
-    pub fn apply(self, a: i64, b: i64) -> Option<i64> {
-        match self {
-            SizeOp::Add => a.checked_add(b),
-            SizeOp::Sub => a.checked_sub(b),
-            SizeOp::Mul => a.checked_mul(b),
-            SizeOp::Div => a.checked_div(b),
-            SizeOp::Rem => a.checked_rem(b),
-            SizeOp::Cdiv => {
-                if b == 0 {
-                    None
-                } else {
-                    b.checked_sub(1).and_then(|b1| a.checked_add(b1)).and_then(|x| x.checked_div(b))
-                }
-            }
-            SizeOp::Min => Some(a.min(b)),
-            SizeOp::Max => Some(a.max(b)),
         }
     }
 }

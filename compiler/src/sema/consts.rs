@@ -29,26 +29,10 @@ fn size_fn(name: &str) -> Option<SizeOp> {
     })
 }
 
-/// The ABI's name for a size operator. Constant folding goes through
-/// [`tilec_abi::expr::apply`], the arithmetic the runtime and the interpreter use for the same
-/// expressions, so a folded constant equals what the kernel (`div.s32`) would compute.
-pub fn abi_op(op: SizeOp) -> tilec_abi::expr::Op {
-    use tilec_abi::expr::Op;
-    match op {
-        SizeOp::Add => Op::Add,
-        SizeOp::Sub => Op::Sub,
-        SizeOp::Mul => Op::Mul,
-        SizeOp::Div => Op::Div,
-        SizeOp::Rem => Op::Rem,
-        SizeOp::Cdiv => Op::Cdiv,
-        SizeOp::Min => Op::Min,
-        SizeOp::Max => Op::Max,
-    }
-}
-
-/// Folds `x op y`; `None` on division by zero or overflow.
+/// Folds `x op y` with the ABI's arithmetic (what the runtime, the interpreter and `div.s32`
+/// compute); `None` on division by zero or overflow.
 fn fold(op: SizeOp, x: i64, y: i64) -> Option<i64> {
-    tilec_abi::expr::apply(abi_op(op), x, y).ok()
+    tilec_abi::expr::apply(op, x, y).ok()
 }
 
 /// Evaluates a constant integer expression over `consts`.

@@ -17,7 +17,7 @@ use crate::ir::builder::Builder;
 use crate::ir::{Elem, Kernel, Module, Param, ParamData, ParamKind, SizeExpr, SizeVar, Value, Var};
 use crate::syntax::ast;
 
-pub use consts::{abi_op, eval_const, size_expr};
+pub use consts::{eval_const, size_expr};
 
 /// What a name refers to.
 #[derive(Clone, Debug)]
