@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# GPU checks of what this checkout builds, run on the H200 (the device machine has no Rust and no
+# LLVM): `scripts/h200-prepare.sh` builds everything here into .device/ (ignored by git), then
+# on the device, from the repository root: `scripts/h200-check.sh`.
+#   1. the runtime's GPU smoke tests (#[ignore]d in CI), run with --ignored;
+#   2. every sm_90a example artifact on the GPU through tilec-run, compared with the CPU
+#      interpreter's sm_90a numerics at odd sizes (bitwise count and max |difference|);
+#   3. kverify judging the sm_90a gemm artifact on the GPU (--tilec-artifact).
+set -uo pipefail
+d=.device; b=$d/bin; a=$d/art; io=$d/io
+out=${OUT:-/tmp/h200-check}; mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "== runtime GPU smoke tests (--ignored)"
+"$b/gpu_smoke" --ignored --test-threads=1 2>&1 | grep -E "^test |test result"
+echo "== sm_90a artifacts vs the interpreter"
+for case in $(cat "$io/cases"); do
+  kernel=${case%%@*}; name=${case#*@}
+  "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/$name.gpu.safetensors" $(cat "$io/$name.flags" 2>/dev/null) \
+    || { echo "FAIL $name: tilec-run exit $?"; continue; }
+  python3 scripts/h200_compare_outputs.py "$name" "$out/$name.gpu.safetensors" "$io/$name.interp.safetensors"
+done
+echo "== repeat 5x, bitwise"
+first=$(head -n1 "$io/cases"); kernel=${first%%@*}; name=${first#*@}
+for i in 1 2 3 4 5; do "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/rep$i.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >/dev/null; done
+sha256sum "$out"/rep*.safetensors | awk '{print $1}' | sort -u | wc -l | sed 's/^/distinct outputs over 5 runs: /'
+echo "== kverify on the sm_90a gemm artifact (GPU executor)"
+"$b/kverify" check --op matmul --tilec-artifact "$a/gemm.sm_90a.meta.json" --tilec-run "$b/tilec-run" --json "$out/kverify-gemm.json" 2>&1 | tail -18

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds, here, everything scripts/h200-check.sh needs on the H200 into .device/ (ignored by
+# git; name `.device` in the device's `carry`): release tilec-run and kverify, the runtime's GPU
+# smoke-test binary, sm_90a artifacts (PTX + cubin + metadata) of every example, and per case
+# seeded inputs with the CPU interpreter's sm_90a outputs at odd sizes.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+. .tools/env.sh
+t="${CARGO_TARGET_DIR:-$root/target}"
+cargo build -q --release -p tilec -p tilec-runtime -p kverify
+smoke=$(cargo test -q -p tilec-runtime --test gpu_smoke --no-run --message-format=json 2>/dev/null | python3 -c 'import json,sys
+for l in sys.stdin:
+    m=json.loads(l)
+    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="gpu_smoke": print(m["executable"])')
+d=.device; rm -rf "$d"; mkdir -p "$d/bin" "$d/art" "$d/io"
+cp "$t/release/tilec-run" "$t/release/kverify" "$d/bin/"; cp "$smoke" "$d/bin/gpu_smoke"
+tilec="$t/release/tilec"
+for f in dsl-examples/*.tile; do "$tilec" build "$f" --target sm_90a -o "$d/art" >/dev/null; done
+cases=()
+case_() { # NAME FILE KERNEL SIZES...
+  local name=$1 file=$2 kernel=$3; shift 3
+  local args=(); for s in "$@"; do args+=("$s"); done
+  "$tilec" inputs "$file" --kernel "$kernel" "${args[@]}" --std 0.5 --seed 7 --out "$d/io/$name.in.safetensors" >/dev/null
+  local run=() prev=""; for s in "$@"; do [ "$prev" = --size ] && run+=(--size "$s"); prev=$s; done
+  "$tilec" run --interp --target sm_90a "$file" --kernel "$kernel" --inputs "$d/io/$name.in.safetensors" --out "$d/io/$name.interp.safetensors" "${run[@]}" >/dev/null
+  printf '%s\n' "${run[@]}" | paste -sd' ' > "$d/io/$name.flags"
+  cases+=("$kernel@$name")
+}
+case_ gemm65 dsl-examples/gemm.tile gemm --size M=65 --size K=65 --size N=65
+case_ gemm256 dsl-examples/gemm.tile gemm --size M=256 --size K=192 --size N=256
+case_ k1s_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --size T=100 --size H=2 --size V=96 --scalar scale=0.088
+case_ k1c_t100 dsl-examples/k1_reverse_scan.tile k1_scan_channel --size B=1 --size T=100 --size H=2 --size V=96 --scalar scale=0.088
+case_ k2_t100 dsl-examples/k2_wy_vjp.tile k2_wy_vjp --size B=1 --size T=100 --size H=2
+case_ reuse_m100 dsl-examples/tmem_reuse_disjoint.tile reuse_disjoint --size M=100
+printf '%s\n' "${cases[@]}" > "$d/io/cases"
+du -sh "$d"

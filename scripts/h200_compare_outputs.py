@@ -1,0 +1,31 @@
+# Compares two safetensors files tensor by tensor (bf16/f16/f32/i32, read by hand: numpy has no
+# bf16): the number of bitwise-equal elements and the largest |difference| relative to the
+# largest |value|. Usage: h200_compare_outputs.py NAME GPU.safetensors INTERP.safetensors
+import json, struct, sys
+import numpy as np
+
+def load(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); data = f.read()
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__":
+            continue
+        s, e = v["data_offsets"]; raw = data[s:e]
+        if v["dtype"] == "BF16":
+            a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif v["dtype"] == "F16":
+            a = np.frombuffer(raw, np.float16).astype(np.float32)
+        else:
+            a = np.frombuffer(raw, {"F32": np.float32, "I32": np.int32}[v["dtype"]])
+        out[k] = a.reshape(v["shape"])
+    return out
+
+name, gpu, ref = sys.argv[1], load(sys.argv[2]), load(sys.argv[3])
+for t in sorted(ref):
+    g, r = gpu[t].astype(np.float64), ref[t].astype(np.float64)
+    u = {2: np.uint16, 4: np.uint32}[gpu[t].dtype.itemsize]
+    same = int((np.ascontiguousarray(gpu[t]).view(u) == np.ascontiguousarray(ref[t]).view(u)).sum())
+    scale = max(np.abs(r).max(), 1e-30) if r.size else 1.0
+    err = np.abs(g - r).max() if r.size else 0.0
+    print(f"{name} {t}{list(r.shape)}: bitwise equal {same}/{r.size}, max|gpu-interp| {err:.3e} (rel {err/scale:.3e}), finite {bool(np.isfinite(g).all())}")
