@@ -20,14 +20,14 @@ use crate::ir::{Elem, Inst, Kernel, Op, Param, ParamKind, SizeExpr, SizeOp, Type
 use crate::layout::IndexArith;
 use crate::passes::target_plan::TargetPlan;
 
-use super::lowering::{self, Lowering};
+use super::lowering::Lowering;
 use super::{BackendError, Target, TmemLayout};
 
 /// LLVM's `ptx_kernel` calling convention number (`CallingConv::PTX_Kernel`).
 const PTX_KERNEL_CC: u32 = 71;
 
 /// Per-kernel code-generation state.
-pub struct Codegen<'ctx, 'k> {
+pub(crate) struct Codegen<'ctx, 'k> {
     /// LLVM context.
     pub ctx: &'ctx Context,
     /// The module being built.
@@ -75,7 +75,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     ///
     /// # Errors
     /// [`BackendError::Unsupported`] for parameter types without a PTX form.
-    pub fn new(ctx: &'ctx Context, k: &'k Kernel, tmem: &'k TmemLayout, tp: &'k TargetPlan) -> Result<Self, BackendError> {
+    pub(crate) fn new(ctx: &'ctx Context, k: &'k Kernel, tmem: &'k TmemLayout, tp: &'k TargetPlan, lowering: &'static dyn Lowering) -> Result<Self, BackendError> {
         let target = tp.target;
         let module = ctx.create_module(&k.name);
         let b = ctx.create_builder();
@@ -111,7 +111,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             b,
             k,
             target,
-            lowering: lowering::for_target(target),
+            lowering,
             tmem,
             tp,
             header: tp.header_bytes,

@@ -1,10 +1,9 @@
 //! The per-target half of code generation: what differs between `sm_90a` ([`super::sm90`]) and
 //! `sm_100a` ([`super::sm100`]) is one [`Lowering`] implementation each, chosen once per kernel
-//! ([`for_target`]); the core ([`super::emit`] and the op-family files) calls it at the few places
+//! (`backend::compile_kernel`); the core ([`super::emit`] and the op-family files) calls it at the few places
 //! where the targets differ — matrix products, tensor-memory variables and the TMEM lifecycle.
 
 use crate::ir::{Inst, MmaOperand, Value, Var};
-use crate::target::Target;
 
 use super::emit::Codegen;
 use super::BackendError;
@@ -25,12 +24,4 @@ pub(crate) trait Lowering: Sync {
     fn tmem_relinquish(&self, cg: &mut Codegen<'_, '_>) -> Result<(), BackendError>;
     /// `TmemDealloc`.
     fn tmem_dealloc(&self, cg: &mut Codegen<'_, '_>, columns: u32) -> Result<(), BackendError>;
-}
-
-/// The lowering of `target`.
-pub(crate) fn for_target(target: Target) -> &'static dyn Lowering {
-    match target {
-        Target::Sm90a => &super::sm90::Sm90,
-        Target::Sm100a => &super::sm100::Sm100,
-    }
 }

@@ -17,16 +17,18 @@
 //! memory; each tile instruction is a CTA-wide loop (thread `t` handles elements
 //! `t, t+threads, …`) followed by `bar.sync` where the barrier pass put one.
 
-pub mod barrier;
-pub mod elementwise;
-pub mod emit;
-pub mod llvm;
+// The code-generation core is crate-private: outside the back end only `compile_kernel`, its
+// error and result types, the TMEM layout and the tcgen05 gate are used.
+pub(crate) mod barrier;
+pub(crate) mod elementwise;
+pub(crate) mod emit;
+pub(crate) mod llvm;
 pub(crate) mod lowering;
-pub mod math;
-pub mod memory;
-pub mod reduce;
+pub(crate) mod math;
+pub(crate) mod memory;
+pub(crate) mod reduce;
 pub mod sm100;
-pub mod sm90;
+pub(crate) mod sm90;
 
 use inkwell::builder::BuilderError;
 use inkwell::context::Context;
@@ -127,7 +129,7 @@ pub fn compile_kernel(v: &Validated<'_>, tmem: &TmemLayout, plan: &TargetPlan) -
     let target = plan.target;
     let t0 = std::time::Instant::now();
     let ctx = Context::create();
-    let cg = emit::Codegen::new(&ctx, k, tmem, plan)?;
+    let cg = emit::Codegen::new(&ctx, k, tmem, plan, for_target(target))?;
     let (module, smem_bytes) = cg.run()?;
     let llvm_ir = module.print_to_string().to_string();
     let t1 = std::time::Instant::now();
@@ -138,4 +140,12 @@ pub fn compile_kernel(v: &Validated<'_>, tmem: &TmemLayout, plan: &TargetPlan) -
         eprintln!("timing {} {target}: emit_llvm {:.1} ms, opt_and_ptx {:.1} ms, {} IR lines", k.name, (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3, llvm_ir.lines().count());
     }
     Ok(Compiled { ptx, llvm_ir, smem_bytes, threads: k.threads })
+}
+
+/// The lowering of `target` (chosen here, once, so that the core does not depend on the targets).
+fn for_target(target: Target) -> &'static dyn lowering::Lowering {
+    match target {
+        Target::Sm90a => &sm90::Sm90,
+        Target::Sm100a => &sm100::Sm100,
+    }
 }

@@ -5,11 +5,11 @@
 //! mbarrier they need ([`sync`]). Accumulators outside tensor memory use `mma.sync`, which
 //! sm_100a also has.
 
-pub mod descriptors;
-pub mod mma;
-pub mod sync;
-pub mod tmem;
-pub mod tmem_access;
+pub(crate) mod descriptors;
+pub(crate) mod mma;
+pub(crate) mod sync;
+pub(crate) mod tmem;
+pub(crate) mod tmem_access;
 pub mod tmem_layout;
 
 use crate::ir::{Inst, MmaOperand, Space, Value, Var};

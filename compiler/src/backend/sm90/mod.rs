@@ -2,7 +2,7 @@
 //! ([`mma_sync`]); there is no tensor memory, so `tmem` variables are shared-memory f32 tiles
 //! handled like any other variable and the TMEM lifecycle instructions emit nothing.
 
-pub mod mma_sync;
+pub(crate) mod mma_sync;
 
 use crate::ir::{Inst, MmaOperand, Value, Var};
 
