@@ -234,8 +234,12 @@ impl<'ctx> Codegen<'ctx, '_> {
                     BinOp::Mul => b.build_float_mul(x, y, "")?.into(),
                     BinOp::Div => b.build_float_div(x, y, "")?.into(),
                     BinOp::Rem => b.build_float_rem(x, y, "")?.into(),
-                    BinOp::Min => self.call("llvm.minnum.f32", Some(f32t.into()), &[x.into(), y.into()])?,
-                    BinOp::Max => self.call("llvm.maxnum.f32", Some(f32t.into()), &[x.into(), y.into()])?,
+                    // IEEE 754-2019 minimum/maximum (NaN-propagating): min.NaN / max.NaN.f32.
+                    BinOp::Min => self.call("llvm.minimum.f32", Some(f32t.into()), &[x.into(), y.into()])?,
+                    BinOp::Max => self.call("llvm.maximum.f32", Some(f32t.into()), &[x.into(), y.into()])?,
+                    // minNum/maxNum (NaN-ignoring): min.f32 / max.f32.
+                    BinOp::FMin => self.call("llvm.minnum.f32", Some(f32t.into()), &[x.into(), y.into()])?,
+                    BinOp::FMax => self.call("llvm.maxnum.f32", Some(f32t.into()), &[x.into(), y.into()])?,
                     BinOp::Cdiv | BinOp::And | BinOp::Or => return Err(self.unsupported(format!("{op:?} on floats"))),
                 }
             }
@@ -255,6 +259,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                     }
                     BinOp::And => b.build_and(x, y, "")?.into(),
                     BinOp::Or => b.build_or(x, y, "")?.into(),
+                    BinOp::FMin | BinOp::FMax => return Err(self.unsupported(format!("{op:?} on integers"))),
                 }
             }
             Class::Bool => {

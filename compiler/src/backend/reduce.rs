@@ -62,8 +62,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         let f32t = self.ctx.f32_type();
         Ok(match (op, cl) {
             (ReduceOp::Sum, Class::Float) => self.b.build_float_add(acc.into_float_value(), x.into_float_value(), "")?.into(),
-            (ReduceOp::Max, Class::Float) => self.call("llvm.maxnum.f32", Some(f32t.into()), &[acc, x])?,
-            (ReduceOp::Min, Class::Float) => self.call("llvm.minnum.f32", Some(f32t.into()), &[acc, x])?,
+            (ReduceOp::Max, Class::Float) => self.call("llvm.maximum.f32", Some(f32t.into()), &[acc, x])?,
+            (ReduceOp::Min, Class::Float) => self.call("llvm.minimum.f32", Some(f32t.into()), &[acc, x])?,
             (ReduceOp::Sum, _) => self.b.build_int_add(acc.into_int_value(), x.into_int_value(), "")?.into(),
             (ReduceOp::Max | ReduceOp::Min, _) => {
                 let pred = if op == ReduceOp::Max { inkwell::IntPredicate::SGT } else { inkwell::IntPredicate::SLT };

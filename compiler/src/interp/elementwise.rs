@@ -65,8 +65,10 @@ pub fn binary(op: BinOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
                     BinOp::Mul => x * y,
                     BinOp::Div => x / y,
                     BinOp::Rem => x % y,
-                    BinOp::Min => x.min(y),
-                    BinOp::Max => x.max(y),
+                    BinOp::Min => minimum(x, y),
+                    BinOp::Max => maximum(x, y),
+                    BinOp::FMin => x.min(y),
+                    BinOp::FMax => x.max(y),
                     BinOp::Cdiv | BinOp::And | BinOp::Or => {
                         return Err(ExecError::Malformed(format!("{op:?} on floats")));
                     }
@@ -75,6 +77,29 @@ pub fn binary(op: BinOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
             }
         }
     })
+}
+
+/// IEEE 754-2019 `maximum`: NaN if either operand is NaN (the quiet NaN `max.NaN.f32` returns),
+/// +0 above −0, else the larger.
+pub fn maximum(x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        f32::NAN
+    } else if x == y {
+        if x.is_sign_positive() { x } else { y }
+    } else {
+        x.max(y)
+    }
+}
+
+/// IEEE 754-2019 `minimum`: NaN if either operand is NaN, −0 below +0, else the smaller.
+pub fn minimum(x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        f32::NAN
+    } else if x == y {
+        if x.is_sign_negative() { x } else { y }
+    } else {
+        x.min(y)
+    }
 }
 
 fn int_binary(op: BinOp, x: i64, y: i64) -> Result<i64, ExecError> {
@@ -98,7 +123,7 @@ fn int_binary(op: BinOp, x: i64, y: i64) -> Result<i64, ExecError> {
         }
         BinOp::Min => x.min(y),
         BinOp::Max => x.max(y),
-        BinOp::And | BinOp::Or => return Err(ExecError::Malformed(format!("{op:?} on integers"))),
+        BinOp::And | BinOp::Or | BinOp::FMin | BinOp::FMax => return Err(ExecError::Malformed(format!("{op:?} on integers"))),
     };
     fit_i32(z)
 }
@@ -180,8 +205,8 @@ pub fn reduce(op: ReduceOp, axis: Axis, a: &Val, ty: Type) -> Result<Val, ExecEr
                 let x = at(o, i).as_f32()?;
                 acc = match op {
                     ReduceOp::Sum => acc + x,
-                    ReduceOp::Max => acc.max(x),
-                    ReduceOp::Min => acc.min(x),
+                    ReduceOp::Max => maximum(acc, x),
+                    ReduceOp::Min => minimum(acc, x),
                 };
             }
             S::F(acc)

@@ -175,10 +175,15 @@ pub enum BinOp {
     Div,
     /// `%`
     Rem,
-    /// `min(a, b)`
+    /// `min(a, b)`: IEEE 754-2019 `minimum` on floats — NaN if either operand is NaN, and
+    /// −0 < +0 (PTX `min.NaN.f32`; what PyTorch's `torch.minimum` does).
     Min,
-    /// `max(a, b)`
+    /// `max(a, b)`: IEEE 754-2019 `maximum` on floats (NaN-propagating, PTX `max.NaN.f32`).
     Max,
+    /// `fmin(a, b)`: IEEE 754-2008 `minNum` — a NaN operand is ignored (PTX `min.f32`). Floats only.
+    FMin,
+    /// `fmax(a, b)`: IEEE 754-2008 `maxNum` (NaN-ignoring, PTX `max.f32`). Floats only.
+    FMax,
     /// `cdiv(a, b)` (integers only)
     Cdiv,
     /// `&&` on predicates
@@ -209,9 +214,9 @@ pub enum CmpOp {
 pub enum ReduceOp {
     /// Sum (fp32 accumulation).
     Sum,
-    /// Maximum.
+    /// Maximum, NaN-propagating on floats (as [`BinOp::Max`]).
     Max,
-    /// Minimum.
+    /// Minimum, NaN-propagating on floats (as [`BinOp::Min`]).
     Min,
 }
 

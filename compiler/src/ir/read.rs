@@ -233,8 +233,20 @@ impl<'a> Cur<'a, '_> {
 // Names of operators: the printer's spellings.
 
 const UNOPS: [(&str, UnOp); 7] = [("neg", UnOp::Neg), ("exp2", UnOp::Exp2), ("log2", UnOp::Log2), ("exp", UnOp::Exp), ("abs", UnOp::Abs), ("sqrt", UnOp::Sqrt), ("not", UnOp::Not)];
-const BINOPS: [(&str, BinOp); 10] =
-    [("add", BinOp::Add), ("sub", BinOp::Sub), ("mul", BinOp::Mul), ("div", BinOp::Div), ("rem", BinOp::Rem), ("min", BinOp::Min), ("max", BinOp::Max), ("cdiv", BinOp::Cdiv), ("and", BinOp::And), ("or", BinOp::Or)];
+const BINOPS: [(&str, BinOp); 12] = [
+    ("add", BinOp::Add),
+    ("sub", BinOp::Sub),
+    ("mul", BinOp::Mul),
+    ("div", BinOp::Div),
+    ("rem", BinOp::Rem),
+    ("min", BinOp::Min),
+    ("max", BinOp::Max),
+    ("fmin", BinOp::FMin),
+    ("fmax", BinOp::FMax),
+    ("cdiv", BinOp::Cdiv),
+    ("and", BinOp::And),
+    ("or", BinOp::Or),
+];
 const CMPOPS: [(&str, CmpOp); 6] = [("eq", CmpOp::Eq), ("ne", CmpOp::Ne), ("lt", CmpOp::Lt), ("le", CmpOp::Le), ("gt", CmpOp::Gt), ("ge", CmpOp::Ge)];
 const REDUCEOPS: [(&str, ReduceOp); 3] = [("sum", ReduceOp::Sum), ("max", ReduceOp::Max), ("min", ReduceOp::Min)];
 const AXES: [(&str, Axis); 2] = [("row", Axis::Row), ("col", Axis::Col)];

@@ -244,7 +244,7 @@ impl KernelLowering<'_> {
                 self.b.set_span(span);
                 Some(self.b.value(Op::Unary(u, v), t.with_elem(Elem::F32)))
             }
-            "min" | "max" | "cdiv" => {
+            "min" | "max" | "fmin" | "fmax" | "cdiv" => {
                 if !arity(2, self) {
                     return None;
                 }
@@ -253,14 +253,22 @@ impl KernelLowering<'_> {
                 let (a, b) = self.unify(a?, b?, &args[0], &args[1], span)?;
                 let shape = self.broadcast_shape(a, b, span)?;
                 let e = self.ty(a).elem();
-                if e == Elem::Bool || (name == "cdiv" && e != Elem::I32) {
-                    return self.type_err(span, &format!("`{name}` needs {} operands", if name == "cdiv" { "i32" } else { "numeric" }));
+                let float_only = matches!(name, "fmin" | "fmax");
+                if e == Elem::Bool || (name == "cdiv" && e != Elem::I32) || (float_only && !e.is_float()) {
+                    let need = match name {
+                        "cdiv" => "i32",
+                        "fmin" | "fmax" => "float",
+                        _ => "numeric",
+                    };
+                    return self.type_err(span, &format!("`{name}` needs {need} operands"));
                 }
                 let re = if e.is_float() { Elem::F32 } else { e };
                 let ty = shape.map(|(r, c)| Type::tile(re, r, c)).unwrap_or(Type::Scalar(re));
                 let o = match name {
                     "min" => ir::BinOp::Min,
                     "max" => ir::BinOp::Max,
+                    "fmin" => ir::BinOp::FMin,
+                    "fmax" => ir::BinOp::FMax,
                     _ => ir::BinOp::Cdiv,
                 };
                 self.b.set_span(span);
@@ -367,7 +375,7 @@ impl KernelLowering<'_> {
             _ => {
                 self.error(
                     Diagnostic::error(Code::UnknownFunction, format!("unknown function `{name}`"), f.span, "not a builtin")
-                        .with_note("builtins: program_id, exp2, log2, exp, abs, sqrt, min, max, cdiv, select, bf16, f16, f32, i32, zeros, full, strict_lower, lower, row_index, col_index, row_sum, col_sum, row_max, col_max, row_min, col_min"),
+                        .with_note("builtins: program_id, exp2, log2, exp, abs, sqrt, min, max, fmin, fmax, cdiv, select, bf16, f16, f32, i32, zeros, full, strict_lower, lower, row_index, col_index, row_sum, col_sum, row_max, col_max, row_min, col_min"),
                 );
                 None
             }
