@@ -21,7 +21,7 @@ open(p, "w").write(s.replace(a, b, 1))
 PY
   ) || { echo "=== $1: site not found"; holes=1; return; }
   echo "=== $1"
-  failed=$(cd "$wt" && cargo test -q -p tilec --no-fail-fast 2>&1 | grep -E "^test .* FAILED" | sort -u)
+  failed=$(cd "$wt" && cargo test -q -p tilec --no-fail-fast 2>&1 | sed -nE 's/^---- (.*) stdout ----$/\1/p' | sort -u)
   if [ -z "$failed" ]; then echo "    NO TEST FAILS"; holes=1; else echo "$failed" | sed 's/^/    /'; fi
   git -C "$wt" checkout -q -- "$2"
 }
