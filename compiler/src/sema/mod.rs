@@ -99,6 +99,7 @@ impl<'a> KernelLowering<'a> {
         signature(k, consts, &mut kernel, &mut global, diags);
         let mut cx = KernelLowering { b: Builder::new(&mut kernel), consts, scopes: vec![global], diags };
         cx.block(&k.body);
+        warpgroups_for_tmem(k, &kernel, diags);
         kernel
     }
 
@@ -224,4 +225,22 @@ fn signature(
             Err(d) => diags.push(d),
         }
     }
+}
+
+/// A kernel with tensor-memory tiles needs whole warpgroups: warp `w` reaches only TMEM lanes
+/// `32·(w mod 4)..+32` (PTX ISA, tcgen05 access restrictions), so every lane quarter of a 128-lane
+/// buffer must have a warp, i.e. threads must be a multiple of 128. A user error (E0404), pointed
+/// at the thread count and the first TMEM tile, not a validator failure later.
+fn warpgroups_for_tmem(k: &ast::KernelDecl, kernel: &Kernel, diags: &mut Diagnostics) {
+    if kernel.threads % 128 == 0 {
+        return;
+    }
+    let Some(var) = kernel.vars.values().find(|v| v.space == crate::ir::Space::Tmem) else { return };
+    let at = k.threads.as_ref().map(|t| t.span).unwrap_or(k.name.span);
+    diags.push(
+        Diagnostic::error(Code::BadLaunch, format!("{} threads per CTA, but the kernel keeps tiles in tensor memory", kernel.threads), at, "not a multiple of 128")
+            .with_label(var.span, format!("`{}` is a tmem tile", var.name))
+            .with_note("each warp of a warpgroup reaches only its quarter of the 128 TMEM lanes, so tcgen05.ld/st need whole warpgroups")
+            .with_note("help: use threads(128) (or 256, 384, ...), or keep the tile in `smem`"),
+    );
 }

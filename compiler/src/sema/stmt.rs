@@ -271,15 +271,28 @@ impl KernelLowering<'_> {
         }
         let Some(v) = self.expr(value) else { return };
         let t = self.ty(v);
+        let operand_elem = t.elem();
         let v = match op {
             AssignOp::Set => v,
             AssignOp::Add | AssignOp::Sub => {
                 self.b.set_span(span);
                 let cur = self.b.value(Op::ReadVar(var), vd.ty);
-                let Ok(Some(_)) = crate::ir::broadcast(vd.ty, t) else {
+                let Ok(Some(shape)) = crate::ir::broadcast(vd.ty, t) else {
                     self.error(Diagnostic::error(Code::ShapeMismatch, format!("cannot add {t} to `{}` of type {}", name.name, vd.ty), value.span, "incompatible shape"));
                     return;
                 };
+                // The sum broadcasts both ways, but it is stored back into the variable: it may
+                // not grow past the variable's own shape (as `=` would refuse it too).
+                if Some(shape) != vd.ty.shape() {
+                    let (r, c) = shape;
+                    let sym = if op == AssignOp::Add { "+=" } else { "-=" };
+                    self.error(
+                        Diagnostic::error(Code::ShapeMismatch, format!("`{} {sym} …` would make a [{r}, {c}] tile, but `{}` is {}", name.name, name.name, vd.ty), value.span, format!("this is {t}"))
+                            .with_label(vd.span, "declared here")
+                            .with_note("help: reduce the value to the variable's shape first (e.g. `row_sum(...)` for a [R, 1] accumulator), or declare the variable with the full shape"),
+                    );
+                    return;
+                }
                 if (t.elem() == Elem::I32) != (vd.ty.elem() == Elem::I32) || t.elem() == Elem::Bool {
                     self.error(Diagnostic::error(Code::TypeMismatch, format!("cannot add {} to {}", t.elem(), vd.ty.elem()), value.span, "mismatched element types"));
                     return;
@@ -306,10 +319,12 @@ impl KernelLowering<'_> {
             return;
         }
         let widening = vd.ty.elem() == Elem::F32 && matches!(t.elem(), Elem::Bf16 | Elem::F16 | Elem::F32);
-        let narrowing_f32 = matches!(vd.ty.elem(), Elem::Bf16 | Elem::F16) && t.elem() == Elem::F32 && op != AssignOp::Set;
-        if t.elem() != vd.ty.elem() && !widening && !narrowing_f32 {
+        // `acc += y` on a bf16/f16 variable adds in f32 and rounds the sum back: allowed when the
+        // operand already has the variable's type; an f32 operand needs an explicit bf16(...).
+        let compound_sum = op != AssignOp::Set && t.elem() == Elem::F32 && operand_elem == vd.ty.elem();
+        if t.elem() != vd.ty.elem() && !widening && !compound_sum {
             self.error(
-                Diagnostic::error(Code::TypeMismatch, format!("expected {}, found {}", vd.ty.elem(), t.elem()), value.span, format!("this is {}", t.elem()))
+                Diagnostic::error(Code::TypeMismatch, format!("expected {}, found {}", vd.ty.elem(), operand_elem), value.span, format!("this is {}", operand_elem))
                     .with_label(vd.span, "declared here")
                     .with_note(format!("narrowing is an explicit rounding point: write {}(...)", vd.ty.elem())),
             );
