@@ -157,7 +157,12 @@ impl SizeExpr {
     /// unknown function or with the wrong number of arguments, [`ExprError::Overflow`] for an
     /// integer literal beyond `i64`.
     pub fn parse(text: &str) -> Result<SizeExpr, ExprError> {
-        let mut p = Parser { text, pos: 0 };
+        // Hostile metadata must not exhaust the stack (parsing, evaluation and dropping recurse
+        // over the tree): real size expressions are a few dozen bytes and a few levels deep.
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(ExprError::Parse { expr: text.chars().take(64).collect::<String>() + "…", pos: MAX_TEXT_BYTES, message: format!("size expression longer than {MAX_TEXT_BYTES} bytes") });
+        }
+        let mut p = Parser { text, pos: 0, depth: 0 };
         let root = p.expr()?;
         p.skip_ws();
         if p.pos != text.len() {
@@ -242,10 +247,17 @@ pub fn is_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Longest size-expression text accepted, in bytes.
+pub const MAX_TEXT_BYTES: usize = 4096;
+/// Deepest nesting of parentheses, calls and unary minus accepted.
+pub const MAX_DEPTH: usize = 64;
+
 /// Recursive-descent parser over the source bytes (the language is ASCII).
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
+    /// Current nesting of `(`, calls and unary `-`.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -308,9 +320,21 @@ impl Parser<'_> {
 
     fn unary(&mut self) -> Result<Node, ExprError> {
         if self.eat(b'-') {
-            return Ok(Node::Neg(Box::new(self.unary()?)));
+            let inner = self.nested(Self::unary)?;
+            return Ok(Node::Neg(Box::new(inner)));
         }
         self.atom()
+    }
+
+    /// Runs `f` one nesting level deeper, refusing to go past [`MAX_DEPTH`].
+    fn nested(&mut self, f: fn(&mut Self) -> Result<Node, ExprError>) -> Result<Node, ExprError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.err(&format!("nested deeper than {MAX_DEPTH} levels")));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
     }
 
     fn atom(&mut self) -> Result<Node, ExprError> {
@@ -333,9 +357,9 @@ impl Parser<'_> {
                 if !self.eat(b'(') {
                     return Ok(Node::Sym(name));
                 }
-                let mut args = vec![self.expr()?];
+                let mut args = vec![self.nested(Self::expr)?];
                 while self.eat(b',') {
-                    args.push(self.expr()?);
+                    args.push(self.nested(Self::expr)?);
                 }
                 if !self.eat(b')') {
                     return Err(self.err("expected `,` or `)` in function call"));
@@ -361,7 +385,7 @@ impl Parser<'_> {
             }
             Some(b'(') => {
                 self.pos += 1;
-                let inner = self.expr()?;
+                let inner = self.nested(Self::expr)?;
                 if !self.eat(b')') {
                     return Err(self.err("expected `)`"));
                 }
@@ -376,6 +400,22 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostile_nesting_and_length_are_errors_not_stack_overflows() {
+        // The fuzzer's metadata: 10,000 nested parentheses, 30,000 unary minuses.
+        let deep = format!("{}T{}", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(matches!(SizeExpr::parse(&deep), Err(ExprError::Parse { .. })));
+        let minus = format!("{}T", "-".repeat(30_000));
+        assert!(matches!(SizeExpr::parse(&minus), Err(ExprError::Parse { .. })));
+        let e = SizeExpr::parse(&format!("{}T{}", "(".repeat(65), ")".repeat(65))).unwrap_err();
+        assert!(e.to_string().contains("nested deeper than 64"), "{e}");
+        // At the limit it still parses and evaluates.
+        let ok = SizeExpr::parse(&format!("{}T{}", "(".repeat(64), ")".repeat(64))).expect("64 levels");
+        assert_eq!(ok.eval(&env(&[("T", 7)])), Ok(7));
+        let long = vec!["T"; 3000].join("+");
+        assert!(SizeExpr::parse(&long).unwrap_err().to_string().contains("longer than 4096 bytes"));
+    }
 
     fn env(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
