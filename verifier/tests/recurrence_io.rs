@@ -70,6 +70,26 @@ fn write_then_read_round_trips() {
 }
 
 #[test]
+fn an_empty_v_cannot_size_a_huge_zero_state() {
+    // v of shape [0, 0, 0, 2^38] holds no data, yet its last extent sized the zero-filled s0 and
+    // dst: a few hundred bytes of file asked for terabytes. Refused before allocating.
+    let path = tmp("empty-v.safetensors");
+    let one: Vec<u8> = 0.5f64.to_le_bytes().to_vec();
+    let views = vec![
+        ("q".to_string(), TensorView::new(Dtype::F64, vec![1, 1, 1, 1], &one).unwrap()),
+        ("k".to_string(), TensorView::new(Dtype::F64, vec![1, 1, 1, 1], &one).unwrap()),
+        ("v".to_string(), TensorView::new(Dtype::F64, vec![0, 0, 0, 1 << 38], &[]).unwrap()),
+        ("do".to_string(), TensorView::new(Dtype::F64, vec![0, 0, 0, 1 << 38], &[]).unwrap()),
+    ];
+    safetensors::serialize_to_file(views, &None, &path).unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() < 1024);
+    match read_problem(&path, Model::La, None) {
+        Err(RecurrenceError::Invalid(m)) => assert!(m.contains("would hold") && m.contains("the limit is"), "{m}"),
+        other => panic!("expected a size error, got {other:?}"),
+    }
+}
+
+#[test]
 fn non_f64_input_is_refused() {
     let path = tmp("f32.safetensors");
     let (b, t, h, k) = (1usize, 3usize, 1usize, 4usize);
@@ -184,7 +204,10 @@ fn ref_refuses_absurd_sizes_instead_of_aborting() {
     };
     let huge_state = RefArgs { batch: Some(1), heads: Some(1), seq_len: Some(1), dk: Some(100_000), dv: Some(100_000), ..base.clone() };
     let overflow = RefArgs { batch: Some(usize::MAX), heads: Some(2), seq_len: Some(2), dk: Some(2), dv: Some(2), ..base.clone() };
-    for args in [base, huge_state, overflow] {
+    // Five sizes of 2^32 multiply past 2^128: the count saturates instead of wrapping to a small
+    // number (the review's `--batch/--heads/--seq-len/--dk/--dv 4294967296`).
+    let wraps = RefArgs { batch: Some(1 << 32), heads: Some(1 << 32), seq_len: Some(1 << 32), dk: Some(1 << 32), dv: Some(1 << 32), ..base.clone() };
+    for args in [base, huge_state, overflow, wraps] {
         match ref_run(&args) {
             Err(RecurrenceError::Invalid(m)) => assert!(m.contains("problem too large"), "{m}"),
             other => panic!("expected a size error, got {other:?}"),

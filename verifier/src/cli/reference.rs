@@ -94,12 +94,12 @@ pub struct RefArgs {
     pub out: PathBuf,
 }
 
-/// Largest problem `kverify ref` accepts, in fp64 elements held at once (4 GiB).
-pub const MAX_ELEMENTS: u128 = 1 << 29;
+pub use crate::recurrence::io::MAX_ELEMENTS;
 
 /// Rough count of the fp64 elements a run holds: the inputs, their gradients, and the
 /// per-head state history (every token's state for `serial`, one per chunk for `chunk`).
-/// Computed in `u128` so absurd sizes cannot overflow.
+/// Computed in `u128` with saturating arithmetic so absurd sizes cannot wrap (five sizes of
+/// 2³² multiply past 2¹²⁸).
 ///
 /// # Errors
 /// [`RecurrenceError::Invalid`] when the count exceeds [`MAX_ELEMENTS`]: without this check,
@@ -111,7 +111,9 @@ pub fn check_budget(b: usize, t: usize, h: usize, k: usize, v: usize, method: Me
         Method::Serial => t + 1,
         Method::Chunk => t.div_ceil(c) + 1,
     };
-    let need = 2 * b * t * h * (5 * k + 4 * v) + 4 * b * h * k * v + b * h * states * k * v;
+    let prod = |xs: &[u128]| xs.iter().fold(1u128, |acc, &x| acc.saturating_mul(x));
+    let per_token = 5u128.saturating_mul(k).saturating_add(4u128.saturating_mul(v));
+    let need = prod(&[2, b, t, h, per_token]).saturating_add(prod(&[4, b, h, k, v])).saturating_add(prod(&[b, h, states, k, v]));
     if need > MAX_ELEMENTS {
         return Err(RecurrenceError::Invalid(format!(
             "problem too large: B={b} T={t} H={h} K={k} V={v} needs about {need} fp64 values ({:.1} GiB), the limit is {MAX_ELEMENTS} ({} GiB)",

@@ -96,12 +96,15 @@ fn map(mut t: Tensor, f: fn(f64) -> f64) -> Tensor {
     t
 }
 
+/// Largest problem `kverify ref` accepts, in fp64 elements held at once (4 GiB).
+pub const MAX_ELEMENTS: u128 = 1 << 29;
+
 /// Reads a problem for `model` from a safetensors file. Required: q, k, v, do, plus g (gated
 /// models), b and w (general) or beta (KDA, GDN). Optional: s0, dst (zero when absent),
 /// cu_seqlens (int64). Scale: `scale` if given, else the file's `scale` metadata, else `K^-0.5`.
 ///
 /// Errors: I/O, malformed file, a float tensor that is not F64 ([`RecurrenceError::Dtype`]),
-/// missing tensors, bad shapes.
+/// missing tensors, bad shapes, a zero-filled state above [`MAX_ELEMENTS`].
 pub fn read_problem(path: &Path, model: Model, scale: Option<f64>) -> Result<Problem, RecurrenceError> {
     let file = read_raw(path).map_err(|e| st_error(path, e))?;
     let get = |name: &str| -> Result<Option<Tensor>, RecurrenceError> { file.tensors.get(name).map(|t| f64_tensor(name, t)).transpose() };
@@ -115,6 +118,12 @@ pub fn read_problem(path: &Path, model: Model, scale: Option<f64>) -> Result<Pro
     };
     let vd = v.shape.last().copied().unwrap_or(0);
     let n = cu_seqlens.as_ref().map_or(b, |c| c.len().saturating_sub(1));
+    // A zero-filled state is sized by the file's extents, which an empty tensor can set to
+    // anything: refuse before allocating (a 328-byte file asked for 8 TiB).
+    let state = [n, h, k, vd].iter().fold(1u128, |acc, &x| acc.saturating_mul(x as u128));
+    if state > MAX_ELEMENTS {
+        return Err(RecurrenceError::Invalid(format!("the state [N={n}, H={h}, K={k}, V={vd}] would hold {state} fp64 values, the limit is {MAX_ELEMENTS}")));
+    }
     let state_or_zero = |name: &str| -> Result<Tensor, RecurrenceError> { Ok(get(name)?.unwrap_or_else(|| Tensor::zeros(&[n, h, k, vd]))) };
     let file_scale = file.metadata.get("scale").and_then(|s| s.parse::<f64>().ok());
     let g = if model.gate() == Gate::None { None } else { Some(req("g")?) };
