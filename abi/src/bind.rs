@@ -267,6 +267,19 @@ pub enum BindError {
         /// The inconsistency.
         source: TensorError,
     },
+    /// A tensor's byte count does not fit the address space (its element count times the
+    /// element size overflows, or exceeds [`MAX_TENSOR_BYTES`]).
+    #[error("parameter `{param}`: shape {shape:?} of {dtype:?} is too large ({why}); refused before any allocation")]
+    TooLarge {
+        /// Parameter name.
+        param: String,
+        /// The computed shape.
+        shape: Vec<usize>,
+        /// Its element type.
+        dtype: DType,
+        /// Overflow, or the byte count against the limit.
+        why: String,
+    },
     /// An expression failed to evaluate (unvalidated metadata, overflow, division by zero).
     #[error("{context}: {source}")]
     Expr {
@@ -276,6 +289,10 @@ pub enum BindError {
         source: ExprError,
     },
 }
+
+/// Largest tensor the binder accepts, in bytes: 1 TiB, above any GPU's memory (an H200 has
+/// 141 GB) and far below where `usize` arithmetic could wrap.
+pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
 
 fn shape_text(shape: &[String]) -> String {
     format!("[{}]", shape.join(", "))
@@ -424,6 +441,14 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
                 range: "0..".into(),
             })?;
             shape.push(extent);
+        }
+        // The launcher allocates `numel · size` bytes per tensor: compute it with checks here, so
+        // that metadata cannot make the count wrap (a [1000, 2^61] output wrapped to 1 byte and
+        // the kernel wrote out of bounds).
+        let too_large = |why: String| BindError::TooLarge { param: p.name.clone(), shape: shape.clone(), dtype: p.dtype, why };
+        let bytes = crate::tensor::numel(&shape).ok().and_then(|n| n.checked_mul(p.dtype.size_bytes())).ok_or_else(|| too_large("the byte count overflows".into()))?;
+        if bytes as u64 > MAX_TENSOR_BYTES {
+            return Err(too_large(format!("{bytes} bytes, the limit is {MAX_TENSOR_BYTES}")));
         }
         let data = args.tensors.get(&p.name);
         if let Some(t) = data {

@@ -378,7 +378,7 @@ impl Gpu {
         let mut bufs = Vec::new();
         for arg in &binding.args {
             let BoundArg::Tensor(t) = arg else { continue };
-            let nbytes = t.shape.iter().product::<usize>() * t.dtype.size_bytes();
+            let nbytes = tensor_bytes(t)?;
             // cuMemAlloc refuses zero bytes; an empty tensor still needs a valid pointer.
             let buf = match t.data {
                 Some(h) if nbytes > 0 => self.stream.clone_htod(&h.bytes).map_err(|e| driver_err("cuMemcpyHtoD", e))?,
@@ -438,7 +438,7 @@ impl Gpu {
             if t.role == crate::meta::Role::Input {
                 continue;
             }
-            let nbytes = t.shape.iter().product::<usize>() * t.dtype.size_bytes();
+            let nbytes = tensor_bytes(t)?;
             let mut bytes = self.stream.clone_dtoh(buf).map_err(|e| driver_err("cuMemcpyDtoH", e))?;
             bytes.truncate(nbytes);
             let h = HostTensor::new(t.dtype, t.shape.clone(), bytes).map_err(|e| RuntimeError::Driver {
@@ -502,4 +502,13 @@ mod tests {
             Err(e) => assert!(e.is_unavailable(), "unexpected error kind: {e}"),
         }
     }
+}
+
+/// Bytes of a bound tensor, checked (the binder refuses shapes whose count would wrap; this keeps
+/// the launcher from ever allocating less than the kernel addresses, whatever binds).
+fn tensor_bytes(t: &crate::bind::BoundTensor<'_>) -> Result<usize, RuntimeError> {
+    tilec_abi::tensor::numel(&t.shape)
+        .ok()
+        .and_then(|n| n.checked_mul(t.dtype.size_bytes()))
+        .ok_or_else(|| RuntimeError::Driver { op: "size".into(), message: format!("tensor `{}` of shape {:?}: byte count overflows", t.name, t.shape) })
 }

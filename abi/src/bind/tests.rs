@@ -323,3 +323,29 @@ fn scalars_from_a_tensor_file() {
     let b = bind(&meta, &args).unwrap();
     assert_eq!(b.sizes.get("N"), Some(&1));
 }
+
+#[test]
+fn an_output_whose_byte_count_would_wrap_is_refused() {
+    // The fuzzer's metadata: an output of shape [1000, 2^61]. 1000 · 2^61 · 4 bytes wraps usize
+    // to a small number; the launcher then allocated 1 byte and the kernel wrote out of bounds.
+    let axpb_args = || {
+        let mut a = Args::default();
+        a.tensors.insert("x".into(), zeros(DType::F32, &[8]));
+        a.scalars.insert("a".into(), Scalar::F32(2.0));
+        a.scalars.insert("b".into(), Scalar::F32(1.0));
+        a
+    };
+    let mut meta = axpb_meta();
+    meta.params[2].shape = vec!["1000".into(), "2305843009213693952".into()];
+    match bind(&meta, &axpb_args()) {
+        Err(BindError::TooLarge { param, shape, .. }) => {
+            assert_eq!(param, "y");
+            assert_eq!(shape, vec![1000, 1 << 61]);
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    // Below the overflow but past the 1 TiB limit: refused with the byte count.
+    meta.params[2].shape = vec!["1024".into(), "1073741824".into()]; // 2^40 f32 = 4 TiB
+    let e = bind(&meta, &axpb_args()).unwrap_err();
+    assert!(e.to_string().contains("4398046511104 bytes, the limit is 1099511627776"), "{e}");
+}
