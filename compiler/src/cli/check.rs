@@ -80,7 +80,7 @@ pub fn run(a: &CheckArgs) -> ExitCode {
             Emit::SmemPlan => {
                 for pk in checked.kernels() {
                     for tp in pk.targets {
-                        print!("{}", smem_report::render_text(pk.kernel, tp));
+                        print!("{}", smem_report::render_text(pk.kernel, tp, Some(&src)));
                     }
                 }
             }

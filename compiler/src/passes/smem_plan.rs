@@ -180,17 +180,37 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion) -> SmemPlan
     out
 }
 
-/// What a buffer is called in diagnostics and reports, and the source it comes from.
-pub fn describe(k: &Kernel, owner: Owner) -> (String, Span) {
+/// What a buffer is called in diagnostics and reports on `target`, and the source it comes from.
+/// Tile values are named by what computes them (their IR number is kept for `--emit ir`); a
+/// `tmem` variable on a target without tensor memory says where it really lives.
+pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span) {
     match owner {
         Owner::Value(v) => {
-            let span = match k.values[v].def {
-                crate::ir::ValueDef::Result(i) | crate::ir::ValueDef::LoopIndex(i) => k.inst_spans[i],
+            let (span, what) = match k.values[v].def {
+                crate::ir::ValueDef::Result(i) | crate::ir::ValueDef::LoopIndex(i) => (k.inst_spans[i], op_name(&k.insts[i].op)),
             };
-            (format!("tile {v}: {}", k.values[v].ty), span)
+            (format!("{what} result {}: {}", v, k.values[v].ty), span)
         }
-        Owner::Var(v) => (format!("`{}`: {} in {}", k.vars[v].name, k.vars[v].ty, k.vars[v].space), k.vars[v].span),
-        Owner::Scratch(i) => (format!("MMA operand staging of {i}"), k.inst_spans[i]),
+        Owner::Var(v) => {
+            let d = &k.vars[v];
+            let place = if d.space == Space::Tmem && target.tmem.is_none() { format!("{} (shared memory on {}: no tensor memory)", d.space, target.name) } else { d.space.to_string() };
+            (format!("`{}`: {} in {place}", d.name, d.ty), d.span)
+        }
+        Owner::Scratch(i) => ("operand staging of this MMA (A and B, K-major)".to_string(), k.inst_spans[i]),
+    }
+}
+
+/// A short name of what an instruction computes, for reports.
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Load { .. } => "load",
+        Op::ReadVar(_) => "variable read",
+        Op::Reduce(..) => "reduction",
+        Op::Transpose(_) => "transpose",
+        Op::Splat(_) => "splat",
+        Op::Cast(..) => "conversion",
+        _ if op.is_elementwise() => "elementwise",
+        _ => "value",
     }
 }
 
@@ -209,7 +229,7 @@ pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInf
     let (peak, at) = plan.peak;
     let mut live: Vec<&Placement> = plan.placements.iter().filter(|p| p.live.0 <= at && at <= p.live.1).collect();
     live.sort_by_key(|p| (std::cmp::Reverse(p.bytes), p.offset));
-    let first = live.first().map(|p| describe(k, p.owner).1).unwrap_or(k.span);
+    let first = live.first().map(|p| describe(k, p.owner, target).1).unwrap_or(k.span);
     let mut d = Diagnostic::error(
         Code::SmemOverBudget,
         format!("shared memory over budget in kernel `{}` on {}: {need} bytes per CTA, the limit is {limit}", k.name, target.name),
@@ -217,13 +237,13 @@ pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInf
         format!("{} bytes", live.first().map_or(0, |p| p.bytes)),
     );
     if let Some(p) = live.first() {
-        d.labels[0].message = format!("{}: {} bytes", describe(k, p.owner).0, p.bytes);
+        d.labels[0].message = format!("{}: {} bytes", describe(k, p.owner, target).0, p.bytes);
     }
     for p in live.iter().skip(1) {
-        let (what, span) = describe(k, p.owner);
+        let (what, span) = describe(k, p.owner, target);
         d = d.with_label(span, format!("{what}: {} bytes, live at the same time", p.bytes));
     }
-    let mut parts: Vec<String> = live.iter().map(|p| format!("{} ({})", p.bytes, describe(k, p.owner).0)).collect();
+    let mut parts: Vec<String> = live.iter().map(|p| format!("{} ({})", p.bytes, describe(k, p.owner, target).0)).collect();
     if header > 0 {
         parts.push(format!("{header} (reserved: MMA mbarrier and TMEM address slot)"));
     }

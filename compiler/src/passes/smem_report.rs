@@ -8,8 +8,9 @@ use super::smem_plan::{describe, Placement};
 use super::target_plan::TargetPlan;
 use crate::ir::Kernel;
 
-/// Renders the plan (deterministic; one line per buffer, sorted by offset).
-pub fn render_text(k: &Kernel, tp: &TargetPlan) -> String {
+/// Renders the plan (deterministic; one line per buffer, sorted by offset). With the source
+/// text, each buffer also names the line that creates it.
+pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     let info = tp.target.info();
     let mut s = String::new();
     let _ = writeln!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA", k.name, info.name, tp.smem_bytes(), info.smem_per_cta);
@@ -20,10 +21,14 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan) -> String {
     ps.sort_by_key(|p| (p.offset, p.live.0));
     for p in ps {
         let start = tp.header_bytes + p.offset;
-        let (what, _) = describe(k, p.owner);
+        let (what, span) = describe(k, p.owner, info);
+        let what = match src {
+            Some(text) if span != crate::diag::Span::default() => format!("{what}, line {}", 1 + text.as_bytes()[..(span.start as usize).min(text.len())].iter().filter(|&&b| b == b'\n').count()),
+            _ => what,
+        };
         let _ = writeln!(s, "  {:>7}..{:<7} {:>7} B  live {:>4}..={:<4} {what}", start, start + p.bytes, p.bytes, p.live.0, p.live.1);
     }
     let (peak, at) = tp.smem.peak;
-    let _ = writeln!(s, "  peak of co-live buffers: {peak} B at program point {at}; placed extent {} B; {} barriers", tp.smem.bytes, tp.barriers.count());
+    let _ = writeln!(s, "  peak of co-live buffers: {peak} B at program point {at}; placed extent {} B; {} CTA barriers (bar.sync)", tp.smem.bytes, tp.barriers.count());
     s
 }
