@@ -81,7 +81,7 @@ fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
         Pass::SmemPlan(t) => {
             let v = checked(k)?;
             let tp = target_plan::run(&v, t).map_err(|d| vec![PassError::from_diag(&d)])?;
-            Ok(smem_report::render_text(k, &tp))
+            Ok(smem_report::render_text(k, &tp, None))
         }
         Pass::Lints => {
             checked(k)?;

@@ -63,7 +63,7 @@ fn substitute(e: &SizeExpr, t: i64) -> SizeExpr {
 
 #[test]
 fn interpreter_binds_a_shape_with_a_negative_intermediate() {
-    let src = "kernel k(x: f32[T], o: out f32[(T - 100) / 64 + 1]) grid(1) threads(128) {\n}\n";
+    let src = "kernel k(x: f32[T], o: out f32[(T - 100) / 64 + 1]) grid(1) threads(128) {\n  store o[0] = 2.0;\n}\n";
     let checked = tilec::frontend::check_source(src, &Default::default());
     assert!(checked.ok(), "{:?}", checked.diags);
     let k = &checked.module.kernels[0];
@@ -71,4 +71,5 @@ fn interpreter_binds_a_shape_with_a_negative_intermediate() {
     let run = tilec::interp::run_kernel_with(k, &inputs, &Default::default()).expect("binds and runs");
     // The kernel would see div.s32(50 - 100, 64) + 1 = 1 element; floor division says 0.
     assert_eq!(run.outputs["o"].shape, [1]);
+    assert_eq!(run.outputs["o"].to_f64(), [2.0]);
 }

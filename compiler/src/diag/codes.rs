@@ -37,6 +37,8 @@ pub enum Code {
     UnknownFunction,
     /// E0307: a tile dimension that is not a positive compile-time constant.
     BadTileShape,
+    /// E0308: an `out` parameter the kernel never stores to.
+    OutNeverStored,
     /// E0401: an MMA shape that is illegal for the target.
     IllegalMmaShape,
     /// E0402: TMEM over budget (co-live buffers need more than 512 columns).
@@ -76,6 +78,7 @@ impl Code {
             Code::BadSpace => "E0305",
             Code::UnknownFunction => "E0306",
             Code::BadTileShape => "E0307",
+            Code::OutNeverStored => "E0308",
             Code::IllegalMmaShape => "E0401",
             Code::TmemOverBudget => "E0402",
             Code::BadTmemBuffer => "E0403",

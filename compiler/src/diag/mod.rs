@@ -118,6 +118,16 @@ impl Diagnostics {
     pub fn push(&mut self, d: Diagnostic) {
         self.items.push(d);
     }
+
+    /// How many errors (not warnings) have been pushed.
+    pub fn error_count(&self) -> usize {
+        self.items.iter().filter(|d| d.severity == Severity::Error).count()
+    }
+
+    /// Whether errors were pushed after the sink held `before` of them ([`Diagnostics::error_count`]).
+    pub fn has_errors_since(&self, before: usize) -> bool {
+        self.error_count() > before
+    }
     /// Appends all of `other`.
     pub fn extend(&mut self, other: Diagnostics) {
         self.items.extend(other.items);

@@ -22,7 +22,10 @@ impl KernelLowering<'_> {
     pub(super) fn expr(&mut self, e: &Expr) -> Option<Value> {
         self.b.set_span(e.span);
         match &e.kind {
-            ExprKind::Error => None,
+            ExprKind::Error => {
+                self.saw_parse_error = true; // already reported by the parser
+                None
+            }
             ExprKind::Int(s) => match s.parse::<i64>().ok().filter(|v| *v <= i32::MAX as i64) {
                 Some(v) => Some(self.b.iconst(v)),
                 None => {
@@ -176,6 +179,13 @@ impl KernelLowering<'_> {
                 if elem == Elem::Bool {
                     return self.type_err(span, "arithmetic on bool");
                 }
+                if elem == Elem::I32 && matches!(op, BinOp::Div | BinOp::Rem) && eval_const(eb, self.consts) == Ok(0) {
+                    self.error(
+                        Diagnostic::error(Code::BadConst, "integer division by zero", eb.span, "this divisor is always 0")
+                            .with_note("an i32 division by zero has no defined result on the GPU (the interpreter stops on it)"),
+                    );
+                    return None;
+                }
                 let o = match op {
                     BinOp::Add => ir::BinOp::Add,
                     BinOp::Sub => ir::BinOp::Sub,
@@ -215,6 +225,13 @@ impl KernelLowering<'_> {
                     return None;
                 }
                 match eval_const(&args[0], self.consts) {
+                    Ok(a) if (0..=2).contains(&a) && a as usize >= self.grid_rank => {
+                        self.error(
+                            Diagnostic::error(Code::BadArguments, format!("`program_id({a})` on a {}-D grid is always 0", self.grid_rank), args[0].span, "no such grid axis")
+                                .with_note(format!("help: the grid has axes 0..{}; add a grid dimension (`grid(x, y, z)`) or use another axis", self.grid_rank)),
+                        );
+                        None
+                    }
                     Ok(a @ 0..=2) => {
                         self.b.set_span(span);
                         Some(self.b.value(Op::ProgramId(a as u8), Type::Scalar(Elem::I32)))

@@ -84,6 +84,11 @@ fn dup(name: &ast::Ident, prev: Span) -> Diagnostic {
 /// State while lowering one kernel.
 struct KernelLowering<'a> {
     b: Builder<'a>,
+    /// How many grid axes the kernel declares (`program_id` beyond them is always 0).
+    grid_rank: usize,
+    /// Whether the body holds a statement or expression the parser could not read (so a store
+    /// may be missing because of it).
+    saw_parse_error: bool,
     consts: &'a HashMap<String, i64>,
     scopes: Vec<HashMap<String, (Binding, Span)>>,
     diags: &'a mut Diagnostics,
@@ -91,15 +96,22 @@ struct KernelLowering<'a> {
 
 impl<'a> KernelLowering<'a> {
     fn run(k: &ast::KernelDecl, consts: &HashMap<String, i64>, diags: &mut Diagnostics) -> Kernel {
+        let errors_before = diags.error_count();
         let mut kernel = Kernel::new(&k.name.name, k.name.span);
         let mut global: HashMap<String, (Binding, Span)> = HashMap::new();
         for (n, v) in consts {
             global.insert(n.clone(), (Binding::Const(*v), Span::default()));
         }
         signature(k, consts, &mut kernel, &mut global, diags);
-        let mut cx = KernelLowering { b: Builder::new(&mut kernel), consts, scopes: vec![global], diags };
+        let mut cx = KernelLowering { b: Builder::new(&mut kernel), grid_rank: k.grid.len(), saw_parse_error: false, consts, scopes: vec![global], diags };
         cx.block(&k.body);
+        let saw_parse_error = cx.saw_parse_error;
         warpgroups_for_tmem(k, &kernel, diags);
+        // A statement that failed to lower may have been the store: report a missing store only
+        // for a kernel that otherwise lowered cleanly (one mistake, one diagnostic).
+        if !saw_parse_error && !diags.has_errors_since(errors_before) {
+            outputs_are_stored(k, &kernel, diags);
+        }
         kernel
     }
 
@@ -212,6 +224,9 @@ fn signature(
     }
     for (i, g) in k.grid.iter().take(3).enumerate() {
         match size_expr(g, consts, &size_of) {
+            Ok(SizeExpr::Const(c)) if c <= 0 => diags.push(
+                Diagnostic::error(Code::BadLaunch, format!("grid dimension {i} is {c}"), g.span, "launches no CTA").with_note("help: a grid extent is at least 1"),
+            ),
             Ok(e) => kernel.grid[i] = e,
             Err(d) => diags.push(d),
         }
@@ -243,4 +258,24 @@ fn warpgroups_for_tmem(k: &ast::KernelDecl, kernel: &Kernel, diags: &mut Diagnos
             .with_note("each warp of a warpgroup reaches only its quarter of the 128 TMEM lanes, so tcgen05.ld/st need whole warpgroups")
             .with_note("help: use threads(128) (or 256, 384, ...), or keep the tile in `smem`"),
     );
+}
+
+/// An `out` tensor the body never stores to is returned as whatever the caller passed (zeros from
+/// the launcher): almost always a forgotten `store` — an error, pointed at the parameter.
+fn outputs_are_stored(k: &ast::KernelDecl, kernel: &Kernel, diags: &mut Diagnostics) {
+    let mut stored = std::collections::HashSet::new();
+    kernel.walk(|i| {
+        if let crate::ir::Op::Store { dst, .. } = kernel.insts[i].op {
+            stored.insert(dst);
+        }
+    });
+    for (p, d) in kernel.params.iter() {
+        if matches!(d.kind, ParamKind::Tensor { output: true, .. }) && !stored.contains(&p) {
+            let span = k.params.iter().find(|x| x.name.name == d.name).map_or(d.span, |x| x.name.span);
+            diags.push(
+                Diagnostic::error(Code::OutNeverStored, format!("output `{}` is never stored", d.name), span, "declared `out` here")
+                    .with_note(format!("help: write it with `store {}[...] = ...;`, or drop `out` if it is an input", d.name)),
+            );
+        }
+    }
 }

@@ -29,7 +29,7 @@ fn as_matmul(e: &Expr) -> Option<MatMul<'_>> {
 impl KernelLowering<'_> {
     pub(super) fn stmt(&mut self, s: &Stmt) {
         match s {
-            Stmt::Error(_) => {}
+            Stmt::Error(_) => self.saw_parse_error = true,
             Stmt::Let { mutable, name, ann, value, span } => self.let_stmt(*mutable, name, ann.as_ref(), value, *span),
             Stmt::Assign { name, op, value, span } => self.assign(name, *op, value, *span),
             Stmt::Store { tensor, index, value, span } => {
