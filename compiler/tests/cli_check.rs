@@ -109,3 +109,16 @@ fn emit_ir_is_deterministic_text() {
     assert_eq!(a, b);
     insta::assert_snapshot!("gemm_ir", a);
 }
+
+#[test]
+fn control_flow_from_other_languages_gets_a_hint() {
+    // `if` parses as a name, so the parser stumbles on what follows: the note says what to write.
+    let src = "kernel k(x: f32[N, 64], y: out f32[N, 64]) grid(cdiv(N, 128)) threads(128) {\n    let a = load x[0..+128, :];\n    if a > 0.0 { store y[0..+128, :] = a; }\n}\n";
+    let c = tilec::frontend::check_source(src, &tilec::frontend::Options::default());
+    let first = c.diags.iter().next().map(|d| (d.code.as_str(), d.notes.join(" | "))).unwrap_or_default();
+    assert_eq!(first.0, "E0101");
+    assert!(first.1.contains("select(cond, a, b)"), "{}", c.diags.render("k.tile", src, false));
+    let src = src.replace("if a > 0.0", "while a > 0.0");
+    let c = tilec::frontend::check_source(&src, &tilec::frontend::Options::default());
+    assert!(c.diags.iter().any(|d| d.notes.iter().any(|n| n.contains("for i in lo..hi"))), "{}", c.diags.render("k.tile", &src, false));
+}

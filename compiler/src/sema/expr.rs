@@ -431,7 +431,33 @@ impl KernelLowering<'_> {
         let mut extents = vec![];
         let mut ok = true;
         for (ix, dim) in index.iter().zip(&shape) {
+            // A constant index or slice against a constant extent is checked here: out-of-bounds
+            // elements read 0 and writes are skipped at run time, which is for partial tiles at
+            // dynamic edges, not for a slice that can never fit.
+            let extent = dim.as_const();
             match ix {
+                IndexExpr::Point(e) if matches!((eval_const(e, self.consts), extent), (Ok(c), Some(n)) if c < 0 || c >= n) => {
+                    let (c, n) = (eval_const(e, self.consts).unwrap_or_default(), extent.unwrap_or_default());
+                    self.error(
+                        Diagnostic::error(Code::BadIndex, format!("index {c} is outside dimension `{}` of `{}` (extent {n})", self.b.kernel.size_text(dim), tensor.name), e.span, "always out of bounds")
+                            .with_note(format!("help: valid indices are 0..{n}")),
+                    );
+                    ok = false;
+                }
+                IndexExpr::Range { start, len, span: rs }
+                    if matches!((eval_const(len, self.consts), extent), (Ok(l), Some(n)) if l > n || matches!(eval_const(start, self.consts), Ok(s0) if s0 < 0 || s0 + l > n)) =>
+                {
+                    let (l, n) = (eval_const(len, self.consts).unwrap_or_default(), extent.unwrap_or_default());
+                    let what = match eval_const(start, self.consts) {
+                        Ok(s0) if l <= n => format!("the slice {s0}..+{l} runs past dimension `{}` of `{}` (extent {n})", self.b.kernel.size_text(dim), tensor.name),
+                        _ => format!("a slice of {l} is longer than dimension `{}` of `{}` (extent {n})", self.b.kernel.size_text(dim), tensor.name),
+                    };
+                    self.error(
+                        Diagnostic::error(Code::BadIndex, what, *rs, "never fits")
+                            .with_note("help: elements outside a tensor read as 0 and writes there are skipped, which serves partial tiles at run-time edges; a constant slice must fit"),
+                    );
+                    ok = false;
+                }
                 IndexExpr::Point(e) => match self.expr(e) {
                     Some(v) if self.ty(v) == Type::Scalar(Elem::I32) => out.push(Index::Point(v)),
                     Some(v) => {
@@ -457,6 +483,13 @@ impl KernelLowering<'_> {
                     }
                 }
                 IndexExpr::Full(fs) => match dim.as_const() {
+                    Some(n) if n > MAX_TILE_EXTENT => {
+                        self.error(
+                            Diagnostic::error(Code::BadTileShape, format!("`:` over dimension `{}` makes a tile extent of {n}, above the largest tile extent {MAX_TILE_EXTENT}", self.b.kernel.size_text(dim)), *fs, "too long for one tile")
+                                .with_note(format!("help: loop over the dimension in slices: `j * B..+B` with a constant B ≤ {MAX_TILE_EXTENT}")),
+                        );
+                        ok = false;
+                    }
                     Some(n) if n > 0 && n <= MAX_TILE_EXTENT => {
                         self.b.set_span(*fs);
                         let z = self.b.iconst(0);

@@ -143,11 +143,12 @@ impl KernelLowering<'_> {
     }
 
     fn let_stmt(&mut self, mutable: bool, name: &ast::Ident, ann: Option<&ast::TypeAnn>, value: &Expr, span: Span) {
-        let before = self.diags.len();
         self.let_inner(mutable, name, ann, value, span);
-        // A failed definition still binds the name so that its uses report nothing further.
+        // A failed definition still binds the name so that its uses report nothing further —
+        // also when it failed silently because it used an already poisoned name (the error was
+        // reported once, where that name was defined).
         let bound = self.scopes.last().is_some_and(|s| s.get(&name.name).is_some_and(|(_, sp)| *sp == name.span));
-        if !bound && (self.diags.len() > before || matches!(value.kind, ExprKind::Error)) {
+        if !bound {
             if let Some(scope) = self.scopes.last_mut() {
                 scope.entry(name.name.clone()).or_insert((Binding::Poisoned, name.span));
             }
@@ -372,7 +373,16 @@ impl KernelLowering<'_> {
         }
         let problems = check_mma(m, n, ka, av.ty.elem(), bv.ty.elem(), Elem::F32);
         if !problems.is_empty() {
-            let mut d = Diagnostic::error(Code::IllegalMmaShape, format!("illegal MMA shape {m}x{n}x{ka} for sm_100a"), span, "this matrix multiply");
+            // Name the real cause in the headline: operand types, or the shape.
+            let (ae, be) = (av.ty.elem(), bv.ty.elem());
+            let types_wrong = !matches!(ae, Elem::Bf16 | Elem::F16) || ae != be;
+            let shape_wrong = !crate::sema::target::check_mma(m, n, ka, Elem::Bf16, Elem::Bf16, Elem::F32).is_empty();
+            let headline = match (types_wrong, shape_wrong) {
+                (true, false) => format!("illegal MMA operand types {ae} @ {be} (tensor cores take bf16 @ bf16 or f16 @ f16)"),
+                (false, _) => format!("illegal MMA shape {m}x{n}x{ka} for sm_100a"),
+                (true, true) => format!("illegal MMA shape {m}x{n}x{ka} and operand types {ae} @ {be}"),
+            };
+            let mut d = Diagnostic::error(Code::IllegalMmaShape, headline, span, "this matrix multiply");
             for p in problems {
                 d = d.with_note(p);
             }

@@ -54,7 +54,7 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
         }
     };
     for r in recovered {
-        push(parse_error(r.error, src.len()));
+        push(with_hint(parse_error(r.error, src.len()), src));
     }
     match result {
         Ok(mut file) => {
@@ -62,7 +62,7 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
             (file, diags)
         }
         Err(e) => {
-            push(parse_error(e, src.len()));
+            push(with_hint(parse_error(e, src.len()), src));
             (ast::File::default(), diags)
         }
     }
@@ -127,5 +127,31 @@ fn parse_error(e: ParseError<usize, Token, (usize, usize)>, len: usize) -> Diagn
         ParseError::User { error: (s, e) } => {
             Diagnostic::error(Code::LexInvalidToken, "invalid token", Span::new(s, e), "here")
         }
+    }
+}
+
+/// Control-flow words of other languages that the DSL does not have, with what to write instead.
+const NOT_IN_THE_LANGUAGE: [(&str, &str); 5] = [
+    ("if", "the language has no `if`: compute both values and choose elementwise with `select(cond, a, b)`"),
+    ("else", "the language has no `if`/`else`: choose elementwise with `select(cond, a, b)`"),
+    ("while", "the language has no `while`: loops are counted, `for i in lo..hi { ... }`"),
+    ("return", "kernels return nothing: write results with `store t[...] = value;`"),
+    ("fn", "the language has no functions besides kernels and builtins"),
+];
+
+/// Adds a help note when a syntax error sits right after a control-flow word the language does
+/// not have (the parser saw `if` as a name and stumbled on what follows).
+fn with_hint(d: Diagnostic, src: &str) -> Diagnostic {
+    let Some(label) = d.labels.first() else { return d };
+    let start = (label.span.start as usize).min(src.len());
+    // Spans of invalid input can fall inside a multi-byte character: no hint then.
+    let (Some(before), Some(at)) = (src.get(..start), src.get(start..)) else { return d };
+    let before = before.trim_end();
+    let word = before.rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
+    // The word itself may be the unexpected token (`else` after `}`), or the one before it.
+    let own = at.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
+    match NOT_IN_THE_LANGUAGE.iter().find(|(w, _)| *w == word || *w == own) {
+        Some((_, help)) => d.with_note(format!("help: {help}")),
+        None => d,
     }
 }
