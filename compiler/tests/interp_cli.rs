@@ -19,7 +19,7 @@ fn example(file: &str) -> PathBuf {
 }
 
 fn args(file: PathBuf, inputs: PathBuf, out: PathBuf) -> RunArgs {
-    RunArgs { file, interp: true, inputs, out, kernel: None, sizes: vec![], max_steps: 1_000_000, target: tilec::backend::Target::Sm90a }
+    RunArgs { file, interp: true, inputs, out, kernel: None, sizes: vec![], max_steps: 1_000_000, time_limit: 60.0, target: tilec::backend::Target::Sm90a }
 }
 
 #[test]
@@ -87,4 +87,38 @@ fn unknown_size_name_is_an_error_not_ignored() {
     let e = tilec::interp::run_kernel_with(&k, &inputs, &opts).unwrap_err();
     assert!(matches!(&e, tilec::interp::InterpError::Bind(tilec_abi::bind::BindError::Unknown { kind: "size", name, .. }) if name == "Q"), "{e}");
     assert!(e.to_string().contains("has no size `Q` (its sizes: M, K, N)"), "{e}");
+}
+
+/// Runs the `tilec` binary (the CLI renders run-time errors; the library returns them).
+fn tilec_bin(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tilec")).args(args).output().expect("tilec runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_runaway_loop_stops_at_the_time_limit_pointing_at_its_statement() {
+    let src = tmp("spin.tile");
+    std::fs::write(&src, "kernel spin(x: f32[8, 8], y: out f32[8, 8]) grid(1) threads(32) {\n    let mut a: reg f32[8, 8] = load x[:, :];\n    for i in 0..2000000000 {\n        a = a * 0.5;\n    }\n    store y[:, :] = a;\n}\n").unwrap();
+    let inp = tmp("spin.in.safetensors");
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), tilec_abi::tensor::HostTensor::zeros(DType::F32, vec![8, 8]).unwrap())])).unwrap();
+    let t0 = std::time::Instant::now();
+    let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--inputs", inp.to_str().unwrap(), "--out", tmp("spin.out.safetensors").to_str().unwrap(), "--time-limit", "1", "--max-steps", "100000000000"]);
+    let took = t0.elapsed().as_secs_f64();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E0601]: stopped after 1 s"), "{err}");
+    assert!(err.contains("4 │         a = a * 0.5;") && err.contains("in CTA (0, 0, 0)"), "{err}");
+    assert!(took < 20.0, "the limit took {took} s to act");
+}
+
+#[test]
+fn run_time_errors_point_at_the_source_statement() {
+    let src = tmp("divz.tile");
+    std::fs::write(&src, "kernel divz(x: i32[4, 4], n: i32, y: out i32[4, 4]) grid(1) threads(32) {\n    let a = load x[:, :];\n    store y[:, :] = a / n;\n}\n").unwrap();
+    let inp = tmp("divz.in.safetensors");
+    let zeros = |shape: Vec<usize>| tilec_abi::tensor::HostTensor::zeros(DType::I32, shape).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), zeros(vec![4, 4])), ("n".to_string(), zeros(vec![]))])).unwrap();
+    let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--inputs", inp.to_str().unwrap(), "--out", tmp("divz.out.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E0601]: integer division by zero"), "{err}");
+    assert!(err.contains("3 │     store y[:, :] = a / n;"), "{err}");
 }

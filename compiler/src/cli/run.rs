@@ -15,9 +15,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use crate::diag::{Code, Diagnostic, Diagnostics, Span};
 use crate::frontend::{check_source, Options};
 use crate::backend::Target;
-use crate::interp::{run_kernel_with, Options as InterpOptions};
+use crate::interp::{run_kernel_with, InterpError, Options as InterpOptions};
 
 /// Arguments of `tilec run`.
 #[derive(Args, Debug)]
@@ -43,6 +44,10 @@ pub struct RunArgs {
     /// Instruction budget over the whole grid (a runaway loop stops with an error).
     #[arg(long, default_value_t = InterpOptions::default().max_steps)]
     pub max_steps: u64,
+    /// Wall-clock limit of the run in seconds (a runaway loop stops with an error pointing at
+    /// the statement it was executing); 0 for none.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub time_limit: f64,
     /// Whose MMA numerics to follow: sm_90a (mma.sync: the K-step sum first, then one f32
     /// operation with the old accumulator) or sm_100a (tcgen05.mma: a TMEM accumulator is
     /// seeded with its old value and every K=16 step rounds into it; others as sm_90a).
@@ -91,9 +96,20 @@ pub fn run(a: &RunArgs) -> ExitCode {
     let Some(kernel) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
         return ExitCode::from(2);
     };
-    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, ..InterpOptions::default() };
+    let time_limit = (a.time_limit > 0.0 && a.time_limit.is_finite()).then(|| std::time::Duration::from_secs_f64(a.time_limit));
+    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, time_limit, ..InterpOptions::default() };
     let run = match run_kernel_with(kernel, &inputs, &opts) {
         Ok(r) => r,
+        Err(InterpError::Exec { kernel: kname, cta, inst, source }) => {
+            // A run-time failure points at the statement that failed, with the CTA.
+            let span = kernel.inst_spans.get(inst).copied().filter(|s| *s != Span::default()).unwrap_or(kernel.span);
+            let d = Diagnostic::error(Code::InterpRuntime, format!("{source}"), span, format!("while executing this in CTA ({}, {}, {})", cta[0], cta[1], cta[2]))
+                .with_note(format!("kernel `{kname}`, IR instruction {inst}"));
+            let mut ds = Diagnostics::default();
+            ds.push(d);
+            eprint!("{}", ds.render(&name, &src, std::io::stderr().is_terminal()));
+            return ExitCode::from(1);
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(1);

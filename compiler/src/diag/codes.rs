@@ -49,6 +49,9 @@ pub enum Code {
     BadLaunch,
     /// E0405: shared memory over budget (the planned buffers exceed the target's bytes per CTA).
     SmemOverBudget,
+    /// E0601: the interpreter stopped at a statement (division by zero, read before write,
+    /// the time limit, ...).
+    InterpRuntime,
     /// E0900: an internal compiler error (lowering produced IR the validator rejects).
     Internal,
     /// W0501: a TMEM buffer written but never read.
@@ -84,6 +87,7 @@ impl Code {
             Code::BadTmemBuffer => "E0403",
             Code::BadLaunch => "E0404",
             Code::SmemOverBudget => "E0405",
+            Code::InterpRuntime => "E0601",
             Code::Internal => "E0900",
             Code::TmemWriteOnly => "W0501",
             Code::UnusedLoad => "W0502",

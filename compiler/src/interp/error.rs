@@ -106,6 +106,14 @@ pub enum ExecError {
         /// The budget.
         limit: u64,
     },
+    /// The wall-clock limit ran out inside this instruction (a runaway loop).
+    #[error("stopped after {seconds} s and {steps} steps (the time limit; a runaway loop, or a problem too large to interpret)")]
+    TimeLimit {
+        /// The limit, seconds.
+        seconds: f64,
+        /// Steps taken.
+        steps: u64,
+    },
     /// The IR is inconsistent in a way the validator does not catch (an operand of the wrong
     /// kind for the operation, a shape that does not broadcast at run time).
     #[error("malformed instruction: {0}")]

@@ -26,6 +26,8 @@ pub struct Budget {
     pub used: u64,
     /// The limit.
     pub limit: u64,
+    /// Wall-clock deadline, checked every 4096 steps (`None`: none).
+    pub deadline: Option<(std::time::Instant, std::time::Duration)>,
 }
 
 /// The state of one CTA.
@@ -86,6 +88,15 @@ impl<'a> Cta<'a> {
         self.budget.used += 1;
         if self.budget.used > self.budget.limit {
             return Err(ExecError::StepLimit { limit: self.budget.limit });
+        }
+        // Reading the clock every step would cost more than most steps; every 4096 is within
+        // milliseconds of the deadline for any instruction the interpreter runs.
+        if self.budget.used % 4096 == 0 {
+            if let Some((at, limit)) = self.budget.deadline {
+                if std::time::Instant::now() >= at {
+                    return Err(ExecError::TimeLimit { seconds: limit.as_secs_f64(), steps: self.budget.used });
+                }
+            }
         }
         Ok(())
     }

@@ -71,11 +71,14 @@ pub struct Options {
     /// Whose MMA accumulation order to follow: the lowering for this target (sm_90a by
     /// default; see the module docs).
     pub target: Target,
+    /// Wall-clock limit of the whole run (`None`: only the step budget). A runaway loop stops
+    /// with [`ExecError::TimeLimit`] at the instruction it was executing.
+    pub time_limit: Option<std::time::Duration>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), target: Target::Sm90a }
+        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), target: Target::Sm90a, time_limit: None }
     }
 }
 
@@ -136,7 +139,8 @@ pub fn run_kernel(kernel: &Kernel, inputs: &Inputs) -> Result<Outputs, InterpErr
 pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Result<Run, InterpError> {
     let valid = validate::validate(kernel).map_err(|errors| InterpError::Invalid { kernel: kernel.name.clone(), errors })?;
     let mut bound = bind::bind(kernel, inputs, &opts.sizes, opts.max_elements)?;
-    let mut budget = eval::Budget { used: 0, limit: opts.max_steps };
+    let deadline = opts.time_limit.map(|d| (std::time::Instant::now() + d, d));
+    let mut budget = eval::Budget { used: 0, limit: opts.max_steps, deadline };
     let grid = bound.grid;
     let mut ctas = Vec::new();
     for z in 0..grid[2] {
