@@ -3,7 +3,8 @@
 # Installs what is missing and nothing else:
 #   - LLVM 22 development files (Debian package llvm-22-dev) for the NVPTX back end (inkwell);
 #   - ptxas and nvdisasm 13.x (PyPI nvidia-cuda-nvcc / nvidia-cuda-nvdisasm) into .tools/py;
-#   - NumPy into .tools/py for the external-candidate worker of kverify.
+#   - NumPy into .tools/py for the external-candidate worker of kverify, and ml_dtypes for
+#     python/tilec_io.py (bf16 safetensors from Python).
 # Writes .tools/env.sh, which the other scripts source. Never assumes a system CUDA.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,10 +31,10 @@ fi
 # --- ptxas / nvdisasm / numpy (project-local) ---------------------------------------------
 py="$tools/py"
 cu_bin="$py/nvidia/cu13/bin"
-if [ ! -x "$cu_bin/ptxas" ] || [ ! -x "$cu_bin/nvdisasm" ] || [ ! -d "$py/numpy" ]; then
-  log "installing ptxas, nvdisasm and numpy into $py"
+if [ ! -x "$cu_bin/ptxas" ] || [ ! -x "$cu_bin/nvdisasm" ] || [ ! -d "$py/numpy" ] || [ ! -d "$py/ml_dtypes" ]; then
+  log "installing ptxas, nvdisasm, numpy and ml_dtypes into $py"
   python3 -m pip install -q --disable-pip-version-check --target "$py" --upgrade \
-    "nvidia-cuda-nvcc>=13,<14" "nvidia-cuda-nvdisasm>=13,<14" numpy safetensors >/dev/null
+    "nvidia-cuda-nvcc>=13,<14" "nvidia-cuda-nvdisasm>=13,<14" numpy ml_dtypes safetensors >/dev/null
 fi
 if [ ! -x "$cu_bin/ptxas" ]; then
   # Layouts differ between wheel versions: find the binaries wherever they landed.
@@ -48,7 +49,7 @@ export LLVM_SYS_221_PREFIX=$llvm_prefix
 export TILEC_PTXAS=$cu_bin/ptxas
 export TILEC_NVDISASM=$cu_bin/nvdisasm
 export PATH=$cu_bin:$llvm_prefix/bin:\$PATH
-export PYTHONPATH=$py\${PYTHONPATH:+:\$PYTHONPATH}
+export PYTHONPATH=$py:$root/python\${PYTHONPATH:+:\$PYTHONPATH}
 export LD_LIBRARY_PATH=$llvm_prefix/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 ENV
 log "ok: $("$llvm_prefix/bin/llvm-config" --version) llvm, $("$cu_bin/ptxas" --version | tail -n 1)"
