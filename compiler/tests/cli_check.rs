@@ -122,3 +122,23 @@ fn control_flow_from_other_languages_gets_a_hint() {
     let c = tilec::frontend::check_source(&src, &tilec::frontend::Options::default());
     assert!(c.diags.iter().any(|d| d.notes.iter().any(|n| n.contains("for i in lo..hi"))), "{}", c.diags.render("k.tile", &src, false));
 }
+
+#[test]
+fn thousands_of_errors_on_one_line_stay_readable() {
+    // 4,000 syntax errors on one 40 KB line printed 217 MB (the line once per error): now the
+    // first 100 are shown with the line trimmed around each, then a count of the rest.
+    let dir = std::env::temp_dir().join(format!("tilec-many-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("many.tile");
+    let body = vec!["let a = ;"; 4000].join(" ");
+    std::fs::write(&f, format!("kernel k(x: f32[N, 64], y: out f32[N, 64]) grid(1) threads(128) {{ {body} }}\n")).unwrap();
+    let f = f.to_string_lossy().into_owned();
+    let (code, _, err) = tilec(&["check", &f]);
+    assert_eq!(code, 1);
+    assert!(err.len() < 200_000, "{} bytes of diagnostics", err.len());
+    assert_eq!(err.matches("error[E0101]").count(), 100);
+    assert!(err.contains("3900 more diagnostics not shown"), "{}", &err[err.len().saturating_sub(300)..]);
+    assert!(err.contains("error: ") && err.contains("4000 errors"));
+    let (_, _, all) = tilec(&["check", &f, "--error-limit", "0"]);
+    assert_eq!(all.matches("error[E0101]").count(), 4000);
+}

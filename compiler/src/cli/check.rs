@@ -46,6 +46,9 @@ pub struct CheckArgs {
     /// Colour diagnostics (default: when stderr is a terminal).
     #[arg(long)]
     pub color: Option<bool>,
+    /// Print at most this many diagnostics, then a count of the rest (0: all).
+    #[arg(long, value_name = "N", default_value_t = crate::diag::DEFAULT_LIMIT)]
+    pub error_limit: usize,
 }
 
 /// Runs `tilec check`.
@@ -67,7 +70,7 @@ pub fn run(a: &CheckArgs) -> ExitCode {
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {
-        eprint!("{}", checked.diags.render(&name, &src, color));
+        eprint!("{}", checked.diags.render_with(&name, &src, color, a.error_limit));
     }
     for e in &a.emit {
         match e {

@@ -5,6 +5,7 @@
 //! happens only at the edge (CLI, tests) through [`Diagnostics::render`].
 
 mod codes;
+mod trimmed;
 
 pub use codes::Code;
 
@@ -163,13 +164,24 @@ impl Diagnostics {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
-    /// Renders like rustc (no colour) for the file `name` with contents `src`.
+    /// Renders like rustc for the file `name` with contents `src`, at most
+    /// [`DEFAULT_LIMIT`] diagnostics (see [`Diagnostics::render_with`]).
     pub fn render(&self, name: &str, src: &str, color: bool) -> String {
-        let file = SimpleFile::new(name, src);
+        self.render_with(name, src, color, DEFAULT_LIMIT)
+    }
+
+    /// Renders at most `limit` diagnostics (0: all) in source order, then one line counting the
+    /// rest. Source lines longer than [`MAX_LINE`] bytes are shown trimmed around the labels,
+    /// as rustc does, so a long line with many errors does not print itself once per error.
+    pub fn render_with(&self, name: &str, src: &str, color: bool, limit: usize) -> String {
         let config = term::Config::default();
         let mut out: Vec<u8> = Vec::new();
-        for d in self.sorted() {
-            let cd = to_codespan(d, src.len());
+        let all = self.sorted();
+        let shown = if limit == 0 { all.len() } else { all.len().min(limit) };
+        for d in &all[..shown] {
+            let (text, d) = trimmed::view(src, d);
+            let file = SimpleFile::new(name, text.as_ref());
+            let cd = to_codespan(&d, text.len());
             if color {
                 let mut w = term::termcolor::Ansi::new(&mut out);
                 let _ = term::emit(&mut w, &config, &file, &cd);
@@ -178,9 +190,20 @@ impl Diagnostics {
                 let _ = term::emit(&mut w, &config, &file, &cd);
             }
         }
-        String::from_utf8_lossy(&out).into_owned()
+        let mut s = String::from_utf8_lossy(&out).into_owned();
+        if shown < all.len() {
+            let rest = all.len() - shown;
+            s += &format!("note: {rest} more diagnostic{} not shown (the first {shown} are; change the limit with --error-limit, 0 for all)\n", if rest == 1 { "" } else { "s" });
+        }
+        s
     }
 }
+
+/// How many diagnostics a run prints by default.
+pub const DEFAULT_LIMIT: usize = 100;
+/// Source lines longer than this many bytes are shown trimmed around the labels.
+pub const MAX_LINE: usize = 160;
+
 
 fn to_codespan(d: &Diagnostic, src_len: usize) -> cs::Diagnostic<()> {
     let sev = match d.severity {
