@@ -58,6 +58,8 @@ pub enum Code {
     TmemWriteOnly,
     /// W0502: a loaded tile that is never used.
     UnusedLoad,
+    /// W0504: a `let` binding that is never used (W0503 was retired and is not reused).
+    UnusedLet,
 }
 
 impl Code {
@@ -91,6 +93,7 @@ impl Code {
             Code::Internal => "E0900",
             Code::TmemWriteOnly => "W0501",
             Code::UnusedLoad => "W0502",
+            Code::UnusedLet => "W0504",
         }
     }
 }

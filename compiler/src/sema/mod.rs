@@ -89,6 +89,10 @@ struct KernelLowering<'a> {
     /// Whether the body holds a statement or expression the parser could not read (so a store
     /// may be missing because of it).
     saw_parse_error: bool,
+    /// Spans of the bindings a name lookup found (for W0504, unused `let`).
+    used: std::cell::RefCell<std::collections::HashSet<Span>>,
+    /// Every `let` binding: its name, whether its value is a `load` (W0502 covers those).
+    lets: Vec<(ast::Ident, bool)>,
     consts: &'a HashMap<String, i64>,
     scopes: Vec<HashMap<String, (Binding, Span)>>,
     diags: &'a mut Diagnostics,
@@ -103,9 +107,20 @@ impl<'a> KernelLowering<'a> {
             global.insert(n.clone(), (Binding::Const(*v), Span::default()));
         }
         signature(k, consts, &mut kernel, &mut global, diags);
-        let mut cx = KernelLowering { b: Builder::new(&mut kernel), grid_rank: k.grid.len(), saw_parse_error: false, consts, scopes: vec![global], diags };
+        let mut cx = KernelLowering { b: Builder::new(&mut kernel), grid_rank: k.grid.len(), saw_parse_error: false, used: Default::default(), lets: vec![], consts, scopes: vec![global], diags };
         cx.block(&k.body);
         let saw_parse_error = cx.saw_parse_error;
+        // Unused bindings are worth a warning only in a kernel that otherwise lowered cleanly: a
+        // failed statement elsewhere may be the one that would have used them.
+        let clean = !cx.saw_parse_error && !cx.diags.has_errors_since(errors_before);
+        for (name, covered) in &cx.lets {
+            if clean && !*covered && !name.name.starts_with('_') && !cx.used.borrow().contains(&name.span) {
+                cx.diags.push(
+                    Diagnostic::warning(Code::UnusedLet, format!("`{}` is never used", name.name), name.span, "bound here")
+                        .with_note(format!("help: remove the `let`, or name it `_{}` if it is meant to be unused", name.name)),
+                );
+            }
+        }
         warpgroups_for_tmem(k, &kernel, diags);
         // A statement that failed to lower may have been the store: report a missing store only
         // for a kernel that otherwise lowered cleanly (one mistake, one diagnostic).
@@ -120,7 +135,11 @@ impl<'a> KernelLowering<'a> {
     }
 
     fn lookup(&self, name: &str) -> Option<&(Binding, Span)> {
-        self.scopes.iter().rev().find_map(|s| s.get(name))
+        let found = self.scopes.iter().rev().find_map(|s| s.get(name));
+        if let Some((_, span)) = found {
+            self.used.borrow_mut().insert(*span);
+        }
+        found
     }
 
     fn bind(&mut self, name: &ast::Ident, binding: Binding) {

@@ -143,6 +143,8 @@ impl KernelLowering<'_> {
     }
 
     fn let_stmt(&mut self, mutable: bool, name: &ast::Ident, ann: Option<&ast::TypeAnn>, value: &Expr, span: Span) {
+        // Loads and matrix products that are never read have their own lints (W0502, W0501).
+        self.lets.push((name.clone(), matches!(value.kind, ExprKind::Load(..)) || as_matmul(value).is_some()));
         self.let_inner(mutable, name, ann, value, span);
         // A failed definition still binds the name so that its uses report nothing further —
         // also when it failed silently because it used an already poisoned name (the error was
