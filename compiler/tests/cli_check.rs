@@ -142,3 +142,16 @@ fn thousands_of_errors_on_one_line_stay_readable() {
     let (_, _, all) = tilec(&["check", &f, "--error-limit", "0"]);
     assert_eq!(all.matches("error[E0101]").count(), 4000);
 }
+
+#[test]
+fn misspelled_names_and_builtins_get_a_suggestion() {
+    let src = "kernel k(x: f32[N, 64], y: out f32[N, 64]) grid(cdiv(N, 128)) threads(128) {\n    let row0 = program_id(0) * 128;\n    let a = load x[rwo0..+128, :];\n    store y[row0..+128, :] = roww_max(a) + a;\n}\n";
+    let c = tilec::frontend::check_source(src, &tilec::frontend::Options::default());
+    let notes: Vec<String> = c.diags.iter().flat_map(|d| d.notes.clone()).collect();
+    assert!(notes.iter().any(|n| n == "help: did you mean `row0`?"), "{}", c.diags.render("k.tile", src, false));
+    assert!(notes.iter().any(|n| n == "help: did you mean `row_max`?"), "{}", c.diags.render("k.tile", src, false));
+    // Nothing close: no suggestion.
+    let far = src.replace("rwo0", "zzzzzz");
+    let c = tilec::frontend::check_source(&far, &tilec::frontend::Options::default());
+    assert!(!c.diags.iter().any(|d| d.message.contains("zzzzzz") && d.notes.iter().any(|n| n.contains("did you mean"))));
+}

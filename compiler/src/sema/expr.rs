@@ -88,7 +88,9 @@ impl KernelLowering<'_> {
 
     fn name(&mut self, n: &str, span: Span) -> Option<Value> {
         let Some((binding, _)) = self.lookup(n).cloned() else {
-            self.error(Diagnostic::error(Code::UndefinedName, format!("cannot find `{n}` in this scope"), span, "not defined"));
+            let names: Vec<String> = self.scopes.iter().flat_map(|s| s.keys().cloned()).collect();
+            let d = did_you_mean(Diagnostic::error(Code::UndefinedName, format!("cannot find `{n}` in this scope"), span, "not defined"), n, names.iter().map(String::as_str));
+            self.error(d);
             return None;
         };
         Some(match binding {
@@ -391,8 +393,12 @@ impl KernelLowering<'_> {
             }
             _ => {
                 self.error(
-                    Diagnostic::error(Code::UnknownFunction, format!("unknown function `{name}`"), f.span, "not a builtin")
-                        .with_note("builtins: program_id, exp2, log2, exp, abs, sqrt, min, max, fmin, fmax, cdiv, select, bf16, f16, f32, i32, zeros, full, strict_lower, lower, row_index, col_index, row_sum, col_sum, row_max, col_max, row_min, col_min"),
+                    did_you_mean(
+                        Diagnostic::error(Code::UnknownFunction, format!("unknown function `{name}`"), f.span, "not a builtin"),
+                        name,
+                        BUILTINS.iter().copied(),
+                    )
+                    .with_note(format!("builtins: {}", BUILTINS.join(", "))),
                 );
                 None
             }
@@ -540,5 +546,26 @@ impl ir::CmpOp {
             BinOp::Ge => ir::CmpOp::Ge,
             _ => return None,
         })
+    }
+}
+
+/// Every builtin function the language has (the E0306 note lists them).
+pub(super) const BUILTINS: [&str; 28] = [
+    "program_id", "exp2", "log2", "exp", "abs", "sqrt", "min", "max", "fmin", "fmax", "cdiv", "select", "bf16", "f16", "f32", "i32", "zeros", "full",
+    "strict_lower", "lower", "row_index", "col_index", "row_sum", "col_sum", "row_max", "col_max", "row_min", "col_min",
+];
+
+/// Adds "did you mean" for the closest of `candidates` to `wrong` (Damerau–Levenshtein distance
+/// at most a third of the name's length, and at most 2), if there is one.
+pub(super) fn did_you_mean<'a>(d: Diagnostic, wrong: &str, candidates: impl Iterator<Item = &'a str>) -> Diagnostic {
+    let limit = (wrong.chars().count() / 3).clamp(1, 2);
+    let best = candidates
+        .filter(|c| *c != wrong)
+        .map(|c| (strsim::damerau_levenshtein(wrong, c), c))
+        .filter(|(dist, _)| *dist <= limit)
+        .min_by_key(|&(dist, c)| (dist, c.to_string()));
+    match best {
+        Some((_, c)) => d.with_note(format!("help: did you mean `{c}`?")),
+        None => d,
     }
 }
