@@ -1,0 +1,209 @@
+//! Mutation fuzzing of everything that reads untrusted input: the front end (`check_source`),
+//! the interpreter on the mutants that check (tiny sizes, a step and time budget), the metadata
+//! loader, the safetensors reader and the size-expression language. Counts panics, internal
+//! compiler errors (E0900) and hangs (one input over 2 s); any of them is a failure, and the
+//! input is written to `target/fuzz-failures/` to become a regression test.
+//!
+//! Run: `FUZZ_N=1000000 cargo bench -p tilec --bench fuzz` (default N = 20,000; FUZZ_SEED sets
+//! the seed). Seeds: the shipped examples, the UI fixtures, the metadata fixtures and a small
+//! safetensors file.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tilec::frontend::{check_source, Options};
+use tilec::interp::{run_kernel_with, Options as InterpOptions};
+use tilec::ir::ParamKind;
+use tilec_abi::rng::NormalRng;
+use tilec_abi::tensor::HostTensor;
+
+/// Pieces the mutator inserts: tokens of the DSL and of the metadata/size languages, and values
+/// at the edges of every numeric type.
+const DICT: [&str; 40] = [
+    "(", ")", "[", "]", "{", "}", ";", ",", ":", "..+", "@", ".T", "-", "+=", "=", "load", "store", "let", "mut", "for", "rev", "in", "tmem", "smem", "reg",
+    "bf16", "f32", "i32", "out", "kernel", "0", "1", "128", "4294967296", "9223372036854775808", "1e309", "cdiv(", "é", "\"", "\n",
+];
+
+struct Rng(NormalRng);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        ((self.0.uniform_open0() * n as f64) as usize).min(n.saturating_sub(1))
+    }
+}
+
+/// One mutation of `input` (bytes; the front end reads it lossily as UTF-8, as `tilec` does).
+fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
+    let mut v = input.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(v.len() + 1);
+        match rng.below(6) {
+            0 if !v.is_empty() => {
+                let i = at.min(v.len() - 1);
+                v[i] ^= 1 << rng.below(8);
+            }
+            1 => {
+                let t = DICT[rng.below(DICT.len())].as_bytes();
+                v.splice(at..at, t.iter().copied());
+            }
+            2 if !v.is_empty() => {
+                let end = (at + 1 + rng.below(16)).min(v.len());
+                v.drain(at.min(end)..end);
+            }
+            3 if !other.is_empty() => {
+                let s = rng.below(other.len());
+                let e = (s + 1 + rng.below(64)).min(other.len());
+                v.splice(at..at, other[s..e].iter().copied());
+            }
+            4 if !v.is_empty() => {
+                let s = at.min(v.len() - 1);
+                let e = (s + 1 + rng.below(32)).min(v.len());
+                let chunk: Vec<u8> = v[s..e].to_vec();
+                v.splice(s..s, chunk);
+            }
+            _ => v.truncate(at),
+        }
+    }
+    v
+}
+
+#[derive(Default)]
+struct Tally {
+    runs: u64,
+    panics: u64,
+    internal: u64,
+    hangs: u64,
+    interp_runs: u64,
+    slowest: Duration,
+}
+
+fn seeds(dir: &Path, ext: &str) -> Vec<Vec<u8>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    v.retain(|p| p.extension().is_some_and(|x| x == ext));
+    v.sort();
+    v.iter().filter_map(|p| std::fs::read(p).ok()).collect()
+}
+
+/// Runs a kernel that checked cleanly on the interpreter with every size 1..=8 and zero inputs.
+fn interpret(k: &tilec::ir::Kernel, rng: &mut Rng) {
+    let env: BTreeMap<String, i64> = k.sizes.values().map(|s| (s.clone(), 1 + rng.below(8) as i64)).collect();
+    let mut inputs = BTreeMap::new();
+    for p in k.params.values() {
+        let (elem, shape) = match &p.kind {
+            ParamKind::Tensor { output: true, .. } => continue,
+            ParamKind::Tensor { elem, shape, .. } => (*elem, shape.clone()),
+            ParamKind::Scalar(e) => (*e, vec![]),
+        };
+        let Some(dtype) = tilec::interp::bind::dtype_of(elem) else { return };
+        let Ok(dims) = shape.iter().map(|d| tilec::interp::bind::eval_size(k, d, &env).map(|x| x.max(0) as usize)).collect::<Result<Vec<_>, _>>() else { return };
+        if dims.iter().product::<usize>() > 1 << 16 {
+            return;
+        }
+        let Ok(t) = HostTensor::zeros(dtype, dims) else { return };
+        inputs.insert(p.name.clone(), t);
+    }
+    let opts = InterpOptions { max_steps: 2_000, sizes: env, time_limit: Some(Duration::from_millis(200)), ..InterpOptions::default() };
+    let _ = run_kernel_with(k, &inputs, &opts); // errors are fine; panics are not
+}
+
+fn main() {
+    let n: u64 = std::env::var("FUZZ_N").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    let seed: u64 = std::env::var("FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut tiles = seeds(&root.join("dsl-examples"), "tile");
+    tiles.extend(seeds(&root.join("dsl-examples/negative"), "tile"));
+    tiles.extend(seeds(&root.join("tests/ui"), "tile"));
+    let metas = seeds(&root.join("verifier/tests/fixtures/tilec"), "json");
+    let sts = seeds(&root.join("runtime/tests/fixtures"), "safetensors");
+    let exprs: Vec<Vec<u8>> = ["cdiv(T, 64) * H", "(B * T - 100) / 64 + 1", "min(max(T, 1), 4096) % 7", "-(-(K))"].iter().map(|s| s.as_bytes().to_vec()).collect();
+    let failures = root.join("target/fuzz-failures");
+    let mut rng = Rng(NormalRng::new(seed));
+    let mut t = Tally::default();
+    let mut by_target = [0u64; 4];
+    // Panics are counted, not printed once each.
+    std::panic::set_hook(Box::new(|_| {}));
+    let started = Instant::now();
+    for i in 0..n {
+        let which = match rng.below(20) {
+            0..=11 => 0, // front end (+ interpreter when it checks)
+            12..=14 => 1, // metadata
+            15..=17 => 2, // safetensors
+            _ => 3,       // size expressions
+        };
+        by_target[which] += 1;
+        let pool = [&tiles, &metas, &sts, &exprs][which];
+        let a = &pool[rng.below(pool.len())];
+        let b = &pool[rng.below(pool.len())];
+        let input = mutate(&mut rng, a, b);
+        let t0 = Instant::now();
+        let mut internal = false;
+        let mut interp = false;
+        let r = catch_unwind(AssertUnwindSafe(|| match which {
+            0 => {
+                let src = String::from_utf8_lossy(&input);
+                let c = check_source(&src, &Options::default());
+                internal = c.diags.iter().any(|d| d.code.as_str() == "E0900");
+                if c.ok() {
+                    if let Some(k) = c.module.kernels.first() {
+                        interp = true;
+                        interpret(k, &mut rng);
+                    }
+                }
+            }
+            1 => {
+                if let Ok(m) = tilec_abi::meta::KernelMeta::from_json_str(&String::from_utf8_lossy(&input)) {
+                    let _ = m.validate();
+                }
+            }
+            2 => {
+                let _ = tilec_abi::st::from_bytes(&input);
+            }
+            _ => {
+                if let Ok(e) = tilec_abi::expr::SizeExpr::parse(&String::from_utf8_lossy(&input)) {
+                    let env: BTreeMap<String, i64> = e.symbols().into_iter().map(|s| (s, 1 << 40)).collect();
+                    let _ = e.eval(&env);
+                }
+            }
+        }));
+        let dt = t0.elapsed();
+        t.runs += 1;
+        t.interp_runs += u64::from(interp);
+        t.slowest = t.slowest.max(dt);
+        let bad = if r.is_err() {
+            t.panics += 1;
+            Some("panic")
+        } else if internal {
+            t.internal += 1;
+            Some("internal")
+        } else if dt > Duration::from_secs(2) {
+            t.hangs += 1;
+            Some("hang")
+        } else {
+            None
+        };
+        if let Some(kind) = bad {
+            let _ = std::fs::create_dir_all(&failures);
+            let _ = std::fs::write(failures.join(format!("{kind}-{seed}-{i}.bin")), &input);
+        }
+        if (i + 1) % 100_000 == 0 {
+            eprintln!("{} inputs, {:.0} s", i + 1, started.elapsed().as_secs_f64());
+        }
+    }
+    println!(
+        "fuzz: {} inputs in {:.1} s (front end {}, of which {} checked and ran on the interpreter; metadata {}; safetensors {}; size expressions {}), seed {seed}",
+        t.runs,
+        started.elapsed().as_secs_f64(),
+        by_target[0],
+        t.interp_runs,
+        by_target[1],
+        by_target[2],
+        by_target[3]
+    );
+    println!("fuzz: {} panics, {} internal compiler errors, {} hangs (> 2 s); slowest input {:.1} ms", t.panics, t.internal, t.hangs, t.slowest.as_secs_f64() * 1e3);
+    if t.panics + t.internal + t.hangs > 0 {
+        println!("fuzz: failing inputs written to {}", failures.display());
+        std::process::exit(1);
+    }
+}
