@@ -108,7 +108,46 @@ fn interpret(k: &tilec::ir::Kernel, rng: &mut Rng) {
     let _ = run_kernel_with(k, &inputs, &opts); // errors are fine; panics are not
 }
 
+/// `FUZZ_REPLAY=DIR`: runs every file of DIR through the front end (and the interpreter when it
+/// checks) and every loader, and prints the slowest; exit 1 on a panic or an input over 2 s.
+fn replay(dir: &Path) {
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut rng = Rng(NormalRng::new(1));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    files.sort();
+    let (mut worst, mut bad) = (Duration::ZERO, 0);
+    for f in &files {
+        let input = std::fs::read(f).unwrap_or_default();
+        let t0 = Instant::now();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let src = String::from_utf8_lossy(&input);
+            let c = check_source(&src, &Options::default());
+            if c.ok() {
+                if let Some(k) = c.module.kernels.first() {
+                    interpret(k, &mut rng);
+                }
+            }
+            let _ = tilec_abi::meta::KernelMeta::from_json_str(&src);
+            let _ = tilec_abi::st::from_bytes(&input);
+            let _ = tilec_abi::expr::SizeExpr::parse(&src);
+        }));
+        let dt = t0.elapsed();
+        worst = worst.max(dt);
+        if r.is_err() || dt > Duration::from_secs(2) {
+            bad += 1;
+            println!("replay: {} {}", f.display(), if r.is_err() { "panics".to_string() } else { format!("takes {:.1} s", dt.as_secs_f64()) });
+        }
+    }
+    println!("replay: {} inputs, slowest {:.1} ms, {bad} failing", files.len(), worst.as_secs_f64() * 1e3);
+    if bad > 0 {
+        std::process::exit(1);
+    }
+}
+
 fn main() {
+    if let Some(dir) = std::env::var_os("FUZZ_REPLAY") {
+        return replay(Path::new(&dir));
+    }
     let n: u64 = std::env::var("FUZZ_N").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
     let seed: u64 = std::env::var("FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

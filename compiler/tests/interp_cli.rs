@@ -106,7 +106,7 @@ fn a_runaway_loop_stops_at_the_time_limit_pointing_at_its_statement() {
     let took = t0.elapsed().as_secs_f64();
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error[E0601]: stopped after 1 s"), "{err}");
-    // The clock is read every 4096 steps: the stop lands on the loop or on its body, both shown.
+    // The clock is read every 64 steps: the stop lands on the loop or on its body, both shown.
     assert!(err.contains("a = a * 0.5;") && err.contains("in CTA (0, 0, 0)"), "{err}");
     assert!(took < 20.0, "the limit took {took} s to act");
 }

@@ -71,8 +71,9 @@ pub struct Options {
     /// Whose MMA accumulation order to follow: the lowering for this target (sm_90a by
     /// default; see the module docs).
     pub target: Target,
-    /// Wall-clock limit of the whole run (`None`: only the step budget). A runaway loop stops
-    /// with [`ExecError::TimeLimit`] at the instruction it was executing.
+    /// Wall-clock limit of the whole run (`None`: only the step budget), checked every 64
+    /// steps. A runaway loop stops with [`ExecError::TimeLimit`] at the instruction it was
+    /// executing.
     pub time_limit: Option<std::time::Duration>,
 }
 
