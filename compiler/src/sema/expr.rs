@@ -405,6 +405,41 @@ impl KernelLowering<'_> {
         }
     }
 
+    /// A constant index or slice against a constant extent that can never be in bounds.
+    /// Out-of-bounds elements read 0 and writes are skipped at run time, which is for partial
+    /// tiles at dynamic edges, not for an index that never fits. Each constant is evaluated
+    /// once, with checked arithmetic (a start near `i64::MAX` must not overflow).
+    fn static_bounds(&self, ix: &IndexExpr, dim: &ir::SizeExpr, tensor: &str) -> Option<Diagnostic> {
+        let n = dim.as_const()?;
+        let dim_text = self.b.kernel.size_text(dim);
+        match ix {
+            IndexExpr::Point(e) => {
+                let c = eval_const(e, self.consts).ok()?;
+                (c < 0 || c >= n).then(|| {
+                    Diagnostic::error(Code::BadIndex, format!("index {c} is outside dimension `{dim_text}` of `{tensor}` (extent {n})"), e.span, "always out of bounds")
+                        .with_note(format!("help: valid indices are 0..{n}"))
+                })
+            }
+            IndexExpr::Range { start, len, span } => {
+                let l = eval_const(len, self.consts).ok()?;
+                let what = if l > n {
+                    format!("a slice of {l} is longer than dimension `{dim_text}` of `{tensor}` (extent {n})")
+                } else {
+                    let s0 = eval_const(start, self.consts).ok()?;
+                    if s0 >= 0 && s0.checked_add(l).is_some_and(|end| end <= n) {
+                        return None;
+                    }
+                    format!("the slice {s0}..+{l} runs past dimension `{dim_text}` of `{tensor}` (extent {n})")
+                };
+                Some(
+                    Diagnostic::error(Code::BadIndex, what, *span, "never fits")
+                        .with_note("help: elements outside a tensor read as 0 and writes there are skipped, which serves partial tiles at run-time edges; a constant slice must fit"),
+                )
+            }
+            IndexExpr::Full(_) => None,
+        }
+    }
+
     fn extents(&mut self, r: &Expr, c: &Expr) -> Option<(u32, u32)> {
         let r = eval_extent(r, self.consts, MAX_TILE_EXTENT).map_err(|d| self.error(d)).ok();
         let c = eval_extent(c, self.consts, MAX_TILE_EXTENT).map_err(|d| self.error(d)).ok();
@@ -437,33 +472,12 @@ impl KernelLowering<'_> {
         let mut extents = vec![];
         let mut ok = true;
         for (ix, dim) in index.iter().zip(&shape) {
-            // A constant index or slice against a constant extent is checked here: out-of-bounds
-            // elements read 0 and writes are skipped at run time, which is for partial tiles at
-            // dynamic edges, not for a slice that can never fit.
-            let extent = dim.as_const();
+            if let Some(d) = self.static_bounds(ix, dim, &tensor.name) {
+                self.error(d);
+                ok = false;
+                continue;
+            }
             match ix {
-                IndexExpr::Point(e) if matches!((eval_const(e, self.consts), extent), (Ok(c), Some(n)) if c < 0 || c >= n) => {
-                    let (c, n) = (eval_const(e, self.consts).unwrap_or_default(), extent.unwrap_or_default());
-                    self.error(
-                        Diagnostic::error(Code::BadIndex, format!("index {c} is outside dimension `{}` of `{}` (extent {n})", self.b.kernel.size_text(dim), tensor.name), e.span, "always out of bounds")
-                            .with_note(format!("help: valid indices are 0..{n}")),
-                    );
-                    ok = false;
-                }
-                IndexExpr::Range { start, len, span: rs }
-                    if matches!((eval_const(len, self.consts), extent), (Ok(l), Some(n)) if l > n || matches!(eval_const(start, self.consts), Ok(s0) if s0 < 0 || s0 + l > n)) =>
-                {
-                    let (l, n) = (eval_const(len, self.consts).unwrap_or_default(), extent.unwrap_or_default());
-                    let what = match eval_const(start, self.consts) {
-                        Ok(s0) if l <= n => format!("the slice {s0}..+{l} runs past dimension `{}` of `{}` (extent {n})", self.b.kernel.size_text(dim), tensor.name),
-                        _ => format!("a slice of {l} is longer than dimension `{}` of `{}` (extent {n})", self.b.kernel.size_text(dim), tensor.name),
-                    };
-                    self.error(
-                        Diagnostic::error(Code::BadIndex, what, *rs, "never fits")
-                            .with_note("help: elements outside a tensor read as 0 and writes there are skipped, which serves partial tiles at run-time edges; a constant slice must fit"),
-                    );
-                    ok = false;
-                }
                 IndexExpr::Point(e) => match self.expr(e) {
                     Some(v) if self.ty(v) == Type::Scalar(Elem::I32) => out.push(Index::Point(v)),
                     Some(v) => {
