@@ -199,6 +199,17 @@ impl Diagnostics {
     }
 }
 
+/// 1-based (line, column in characters) of byte `offset` of `src` (clamped; an offset inside a
+/// multi-byte character counts as that character).
+pub fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let mut at = offset.min(src.len());
+    while !src.is_char_boundary(at) {
+        at -= 1;
+    }
+    let start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+    (1 + src[..start].matches('\n').count(), 1 + src[start..at].chars().count())
+}
+
 /// How many diagnostics a run prints by default.
 pub const DEFAULT_LIMIT: usize = 100;
 /// Source lines longer than this many bytes are shown trimmed around the labels.

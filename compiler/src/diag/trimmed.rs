@@ -93,10 +93,7 @@ pub(super) fn view<'s>(src: &'s str, d: &Diagnostic) -> (Cow<'s, str>, Diagnosti
     let mut d = d.clone();
     // codespan counts columns in the trimmed text: say where the primary label really is.
     if let Some(p) = d.labels.iter().find(|l| l.primary).or(d.labels.first()) {
-        let at = clamp(p.span.start);
-        let (ls, _) = line_of(at);
-        let line = 1 + src[..ls].matches('\n').count();
-        let col = 1 + src[ls..at].chars().count();
+        let (line, col) = super::line_col(src, clamp(p.span.start));
         d = d.with_note(format!("the long source line is shown trimmed; the error is at line {line}, column {col}"));
     }
     for l in &mut d.labels {

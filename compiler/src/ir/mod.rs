@@ -401,12 +401,12 @@ impl Kernel {
 
     /// The size named `name`.
     pub fn size_named(&self, name: &str) -> Option<SizeVar> {
-        self.sizes.iter().find(|(_, n)| n.as_str() == name).map(|(s, _)| s)
+        size_named(&self.sizes, name)
     }
 
     /// The size named `name`, declared if new (sizes are numbered in order of first use).
     pub fn declare_size(&mut self, name: &str) -> SizeVar {
-        self.size_named(name).unwrap_or_else(|| self.sizes.push(name.to_string()))
+        declare_size(&mut self.sizes, name)
     }
 
     /// The text of a size expression with this kernel's size names (the metadata syntax).
@@ -478,6 +478,17 @@ impl Kernel {
             _ => (vec![], vec![]),
         }
     }
+}
+
+/// The size named `name` in a kernel's size table.
+pub fn size_named(sizes: &PrimaryMap<SizeVar, String>, name: &str) -> Option<SizeVar> {
+    sizes.iter().find(|(_, n)| n.as_str() == name).map(|(s, _)| s)
+}
+
+/// The size named `name` in a size table, declared if new (for code that holds the table
+/// while the kernel is borrowed elsewhere, as the IR reader and sema do).
+pub fn declare_size(sizes: &mut PrimaryMap<SizeVar, String>, name: &str) -> SizeVar {
+    size_named(sizes, name).unwrap_or_else(|| sizes.push(name.to_string()))
 }
 
 fn index_values(index: &[Index]) -> Vec<Value> {

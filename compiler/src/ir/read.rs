@@ -290,8 +290,9 @@ impl KernelReader {
         let col = c.col();
         let listed = list(&mut c, "]", |c| c.word("a size name").map(String::from))?;
         for (i, name) in listed.iter().enumerate() {
-            if r.k.declare_size(name).as_u32() as usize != i {
-                return c.error_at(col, format!("size `{name}` is listed at position {i} but the parameter shapes use it at position {}", r.k.declare_size(name).as_u32()));
+            let at = r.k.declare_size(name).as_u32() as usize;
+            if at != i {
+                return c.error_at(col, format!("size `{name}` is listed at position {i} but the parameter shapes use it at position {at}"));
             }
         }
         if listed.len() != r.k.sizes.len() {
@@ -596,7 +597,7 @@ fn size_expr(c: &mut Cur<'_, '_>, depth: usize, sizes: &mut PrimaryMap<SizeVar, 
                     [a, b] => Ok(SizeExpr::Bin(op, Box::new(a.clone()), Box::new(b.clone()))),
                     args => c.error_at(c.col(), format!("`{w}` takes two arguments, not {}", args.len())),
                 },
-                _ => Ok(SizeExpr::Sym(sizes.iter().find(|(_, n)| n.as_str() == w).map(|(s, _)| s).unwrap_or_else(|| sizes.push(w.to_string())))),
+                _ => Ok(SizeExpr::Sym(declare_size(sizes, w))),
             }
         }
         Some(Tok::Punct("(")) => {

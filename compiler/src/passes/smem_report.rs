@@ -23,7 +23,7 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
         let start = tp.header_bytes + p.offset;
         let (what, span) = describe(k, p.owner, info);
         let what = match src {
-            Some(text) if span != crate::diag::Span::default() => format!("{what}, line {}", 1 + text.as_bytes()[..(span.start as usize).min(text.len())].iter().filter(|&&b| b == b'\n').count()),
+            Some(text) if span != crate::diag::Span::default() => format!("{what}, line {}", crate::diag::line_col(text, span.start as usize).0),
             _ => what,
         };
         let _ = writeln!(s, "  {:>7}..{:<7} {:>7} B  live {:>4}..={:<4} {what}", start, start + p.bytes, p.bytes, p.live.0, p.live.1);

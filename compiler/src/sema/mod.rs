@@ -192,7 +192,7 @@ fn signature(
         }
     }
     let sizes = kernel.sizes.clone();
-    let size_of = |n: &str| sizes.iter().find(|(_, s)| s.as_str() == n).map(|(v, _)| v);
+    let size_of = |n: &str| crate::ir::size_named(&sizes, n);
     let is_size = |n: &str| size_of(n).is_some();
     for (v, s) in sizes.iter() {
         scope.insert(s.clone(), (Binding::Size(v), Span::default()));
