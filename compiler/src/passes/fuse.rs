@@ -16,7 +16,7 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Block, Inst, Kernel, Op, Space, Value, ValueDef};
+use crate::ir::{Block, Inst, Kernel, Op, Value, ValueDef};
 
 use crate::target::TargetInfo;
 
@@ -64,7 +64,7 @@ impl Fusion {
 /// Decides fusion for kernel `k` on `target` (see the module docs). Deterministic.
 pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
     // TMEM variables live in shared memory where the target has no tensor memory.
-    let in_smem = |var: crate::ir::Var| k.vars[var].space != Space::Tmem || target.tmem.is_none();
+    let in_smem = |var| super::target_plan::in_shared_memory(k, var, target);
     let mut uses: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
     let mut block_of: SecondaryMap<Inst, Option<(Block, usize)>> = SecondaryMap::new();
     for (b, data) in k.blocks.iter() {

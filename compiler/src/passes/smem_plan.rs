@@ -105,7 +105,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion) -> SmemPlan
     let mut value_iv: SecondaryMap<Value, Option<(u32, u32)>> = SecondaryMap::new();
     let mut var_iv: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
     let mut scratch_iv: Vec<(Inst, u32)> = vec![];
-    let var_in_smem = |v: Var| k.vars[v].space != Space::Tmem || target.tmem.is_none();
+    let var_in_smem = |v| super::target_plan::in_shared_memory(k, v, target);
     k.walk(|i| {
         let p = pp.point[i];
         if let Some(r) = k.insts[i].result {

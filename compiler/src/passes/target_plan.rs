@@ -6,7 +6,7 @@
 
 use crate::diag::Diagnostic;
 use crate::ir::validate::Validated;
-use crate::ir::{Kernel, Space};
+use crate::ir::{Kernel, Space, Var};
 use crate::target::{Target, TargetInfo};
 
 use super::barriers::{self, Barriers};
@@ -41,9 +41,15 @@ impl TargetPlan {
     }
 }
 
+/// Whether variable `v` lives in shared memory on `target`: every variable does, except `tmem`
+/// ones on a target that has tensor memory. The one statement of that rule for the passes.
+pub fn in_shared_memory(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
+    k.vars[v].space != Space::Tmem || target.tmem.is_none()
+}
+
 /// Whether kernel `k` on `target` keeps variables in tensor memory (then it needs the header).
 pub fn uses_tensor_memory(k: &Kernel, target: &TargetInfo) -> bool {
-    target.tmem.is_some() && k.vars.values().any(|v| v.space == Space::Tmem)
+    k.vars.keys().any(|v| !in_shared_memory(k, v, target))
 }
 
 /// Runs the per-target passes on a validated kernel whose TMEM plan has been made.
