@@ -1,23 +1,24 @@
 //! Mutation fuzzing of everything that reads untrusted input: the front end (`check_source`),
 //! the interpreter on the mutants that check (tiny sizes, a step and time budget), the metadata
 //! loader, the safetensors reader and the size-expression language. Counts panics, internal
-//! compiler errors (E0900) and hangs (one input over 2 s); any of them is a failure, and the
-//! input is written to `target/fuzz-failures/` to become a regression test.
+//! compiler errors (E0900) and hangs (one input over 2 s of this thread's CPU time, so a loaded
+//! machine does not count as a hang; wall-clock time is reported beside it); any of them is a
+//! failure, and the input is written to `target/fuzz-failures/`. Minimized, such an input goes
+//! into `tests/fuzz-corpus/`, which `compiler/tests/fuzz_corpus.rs` replays on every test run.
 //!
 //! Run: `FUZZ_N=1000000 cargo bench -p tilec --bench fuzz` (default N = 20,000; FUZZ_SEED sets
-//! the seed). Seeds: the shipped examples, the UI fixtures, the metadata fixtures and a small
-//! safetensors file.
+//! the seed). Seeds: the shipped examples, the UI fixtures, the metadata fixtures, a small
+//! safetensors file and the corpus of past failures.
 
-use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tilec::frontend::{check_source, Options};
-use tilec::interp::{run_kernel_with, Options as InterpOptions};
-use tilec::ir::ParamKind;
+#[path = "../tests/fuzz_common/mod.rs"]
+mod fuzz_common;
+
+use fuzz_common::{exercise, exercise_all, thread_cpu_time, Reader, Rng};
 use tilec_abi::rng::NormalRng;
-use tilec_abi::tensor::HostTensor;
 
 /// Pieces the mutator inserts: tokens of the DSL and of the metadata/size languages, and values
 /// at the edges of every numeric type.
@@ -25,14 +26,6 @@ const DICT: [&str; 40] = [
     "(", ")", "[", "]", "{", "}", ";", ",", ":", "..+", "@", ".T", "-", "+=", "=", "load", "store", "let", "mut", "for", "rev", "in", "tmem", "smem", "reg",
     "bf16", "f32", "i32", "out", "kernel", "0", "1", "128", "4294967296", "9223372036854775808", "1e309", "cdiv(", "é", "\"", "\n",
 ];
-
-struct Rng(NormalRng);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        ((self.0.uniform_open0() * n as f64) as usize).min(n.saturating_sub(1))
-    }
-}
 
 /// One mutation of `input` (bytes; the front end reads it lossily as UTF-8, as `tilec` does).
 fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
@@ -77,6 +70,7 @@ struct Tally {
     hangs: u64,
     interp_runs: u64,
     slowest: Duration,
+    slowest_wall: Duration,
 }
 
 fn seeds(dir: &Path, ext: &str) -> Vec<Vec<u8>> {
@@ -86,30 +80,9 @@ fn seeds(dir: &Path, ext: &str) -> Vec<Vec<u8>> {
     v.iter().filter_map(|p| std::fs::read(p).ok()).collect()
 }
 
-/// Runs a kernel that checked cleanly on the interpreter with every size 1..=8 and zero inputs.
-fn interpret(k: &tilec::ir::Kernel, rng: &mut Rng) {
-    let env: BTreeMap<String, i64> = k.sizes.values().map(|s| (s.clone(), 1 + rng.below(8) as i64)).collect();
-    let mut inputs = BTreeMap::new();
-    for p in k.params.values() {
-        let (elem, shape) = match &p.kind {
-            ParamKind::Tensor { output: true, .. } => continue,
-            ParamKind::Tensor { elem, shape, .. } => (*elem, shape.clone()),
-            ParamKind::Scalar(e) => (*e, vec![]),
-        };
-        let Some(dtype) = tilec::interp::bind::dtype_of(elem) else { return };
-        let Ok(dims) = shape.iter().map(|d| tilec::interp::bind::eval_size(k, d, &env).map(|x| x.max(0) as usize)).collect::<Result<Vec<_>, _>>() else { return };
-        if dims.iter().product::<usize>() > 1 << 16 {
-            return;
-        }
-        let Ok(t) = HostTensor::zeros(dtype, dims) else { return };
-        inputs.insert(p.name.clone(), t);
-    }
-    let opts = InterpOptions { max_steps: 2_000, sizes: env, time_limit: Some(Duration::from_millis(200)), ..InterpOptions::default() };
-    let _ = run_kernel_with(k, &inputs, &opts); // errors are fine; panics are not
-}
-
 /// `FUZZ_REPLAY=DIR`: runs every file of DIR through the front end (and the interpreter when it
-/// checks) and every loader, and prints the slowest; exit 1 on a panic or an input over 2 s.
+/// checks) and every loader, and prints the slowest; exit 1 on a panic, an internal compiler
+/// error or an input over 2 s of CPU time.
 fn replay(dir: &Path) {
     std::panic::set_hook(Box::new(|_| {}));
     let mut rng = Rng(NormalRng::new(1));
@@ -118,27 +91,18 @@ fn replay(dir: &Path) {
     let (mut worst, mut bad) = (Duration::ZERO, 0);
     for f in &files {
         let input = std::fs::read(f).unwrap_or_default();
-        let t0 = Instant::now();
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let src = String::from_utf8_lossy(&input);
-            let c = check_source(&src, &Options::default());
-            if c.ok() {
-                if let Some(k) = c.module.kernels.first() {
-                    interpret(k, &mut rng);
-                }
-            }
-            let _ = tilec_abi::meta::KernelMeta::from_json_str(&src);
-            let _ = tilec_abi::st::from_bytes(&input);
-            let _ = tilec_abi::expr::SizeExpr::parse(&src);
-        }));
-        let dt = t0.elapsed();
+        let c0 = thread_cpu_time();
+        let r = catch_unwind(AssertUnwindSafe(|| exercise_all(&input, &mut rng)));
+        let internal = r.as_ref().is_ok_and(|o| o.internal);
+        let dt = thread_cpu_time().saturating_sub(c0);
         worst = worst.max(dt);
-        if r.is_err() || dt > Duration::from_secs(2) {
+        if r.is_err() || internal || dt > Duration::from_secs(2) {
             bad += 1;
-            println!("replay: {} {}", f.display(), if r.is_err() { "panics".to_string() } else { format!("takes {:.1} s", dt.as_secs_f64()) });
+            let why = if r.is_err() { "panics".to_string() } else if internal { "internal compiler error".to_string() } else { format!("takes {:.1} s of CPU", dt.as_secs_f64()) };
+            println!("replay: {} {why}", f.display());
         }
     }
-    println!("replay: {} inputs, slowest {:.1} ms, {bad} failing", files.len(), worst.as_secs_f64() * 1e3);
+    println!("replay: {} inputs, slowest {:.1} ms of CPU, {bad} failing", files.len(), worst.as_secs_f64() * 1e3);
     if bad > 0 {
         std::process::exit(1);
     }
@@ -154,8 +118,12 @@ fn main() {
     let mut tiles = seeds(&root.join("dsl-examples"), "tile");
     tiles.extend(seeds(&root.join("dsl-examples/negative"), "tile"));
     tiles.extend(seeds(&root.join("tests/ui"), "tile"));
-    let metas = seeds(&root.join("verifier/tests/fixtures/tilec"), "json");
-    let sts = seeds(&root.join("runtime/tests/fixtures"), "safetensors");
+    let corpus = root.join("tests/fuzz-corpus");
+    tiles.extend(seeds(&corpus, "tile"));
+    let mut metas = seeds(&root.join("verifier/tests/fixtures/tilec"), "json");
+    metas.extend(seeds(&corpus, "json"));
+    let mut sts = seeds(&root.join("runtime/tests/fixtures"), "safetensors");
+    sts.extend(seeds(&corpus, "safetensors"));
     let exprs: Vec<Vec<u8>> = ["cdiv(T, 64) * H", "(B * T - 100) / 64 + 1", "min(max(T, 1), 4096) % 7", "-(-(K))"].iter().map(|s| s.as_bytes().to_vec()).collect();
     let failures = root.join("target/fuzz-failures");
     let mut rng = Rng(NormalRng::new(seed));
@@ -176,40 +144,15 @@ fn main() {
         let a = &pool[rng.below(pool.len())];
         let b = &pool[rng.below(pool.len())];
         let input = mutate(&mut rng, a, b);
-        let t0 = Instant::now();
-        let mut internal = false;
-        let mut interp = false;
-        let r = catch_unwind(AssertUnwindSafe(|| match which {
-            0 => {
-                let src = String::from_utf8_lossy(&input);
-                let c = check_source(&src, &Options::default());
-                internal = c.diags.iter().any(|d| d.code.as_str() == "E0900");
-                if c.ok() {
-                    if let Some(k) = c.module.kernels.first() {
-                        interp = true;
-                        interpret(k, &mut rng);
-                    }
-                }
-            }
-            1 => {
-                if let Ok(m) = tilec_abi::meta::KernelMeta::from_json_str(&String::from_utf8_lossy(&input)) {
-                    let _ = m.validate();
-                }
-            }
-            2 => {
-                let _ = tilec_abi::st::from_bytes(&input);
-            }
-            _ => {
-                if let Ok(e) = tilec_abi::expr::SizeExpr::parse(&String::from_utf8_lossy(&input)) {
-                    let env: BTreeMap<String, i64> = e.symbols().into_iter().map(|s| (s, 1 << 40)).collect();
-                    let _ = e.eval(&env);
-                }
-            }
-        }));
-        let dt = t0.elapsed();
+        let reader = [Reader::FrontEnd, Reader::Metadata, Reader::Safetensors, Reader::SizeExpr][which];
+        let (w0, c0) = (Instant::now(), thread_cpu_time());
+        let r = catch_unwind(AssertUnwindSafe(|| exercise(reader, &input, &mut rng)));
+        let (internal, interp) = r.as_ref().map_or((false, false), |o| (o.internal, o.interpreted));
+        let dt = thread_cpu_time().saturating_sub(c0);
         t.runs += 1;
         t.interp_runs += u64::from(interp);
         t.slowest = t.slowest.max(dt);
+        t.slowest_wall = t.slowest_wall.max(w0.elapsed());
         let bad = if r.is_err() {
             t.panics += 1;
             Some("panic")
@@ -240,7 +183,14 @@ fn main() {
         by_target[2],
         by_target[3]
     );
-    println!("fuzz: {} panics, {} internal compiler errors, {} hangs (> 2 s); slowest input {:.1} ms", t.panics, t.internal, t.hangs, t.slowest.as_secs_f64() * 1e3);
+    println!(
+        "fuzz: {} panics, {} internal compiler errors, {} hangs (> 2 s of CPU); slowest input {:.1} ms of CPU ({:.1} ms wall-clock)",
+        t.panics,
+        t.internal,
+        t.hangs,
+        t.slowest.as_secs_f64() * 1e3,
+        t.slowest_wall.as_secs_f64() * 1e3
+    );
     if t.panics + t.internal + t.hangs > 0 {
         println!("fuzz: failing inputs written to {}", failures.display());
         std::process::exit(1);

@@ -84,8 +84,13 @@ pub fn check_source(src: &str, opts: &Options) -> Checked {
     let mut plans = vec![];
     let mut target_plans = vec![];
     let mut kept = vec![];
+    // Unused-result lints only when the file has no error: a statement that failed to parse or
+    // lower may be the one that used the value (one mistake, one diagnostic).
+    let lint = !diags.has_errors();
     for mut k in module.kernels.drain(..) {
-        diags.extend(lints::run(&k));
+        if lint {
+            diags.extend(lints::run(&k));
+        }
         let tmem = match tmem_plan::run(&mut k) {
             Ok(p) => p,
             Err(d) => {

@@ -19,7 +19,7 @@ fn example(file: &str) -> PathBuf {
 }
 
 fn args(file: PathBuf, inputs: PathBuf, out: PathBuf) -> RunArgs {
-    RunArgs { file, interp: true, inputs, out, kernel: None, sizes: vec![], max_steps: 1_000_000, time_limit: 60.0, target: tilec::backend::Target::Sm90a }
+    RunArgs { file, interp: true, inputs, out, kernel: None, sizes: vec![], max_steps: 1_000_000, time_limit: 60.0, target: tilec::backend::Target::Sm90a, dump: vec![], dump_cta: [0; 3] }
 }
 
 #[test]
@@ -122,4 +122,71 @@ fn run_time_errors_point_at_the_source_statement() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error[E0601]: integer division by zero"), "{err}");
     assert!(err.contains("3 │     store y[:, :] = a / n;"), "{err}");
+}
+
+/// `--dump NAME` (issue 13, item 3): every value of a `let` binding, a variable and a predicate
+/// in the chosen CTA, one record per computation, in the output file beside `y`.
+#[test]
+fn dump_records_every_value_of_a_name_in_the_chosen_cta() {
+    let src = tmp("dump.tile");
+    std::fs::write(
+        &src,
+        "kernel prefix(x: f32[4, 8], y: out f32[8, 8]) grid(2) threads(128) {
+    let p = program_id(0);
+    let mut acc = full(4, 8, f32(p));
+    for i in 0..3 {
+        let step = load x[:, :] * f32(i + 1);
+        acc += step;
+    }
+    let _big = row_sum(acc) > 300.0;
+    store y[p * 4..+4, :] = acc;
+}
+",
+    )
+    .unwrap();
+    let x: Vec<f64> = (0..32).map(f64::from).collect();
+    let inp = tmp("dump_in.safetensors");
+    let out = tmp("dump_out.safetensors");
+    let tx = tilec_abi::tensor::HostTensor::from_f64(DType::F32, vec![4, 8], &x).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), tx)])).unwrap();
+    let mut a = args(src.clone(), inp.clone(), out.clone());
+    a.dump = vec!["step".into(), "acc".into(), "_big".into()];
+    a.dump_cta = [1, 0, 0];
+    assert_eq!(run(&a), ExitCode::SUCCESS);
+    let res = tilec_abi::st::read(&out).unwrap();
+    // `step` once per iteration: x * (i + 1).
+    let step = &res["dump.step"];
+    assert_eq!((step.dtype, step.shape.clone()), (DType::F32, vec![3, 4, 8]));
+    let got = step.to_f64();
+    for i in 0..3 {
+        for e in 0..32 {
+            assert_eq!(got[i * 32 + e], x[e] * (i + 1) as f64);
+        }
+    }
+    // `acc`: its initial write (CTA 1 fills it with p = 1), then x·(1 + ... + i) + 1.
+    let acc = &res["dump.acc"];
+    assert_eq!(acc.shape, vec![4, 4, 8]);
+    let got = acc.to_f64();
+    for rec in 0..4 {
+        let tri = (rec * (rec + 1) / 2) as f64;
+        for e in 0..32 {
+            assert_eq!(got[rec * 32 + e], 1.0 + x[e] * tri, "record {rec}, element {e}");
+        }
+    }
+    // A predicate is written as i32 0/1: row r of the final acc sums to 8 + 6·(8·8r + 28).
+    let big = &res["dump._big"];
+    assert_eq!((big.dtype, big.shape.clone()), (DType::I32, vec![1, 4, 1]));
+    let want: Vec<f64> = (0..4).map(|r| f64::from(8.0 + 6.0 * (64.0 * f64::from(r) + 28.0) > 300.0)).collect();
+    assert_eq!(big.to_f64(), want);
+    // The `out` tensor is still there, and CTA 0 was not recorded.
+    assert_eq!(res["y"].shape, vec![8, 8]);
+    // A misspelt name and a CTA outside the grid are errors, and nothing is written.
+    let _ = std::fs::remove_file(&out);
+    let mut a = args(src.clone(), inp.clone(), out.clone());
+    a.dump = vec!["stp".into()];
+    assert_eq!(run(&a), ExitCode::from(1));
+    a.dump = vec!["acc".into()];
+    a.dump_cta = [2, 0, 0];
+    assert_eq!(run(&a), ExitCode::from(1));
+    assert!(!out.exists());
 }

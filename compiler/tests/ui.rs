@@ -1,6 +1,6 @@
 //! Diagnostics fixtures: every `tests/ui/*.tile` states its expected diagnostics inline, on the
 //! offending line, as `//~ ERROR <code> <text>` or `//~ WARN <code> <text>`. The text must occur
-//! in the diagnostic's message or one of its labels. Missing *and* unexpected diagnostics fail.
+//! in the diagnostic's message, one of its labels or one of its notes (the help lines). Missing *and* unexpected diagnostics fail.
 
 use std::path::{Path, PathBuf};
 
@@ -38,7 +38,7 @@ fn line_of(src: &str, d: &Diagnostic) -> usize {
 }
 
 fn matches(e: &Expect, d: &Diagnostic, line: usize) -> bool {
-    let all_text = std::iter::once(d.message.as_str()).chain(d.labels.iter().map(|l| l.message.as_str())).collect::<Vec<_>>().join(" | ");
+    let all_text = std::iter::once(d.message.as_str()).chain(d.labels.iter().map(|l| l.message.as_str())).chain(d.notes.iter().map(String::as_str)).collect::<Vec<_>>().join(" | ");
     e.line == line && e.severity == d.severity && e.code == d.code.as_str() && all_text.contains(&e.text)
 }
 

@@ -1,5 +1,6 @@
 //! `tilec run --interp FILE --inputs X.safetensors --out Y.safetensors [--kernel NAME]
-//! [--size NAME=VALUE]... [--max-steps N] [--target sm_90a|sm_100a]`: runs one kernel of a `.tile` file on the CPU IR
+//! [--size NAME=VALUE]... [--max-steps N] [--time-limit S] [--target sm_90a|sm_100a]
+//! [--dump NAME]... [--dump-cta X,Y,Z]`: runs one kernel of a `.tile` file on the CPU IR
 //! interpreter ([`crate::interp`]) over its whole grid.
 //!
 //! Inputs are named after the kernel's parameters (scalars as rank-0 tensors); the output file
@@ -53,6 +54,26 @@ pub struct RunArgs {
     /// seeded with its old value and every K=16 step rounds into it; others as sm_90a).
     #[arg(long, value_name = "TARGET", default_value_t = InterpOptions::default().target, value_parser = str::parse::<Target>)]
     pub target: Target,
+    /// Record every value of the `let` binding or variable NAME in the CTA of `--dump-cta`
+    /// (repeatable). The output file gets `dump.NAME`, shape [records, rows, cols], one record
+    /// per time the value is computed or the variable written (per loop iteration).
+    #[arg(long, value_name = "NAME")]
+    pub dump: Vec<String>,
+    /// The CTA whose values `--dump` records, as `program_id` x,y,z (missing ones are 0).
+    #[arg(long, value_name = "X,Y,Z", default_value = "0,0,0", value_parser = parse_cta)]
+    pub dump_cta: [i64; 3],
+}
+
+fn parse_cta(s: &str) -> Result<[i64; 3], String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return Err(format!("`{s}` is not X[,Y[,Z]]"));
+    }
+    let mut cta = [0; 3];
+    for (c, p) in cta.iter_mut().zip(&parts) {
+        *c = p.trim().parse().map_err(|e| format!("`{p}` in `{s}`: {e}"))?;
+    }
+    Ok(cta)
 }
 
 pub(crate) fn parse_size(s: &str) -> Result<(String, i64), String> {
@@ -97,7 +118,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let time_limit = (a.time_limit > 0.0 && a.time_limit.is_finite()).then(|| std::time::Duration::from_secs_f64(a.time_limit));
-    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, time_limit, ..InterpOptions::default() };
+    let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, time_limit, dump: a.dump.clone(), dump_cta: a.dump_cta, ..InterpOptions::default() };
     let run = match run_kernel_with(kernel, &inputs, &opts) {
         Ok(r) => r,
         Err(InterpError::Exec { kernel: kname, cta, inst, source }) => {
@@ -115,11 +136,13 @@ pub fn run(a: &RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if let Err(e) = tilec_abi::st::write(&a.out, &run.outputs) {
+    let mut written = run.outputs.clone();
+    written.extend(run.dumps.clone());
+    if let Err(e) = tilec_abi::st::write(&a.out, &written) {
         eprintln!("error: output: {e}");
         return ExitCode::from(2);
     }
-    let outs: Vec<String> = run.outputs.iter().map(|(n, t)| format!("{n} {:?}{:?}", t.dtype, t.shape)).collect();
+    let outs: Vec<String> = written.iter().map(|(n, t)| format!("{n} {:?}{:?}", t.dtype, t.shape)).collect();
     eprintln!(
         "ok: {} grid ({}, {}, {}), {} CTAs, {} steps; wrote {} to {}",
         kernel.name,

@@ -57,6 +57,24 @@ pub enum InterpError {
         /// The budget.
         limit: u64,
     },
+    /// A `--dump` name cannot be dumped ([`super::Options::dump`]).
+    #[error("cannot dump `{name}` of kernel `{kernel}`: {reason}")]
+    BadDump {
+        /// Kernel name.
+        kernel: String,
+        /// The name asked for.
+        name: String,
+        /// Why (unknown name, with the closest one; two types under one name).
+        reason: String,
+    },
+    /// The CTA chosen for `--dump` is outside the grid.
+    #[error("the dump CTA {cta:?} is outside the grid {grid:?}")]
+    DumpCtaOutsideGrid {
+        /// The CTA asked for.
+        cta: [i64; 3],
+        /// The grid.
+        grid: [i64; 3],
+    },
     /// An instruction failed.
     #[error("kernel `{kernel}`, CTA {cta:?}, {inst}: {source}")]
     Exec {

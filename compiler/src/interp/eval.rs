@@ -10,6 +10,7 @@ use cranelift_entity::SecondaryMap;
 use tilec_abi::round::{f64_to_bf16, f64_to_f16};
 
 use super::bind::Bound;
+use super::dump::Watch;
 use super::elementwise::{binary, compare, dims, reduce, select, unary};
 use super::error::ExecError;
 use super::mma;
@@ -42,6 +43,8 @@ pub struct Cta<'a> {
     target: Target,
     /// TMEM lifecycle instructions executed by this CTA.
     pub tmem: TmemCounts,
+    /// Values to record (`--dump`), when this is the chosen CTA.
+    pub(crate) watch: Option<&'a mut Watch>,
 }
 
 type Fail = (Inst, ExecError);
@@ -61,7 +64,7 @@ impl<'a> Cta<'a> {
     /// A fresh CTA of a validated kernel with index `pid`; its MMAs follow the lowering for
     /// `target`.
     pub fn new(v: &Validated<'a>, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, target: Target) -> Self {
-        Cta { k: v.kernel(), bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default() }
+        Cta { k: v.kernel(), bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default(), watch: None }
     }
 
     /// Runs the kernel body.
@@ -215,6 +218,9 @@ impl<'a> Cta<'a> {
                     let at = self.get(*v)?.broadcaster(dims(t))?;
                     Val::build(t, |r, c| at(r, c).convert(t.elem()))?
                 };
+                if let Some(w) = self.watch.as_deref_mut() {
+                    w.var(*var, &val);
+                }
                 self.vars[*var] = Some(val);
                 None
             }
@@ -237,7 +243,12 @@ impl<'a> Cta<'a> {
             }
         };
         match (result, out) {
-            (Some(r), Some(v)) => self.vals[r] = Some(v),
+            (Some(r), Some(v)) => {
+                if let Some(w) = self.watch.as_deref_mut() {
+                    w.value(r, &v);
+                }
+                self.vals[r] = Some(v);
+            }
             (None, None) => {}
             _ => return Err(ExecError::Malformed("result presence does not match the operation".into())),
         }
@@ -348,6 +359,9 @@ impl<'a> Cta<'a> {
             let d = mma::element(ka, |kk| a_at(i, kk) * b_at(kk, j), old.as_ref().map(|o| o[i * n + j]), negate, seeded);
             S::F(d).convert(dt.elem())
         })?;
+        if let Some(w) = self.watch.as_deref_mut() {
+            w.var(dst, &val);
+        }
         self.vars[dst] = Some(val);
         Ok(())
     }

@@ -35,6 +35,7 @@
 //! ```
 
 pub mod bind;
+mod dump;
 mod elementwise;
 mod error;
 mod eval;
@@ -75,11 +76,16 @@ pub struct Options {
     /// steps. A runaway loop stops with [`ExecError::TimeLimit`] at the instruction it was
     /// executing.
     pub time_limit: Option<std::time::Duration>,
+    /// Names of `let` bindings or variables whose every value in CTA [`Options::dump_cta`] is
+    /// recorded into [`Run::dumps`] (`tilec run --interp --dump NAME`; see the `dump` module).
+    pub dump: Vec<String>,
+    /// The CTA (`program_id` x, y, z) whose values [`Options::dump`] records.
+    pub dump_cta: [i64; 3],
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), target: Target::Sm90a, time_limit: None }
+        Options { max_steps: 50_000_000, max_elements: 1 << 28, sizes: BTreeMap::new(), target: Target::Sm90a, time_limit: None, dump: vec![], dump_cta: [0; 3] }
     }
 }
 
@@ -117,6 +123,8 @@ pub struct Run {
     pub ctas: Vec<CtaStats>,
     /// Steps taken (see [`Options::max_steps`]).
     pub steps: u64,
+    /// The values [`Options::dump`] asked for: `dump.NAME`, shape `[records, rows, cols]`.
+    pub dumps: BTreeMap<String, HostTensor>,
 }
 
 /// Runs `kernel` over its whole grid with default [`Options`] and returns the output tensors.
@@ -143,12 +151,19 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
     let deadline = opts.time_limit.map(|d| (std::time::Instant::now() + d, d));
     let mut budget = eval::Budget { used: 0, limit: opts.max_steps, deadline };
     let grid = bound.grid;
+    let mut watch = dump::Watch::new(kernel, &opts.dump)?;
+    if !watch.is_empty() && (0..3).any(|a| !(0..grid[a]).contains(&opts.dump_cta[a])) {
+        return Err(InterpError::DumpCtaOutsideGrid { cta: opts.dump_cta, grid });
+    }
     let mut ctas = Vec::new();
     for z in 0..grid[2] {
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 let pid = [x, y, z];
                 let mut cta = eval::Cta::new(&valid, &mut bound, pid, &mut budget, opts.max_elements, opts.target);
+                if pid == opts.dump_cta && !watch.is_empty() {
+                    cta.watch = Some(&mut watch);
+                }
                 match cta.run() {
                     Ok(()) => ctas.push(CtaStats { pid, tmem: cta.tmem }),
                     Err((_, ExecError::StepLimit { limit })) => return Err(InterpError::StepLimit { limit }),
@@ -165,5 +180,5 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
             outputs.insert(d.name.clone(), bind::to_host(&d.name, g)?);
         }
     }
-    Ok(Run { outputs, sizes: bound.sizes, grid, ctas, steps: budget.used })
+    Ok(Run { outputs, sizes: bound.sizes, grid, ctas, steps: budget.used, dumps: watch.into_tensors()? })
 }

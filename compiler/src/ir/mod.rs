@@ -67,6 +67,10 @@ pub struct Kernel {
     pub body: Block,
     /// Source span of each instruction (missing spans are the default, empty span).
     pub inst_spans: SecondaryMap<Inst, Span>,
+    /// Source names of immutable `let` bindings, in program order (a value may have several
+    /// names, a name several values when shadowed). Debug information only: no pass reads it;
+    /// the interpreter's `--dump` does ([`crate::interp::Options::dump`]).
+    pub bindings: Vec<(String, Value)>,
 }
 
 /// A kernel parameter.
@@ -396,6 +400,7 @@ impl Kernel {
             blocks,
             body,
             inst_spans: SecondaryMap::new(),
+            bindings: vec![],
         }
     }
 

@@ -35,6 +35,12 @@ fn fold(op: SizeOp, x: i64, y: i64) -> Option<i64> {
     tilec_abi::expr::apply(op, x, y).ok()
 }
 
+/// Folds the arithmetic `x op y` of two constants (`None`: not arithmetic, division by zero, or
+/// outside i64).
+pub(super) fn fold_binary(op: BinOp, x: i64, y: i64) -> Option<i64> {
+    fold(size_op(op)?, x, y)
+}
+
 /// Evaluates a constant integer expression over `consts`.
 ///
 /// # Errors

@@ -6,7 +6,7 @@
 //! Comparisons give `bool`. Narrowing to bf16/f16 happens only at `bf16(..)`/`f16(..)` and at
 //! stores, always rounding to nearest even.
 
-use super::consts::{eval_const, eval_extent};
+use super::consts::{eval_const, eval_extent, fold_binary};
 use super::target::MAX_TILE_EXTENT;
 use super::{Binding, KernelLowering};
 use crate::diag::{Code, Diagnostic, Span};
@@ -187,6 +187,21 @@ impl KernelLowering<'_> {
                             .with_note("an i32 division by zero has no defined result on the GPU (the interpreter stops on it)"),
                     );
                     return None;
+                }
+                // i32 arithmetic on constants that leaves the i32 range: the GPU would wrap and the
+                // interpreter would stop, so it is an error here (`const`s are i64 to the folder).
+                if elem == Elem::I32 {
+                    if let (Ok(x), Ok(y)) = (eval_const(ea, self.consts), eval_const(eb, self.consts)) {
+                        let v = fold_binary(op, x, y);
+                        if v.map_or(true, |v| i32::try_from(v).is_err()) {
+                            let shown = v.map_or_else(|| "beyond i64".to_string(), |v| v.to_string());
+                            self.error(
+                                Diagnostic::error(Code::BadConst, format!("this i32 expression overflows: {x} {} {y} = {shown}", op.symbol()), span, "outside -2147483648..=2147483647")
+                                    .with_note("note: i32 arithmetic wraps on the GPU and stops the interpreter; index arithmetic is i32"),
+                            );
+                            return None;
+                        }
+                    }
                 }
                 let o = match op {
                     BinOp::Add => ir::BinOp::Add,
@@ -414,7 +429,8 @@ impl KernelLowering<'_> {
         let dim_text = self.b.kernel.size_text(dim);
         match ix {
             IndexExpr::Point(e) => {
-                let c = eval_const(e, self.consts).ok()?;
+                // A constant outside i32 is the overflow that lowering reports (E0205).
+                let c = eval_const(e, self.consts).ok().filter(|c| i32::try_from(*c).is_ok())?;
                 (c < 0 || c >= n).then(|| {
                     Diagnostic::error(Code::BadIndex, format!("index {c} is outside dimension `{dim_text}` of `{tensor}` (extent {n})"), e.span, "always out of bounds")
                         .with_note(format!("help: valid indices are 0..{n}"))
@@ -425,7 +441,7 @@ impl KernelLowering<'_> {
                 let what = if l > n {
                     format!("a slice of {l} is longer than dimension `{dim_text}` of `{tensor}` (extent {n})")
                 } else {
-                    let s0 = eval_const(start, self.consts).ok()?;
+                    let s0 = eval_const(start, self.consts).ok().filter(|c| i32::try_from(*c).is_ok())?;
                     if s0 >= 0 && s0.checked_add(l).is_some_and(|end| end <= n) {
                         return None;
                     }

@@ -183,6 +183,7 @@ impl KernelLowering<'_> {
         match space {
             None => {
                 let v = self.convert(v, ty, value.span);
+                self.b.kernel.bindings.push((name.name.clone(), v));
                 self.bind(name, Binding::Value(v));
             }
             Some(space) => {

@@ -217,6 +217,28 @@ pub enum BinOp {
     Or,
 }
 
+impl BinOp {
+    /// The operator as written in source.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::MatMul => "@",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+}
+
 /// Unary operators.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum UnOp {

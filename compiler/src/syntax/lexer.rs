@@ -156,6 +156,10 @@ pub enum Token {
     /// `!`
     #[token("!")]
     Bang,
+    /// A run of characters that is not part of any token (never produced by logos: [`lex`] makes
+    /// it from a lexical error, already reported). The grammar reads it as a poisoned operand, so
+    /// `max(a, é)` has two arguments and does not cascade into an arity error.
+    Invalid,
 }
 
 impl fmt::Display for Token {
@@ -217,6 +221,7 @@ pub fn token_text(t: &Token) -> &'static str {
         Token::AndAnd => "&&",
         Token::OrOr => "||",
         Token::Bang => "!",
+        Token::Invalid => "invalid character",
     }
 }
 

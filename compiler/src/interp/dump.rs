@@ -1,0 +1,111 @@
+//! `tilec run --interp --dump NAME`: every value a named binding takes in one chosen CTA,
+//! written to the output file beside the `out` tensors (issue 13, item 3).
+//!
+//! A name is an immutable `let` binding ([`Kernel::bindings`]) or a variable (`let mut`,
+//! `smem`/`tmem`/`reg` tiles: [`crate::ir::VarData::name`]). Each time the watched value is
+//! computed, or the variable is written (`=`, `+=`, an MMA), in the chosen CTA, the value is
+//! recorded; a binding inside a loop is recorded once per iteration, in execution order. The
+//! records of `NAME` are stacked into the tensor `dump.NAME` of shape `[records, rows, cols]`
+//! (a scalar is `1 x 1`), of the binding's element type (a predicate as i32 0/1), so a tile
+//! read back with `tilec_io.read` equals the interpreter's value bit for bit. A name that is
+//! never computed in that CTA gives `[0, rows, cols]`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
+
+use super::bind::dtype_of;
+use super::value::Val;
+use super::InterpError;
+use crate::ir::{Kernel, Type, Value, Var};
+
+/// What to record: the names asked for and, per IR value or variable, which of them it is.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    names: Vec<(String, Type)>,
+    values: HashMap<Value, Vec<usize>>,
+    vars: HashMap<Var, Vec<usize>>,
+    records: Vec<Vec<Val>>,
+}
+
+impl Watch {
+    /// Resolves `names` in `k`.
+    ///
+    /// # Errors
+    /// [`InterpError::BadDump`] for a name that is neither a `let` binding nor a variable
+    /// (with the closest name the kernel has), or that names values of different types.
+    pub(crate) fn new(k: &Kernel, names: &[String]) -> Result<Watch, InterpError> {
+        let mut w = Watch::default();
+        for name in names {
+            let i = w.names.len();
+            let mut types = vec![];
+            for (n, v) in &k.bindings {
+                if n == name {
+                    w.values.entry(*v).or_default().push(i);
+                    types.push(k.values[*v].ty);
+                }
+            }
+            for (var, d) in k.vars.iter() {
+                if &d.name == name {
+                    w.vars.entry(var).or_default().push(i);
+                    types.push(d.ty);
+                }
+            }
+            let bad = |reason: String| InterpError::BadDump { kernel: k.name.clone(), name: name.clone(), reason };
+            let Some(&ty) = types.first() else {
+                let known = k.bindings.iter().map(|(n, _)| n.as_str()).chain(k.vars.values().map(|d| d.name.as_str())).filter(|n| !n.starts_with('%'));
+                let closest = known.min_by_key(|c| (strsim::damerau_levenshtein(name, c), c.to_string()));
+                let hint = closest.map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
+                return Err(bad(format!("no `let` binding or variable has this name{hint}")));
+            };
+            // Records are stacked into one tensor, so every binding of the name has one type.
+            if let Some(other) = types.iter().find(|t| **t != ty) {
+                return Err(bad(format!("it names values of two types, {ty} and {other} (a shadowed `let`): rename one")));
+            }
+            w.names.push((name.clone(), ty));
+            w.records.push(vec![]);
+        }
+        Ok(w)
+    }
+
+    /// Whether nothing is watched (the interpreter skips the bookkeeping then).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Records `val` if `value` is watched.
+    pub(crate) fn value(&mut self, value: Value, val: &Val) {
+        if let Some(ix) = self.values.get(&value) {
+            for &i in ix {
+                self.records[i].push(val.clone());
+            }
+        }
+    }
+
+    /// Records the new contents of `var` if it is watched.
+    pub(crate) fn var(&mut self, var: Var, val: &Val) {
+        if let Some(ix) = self.vars.get(&var) {
+            for &i in ix {
+                self.records[i].push(val.clone());
+            }
+        }
+    }
+
+    /// The records as tensors named `dump.NAME`, each `[records, rows, cols]`.
+    ///
+    /// # Errors
+    /// [`InterpError::Tensor`] if a tensor cannot be built (too large).
+    pub(crate) fn into_tensors(self) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+        let mut out = BTreeMap::new();
+        for ((name, ty), recs) in self.names.into_iter().zip(self.records) {
+            let (r, c) = ty.shape().map_or((1, 1), |(r, c)| (r as usize, c as usize));
+            let dtype = dtype_of(ty.elem()).unwrap_or(DType::I32);
+            let vals: Vec<f64> = recs.iter().flat_map(|v| v.data.iter().map(|s| s.to_f64())).collect();
+            let key = format!("dump.{name}");
+            let t = HostTensor::from_f64(dtype, vec![recs.len(), r, c], &vals).map_err(|source| InterpError::Tensor { name: key.clone(), source })?;
+            out.insert(key, t);
+        }
+        Ok(out)
+    }
+}
