@@ -111,14 +111,25 @@ fn assemble(ptx: &str, target: Target) {
 }
 
 #[test]
-fn gemm_sm90a_uses_mma_sync() {
+fn gemm_sm90a_uses_wgmma_for_a_tmem_accumulator_and_mma_sync_otherwise() {
+    // A 128 x 64 f32 accumulator in `tmem`: register-resident on sm_90a, two units of
+    // m64n64k16 per K step, no mma.sync.
     let k = gemm(Space::Tmem);
     validate::validate(&k).unwrap();
     let out = compile(&k, &TmemLayout::prefix_sums(&k).unwrap(), Target::Sm90a);
     assert!(out.ptx.contains(".target sm_90a"), "{}", out.ptx);
-    assert!(out.ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+    assert!(out.ptx.contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"), "{}", out.ptx);
+    assert!(out.ptx.contains("wgmma.wait_group.sync.aligned"));
+    assert!(out.ptx.contains("wgmma.fence.sync.aligned") && out.ptx.contains("wgmma.commit_group.sync.aligned"));
+    assert!(!out.ptx.contains("mma.sync.aligned.m16n8k16"));
     assert!(out.ptx.contains(".entry gemm_b"));
     assert!(!out.ptx.contains("tcgen05"));
+    // The same product into a `reg` accumulator (held in shared memory) stays on mma.sync.
+    let ks = gemm(Space::Reg);
+    let outs = compile(&ks, &TmemLayout::prefix_sums(&ks).unwrap(), Target::Sm90a);
+    assert!(outs.ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+    assert!(!outs.ptx.contains("wgmma"));
+    assemble(&outs.ptx, Target::Sm90a);
     // acc (32 KiB f32) + at (16 KiB) + bt (8 KiB) at least.
     assert!(out.smem_bytes >= 56 * 1024, "{}", out.smem_bytes);
     assemble(&out.ptx, Target::Sm90a);

@@ -51,7 +51,9 @@ fn k1_builds_for_all_targets_with_metadata() {
             }
             Target::Sm90a => {
                 assert!(meta.tmem.is_none());
-                assert!(b.compiled.ptx.contains("mma.sync.aligned.m16n8k16"));
+                // Every K#1 accumulator is a `tmem` f32 tile within the register budget: wgmma.
+                assert!(b.compiled.ptx.contains("wgmma.mma_async.sync.aligned.m64n"));
+                assert!(!b.compiled.ptx.contains("mma.sync.aligned.m16n8k16"));
                 assert!(!b.compiled.ptx.contains("tcgen05"));
             }
         }

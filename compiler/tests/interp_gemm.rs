@@ -22,7 +22,7 @@ const BK: u32 = 16;
 /// `b_transposed`: b is stored `[N, K]` and read as the transposed MMA operand, and the first
 /// K step is peeled with `accumulate = false` (instead of zero-initialising the accumulator).
 /// The TMEM lifecycle (alloc, relinquish, dealloc) brackets the body as the planner emits it.
-fn gemm_kernel(out_elem: Elem, b_transposed: bool) -> Kernel {
+fn gemm_kernel(out_elem: Elem, b_transposed: bool, acc_space: Space) -> Kernel {
     let mut k = Kernel::new("gemm", Span::default());
     set_sizes(&mut k, &["M", "K", "N"]);
     let (m, kk, n) = (sym(&k, "M"), sym(&k, "K"), sym(&k, "N"));
@@ -34,7 +34,7 @@ fn gemm_kernel(out_elem: Elem, b_transposed: bool) -> Kernel {
     let mut b = Builder::new(&mut k);
     b.effect(Op::TmemAlloc { columns: 32 });
     b.effect(Op::TmemRelinquish);
-    let acc = b.var("acc", Space::Tmem, Type::tile(Elem::F32, BM, BN), Span::default());
+    let acc = b.var("acc", acc_space, Type::tile(Elem::F32, BM, BN), Span::default());
     let sa = b.var("sa", Space::Smem, Type::tile(Elem::Bf16, BM, BK), Span::default());
     let sb_ty = if b_transposed { Type::tile(Elem::Bf16, BN, BK) } else { Type::tile(Elem::Bf16, BK, BN) };
     let sb = b.var("sb", Space::Smem, sb_ty, Span::default());
@@ -112,7 +112,7 @@ fn case(seed: u64, m: usize, kd: usize, n: usize, bt: bool) -> Case {
 fn gemm_bf16_out_within_rounding_bound() {
     let (m, kd, n) = (100, 50, 70); // every dimension leaves a partial tile
     let c = case(1, m, kd, n, false);
-    let k = gemm_kernel(Elem::Bf16, false);
+    let k = gemm_kernel(Elem::Bf16, false, Space::Tmem);
     let run = run_kernel_with(&k, &c.inputs, &Options::default()).expect("gemm runs");
     assert_eq!(run.grid, [2, 3, 1]);
     assert_eq!(run.ctas.len(), 6);
@@ -141,19 +141,22 @@ fn gemm_bf16_out_within_rounding_bound() {
 fn gemm_transposed_b_f32_out_matches_specified_order_bitwise() {
     let (m, kd, n) = (70, 40, 45);
     let c = case(2, m, kd, n, true);
-    let k = gemm_kernel(Elem::F32, true);
     let (exact, absprod) = matmul_f64(&c.a, &c.b, m, kd, n);
     let steps = kd.div_ceil(BK as usize);
+    // (target, accumulator space, seeded): a `tmem` accumulator is tcgen05's on sm_100a and a
+    // wgmma register accumulator on sm_90a — both take the old value as the step's input; a
+    // `reg` accumulator takes mma.sync on both, which sums the step from +0 and adds the old
+    // accumulator in f32 afterwards.
+    let cases = [(Target::Sm90a, Space::Tmem, true), (Target::Sm100a, Space::Tmem, true), (Target::Sm90a, Space::Reg, false), (Target::Sm100a, Space::Reg, false)];
     let mut outs = Vec::new();
-    for target in Target::ALL {
+    for (target, space, seeded) in cases {
+        let k = gemm_kernel(Elem::F32, true, space);
         let opts = Options { target, ..Options::default() };
         let run = run_kernel_with(&k, &c.inputs, &opts).expect("gemm runs");
         let got = run.outputs["c"].to_f32();
         // The specified order: each MMA here is one K = 16 step, whose exact products (bf16
         // products are exact in f32; padding products are +0) are summed in f64 with the
-        // step's input and rounded once to f32. sm_90a (mma.sync) sums from +0 and adds the
-        // old accumulator in f32 afterwards; sm_100a (tcgen05.mma into this TMEM accumulator)
-        // takes the old accumulator as the step's input. The first step overwrites.
+        // step's input and rounded once to f32. The first step overwrites.
         for i in 0..m {
             for j in 0..n {
                 let mut d = 0.0f32;
@@ -162,27 +165,29 @@ fn gemm_transposed_b_f32_out_matches_specified_order_bitwise() {
                     for p in s * BK as usize..((s + 1) * BK as usize).min(kd) {
                         part += c.a[i * kd + p] * c.b[p * n + j];
                     }
-                    d = match (s, target) {
+                    d = match (s, seeded) {
                         (0, _) => part as f32,
-                        (_, Target::Sm90a) => d + part as f32,
-                        (_, Target::Sm100a) => (f64::from(d) + part) as f32,
+                        (_, false) => d + part as f32,
+                        (_, true) => (f64::from(d) + part) as f32,
                     };
                 }
-                assert_eq!(got[i * n + j].to_bits(), d.to_bits(), "{target}: c[{i}, {j}]");
+                assert_eq!(got[i * n + j].to_bits(), d.to_bits(), "{target} {space:?}: c[{i}, {j}]");
                 let e = (f64::from(got[i * n + j]) - exact[i * n + j]).abs();
                 assert!(e <= gamma_f32(kd) * absprod[i * n + j], "{target}: c[{i}, {j}] outside the fp32 bound");
             }
         }
         outs.push(got);
     }
-    // Random data tells the two orders apart somewhere.
-    assert_ne!(outs[0], outs[1]);
+    // One order per accumulator kind, whatever the target; random data tells the two apart.
+    assert_eq!(outs[0], outs[1]);
+    assert_eq!(outs[2], outs[3]);
+    assert_ne!(outs[0], outs[2]);
 }
 
 #[test]
 fn gemm_rejects_inconsistent_inputs() {
     let c = case(3, 10, 20, 30, false);
-    let k = gemm_kernel(Elem::F32, false);
+    let k = gemm_kernel(Elem::F32, false, Space::Tmem);
     let mut bad = c.inputs.clone();
     // b's first extent must equal a's second (K): the two sources of K disagree.
     bad.insert("b".into(), tilec_abi::tensor::HostTensor::zeros(DType::Bf16, vec![21, 30]).unwrap());

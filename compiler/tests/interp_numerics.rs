@@ -1,8 +1,9 @@
-//! Interpreter MMA numerics per target (issue #8, item 6): the sm_90a lowering (`mma.sync`)
-//! sums the K steps first and then adds the old accumulator (`D_old ± (s₁ + s₂)`); the sm_100a
-//! lowering seeds `tcgen05.mma` with the old TMEM accumulator and rounds every K = 16 step into
-//! it (`(D_old ± s₁) ± s₂`, negation on A); accumulators outside TMEM take `mma.sync` on
-//! sm_100a too.
+//! Interpreter MMA numerics per lowering (issue #8, item 6; issue #9): `mma.sync` (an
+//! accumulator in shared memory or registers of the IR's `reg` space, and a `tmem` accumulator
+//! over the sm_90a register budget) sums the K steps first and then adds the old accumulator
+//! (`D_old ± (s₁ + s₂)`); `tcgen05.mma` (a `tmem` accumulator on sm_100a) and `wgmma` (a `tmem`
+//! accumulator on sm_90a within the register budget) take the old accumulator as the first
+//! step's input and round every K = 16 step into it (`(D_old ± s₁) ± s₂`, negation on A).
 //!
 //! The inputs make every product ±1 or 0 and every step sum `s` a small integer, so each step
 //! sum is exact and one step of the model (`round_f32(c + Σ products)`) is one f32 addition
@@ -25,15 +26,20 @@ const N: usize = 16;
 const K: usize = 32; // two K = 16 steps
 const P24: f32 = 16_777_216.0; // 2^24
 
-/// `y = d0 (op) a @ b` with the accumulator `d` in tensor memory.
+/// `y = d0 (op) a @ b` with the accumulator `d` in tensor memory, `M x N`.
 fn source(op: &str) -> String {
+    source_n(op, N)
+}
+
+/// [`source`] with `n` columns.
+fn source_n(op: &str, n: usize) -> String {
     format!(
-        "kernel acc(a: bf16[{M}, {K}], b: bf16[{K}, {N}], d0: f32[{M}, {N}], y: out f32[{M}, {N}]) grid(1) threads(128) {{
+        "kernel acc(a: bf16[{M}, {K}], b: bf16[{K}, {n}], d0: f32[{M}, {n}], y: out f32[{M}, {n}]) grid(1) threads(128) {{
     let sa: smem = load a[0..+{M}, 0..+{K}];
-    let sb: smem = load b[0..+{K}, 0..+{N}];
-    let mut d: tmem = load d0[0..+{M}, 0..+{N}];
+    let sb: smem = load b[0..+{K}, 0..+{n}];
+    let mut d: tmem = load d0[0..+{M}, 0..+{n}];
     d {op} sa @ sb;
-    store y[0..+{M}, 0..+{N}] = d;
+    store y[0..+{M}, 0..+{n}] = d;
 }}
 "
     )
@@ -79,6 +85,11 @@ fn a_step(i: usize, s: i32) -> Vec<f32> {
 }
 
 fn inputs() -> Inputs {
+    inputs_n(N)
+}
+
+/// [`inputs`] for `n` columns.
+fn inputs_n(n: usize) -> Inputs {
     let a: Vec<f32> = (0..M)
         .flat_map(|i| {
             let (s1, s2) = step_sums(i);
@@ -87,21 +98,22 @@ fn inputs() -> Inputs {
             row
         })
         .collect();
-    let d: Vec<f32> = (0..M * N).map(|e| d_old(e % N)).collect();
+    let d: Vec<f32> = (0..M * n).map(|e| d_old(e % n)).collect();
     BTreeMap::from([
         ("a".to_string(), HostTensor::from_f32(DType::Bf16, vec![M, K], &a).unwrap()),
-        ("b".to_string(), HostTensor::from_f32(DType::Bf16, vec![K, N], &vec![1.0; K * N]).unwrap()),
-        ("d0".to_string(), HostTensor::from_f32(DType::F32, vec![M, N], &d).unwrap()),
+        ("b".to_string(), HostTensor::from_f32(DType::Bf16, vec![K, n], &vec![1.0; K * n]).unwrap()),
+        ("d0".to_string(), HostTensor::from_f32(DType::F32, vec![M, n], &d).unwrap()),
     ])
 }
 
-/// What the lowering for `target` computes, in f32 arithmetic (see the module docs).
-fn expected(target: Target, tmem: bool, negate: bool, i: usize, j: usize) -> f32 {
+/// What the lowering computes, in f32 arithmetic (see the module docs): `seeded` for tcgen05
+/// and wgmma, otherwise mma.sync.
+fn expected(seeded: bool, negate: bool, i: usize, j: usize) -> f32 {
     let (s1, s2) = step_sums(i);
     let (s1, s2) = (s1 as f32, s2 as f32);
     let d = d_old(j);
-    if target == Target::Sm100a && tmem {
-        // tcgen05.mma: D_old seeds step 1, step 2 accumulates; `-=` negates A (every product).
+    if seeded {
+        // D_old seeds step 1, step 2 accumulates; `-=` negates A (every product).
         if negate { (d + -s1) + -s2 } else { (d + s1) + s2 }
     } else {
         // mma.sync: registers from 0 (0 + s₁ + s₂ is exact here), D_old once at the end.
@@ -117,15 +129,16 @@ fn run(space: Space, op: &str, target: Target) -> Vec<f32> {
     run.outputs["y"].to_f32()
 }
 
-/// Checks every element against its target's expected value; returns the sm_90a and sm_100a
-/// outputs.
+/// Checks every element against the expected value (this `M x N` accumulator is within the
+/// sm_90a register budget, so a `tmem` one is seeded on both targets); returns the sm_90a and
+/// sm_100a outputs.
 fn check(space: Space, op: &str) -> (Vec<f32>, Vec<f32>) {
     let negate = op == "-=";
     let outs: Vec<Vec<f32>> = Target::ALL.iter().map(|&nm| run(space, op, nm)).collect();
     for (nm, got) in Target::ALL.iter().zip(&outs) {
         for i in 0..M {
             for j in 0..N {
-                let want = expected(*nm, space == Space::Tmem, negate, i, j);
+                let want = expected(space == Space::Tmem, negate, i, j);
                 assert_eq!(got[i * N + j].to_bits(), want.to_bits(), "{nm}, {space:?} d {op}: y[{i}, {j}] = {} want {want} (D_old {}, step sums {:?})", got[i * N + j], d_old(j), step_sums(i));
             }
         }
@@ -148,27 +161,28 @@ fn inputs_have_the_intended_step_sums() {
 }
 
 #[test]
-fn tmem_accumulate_follows_each_targets_association() {
+fn tmem_accumulate_is_seeded_on_both_targets() {
     let (sm90, sm100) = check(Space::Tmem, "+=");
-    // Hand-worked: D_old = 2^24, s₁ = s₂ = 1. sm_90a: 2^24 + (1 + 1) = 2^24 + 2 (exact);
-    // sm_100a: 2^24 + 1 → 2^24 (tie to even), twice.
-    assert_eq!(sm90[0], P24 + 2.0);
-    assert_eq!(sm100[0], P24);
-    let differ = sm90.iter().zip(&sm100).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+    // Hand-worked: D_old = 2^24, s₁ = s₂ = 1: 2^24 + 1 → 2^24 (tie to even), twice.
+    assert_eq!((sm90[0], sm100[0]), (P24, P24));
+    assert_eq!(sm90, sm100);
+    // And mma.sync's order would differ on many elements (the test tells the two apart).
+    let reg = check(Space::Reg, "+=").0;
+    let differ = sm90.iter().zip(&reg).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
     assert!(differ >= M, "the two associations differ on only {differ} elements");
+    assert_eq!(reg[0], P24 + 2.0);
 }
 
 #[test]
-fn tmem_subtract_follows_each_targets_association() {
+fn tmem_subtract_is_seeded_on_both_targets() {
     let (sm90, sm100) = check(Space::Tmem, "-=");
-    // Hand-worked: D_old = −2^24, s₁ = s₂ = 1. sm_90a: −2^24 − (1 + 1) = −2^24 − 2 (exact);
-    // sm_100a: −2^24 + (−1) → −2^24 (tie to even), twice.
-    assert_eq!(sm90[1], -P24 - 2.0);
-    assert_eq!(sm100[1], -P24);
-    // D_old = 2^24: sm_100a steps below 2^24, where the spacing is 1: 2^24 − 1, 2^24 − 2.
-    assert_eq!((sm90[0], sm100[0]), (P24 - 2.0, P24 - 2.0));
-    let differ = sm90.iter().zip(&sm100).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
-    assert!(differ >= M, "the two associations differ on only {differ} elements");
+    // Hand-worked: D_old = −2^24, s₁ = s₂ = 1: −2^24 + (−1) → −2^24 (tie to even), twice;
+    // mma.sync: −2^24 − (1 + 1) = −2^24 − 2 (exact).
+    assert_eq!((sm90[1], sm100[1]), (-P24, -P24));
+    assert_eq!(check(Space::Reg, "-=").0[1], -P24 - 2.0);
+    // D_old = 2^24: the steps go below 2^24, where the spacing is 1: 2^24 − 1, 2^24 − 2.
+    assert_eq!(sm90[0], P24 - 2.0);
+    assert_eq!(sm90, sm100);
 }
 
 #[test]
@@ -181,11 +195,14 @@ fn accumulators_outside_tmem_take_mma_sync_on_both_targets() {
 
 #[test]
 fn cli_target_flag_selects_the_numerics() {
+    // A 64 x 512 f32 accumulator is 256 floats per thread of 128: over the sm_90a register
+    // budget, so mma.sync there, tcgen05 (seeded) on sm_100a.
+    let n = 512;
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let file = dir.join("interp_numerics_acc.tile");
-    std::fs::write(&file, source("+=")).unwrap();
+    std::fs::write(&file, source_n("+=", n)).unwrap();
     let inp = dir.join("interp_numerics_in.safetensors");
-    tilec_abi::st::write(&inp, &inputs()).unwrap();
+    tilec_abi::st::write(&inp, &inputs_n(n)).unwrap();
     let mut outs = Vec::new();
     for target in [None, Some("sm_90a"), Some("sm_100a")] {
         let out = dir.join(format!("interp_numerics_out_{}.safetensors", target.unwrap_or("default")));

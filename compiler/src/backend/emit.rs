@@ -68,6 +68,9 @@ pub(crate) struct Codegen<'ctx, 'k> {
     pub tmem_base: Option<IntValue<'ctx>>,
     /// Local slot holding the MMA mbarrier's current phase (promoted to a register by mem2reg).
     pub mma_phase: Option<PointerValue<'ctx>>,
+    /// Register-resident accumulators: each one's fragment array (a stack array with constant
+    /// indices, which SROA turns into registers; `sm90::wgmma`).
+    pub fragments: SecondaryMap<crate::ir::Var, Option<PointerValue<'ctx>>>,
 }
 
 impl<'ctx, 'k> Codegen<'ctx, 'k> {
@@ -126,6 +129,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             warp: ctx.i32_type().const_zero(),
             tmem_base: None,
             mma_phase: None,
+            fragments: SecondaryMap::new(),
         };
         cg.prologue()?;
         Ok(cg)

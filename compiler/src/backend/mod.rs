@@ -20,6 +20,7 @@
 // The code-generation core is crate-private: outside the back end only `compile_kernel`, its
 // error and result types, the TMEM layout and the tcgen05 gate are used.
 pub(crate) mod barrier;
+pub(crate) mod descriptors;
 pub(crate) mod elementwise;
 pub(crate) mod emit;
 pub(crate) mod llvm;
@@ -27,6 +28,7 @@ pub(crate) mod lowering;
 pub(crate) mod math;
 pub(crate) mod memory;
 pub(crate) mod reduce;
+pub(crate) mod staging;
 pub mod sm100;
 pub(crate) mod sm90;
 

@@ -353,7 +353,7 @@ impl<'a> Cta<'a> {
         let b_at = |kk: usize, j: usize| if bt { bv[j * kb + kk] } else { bv[kk * n + j] };
         // Which lowering's association applies (mma.rs): sm_100a seeds tcgen05.mma with D_old
         // for a TMEM accumulator; every other accumulator takes the mma.sync path.
-        let seeded = mma::seeds_accumulator(self.target, self.k.vars[dst].space);
+        let seeded = mma::seeds_accumulator(self.target, self.k, dst);
         let val = Val::build(dt, |i, j| {
             // Products of bf16/f16 values are exact in f32.
             let d = mma::element(ka, |kk| a_at(i, kk) * b_at(kk, j), old.as_ref().map(|o| o[i * n + j]), negate, seeded);

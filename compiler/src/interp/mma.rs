@@ -4,17 +4,19 @@
 //! Both lowerings issue one tensor-core instruction per K = 16 step ([`STEP_K`]); they differ
 //! in where the old accumulator `D_old` enters and where `-=` negates:
 //!
-//! * sm_90a — `compiler/src/backend/sm90/mma_sync.rs` (`mma.sync.m16n8k16`): the
-//!   accumulator registers start at +0, every K step accumulates into them, and at the end
-//!   `D = D_old + acc` (`+=`), `D = D_old − acc` (`-=`), `D = acc` (`=`) or `D = −acc` (`= −`),
-//!   each one f32 operation. So `D_old + (s₁ + s₂ + …)`: the product sum first.
-//! * sm_100a — `compiler/src/backend/sm100/mma.rs` (`tcgen05.mma`): the
-//!   accumulator in tensor memory is the MMA's D; the first step has `enable_input_d` =
-//!   accumulate (D_old is the seed), every later step accumulates into D, and `-=` sets the
-//!   negate-A bit of the instruction descriptor, so every step adds `(−a)·b`. So
-//!   `((D_old + s₁) + s₂) + …`. An accumulator that is not in tensor memory falls back to
-//!   `mma.sync` on sm_100a too (`backend/sm100/mod.rs`: `space != Space::Tmem` → `mma_sync`), so it gets
-//!   the sm_90a order.
+//! * `mma.sync.m16n8k16` — `compiler/src/backend/sm90/mma_sync.rs`, for accumulators held in
+//!   shared memory: the accumulator registers start at +0, every K step accumulates into them,
+//!   and at the end `D = D_old + acc` (`+=`), `D = D_old − acc` (`-=`), `D = acc` (`=`) or
+//!   `D = −acc` (`= −`), each one f32 operation. So `D_old + (s₁ + s₂ + …)`: the product sum
+//!   first.
+//! * `tcgen05.mma` (sm_100a, `compiler/src/backend/sm100/mma.rs`, a TMEM accumulator) and
+//!   `wgmma.mma_async` (sm_90a, `compiler/src/backend/sm90/wgmma.rs`, a register-resident
+//!   accumulator: `passes::target_plan::register_accumulator`): the accumulator is the MMA's D;
+//!   the first step takes D_old as input when accumulating (`enable_input_d` / scale-d), every
+//!   later step accumulates into D, and `-=` negates A (the negate-A bit of the instruction
+//!   descriptor / imm-scale-a = −1), so every step adds `(−a)·b`. So `((D_old + s₁) + s₂) + …`.
+//!   Any other accumulator (not in tensor memory on sm_100a; over the register budget, or not
+//!   f32, on sm_90a) takes `mma.sync`.
 //!
 //! One K step (PTX ISA, `mma` and `tcgen05.mma`: `D = A·B + C`) is modelled as its exact
 //! products (bf16·bf16 and f16·f16 products are exact in f32) summed together with the
@@ -26,17 +28,17 @@
 //! beyond that the smallest terms are rounded in f64 before the final f32 rounding.
 
 use crate::backend::Target;
-use crate::ir::Space;
+use crate::ir::{Kernel, Space, Var};
 
 /// K extent of one tensor-core instruction (`m16n8k16`, `tcgen05.mma kind::f16`).
 pub const STEP_K: usize = 16;
 
-/// Whether an MMA into an accumulator in `space` runs, on `target`, as `tcgen05.mma` seeded with
-/// the old accumulator (rather than `mma.sync`, which adds it after the product sum). The same
-/// test as the back end's dispatch (the target's `Lowering`: tcgen05 exists, then the sm_100a
-/// lowering's TMEM check).
-pub fn seeds_accumulator(target: Target, space: Space) -> bool {
-    target.info().mma.tcgen05 && space == Space::Tmem
+/// Whether an MMA into `dst` of kernel `k` runs, on `target`, seeded with the old accumulator
+/// (`tcgen05.mma` or `wgmma`, rather than `mma.sync`, which adds it after the product sum). The
+/// same test as the back end's dispatch (each target's `Lowering`).
+pub fn seeds_accumulator(target: Target, k: &Kernel, dst: Var) -> bool {
+    let info = target.info();
+    (info.mma.tcgen05 && k.vars[dst].space == Space::Tmem) || crate::passes::target_plan::register_accumulator(k, dst, info).is_some()
 }
 
 /// One K step: `round_f32(c + Σ products)`, the sum taken in f64; without an input `c`
@@ -85,14 +87,30 @@ mod tests {
     const BIG: f32 = 16_777_216.0; // 2^24: the f32 spacing above it is 2
 
     #[test]
-    fn only_tmem_accumulators_on_sm100a_are_seeded() {
-        assert!(seeds_accumulator(Target::Sm100a, Space::Tmem));
-        for s in [Space::Reg, Space::Smem] {
-            assert!(!seeds_accumulator(Target::Sm100a, s));
-        }
-        for s in [Space::Reg, Space::Smem, Space::Tmem] {
-            assert!(!seeds_accumulator(Target::Sm90a, s));
-        }
+    fn seeded_accumulators_follow_the_lowering() {
+        // `acc` (128 x 128: 128 floats per thread) is a wgmma register accumulator on sm_90a and
+        // a TMEM accumulator on sm_100a; `wide` (128 x 512: 512 floats per thread) is over the
+        // sm_90a register budget and takes mma.sync there.
+        let src = "kernel k(a: bf16[128, 64], b: bf16[64, 512], y: out f32[128, 512]) grid(1) threads(128) {
+            let at: smem = load a[:, :];
+            let bt: smem = load b[:, 0..+128];
+            let bw: smem = load b[:, :];
+            let acc: tmem = at @ bt;
+            store y[:, 0..+128] = acc;
+            let wide: tmem = at @ bw;
+            store y[:, :] = wide;
+        }";
+        // Lowered only: the seeding rule is about the IR (the kernel is over the sm_90a
+        // shared-memory budget, which is not this test's concern).
+        let (file, _) = crate::syntax::parse(src);
+        let (module, diags) = crate::sema::lower(&file);
+        assert!(!diags.has_errors(), "{diags:?}");
+        let k = &module.kernels[0];
+        let var = |name: &str| k.vars.iter().find(|(_, d)| d.name == name).map(|(v, _)| v).unwrap();
+        assert!(seeds_accumulator(Target::Sm100a, k, var("acc")));
+        assert!(seeds_accumulator(Target::Sm100a, k, var("wide")));
+        assert!(seeds_accumulator(Target::Sm90a, k, var("acc")));
+        assert!(!seeds_accumulator(Target::Sm90a, k, var("wide")));
     }
 
     #[test]

@@ -9,12 +9,14 @@
 //! * [`mma_sync`] — `mma.sync.aligned.m16n8k16` A/B/C fragments (PTX ISA 9.7.14.5.8).
 //! * [`tmem`] — tensor-memory lane quarters and addresses of `tcgen05.ld/st.32x32b` (PTX ISA
 //!   "Tensor Memory", "Access restrictions").
-//! * [`staging`] — the SWIZZLE_NONE K-major canonical layout tcgen05 descriptors read (PTX ISA
-//!   "Shared memory matrix layout"), and the staging buffers of an sm_100a MMA.
+//! * [`staging`] — the SWIZZLE_NONE K-major canonical layout tcgen05 and wgmma descriptors read
+//!   (PTX ISA "Shared memory matrix layout"), and the staging buffers of an MMA.
+//! * [`wgmma`] — the `wgmma` m64nNk16 accumulator fragment and its spread over warpgroups.
 
 pub mod mma_sync;
 pub mod staging;
 pub mod tmem;
+pub mod wgmma;
 
 /// Integer index arithmetic on some value type: `u32` for evaluation, LLVM `i32` values for code
 /// generation. Every method is one operation, so a map emits exactly what it says.

@@ -64,7 +64,9 @@ impl Fusion {
 /// Decides fusion for kernel `k` on `target` (see the module docs). Deterministic.
 pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
     // TMEM variables live in shared memory where the target has no tensor memory.
-    let in_smem = |var| super::target_plan::in_shared_memory(k, var, target);
+    // A register-resident accumulator is read through its lowering (the fragments are written
+    // back first), never in place from its buffer.
+    let in_smem = |var| super::target_plan::in_shared_memory(k, var, target) && super::target_plan::register_accumulator(k, var, target).is_none();
     let mut uses: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
     let mut block_of: SecondaryMap<Inst, Option<(Block, usize)>> = SecondaryMap::new();
     for (b, data) in k.blocks.iter() {

@@ -84,15 +84,20 @@ pub fn tile_bytes(ty: Type) -> u32 {
 }
 
 /// Scratch bytes instruction `i` needs on `target`: the operand staging of an MMA that the
-/// target runs on tcgen05 (accumulator in tensor memory), [`staging::staging`]; 0 otherwise.
+/// target runs from shared-memory descriptors — tcgen05 (accumulator in tensor memory) or wgmma
+/// (a register-resident accumulator, [`super::target_plan::register_accumulator`]) —
+/// [`staging::staging`]; 0 otherwise.
 pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
     let Op::Mma { dst, a, .. } = &k.insts[i].op else { return 0 };
-    if !target.mma.tcgen05 || k.vars[*dst].space != Space::Tmem {
+    let tcgen05 = target.mma.tcgen05 && k.vars[*dst].space == Space::Tmem;
+    if !tcgen05 && super::target_plan::register_accumulator(k, *dst, target).is_none() {
         return 0;
     }
     let (Some((m, n)), Some((ar, ac))) = (k.vars[*dst].ty.shape(), k.vars[a.var].ty.shape()) else { return 0 };
     let kdim = if a.transposed { ar } else { ac };
-    let tmem_a = (k.vars[a.var].space == Space::Tmem).then_some((ar, ac));
+    // Only tensor memory needs the A operand copied out first; elsewhere a `tmem` tile is in
+    // shared memory already.
+    let tmem_a = (k.vars[a.var].space == Space::Tmem && target.tmem.is_some()).then_some((ar, ac));
     staging::staging(m, n, kdim, tmem_a, ALIGN).bytes
 }
 
@@ -193,7 +198,15 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span)
         }
         Owner::Var(v) => {
             let d = &k.vars[v];
-            let place = if d.space == Space::Tmem && target.tmem.is_none() { format!("{} (shared memory on {}: no tensor memory)", d.space, target.name) } else { d.space.to_string() };
+            let place = if d.space == Space::Tmem && target.tmem.is_none() {
+                if super::target_plan::register_accumulator(k, v, target).is_some() {
+                    format!("{} (wgmma registers on {}; this buffer is where reads and writes meet them)", d.space, target.name)
+                } else {
+                    format!("{} (shared memory on {}: no tensor memory)", d.space, target.name)
+                }
+            } else {
+                d.space.to_string()
+            };
             (format!("`{}`: {} in {place}", d.name, d.ty), d.span)
         }
         Owner::Scratch(i) => ("operand staging of this MMA (A and B, K-major)".to_string(), k.inst_spans[i]),

@@ -4,9 +4,12 @@
 //! end takes their results ([`TargetPlan`]) as input and plans nothing itself, so `tilec check`
 //! reports every budget error `tilec build` would hit.
 
+use cranelift_entity::SecondaryMap;
+
 use crate::diag::Diagnostic;
 use crate::ir::validate::Validated;
-use crate::ir::{Kernel, Space, Var};
+use crate::ir::{Elem, Kernel, Op, Space, Var};
+use crate::layout::wgmma::{Distribution, WARPGROUP};
 use crate::target::{Target, TargetInfo};
 
 use super::barriers::{self, Barriers};
@@ -32,6 +35,9 @@ pub struct TargetPlan {
     pub barriers: Barriers,
     /// Bytes reserved before the planned region ([`TCGEN05_HEADER_BYTES`] or 0).
     pub header_bytes: u32,
+    /// The register-resident MMA accumulators and how their fragments are spread
+    /// ([`register_accumulator`]).
+    pub accumulators: SecondaryMap<Var, Option<Distribution>>,
 }
 
 impl TargetPlan {
@@ -45,6 +51,28 @@ impl TargetPlan {
 /// ones on a target that has tensor memory. The one statement of that rule for the passes.
 pub fn in_shared_memory(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
     k.vars[v].space != Space::Tmem || target.tmem.is_none()
+}
+
+/// Registers per thread one register-resident accumulator may take: 128 floats leave room for
+/// addresses and operands under the 255-register limit (a 128 x 128 tile on one warpgroup).
+pub const MAX_ACCUMULATOR_FLOATS: u32 = 128;
+
+/// How `v` is held in registers when it is a register-resident MMA accumulator on `target`:
+/// an f32 `tmem` variable that some `Mma` writes, on a target with `wgmma` and without tensor
+/// memory, in a kernel of whole warpgroups, whose fragments ([`Distribution`]) take at most
+/// [`MAX_ACCUMULATOR_FLOATS`] per thread. Its MMAs are `wgmma` with the old value as the first
+/// step's input (the numerics of [`crate::interp`] follow this same rule); its shared-memory
+/// buffer is where reads and writes meet it. `None` otherwise. The one statement of the rule.
+pub fn register_accumulator(k: &Kernel, v: Var, target: &TargetInfo) -> Option<Distribution> {
+    let d = &k.vars[v];
+    if !target.mma.wgmma || target.tmem.is_some() || d.space != Space::Tmem || d.ty.elem() != Elem::F32 || k.threads % WARPGROUP != 0 {
+        return None;
+    }
+    let mut written_by_mma = false;
+    k.walk(|i| written_by_mma |= matches!(k.insts[i].op, Op::Mma { dst, .. } if dst == v));
+    let (m, n) = d.ty.shape()?;
+    let dist = Distribution::new(m, n, k.threads / WARPGROUP)?;
+    (written_by_mma && dist.floats_per_thread() <= MAX_ACCUMULATOR_FLOATS).then_some(dist)
 }
 
 /// Whether kernel `k` on `target` keeps variables in tensor memory (then it needs the header).
@@ -64,5 +92,9 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
     smem_plan::check_budget(k, &smem, header_bytes, info)?;
     let barriers = barriers::run(k, &fusion);
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes })
+    let mut accumulators = SecondaryMap::new();
+    for v in k.vars.keys() {
+        accumulators[v] = register_accumulator(k, v, info);
+    }
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, accumulators })
 }

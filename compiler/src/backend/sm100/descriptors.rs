@@ -9,6 +9,7 @@
 
 use crate::ir::Elem;
 
+use super::super::descriptors::smem_desc_fields;
 use super::super::BackendError;
 
 /// Bit 46 of an sm_100 shared-memory descriptor: the fixed "version" field (bits 46-48 = 0b001).
@@ -37,33 +38,14 @@ pub fn instr_desc(ab: Elem, m: u32, n: u32, negate_a: bool) -> Result<u32, Backe
     Ok(d_f32 | (ty << 7) | (ty << 10) | (u32::from(negate_a) << 13) | ((n >> 3) << 17) | ((m >> 4) << 24))
 }
 
-/// The constant (address-independent) part of a SWIZZLE_NONE shared-memory descriptor:
-/// LBO >> 4 at bits 16-29, SBO >> 4 at bits 32-45, bit 46 set, base offset 0, swizzle 0.
+/// The constant (address-independent) part of an sm_100 SWIZZLE_NONE shared-memory descriptor:
+/// the fields of [`smem_desc_fields`] plus bit 46 (the fixed "version" of sm_100 descriptors).
 /// The start address (bits 0-13, `addr >> 4`) is or-ed in at run time.
 ///
 /// # Errors
-/// [`BackendError::Invalid`] unless both offsets are multiples of 16 below 2^18.
+/// As [`smem_desc_fields`].
 pub fn smem_desc_hi(lbo: u32, sbo: u32) -> Result<u64, BackendError> {
-    for (name, v) in [("LBO", lbo), ("SBO", sbo)] {
-        if v % 16 != 0 || v >= 1 << 18 {
-            return Err(BackendError::Invalid(format!("shared-memory descriptor {name} {v} is not a multiple of 16 below 262144")));
-        }
-    }
-    Ok((u64::from(lbo >> 4) << 16) | (u64::from(sbo >> 4) << 32) | SDESC_VERSION)
-}
-
-/// The start-address field of a shared-memory descriptor for byte address `addr`.
-///
-/// # Errors
-/// [`BackendError::Invalid`] unless `addr` is 16-byte aligned and below 2^18.
-pub fn smem_desc_start(addr: u32) -> Result<u64, BackendError> {
-    if addr % 16 != 0 {
-        return Err(BackendError::Invalid(format!("shared-memory operand address {addr:#x} is not 16-byte aligned (a descriptor holds addr >> 4)")));
-    }
-    if addr >= 1 << 18 {
-        return Err(BackendError::Invalid(format!("shared-memory operand address {addr:#x} is beyond 0x40000, the range of a descriptor's 14-bit start-address field")));
-    }
-    Ok(u64::from(addr >> 4))
+    Ok(smem_desc_fields(lbo, sbo)? | SDESC_VERSION)
 }
 
 /// Columns of one `tcgen05.alloc`: a power of two in 32..=512 (blackwell.md §1.2).
@@ -105,12 +87,6 @@ mod tests {
         // tcgen05_gemm_min.ll: LBO 128, SBO 256, bit 46.
         let hi = smem_desc_hi(128, 256).unwrap();
         assert_eq!(hi, (8 << 16) | (16u64 << 32) | (1 << 46));
-        assert_eq!(smem_desc_start(0x400).unwrap(), 0x40);
-        let e = smem_desc_start(0x408).unwrap_err().to_string();
-        assert!(e.contains("not 16-byte aligned"), "{e}");
-        // 0x40080 is aligned, merely out of range: the message must say so.
-        let e = smem_desc_start(0x40080).unwrap_err().to_string();
-        assert!(e.contains("beyond 0x40000") && !e.contains("aligned"), "{e}");
         assert!(smem_desc_hi(120, 256).is_err());
     }
 

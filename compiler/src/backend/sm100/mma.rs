@@ -18,12 +18,13 @@
 //! `tcgen05.mma` form with A from TMEM is a later optimisation.
 
 use crate::ir::{Inst, MmaOperand, Space, Var};
-use crate::layout::staging::{kmajor_offset, sbo_for, staging, LBO};
+use crate::layout::staging::{sbo_for, staging, LBO};
 use crate::passes::smem_plan::ALIGN;
 
 use super::super::emit::Codegen;
 use super::super::BackendError;
-use super::descriptors::{instr_desc, smem_desc_hi, smem_desc_start};
+use super::super::descriptors::smem_desc_start;
+use super::descriptors::{instr_desc, smem_desc_hi};
 use super::require_tcgen05;
 
 /// Widest N of one `tcgen05.mma` (cta_group::1).
@@ -69,9 +70,9 @@ impl<'ctx> Codegen<'ctx, '_> {
             self.var_buf(a.var)?
         };
         // 1. Restage A (M x K) and B (N x K) into the K-major canonical layout.
-        self.stage(a, a_src, false, a_stage, m, kdim)?;
+        self.stage_kmajor(a, a_src, false, a_stage, m, kdim)?;
         let b_src = self.var_buf(b.var)?;
-        self.stage(b, b_src, true, b_stage, n, kdim)?;
+        self.stage_kmajor(b, b_src, true, b_stage, n, kdim)?;
         // 2. Make the generic-proxy writes visible to the tensor core.
         self.fence_proxy_async()?;
         self.tc_fence_before()?;
@@ -120,21 +121,5 @@ impl<'ctx> Codegen<'ctx, '_> {
         })?;
         // 4. Everybody waits for completion.
         self.mbar_wait()
-    }
-
-    /// Copies an operand into K-major staging at byte `at`: `rows x kdim` where rows are M (A)
-    /// or N (B, `is_b`), element `(r, k)` = A(r, k) or B(k, r).
-    fn stage(&mut self, op: MmaOperand, src: u32, is_b: bool, at: u32, rows: u32, kdim: u32) -> Result<(), BackendError> {
-        self.cta_loop(rows * kdim, &mut |cg, e| {
-            let r = cg.b.build_int_unsigned_div(e, cg.i32(kdim as i32), "r")?;
-            let k = cg.b.build_int_unsigned_rem(e, cg.i32(kdim as i32), "k")?;
-            let bits = if is_b { cg.operand_bits_at(op, src, k, r)? } else { cg.operand_bits_at(op, src, r, k)? };
-            let off = kmajor_offset(&*cg, r, k, kdim)?;
-            let off = cg.b.build_int_add(off, cg.i32(at as i32), "")?;
-            let p = cg.smem_at(off)?;
-            cg.b.build_store(p, bits)?;
-            Ok(())
-        })?;
-        Ok(())
     }
 }

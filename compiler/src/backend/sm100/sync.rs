@@ -1,4 +1,5 @@
-//! tcgen05 synchronisation: proxy and tcgen05 fences and the MMA completion mbarrier
+//! tcgen05 synchronisation: tcgen05 fences and the MMA completion mbarrier (the proxy fence is
+//! in [`super::super::barrier`])
 //! (blackwell.md §1.5, §2.5, §5.2 for the intrinsic names).
 
 use inkwell::values::PointerValue;
@@ -8,12 +9,6 @@ use super::super::BackendError;
 use super::{require_tcgen05, MBAR_OFFSET};
 
 impl<'ctx> Codegen<'ctx, '_> {
-    /// `fence.proxy.async.shared::cta`: generic-proxy shared-memory writes become visible to
-    /// the async proxy (the tensor core reading operands).
-    pub fn fence_proxy_async(&self) -> Result<(), BackendError> {
-        self.call("llvm.nvvm.fence.proxy.async.shared_cta", None, &[])?;
-        Ok(())
-    }
 
     /// `tcgen05.fence::before_thread_sync`.
     pub fn tc_fence_before(&self) -> Result<(), BackendError> {

@@ -1,8 +1,12 @@
-//! The `sm_90a` lowering (Hopper; runs on the H200): matrix products with `mma.sync`
-//! ([`mma_sync`]); there is no tensor memory, so `tmem` variables are shared-memory f32 tiles
-//! handled like any other variable and the TMEM lifecycle instructions emit nothing.
+//! The `sm_90a` lowering (Hopper; runs on the H200). There is no tensor memory: a `tmem`
+//! accumulator that fits the register budget lives in registers as wgmma fragments and its
+//! matrix products are `wgmma.mma_async` ([`wgmma`]; the rule is
+//! `passes::target_plan::register_accumulator`); every other `tmem` variable is a shared-memory
+//! tile handled like any other variable, with matrix products through `mma.sync`
+//! ([`mma_sync`]). The TMEM lifecycle instructions emit nothing.
 
 pub(crate) mod mma_sync;
+pub(crate) mod wgmma;
 
 use crate::ir::{Inst, MmaOperand, Value, Var};
 
@@ -14,17 +18,27 @@ use super::BackendError;
 pub(crate) struct Sm90;
 
 impl Lowering for Sm90 {
-    fn prologue(&self, _cg: &mut Codegen<'_, '_>) -> Result<(), BackendError> {
-        Ok(())
+    fn prologue(&self, cg: &mut Codegen<'_, '_>) -> Result<(), BackendError> {
+        cg.alloc_fragments()
     }
-    fn mma(&self, cg: &mut Codegen<'_, '_>, _i: Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
+    fn mma(&self, cg: &mut Codegen<'_, '_>, i: Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
+        if cg.accumulator(dst).is_some() {
+            return cg.mma_wgmma(i, dst, a, b, accumulate, negate);
+        }
         cg.mma_sync(dst, a, b, accumulate, negate)
     }
     fn read_tmem_var(&self, cg: &mut Codegen<'_, '_>, i: Inst, v: Var) -> Result<(), BackendError> {
+        if cg.accumulator(v).is_some() {
+            cg.fragments_to_smem(v)?;
+        }
         cg.read_smem_var(i, v)
     }
     fn write_tmem_var(&self, cg: &mut Codegen<'_, '_>, v: Var, x: Value) -> Result<(), BackendError> {
-        cg.write_smem_var(v, x)
+        cg.write_smem_var(v, x)?;
+        if cg.accumulator(v).is_some() {
+            cg.fragments_from_smem(v)?;
+        }
+        Ok(())
     }
     fn tmem_alloc(&self, _cg: &mut Codegen<'_, '_>, _columns: u32) -> Result<(), BackendError> {
         Ok(())

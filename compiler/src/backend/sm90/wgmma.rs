@@ -1,0 +1,240 @@
+//! `Mma` on `sm_90a` with `wgmma.mma_async` into a register-resident accumulator
+//! ([`crate::passes::target_plan::register_accumulator`]; blackwell.md §6.1, H200-verified there).
+//!
+//! The accumulator's home is its fragment array: every thread keeps its registers of the wgmma
+//! D fragments of its warpgroup's units ([`crate::layout::wgmma`]) for the whole kernel, loops
+//! included, so a `for` loop of MMAs never touches its shared-memory buffer. That buffer is
+//! where the rest of the kernel meets it: a `ReadVar` first writes the fragments back to it
+//! ([`Codegen::fragments_to_smem`]), a `WriteVar` reloads them from it after the write.
+//!
+//! One MMA statement:
+//! 1. A (`M x K`) and B (as `N x K`) are staged into the K-major SWIZZLE_NONE canonical layout
+//!    (shared with tcgen05, [`super::super::staging`]); `fence.proxy.async` and `bar.sync`;
+//! 2. per unit (64 rows × a column piece) of the warpgroup: `wgmma.fence`, one
+//!    `wgmma.mma_async.m64nNk16` per K = 16 step with the fragment registers tied to its outputs
+//!    (scale-d = 0 only on the first step of `=`; imm-scale-a = −1 for a negated product, so
+//!    `-=` adds `(−a)·b` every step, the order [`crate::interp`] models), `commit_group`;
+//! 3. `wait_group 0`, and the registers are stored back to the fragment array.
+//!
+//! `wgmma.mma_async` has no LLVM intrinsic: it is inline assembly (`convergent`), as in
+//! `hopper_wgmma_noswz.ll`.
+
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicMetadataValueEnum, IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+use crate::ir::{Elem, MmaOperand, Var};
+use crate::layout::staging::{sbo_for, staging, LBO};
+use crate::layout::wgmma::{fragment_coords, Distribution, ROWS, WARPGROUP};
+use crate::passes::smem_plan::ALIGN;
+
+use super::super::descriptors::{smem_desc_fields, smem_desc_start};
+use super::super::emit::Codegen;
+use super::super::BackendError;
+
+impl<'ctx> Codegen<'ctx, '_> {
+    /// The distribution of a register-resident accumulator, if `v` is one.
+    pub fn accumulator(&self, v: Var) -> Option<Distribution> {
+        self.tp.accumulators.get(v).copied().flatten()
+    }
+
+    /// Allocates (and zeroes) the fragment array of every register-resident accumulator.
+    pub fn alloc_fragments(&mut self) -> Result<(), BackendError> {
+        for v in self.k.vars.keys() {
+            let Some(d) = self.accumulator(v) else { continue };
+            let ty = self.ctx.f32_type().array_type(d.floats_per_thread());
+            let p = self.entry_alloca(ty.into(), &format!("frag.{}", self.k.vars[v].name))?;
+            self.b.build_store(p, ty.const_zero())?;
+            self.fragments[v] = Some(p);
+        }
+        Ok(())
+    }
+
+    fn fragment(&self, v: Var) -> Result<(PointerValue<'ctx>, Distribution), BackendError> {
+        match (self.fragments.get(v).copied().flatten(), self.accumulator(v)) {
+            (Some(p), Some(d)) => Ok((p, d)),
+            _ => Err(BackendError::Invalid(format!("`{}` is not a register-resident accumulator", self.k.vars[v].name))),
+        }
+    }
+
+    /// Pointer to float `idx` of a fragment array.
+    fn frag_slot(&self, arr: PointerValue<'ctx>, len: u32, idx: u32) -> Result<PointerValue<'ctx>, BackendError> {
+        let ty = self.ctx.f32_type().array_type(len);
+        // SAFETY of the GEP: a constant index below the array's length.
+        Ok(unsafe { self.b.build_in_bounds_gep(ty, arr, &[self.i32(0), self.i32(idx as i32)], "fr")? })
+    }
+
+    /// Runs `body(slot, unit row origin, unit column origin, thread in warpgroup)` for each slot
+    /// of this thread's warpgroup, skipping (uniformly per warpgroup) a slot without a unit.
+    fn for_each_unit(&mut self, d: Distribution, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
+        let wg = self.b.build_right_shift(self.tid, self.i32(7), false, "wg")?;
+        let t = self.b.build_and(self.tid, self.i32((WARPGROUP - 1) as i32), "wgt")?;
+        for s in 0..d.slots {
+            let u = self.b.build_int_add(self.b.build_int_mul(self.i32(s as i32), self.i32(d.warpgroups as i32), "")?, wg, "unit")?;
+            let (r0, c0) = d.unit_origin(&*self, u)?;
+            if d.even() || s + 1 < d.slots {
+                body(self, s, r0, c0, t)?;
+            } else {
+                let has = self.b.build_int_compare(IntPredicate::ULT, u, self.i32(d.units as i32), "has")?;
+                self.if_then(has, &mut |cg| body(cg, s, r0, c0, t))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the fragments of `v` back to its shared-memory buffer (row-major f32), between
+    /// barriers (earlier readers of the buffer finish first; later ones see every element).
+    pub fn fragments_to_smem(&mut self, v: Var) -> Result<(), BackendError> {
+        self.fragments_move(v, true)
+    }
+
+    /// Reloads the fragments of `v` from its shared-memory buffer after a write to it.
+    pub fn fragments_from_smem(&mut self, v: Var) -> Result<(), BackendError> {
+        self.fragments_move(v, false)
+    }
+
+    fn fragments_move(&mut self, v: Var, to_smem: bool) -> Result<(), BackendError> {
+        let (arr, d) = self.fragment(v)?;
+        let buf = self.var_buf(v)?;
+        let f32t = self.ctx.f32_type();
+        let per_slot = d.piece_n / 2;
+        let len = d.floats_per_thread();
+        self.bar_sync()?;
+        self.for_each_unit(d, &mut |cg, s, r0, c0, t| {
+            for i in 0..per_slot {
+                let (r, c) = fragment_coords(&*cg, t, i)?;
+                let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
+                let e = cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(d.n as i32), "")?, c, "")?;
+                let off = cg.b.build_int_add(cg.i32(buf as i32), cg.b.build_int_mul(e, cg.i32(4), "")?, "")?;
+                let p = cg.smem_at(off)?;
+                let slot = cg.frag_slot(arr, len, s * per_slot + i)?;
+                if to_smem {
+                    let x = cg.b.build_load(f32t, slot, "")?;
+                    cg.b.build_store(p, x)?;
+                } else {
+                    let x = cg.b.build_load(f32t, p, "")?;
+                    cg.b.build_store(slot, x)?;
+                }
+            }
+            Ok(())
+        })?;
+        if to_smem {
+            self.bar_sync()?;
+        }
+        Ok(())
+    }
+
+    /// Emits `dst (+|-)= a @ b` or `dst = (-)a @ b` into a register-resident accumulator (see
+    /// the module docs).
+    pub fn mma_wgmma(&mut self, i: crate::ir::Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
+        let (m, n, kdim, elem) = self.mma_shape(dst, a, b)?;
+        let (arr, d) = self.fragment(dst)?;
+        if (d.m, d.n) != (m, n) {
+            return Err(BackendError::Invalid(format!("accumulator distribution {}x{} for an MMA of {m}x{n}", d.m, d.n)));
+        }
+        let layout = staging(m, n, kdim, None, ALIGN);
+        let a_stage = self.scratch_buf(i)?;
+        let b_stage = a_stage + layout.b;
+        smem_desc_start(a_stage)?;
+        smem_desc_start(b_stage)?;
+        let range = self.target.info().smem_descriptor_range;
+        let last = b_stage + n * kdim * 2;
+        if last >= range {
+            return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the {range}-byte range of a shared-memory descriptor")));
+        }
+        // 1. Stage both operands in the canonical layout; make them visible to the async proxy.
+        let (a_src, b_src) = (self.var_buf(a.var)?, self.var_buf(b.var)?);
+        self.stage_kmajor(a, a_src, false, a_stage, m, kdim)?;
+        self.stage_kmajor(b, b_src, true, b_stage, n, kdim)?;
+        self.fence_proxy_async()?;
+        self.bar_sync()?;
+        // 2. Each warpgroup runs its units.
+        let (sbo_a, sbo_b) = (sbo_for(kdim), sbo_for(kdim));
+        let (hi_a, hi_b) = (smem_desc_fields(LBO, sbo_a)?, smem_desc_fields(LBO, sbo_b)?);
+        let smem_addr = self.b.build_ptr_to_int(self.smem, self.ctx.i32_type(), "smem.addr")?;
+        let per_slot = d.piece_n / 2;
+        let len = d.floats_per_thread();
+        let asm = self.wgmma_asm(d.piece_n, elem, negate)?;
+        self.for_each_unit(d, &mut |cg, s, r0, c0, _t| {
+            // Unit rows r0.. of A start r0/8 row groups in; columns c0.. of D are rows c0.. of
+            // the staged B (N x K).
+            let a_base = cg.b.build_int_add(cg.i32(a_stage as i32), cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(sbo_a as i32), "")?, "")?;
+            let b_base = cg.b.build_int_add(cg.i32(b_stage as i32), cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(sbo_b as i32), "")?, "")?;
+            cg.call("llvm.nvvm.wgmma.fence.sync.aligned", None, &[])?;
+            let mut acc: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
+            for r in 0..per_slot {
+                let slot = cg.frag_slot(arr, len, s * per_slot + r)?;
+                acc.push(cg.b.build_load(cg.ctx.f32_type(), slot, "")?.into());
+            }
+            for ks in 0..kdim / 16 {
+                let step = cg.i32((ks * 2 * LBO) as i32);
+                let adesc = cg.descriptor(smem_addr, cg.b.build_int_add(a_base, step, "")?, hi_a)?;
+                let bdesc = cg.descriptor(smem_addr, cg.b.build_int_add(b_base, step, "")?, hi_b)?;
+                let scale_d = cg.i32(i32::from(accumulate || ks > 0));
+                let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![adesc.into(), bdesc.into(), scale_d.into()];
+                args.extend(acc.iter().copied());
+                let call = cg.b.build_indirect_call(asm.0, asm.1, &args, "wgmma")?;
+                let convergent = Attribute::get_named_enum_kind_id("convergent");
+                call.add_attribute(AttributeLoc::Function, cg.ctx.create_enum_attribute(convergent, 0));
+                let out = call.try_as_basic_value().basic().ok_or_else(|| BackendError::Invalid("wgmma asm without results".into()))?.into_struct_value();
+                acc = (0..per_slot).map(|r| cg.b.build_extract_value(out, r, "d").map(Into::into)).collect::<Result<_, _>>()?;
+            }
+            cg.call("llvm.nvvm.wgmma.commit_group.sync.aligned", None, &[])?;
+            cg.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[cg.ctx.i64_type().const_int(0, false).into()])?;
+            for (r, x) in acc.iter().enumerate() {
+                let slot = cg.frag_slot(arr, len, s * per_slot + r as u32)?;
+                let x: inkwell::values::BasicValueEnum = (*x).try_into().map_err(|_| BackendError::Invalid("wgmma result is not a value".into()))?;
+                cg.b.build_store(slot, x)?;
+            }
+            Ok(())
+        })?;
+        // Later readers of the operands' buffers and of the staging scratch wait for the MMAs
+        // (they read shared memory asynchronously until `wait_group`).
+        self.bar_sync()
+    }
+
+    /// A descriptor for byte `off` of the dynamic shared memory: `(addr >> 4) & 0x3fff | hi`.
+    fn descriptor(&self, smem_addr: IntValue<'ctx>, off: IntValue<'ctx>, hi: u64) -> Result<IntValue<'ctx>, BackendError> {
+        let i64t = self.ctx.i64_type();
+        let addr = self.b.build_int_add(smem_addr, off, "")?;
+        let f = self.b.build_right_shift(addr, self.i32(4), false, "")?;
+        let f = self.b.build_and(f, self.i32(0x3fff), "")?;
+        let f = self.b.build_int_z_extend(f, i64t, "")?;
+        Ok(self.b.build_or(f, i64t.const_int(hi, false), "desc")?)
+    }
+
+    /// The inline assembly of one `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}` with
+    /// `n/2` tied f32 accumulators, inputs `(a_desc: i64, b_desc: i64, scale_d: i32, d...)`.
+    fn wgmma_asm(&self, n: u32, elem: Elem, negate: bool) -> Result<(inkwell::types::FunctionType<'ctx>, PointerValue<'ctx>), BackendError> {
+        let ab = match elem {
+            Elem::Bf16 => "bf16",
+            Elem::F16 => "f16",
+            other => return Err(self.unsupported(format!("wgmma operands of {other}"))),
+        };
+        if n % 8 != 0 || n == 0 || n > 256 || ROWS != 64 {
+            return Err(BackendError::Invalid(format!("wgmma m64n{n}k16: N must be a multiple of 8 in 8..=256")));
+        }
+        let nf = n / 2;
+        let outs: Vec<String> = (0..nf).map(|r| format!("${r}")).collect();
+        let scale_a = if negate { -1 } else { 1 };
+        let text = format!(
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, ${}, ${}, p, {scale_a}, 1, 0, 0;\n}}",
+            nf + 2,
+            outs.join(", "),
+            nf,
+            nf + 1
+        );
+        let mut cons: Vec<String> = vec!["=f".into(); nf as usize];
+        cons.extend(["l".to_string(), "l".into(), "r".into()]);
+        cons.extend((0..nf).map(|r| r.to_string()));
+        cons.push("~{memory}".into());
+        let f32t = self.ctx.f32_type();
+        let ret = self.ctx.struct_type(&vec![BasicTypeEnum::from(f32t); nf as usize], false);
+        let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = vec![self.ctx.i64_type().into(), self.ctx.i64_type().into(), self.ctx.i32_type().into()];
+        params.extend((0..nf).map(|_| inkwell::types::BasicMetadataTypeEnum::from(f32t)));
+        let fty = ret.fn_type(&params, false);
+        let ptr = self.ctx.create_inline_asm(fty, text, cons.join(","), true, false, None, false);
+        Ok((fty, ptr))
+    }
+}
