@@ -9,8 +9,10 @@
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
-use crate::ir::{Elem, Index, Inst, Param, ParamKind, Space, Type, Value, Var};
+use crate::ir::{Elem, Index, Inst, Op, Param, ParamKind, Space, Type, Value, Var};
+use crate::layout::staging::kmajor_offset;
 
+use super::copy::TileLayout;
 use super::emit::Codegen;
 use super::BackendError;
 
@@ -84,13 +86,19 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             Type::Tile { elem: out, rows, cols } => {
                 let buf = self.value_buf(res)?;
-                self.cta_loop(rows * cols, &mut |cg, e| {
-                    let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-                    let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
-                    let v = cg.load_global(src, index, r, c)?;
-                    let v = cg.convert(v, elem, out)?;
-                    cg.store_elem(buf, e, out, v)
-                })
+                let mut elementwise = |cg: &mut Self| {
+                    cg.cta_loop(rows * cols, &mut |cg, e| {
+                        let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
+                        let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+                        let v = cg.load_global(src, index, r, c)?;
+                        let v = cg.convert(v, elem, out)?;
+                        cg.store_elem(buf, e, out, v)
+                    })
+                };
+                if out == elem && self.copy_tile_async(src, index, (rows, cols), buf, TileLayout::RowMajor, &mut elementwise)? {
+                    return Ok(());
+                }
+                elementwise(self)
             }
         }
     }
@@ -167,17 +175,40 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.write_smem_var(v, x)
     }
 
-    /// `WriteVar` of a variable held in a shared-memory tile.
+    /// `WriteVar` of a variable held in a shared-memory tile (row-major, or the core-matrix
+    /// layout of an operand tile that wgmma reads in place). A global tile loaded into it
+    /// (a `Load` fused into this write) is copied with `cp.async` where it can be.
     pub fn write_smem_var(&mut self, v: Var, x: Value) -> Result<(), BackendError> {
         let dst = self.var_buf(v)?;
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
-        self.cta_loop(rows * cols, &mut |cg, e| {
-            let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-            let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
-            let y = cg.operand(x, r, c)?;
-            let y = cg.convert(y, xel, vel)?;
-            cg.store_elem(dst, e, vel, y)
-        })
+        let layout = if self.tp.tiled.get(v).copied().unwrap_or(false) { TileLayout::CoreMatrices } else { TileLayout::RowMajor };
+        let mut elementwise = |cg: &mut Self| {
+            cg.cta_loop(rows * cols, &mut |cg, e| {
+                let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
+                let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+                let y = cg.operand(x, r, c)?;
+                let y = cg.convert(y, xel, vel)?;
+                match layout {
+                    TileLayout::RowMajor => cg.store_elem(dst, e, vel, y),
+                    TileLayout::CoreMatrices => {
+                        let off = cg.b.build_int_add(cg.i32(dst as i32), kmajor_offset(&*cg, r, c, cols)?, "")?;
+                        let p = cg.smem_at(off)?;
+                        cg.b.build_store(p, cg.to_storage(y, vel)?)?;
+                        Ok(())
+                    }
+                }
+            })
+        };
+        let k = self.k;
+        if let crate::ir::ValueDef::Result(d) = k.values[x].def {
+            if let Op::Load { src, index } = &k.insts[d].op {
+                let same = self.tp.fusion.is_fused(x) && self.tensor_elem(*src)? == vel && k.values[x].ty.shape() == Some((rows, cols));
+                if same && self.copy_tile_async(*src, index, (rows, cols), dst, layout, &mut elementwise)? {
+                    return Ok(());
+                }
+            }
+        }
+        elementwise(self)
     }
 }

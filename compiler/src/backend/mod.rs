@@ -20,6 +20,7 @@
 // The code-generation core is crate-private: outside the back end only `compile_kernel`, its
 // error and result types, the TMEM layout and the tcgen05 gate are used.
 pub(crate) mod barrier;
+pub(crate) mod copy;
 pub(crate) mod descriptors;
 pub(crate) mod elementwise;
 pub(crate) mod emit;

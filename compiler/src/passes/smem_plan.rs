@@ -95,6 +95,14 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
     }
     let (Some((m, n)), Some((ar, ac))) = (k.vars[*dst].ty.shape(), k.vars[a.var].ty.shape()) else { return 0 };
     let kdim = if a.transposed { ar } else { ac };
+    if !tcgen05 {
+        // wgmma: an operand in the core-matrix layout is read where it is; the others are staged.
+        let Op::Mma { b, .. } = &k.insts[i].op else { return 0 };
+        let tiled = |v| super::target_plan::tiled_operand(k, v, target);
+        let a_bytes = if tiled(a.var) { 0 } else { (m * kdim * 2).next_multiple_of(ALIGN) };
+        let b_bytes = if tiled(b.var) { 0 } else { (n * kdim * 2).next_multiple_of(ALIGN) };
+        return a_bytes + b_bytes;
+    }
     // Only tensor memory needs the A operand copied out first; elsewhere a `tmem` tile is in
     // shared memory already.
     let tmem_a = (k.vars[a.var].space == Space::Tmem && target.tmem.is_some()).then_some((ar, ac));
@@ -198,7 +206,9 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span)
         }
         Owner::Var(v) => {
             let d = &k.vars[v];
-            let place = if d.space == Space::Tmem && target.tmem.is_none() {
+            let place = if super::target_plan::tiled_operand(k, v, target) {
+                format!("{} (8x8 core-matrix layout, read by wgmma in place)", d.space)
+            } else if d.space == Space::Tmem && target.tmem.is_none() {
                 if super::target_plan::register_accumulator(k, v, target).is_some() {
                     format!("{} (wgmma registers on {}; this buffer is where reads and writes meet them)", d.space, target.name)
                 } else {

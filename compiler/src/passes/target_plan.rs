@@ -38,6 +38,8 @@ pub struct TargetPlan {
     /// The register-resident MMA accumulators and how their fragments are spread
     /// ([`register_accumulator`]).
     pub accumulators: SecondaryMap<Var, Option<Distribution>>,
+    /// The shared-memory variables kept in the core-matrix layout ([`tiled_operand`]).
+    pub tiled: SecondaryMap<Var, bool>,
 }
 
 impl TargetPlan {
@@ -75,6 +77,34 @@ pub fn register_accumulator(k: &Kernel, v: Var, target: &TargetInfo) -> Option<D
     (written_by_mma && dist.floats_per_thread() <= MAX_ACCUMULATOR_FLOATS).then_some(dist)
 }
 
+/// Whether shared-memory variable `v` is kept in the 8 x 8 core-matrix layout that wgmma reads
+/// directly ([`crate::layout::staging::kmajor_offset`] with the variable's column count as the
+/// K extent): a bf16/f16 `smem` tile of whole core matrices (rows and columns multiples of 8),
+/// on a target with wgmma and without tensor memory, that is only ever read as an operand of
+/// MMAs into register-resident accumulators and written whole (`WriteVar`). Its MMAs point
+/// their descriptors into its buffer (K-major where its columns are the product's K, MN-major
+/// otherwise) instead of staging a copy. The one statement of the rule.
+pub fn tiled_operand(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
+    let d = &k.vars[v];
+    let whole_cores = d.ty.shape().is_some_and(|(r, c)| r % 8 == 0 && c % 8 == 0);
+    if !target.mma.wgmma || target.tmem.is_some() || d.space != Space::Smem || !matches!(d.ty.elem(), Elem::Bf16 | Elem::F16) || !whole_cores {
+        return false;
+    }
+    let (mut ok, mut used) = (true, false);
+    k.walk(|i| {
+        let (reads, _) = k.inst_vars(i);
+        if !reads.contains(&v) {
+            return;
+        }
+        used = true;
+        ok &= match k.insts[i].op {
+            Op::Mma { dst, a, b, .. } => dst != v && (a.var == v || b.var == v) && register_accumulator(k, dst, target).is_some(),
+            _ => false,
+        };
+    });
+    ok && used
+}
+
 /// Whether kernel `k` on `target` keeps variables in tensor memory (then it needs the header).
 pub fn uses_tensor_memory(k: &Kernel, target: &TargetInfo) -> bool {
     k.vars.keys().any(|v| !in_shared_memory(k, v, target))
@@ -92,9 +122,10 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
     smem_plan::check_budget(k, &smem, header_bytes, info)?;
     let barriers = barriers::run(k, &fusion);
-    let mut accumulators = SecondaryMap::new();
+    let (mut accumulators, mut tiled) = (SecondaryMap::new(), SecondaryMap::new());
     for v in k.vars.keys() {
         accumulators[v] = register_accumulator(k, v, info);
+        tiled[v] = tiled_operand(k, v, info);
     }
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, accumulators })
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, accumulators, tiled })
 }

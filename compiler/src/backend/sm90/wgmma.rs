@@ -25,13 +25,22 @@ use inkwell::values::{BasicMetadataValueEnum, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{Elem, MmaOperand, Var};
-use crate::layout::staging::{sbo_for, staging, LBO};
+use crate::layout::staging::{sbo_for, LBO};
 use crate::layout::wgmma::{fragment_coords, Distribution, ROWS, WARPGROUP};
 use crate::passes::smem_plan::ALIGN;
 
 use super::super::descriptors::{smem_desc_fields, smem_desc_start};
 use super::super::emit::Codegen;
 use super::super::BackendError;
+
+/// Where a wgmma reads one operand: its buffer, the descriptor's LBO and SBO, and whether it
+/// is MN-major (the transpose immediate).
+struct OperandDesc {
+    base: u32,
+    lbo: u32,
+    sbo: u32,
+    transposed: bool,
+}
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// The distribution of a register-resident accumulator, if `v` is one.
@@ -133,34 +142,51 @@ impl<'ctx> Codegen<'ctx, '_> {
         if (d.m, d.n) != (m, n) {
             return Err(BackendError::Invalid(format!("accumulator distribution {}x{} for an MMA of {m}x{n}", d.m, d.n)));
         }
-        let layout = staging(m, n, kdim, None, ALIGN);
-        let a_stage = self.scratch_buf(i)?;
-        let b_stage = a_stage + layout.b;
-        smem_desc_start(a_stage)?;
-        smem_desc_start(b_stage)?;
+        // 1. Each operand is read in place (a core-matrix tile) or staged K-major into this
+        //    MMA's scratch (A first, then B, as the shared-memory plan sized it); the staged
+        //    copies are made visible to the async proxy.
+        let scratch = if self.tp.smem.scratch[i].is_some() { Some(self.scratch_buf(i)?) } else { None };
+        let mut next = scratch;
+        let mut place = |cg: &mut Self, op: MmaOperand, is_b: bool, rows: u32| -> Result<OperandDesc, BackendError> {
+            let (_, vc) = cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?;
+            if cg.tp.tiled.get(op.var).copied().unwrap_or(false) {
+                // The variable's columns are K when A is untransposed or B transposed: K-major,
+                // core matrices adjacent along K (LBO 128), 8-row groups 16·cols apart (SBO).
+                // Otherwise its columns are M or N: MN-major, K-adjacent core matrices are the
+                // 8-row groups (LBO 16·cols) and M/N-adjacent ones the column blocks (SBO 128).
+                let k_major = op.transposed == is_b;
+                let base = cg.var_buf(op.var)?;
+                return Ok(if k_major { OperandDesc { base, lbo: LBO, sbo: 16 * vc, transposed: false } } else { OperandDesc { base, lbo: 16 * vc, sbo: LBO, transposed: true } });
+            }
+            let at = next.ok_or_else(|| BackendError::Invalid("a staged wgmma operand without scratch".into()))?;
+            next = Some(at + (rows * kdim * 2).next_multiple_of(ALIGN));
+            let src = cg.var_buf(op.var)?;
+            cg.stage_kmajor(op, src, is_b, at, rows, kdim)?;
+            Ok(OperandDesc { base: at, lbo: LBO, sbo: sbo_for(kdim), transposed: false })
+        };
+        let da = place(self, a, false, m)?;
+        let db = place(self, b, true, n)?;
         let range = self.target.info().smem_descriptor_range;
-        let last = b_stage + n * kdim * 2;
-        if last >= range {
-            return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the {range}-byte range of a shared-memory descriptor")));
+        for (d, extent) in [(&da, m), (&db, n)] {
+            smem_desc_start(d.base)?;
+            let last = d.base + extent * kdim * 2;
+            if last >= range {
+                return Err(BackendError::Invalid(format!("MMA operand ends at byte {last}, beyond the {range}-byte range of a shared-memory descriptor")));
+            }
         }
-        // 1. Stage both operands in the canonical layout; make them visible to the async proxy.
-        let (a_src, b_src) = (self.var_buf(a.var)?, self.var_buf(b.var)?);
-        self.stage_kmajor(a, a_src, false, a_stage, m, kdim)?;
-        self.stage_kmajor(b, b_src, true, b_stage, n, kdim)?;
         self.fence_proxy_async()?;
         self.bar_sync()?;
         // 2. Each warpgroup runs its units.
-        let (sbo_a, sbo_b) = (sbo_for(kdim), sbo_for(kdim));
-        let (hi_a, hi_b) = (smem_desc_fields(LBO, sbo_a)?, smem_desc_fields(LBO, sbo_b)?);
+        let (hi_a, hi_b) = (smem_desc_fields(da.lbo, da.sbo)?, smem_desc_fields(db.lbo, db.sbo)?);
         let smem_addr = self.b.build_ptr_to_int(self.smem, self.ctx.i32_type(), "smem.addr")?;
         let per_slot = d.piece_n / 2;
         let len = d.floats_per_thread();
-        let asm = self.wgmma_asm(d.piece_n, elem, negate)?;
+        let asm = self.wgmma_asm(d.piece_n, elem, negate, da.transposed, db.transposed)?;
         self.for_each_unit(d, &mut |cg, s, r0, c0, _t| {
-            // Unit rows r0.. of A start r0/8 row groups in; columns c0.. of D are rows c0.. of
-            // the staged B (N x K).
-            let a_base = cg.b.build_int_add(cg.i32(a_stage as i32), cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(sbo_a as i32), "")?, "")?;
-            let b_base = cg.b.build_int_add(cg.i32(b_stage as i32), cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(sbo_b as i32), "")?, "")?;
+            // The unit's rows r0.. of A and columns c0.. of B start r0/8 (c0/8) core-matrix
+            // blocks in, SBO apart; a K = 16 step is two K-adjacent core matrices, 2·LBO.
+            let a_base = cg.b.build_int_add(cg.i32(da.base as i32), cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(da.sbo as i32), "")?, "")?;
+            let b_base = cg.b.build_int_add(cg.i32(db.base as i32), cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(db.sbo as i32), "")?, "")?;
             cg.call("llvm.nvvm.wgmma.fence.sync.aligned", None, &[])?;
             let mut acc: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
             for r in 0..per_slot {
@@ -168,9 +194,8 @@ impl<'ctx> Codegen<'ctx, '_> {
                 acc.push(cg.b.build_load(cg.ctx.f32_type(), slot, "")?.into());
             }
             for ks in 0..kdim / 16 {
-                let step = cg.i32((ks * 2 * LBO) as i32);
-                let adesc = cg.descriptor(smem_addr, cg.b.build_int_add(a_base, step, "")?, hi_a)?;
-                let bdesc = cg.descriptor(smem_addr, cg.b.build_int_add(b_base, step, "")?, hi_b)?;
+                let adesc = cg.descriptor(smem_addr, cg.b.build_int_add(a_base, cg.i32((ks * 2 * da.lbo) as i32), "")?, hi_a)?;
+                let bdesc = cg.descriptor(smem_addr, cg.b.build_int_add(b_base, cg.i32((ks * 2 * db.lbo) as i32), "")?, hi_b)?;
                 let scale_d = cg.i32(i32::from(accumulate || ks > 0));
                 let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![adesc.into(), bdesc.into(), scale_d.into()];
                 args.extend(acc.iter().copied());
@@ -205,8 +230,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// The inline assembly of one `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}` with
-    /// `n/2` tied f32 accumulators, inputs `(a_desc: i64, b_desc: i64, scale_d: i32, d...)`.
-    fn wgmma_asm(&self, n: u32, elem: Elem, negate: bool) -> Result<(inkwell::types::FunctionType<'ctx>, PointerValue<'ctx>), BackendError> {
+    /// `n/2` tied f32 accumulators, inputs `(a_desc: i64, b_desc: i64, scale_d: i32, d...)`;
+    /// `trans_a`/`trans_b` are the MN-major immediates (bf16/f16 only).
+    fn wgmma_asm(&self, n: u32, elem: Elem, negate: bool, trans_a: bool, trans_b: bool) -> Result<(inkwell::types::FunctionType<'ctx>, PointerValue<'ctx>), BackendError> {
         let ab = match elem {
             Elem::Bf16 => "bf16",
             Elem::F16 => "f16",
@@ -219,11 +245,13 @@ impl<'ctx> Codegen<'ctx, '_> {
         let outs: Vec<String> = (0..nf).map(|r| format!("${r}")).collect();
         let scale_a = if negate { -1 } else { 1 };
         let text = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, ${}, ${}, p, {scale_a}, 1, 0, 0;\n}}",
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, ${}, ${}, p, {scale_a}, 1, {}, {};\n}}",
             nf + 2,
             outs.join(", "),
             nf,
-            nf + 1
+            nf + 1,
+            u8::from(trans_a),
+            u8::from(trans_b)
         );
         let mut cons: Vec<String> = vec!["=f".into(); nf as usize];
         cons.extend(["l".to_string(), "l".into(), "r".into()]);

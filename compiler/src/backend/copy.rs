@@ -1,0 +1,159 @@
+//! Global → shared tile copies with `cp.async` (sm_80+): 16-byte asynchronous copies that do not
+//! pass through registers, all of a thread's copies in flight at once, completed with
+//! `cp.async.wait_all` (PTX ISA 9.7.9.25 "cp.async"). This replaces an element-at-a-time loop
+//! whose every iteration waited for its own global load.
+//!
+//! A tile qualifies when its column range is on the tensor's last (contiguous) dimension, its
+//! other indices name one more range (the rows) and points, its element type is the tensor's,
+//! and a row of the tile is a whole number of 16-byte chunks. Whether the chunks are aligned is
+//! known only at run time (the base pointer, the start column, every outer stride), so the copy
+//! is guarded by that test and falls back to the element loop. Out-of-bounds parts keep the
+//! masked-load meaning (zeros): `cp.async`'s source size is the number of valid bytes of the
+//! chunk (0 for a row outside the tensor) and the rest of the 16 bytes is zero-filled; an
+//! invalid chunk reads from the tensor's base, which is a valid address.
+//!
+//! The destination is row-major, or the 8 × 8 core-matrix layout of an operand tile that wgmma
+//! reads in place ([`crate::layout::staging::kmajor_offset`], whose 16-byte core-matrix rows are
+//! exactly these chunks).
+
+use inkwell::values::IntValue;
+use inkwell::IntPredicate;
+
+use crate::ir::{Elem, Index, Param, ParamKind};
+use crate::layout::staging::kmajor_offset;
+
+use super::emit::Codegen;
+use super::BackendError;
+
+/// Bytes of one `cp.async.cg` copy.
+const CHUNK: u32 = 16;
+
+/// Where a copied tile goes in shared memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TileLayout {
+    /// Row-major: element `(r, c)` at `(r·cols + c)·size`.
+    RowMajor,
+    /// The 8 × 8 core-matrix layout ([`kmajor_offset`] with the tile's column count as K).
+    CoreMatrices,
+}
+
+impl<'ctx> Codegen<'ctx, '_> {
+    /// Copies the `rows x cols` tile `src[index]` into shared memory at byte `dst` in `layout`,
+    /// with `cp.async` when the run-time alignment allows and `fallback` (the element loop)
+    /// otherwise. Returns `false`, emitting nothing, when the access cannot take `cp.async` at
+    /// all (see the module docs); the caller then emits its element loop alone.
+    pub fn copy_tile_async(
+        &mut self,
+        src: Param,
+        index: &[Index],
+        (rows, cols): (u32, u32),
+        dst: u32,
+        layout: TileLayout,
+        fallback: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>,
+    ) -> Result<bool, BackendError> {
+        let elem = match &self.k.params[src].kind {
+            ParamKind::Tensor { elem, .. } => *elem,
+            ParamKind::Scalar(_) => return Ok(false),
+        };
+        let size = elem.size_bytes();
+        let ranges: Vec<usize> = index.iter().enumerate().filter(|(_, ix)| matches!(ix, Index::Range { .. })).map(|(d, _)| d).collect();
+        let last = index.len().saturating_sub(1);
+        if !matches!(elem, Elem::Bf16 | Elem::F16 | Elem::F32 | Elem::I32) || ranges.len() != 2 || ranges[1] != last || (cols * size) % CHUNK != 0 {
+            return Ok(false);
+        }
+        if layout == TileLayout::CoreMatrices && (size != 2 || rows % 8 != 0 || cols % 8 != 0) {
+            return Ok(false);
+        }
+        // Run-time alignment: base, start column and every outer stride in 16-byte units.
+        let i64t = self.ctx.i64_type();
+        let base = self.params[src].ok_or_else(|| BackendError::Invalid("tensor parameter not bound".into()))?.into_pointer_value();
+        let base_i = self.b.build_ptr_to_int(base, i64t, "base")?;
+        let mut misaligned = self.b.build_and(base_i, i64t.const_int(u64::from(CHUNK - 1), false), "")?;
+        let Index::Range { start: col_start, .. } = &index[last] else { return Ok(false) };
+        let c0 = self.b.build_int_s_extend(self.scalar(*col_start)?.into_int_value(), i64t, "")?;
+        let c0_bytes = self.b.build_int_mul(c0, i64t.const_int(u64::from(size), false), "")?;
+        misaligned = self.b.build_or(misaligned, self.b.build_and(c0_bytes, i64t.const_int(u64::from(CHUNK - 1), false), "")?, "")?;
+        for d in 0..last {
+            let sb = self.b.build_int_mul(self.strides[src][d], i64t.const_int(u64::from(size), false), "")?;
+            misaligned = self.b.build_or(misaligned, self.b.build_and(sb, i64t.const_int(u64::from(CHUNK - 1), false), "")?, "")?;
+        }
+        let aligned = self.b.build_int_compare(IntPredicate::EQ, misaligned, i64t.const_zero(), "aligned")?;
+        let fast = self.ctx.append_basic_block(self.func, "cp.fast");
+        let slow = self.ctx.append_basic_block(self.func, "cp.slow");
+        let join = self.ctx.append_basic_block(self.func, "cp.join");
+        self.b.build_conditional_branch(aligned, fast, slow)?;
+        self.b.position_at_end(slow);
+        fallback(self)?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(fast);
+        let per_chunk = CHUNK / size;
+        let per_row = cols / per_chunk;
+        self.cta_loop(rows * per_row, &mut |cg, e| {
+            let r = cg.b.build_int_unsigned_div(e, cg.i32(per_row as i32), "r")?;
+            let c = cg.b.build_int_mul(cg.b.build_int_unsigned_rem(e, cg.i32(per_row as i32), "")?, cg.i32(per_chunk as i32), "c")?;
+            let (src_ptr, valid) = cg.chunk_source(src, index, r, c, per_chunk, size)?;
+            let off = match layout {
+                TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
+                TileLayout::CoreMatrices => kmajor_offset(&*cg, r, c, cols)?,
+            };
+            let off = cg.b.build_int_add(off, cg.i32(dst as i32), "")?;
+            let dptr = cg.smem_at(off)?;
+            cg.call("llvm.nvvm.cp.async.cg.shared.global.16.s", None, &[dptr.into(), src_ptr.into(), valid.into()])?;
+            Ok(())
+        })?;
+        self.call("llvm.nvvm.cp.async.wait.all", None, &[])?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        Ok(true)
+    }
+
+    /// The source address of the chunk at tile element `(r, c)` and its valid bytes (i32): 0
+    /// when the row is outside the tensor, else the bytes of the `per_chunk` elements that lie
+    /// before the end of the last dimension. An empty chunk points at the tensor's base.
+    fn chunk_source(&self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>, per_chunk: u32, size: u32) -> Result<(inkwell::values::PointerValue<'ctx>, IntValue<'ctx>), BackendError> {
+        let i64t = self.ctx.i64_type();
+        let last = index.len() - 1;
+        let mut row_ok = self.ctx.bool_type().const_int(1, false);
+        let mut off = i64t.const_zero();
+        let mut nth_range = 0;
+        let mut col = i64t.const_zero();
+        for (d, ix) in index.iter().enumerate() {
+            let pos = match ix {
+                Index::Point(v) => self.scalar(*v)?.into_int_value(),
+                Index::Range { start, .. } => {
+                    let s = self.scalar(*start)?.into_int_value();
+                    let t = if nth_range == 0 { r } else { c };
+                    nth_range += 1;
+                    self.b.build_int_add(s, t, "")?
+                }
+            };
+            let pos = self.b.build_int_s_extend(pos, i64t, "")?;
+            if d == last {
+                col = pos;
+            } else {
+                // Unsigned compare also rejects negative positions.
+                let ok = self.b.build_int_compare(IntPredicate::ULT, pos, self.dims[p][d], "")?;
+                row_ok = self.b.build_and(row_ok, ok, "")?;
+            }
+            off = self.b.build_int_add(off, self.b.build_int_mul(pos, self.strides[p][d], "")?, "")?;
+        }
+        // Valid elements: clamp(extent − col, 0, per_chunk); a negative column is invalid.
+        let left = self.b.build_int_sub(self.dims[p][last], col, "")?;
+        let in_range = self.b.build_int_compare(IntPredicate::SGE, col, i64t.const_zero(), "")?;
+        let n = self.b.build_select(self.b.build_int_compare(IntPredicate::SLT, left, i64t.const_int(u64::from(per_chunk), false), "")?, left, i64t.const_int(u64::from(per_chunk), false), "")?.into_int_value();
+        let n = self.b.build_select(self.b.build_int_compare(IntPredicate::SGT, n, i64t.const_zero(), "")?, n, i64t.const_zero(), "")?.into_int_value();
+        let ok = self.b.build_and(row_ok, in_range, "")?;
+        let n = self.b.build_select(ok, n, i64t.const_zero(), "")?.into_int_value();
+        let bytes = self.b.build_int_truncate(self.b.build_int_mul(n, i64t.const_int(u64::from(size), false), "")?, self.ctx.i32_type(), "valid")?;
+        let some = self.b.build_int_compare(IntPredicate::NE, n, i64t.const_zero(), "")?;
+        let off = self.b.build_select(some, off, i64t.const_zero(), "")?.into_int_value();
+        let base = self.params[p].ok_or_else(|| BackendError::Invalid("tensor parameter not bound".into()))?.into_pointer_value();
+        let ty = self.storage_type(match &self.k.params[p].kind {
+            ParamKind::Tensor { elem, .. } => *elem,
+            ParamKind::Scalar(e) => *e,
+        });
+        // SAFETY of the GEP: in bounds whenever `valid` > 0, the tensor's base otherwise.
+        let ptr = unsafe { self.b.build_gep(ty, base, &[off], "cp.src")? };
+        Ok((ptr, bytes))
+    }
+}
