@@ -22,7 +22,7 @@ fn kernel(file: &str, name: &str) -> Kernel {
 #[test]
 fn dsl_gemm_matches_fp64() {
     let k = kernel("gemm.tile", "gemm");
-    let (m, kd, n) = (200, 100, 150); // 2 x 2 CTAs of 128 x 128, K steps of 64: all partial
+    let (m, kd, n) = (200, 100, 300); // 2 x 2 CTAs of 128 x 256, K steps of 64: all partial
     let mut rng = Rng(21);
     let (ta, a) = random_tensor(&mut rng, DType::Bf16, &[m, kd], 1.0);
     let (tb, b) = random_tensor(&mut rng, DType::Bf16, &[kd, n], 1.0);

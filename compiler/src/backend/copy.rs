@@ -5,7 +5,8 @@
 //!
 //! A tile qualifies when its column range is on the tensor's last (contiguous) dimension, its
 //! other indices name one more range (the rows) and points, its element type is the tensor's,
-//! and a row of the tile is a whole number of 16-byte chunks. Whether the chunks are aligned is
+//! and a row of the tile is a whole number of 16-byte chunks
+//! ([`crate::passes::pipeline::async_copyable`], which the pipelining pass asks too). Whether the chunks are aligned is
 //! known only at run time (the base pointer, the start column, every outer stride), so the copy
 //! is guarded by that test and falls back to the element loop. Out-of-bounds parts keep the
 //! masked-load meaning (zeros): `cp.async`'s source size is the number of valid bytes of the
@@ -19,7 +20,8 @@
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 
-use crate::ir::{Elem, Index, Param, ParamKind};
+use crate::ir::{Index, Param, ParamKind};
+use crate::passes::pipeline::async_copyable;
 use crate::layout::staging::kmajor_offset;
 
 use super::emit::Codegen;
@@ -42,13 +44,19 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// with `cp.async` when the run-time alignment allows and `fallback` (the element loop)
     /// otherwise. Returns `false`, emitting nothing, when the access cannot take `cp.async` at
     /// all (see the module docs); the caller then emits its element loop alone.
+    ///
+    /// `dst` is the absolute byte offset in dynamic shared memory (a run-time value for a
+    /// pipeline's ring stage). With `wait`, the copies are complete (`cp.async.wait_all`) when
+    /// this returns; without, the caller commits and waits for them as a group.
+    #[allow(clippy::too_many_arguments)] // one tile access: tensor, indices, shape, destination, layout, completion, fallback
     pub fn copy_tile_async(
         &mut self,
         src: Param,
         index: &[Index],
         (rows, cols): (u32, u32),
-        dst: u32,
+        dst: IntValue<'ctx>,
         layout: TileLayout,
+        wait: bool,
         fallback: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>,
     ) -> Result<bool, BackendError> {
         let elem = match &self.k.params[src].kind {
@@ -56,9 +64,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             ParamKind::Scalar(_) => return Ok(false),
         };
         let size = elem.size_bytes();
-        let ranges: Vec<usize> = index.iter().enumerate().filter(|(_, ix)| matches!(ix, Index::Range { .. })).map(|(d, _)| d).collect();
         let last = index.len().saturating_sub(1);
-        if !matches!(elem, Elem::Bf16 | Elem::F16 | Elem::F32 | Elem::I32) || ranges.len() != 2 || ranges[1] != last || (cols * size) % CHUNK != 0 {
+        if !async_copyable(self.k, src, index, (rows, cols), elem) {
             return Ok(false);
         }
         if layout == TileLayout::CoreMatrices && (size != 2 || rows % 8 != 0 || cols % 8 != 0) {
@@ -96,12 +103,14 @@ impl<'ctx> Codegen<'ctx, '_> {
                 TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
                 TileLayout::CoreMatrices => kmajor_offset(&*cg, r, c, cols)?,
             };
-            let off = cg.b.build_int_add(off, cg.i32(dst as i32), "")?;
+            let off = cg.b.build_int_add(off, dst, "")?;
             let dptr = cg.smem_at(off)?;
             cg.call("llvm.nvvm.cp.async.cg.shared.global.16.s", None, &[dptr.into(), src_ptr.into(), valid.into()])?;
             Ok(())
         })?;
-        self.call("llvm.nvvm.cp.async.wait.all", None, &[])?;
+        if wait {
+            self.call("llvm.nvvm.cp.async.wait.all", None, &[])?;
+        }
         self.b.build_unconditional_branch(join)?;
         self.b.position_at_end(join);
         Ok(true)

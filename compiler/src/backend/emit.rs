@@ -71,6 +71,8 @@ pub(crate) struct Codegen<'ctx, 'k> {
     /// Register-resident accumulators: each one's fragment array (a stack array with constant
     /// indices, which SROA turns into registers; `sm90::wgmma`).
     pub fragments: SecondaryMap<crate::ir::Var, Option<PointerValue<'ctx>>>,
+    /// The software-pipelined loops being emitted, innermost last ([`super::pipeline`]).
+    pub(crate) pipes: Vec<super::pipeline::ActivePipeline<'ctx>>,
 }
 
 impl<'ctx, 'k> Codegen<'ctx, 'k> {
@@ -130,6 +132,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             tmem_base: None,
             mma_phase: None,
             fragments: SecondaryMap::new(),
+            pipes: vec![],
         };
         cg.prologue()?;
         Ok(cg)
@@ -191,7 +194,11 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             if self.k.insts[i].result.is_some_and(|r| self.tp.fusion.is_fused(r)) {
                 continue; // evaluated inside its consumer
             }
-            self.inst(i).map_err(|e| e.at(i, self.k.inst_spans.get(i).copied().unwrap_or(self.k.span)))?;
+            let span = self.k.inst_spans.get(i).copied().unwrap_or(self.k.span);
+            // A pipelined write was issued ahead; its place in the body waits for it.
+            if !self.pipelined_write(i).map_err(|e| e.at(i, span))? {
+                self.inst(i).map_err(|e| e.at(i, span))?;
+            }
             if self.tp.barriers.after(i) {
                 self.bar_sync()?;
             }
@@ -200,7 +207,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     }
 
     /// Dispatches one instruction to its family's emitter.
-    fn inst(&mut self, i: Inst) -> Result<(), BackendError> {
+    pub(crate) fn inst(&mut self, i: Inst) -> Result<(), BackendError> {
         let k = self.k;
         let res = k.insts[i].result;
         match &k.insts[i].op {
@@ -266,6 +273,9 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     fn for_loop(&mut self, i: Inst, lo: Value, hi: Value, reverse: bool, body: crate::ir::Block) -> Result<(), BackendError> {
         let lo = self.scalar(lo)?.into_int_value();
         let hi = self.scalar(hi)?.into_int_value();
+        if !reverse && self.tp.pipelines.get(i).is_some_and(Option::is_some) {
+            return self.pipelined_loop(i, lo, hi, body);
+        }
         let one = self.i32(1);
         let init = if reverse { self.b.build_int_sub(hi, one, "init")? } else { lo };
         let iv = self.k.insts[i].result;

@@ -25,7 +25,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// Whether element `(r, c)` of the access is inside the tensor, and its address.
-    fn global_elem(&self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<(IntValue<'ctx>, PointerValue<'ctx>), BackendError> {
+    pub(crate) fn global_elem(&self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<(IntValue<'ctx>, PointerValue<'ctx>), BackendError> {
         let elem = self.tensor_elem(p)?;
         let i64t = self.ctx.i64_type();
         let mut inb = self.ctx.bool_type().const_int(1, false);
@@ -95,7 +95,8 @@ impl<'ctx> Codegen<'ctx, '_> {
                         cg.store_elem(buf, e, out, v)
                     })
                 };
-                if out == elem && self.copy_tile_async(src, index, (rows, cols), buf, TileLayout::RowMajor, &mut elementwise)? {
+                let dst = self.i32(buf as i32);
+                if out == elem && self.copy_tile_async(src, index, (rows, cols), dst, TileLayout::RowMajor, true, &mut elementwise)? {
                     return Ok(());
                 }
                 elementwise(self)
@@ -106,6 +107,14 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Emits `Store`: writes the tile (or a scalar broadcast over the ranges) into a global
     /// tensor, skipping elements outside it.
     pub fn store(&mut self, dst: Param, index: &[Index], value: Value) -> Result<(), BackendError> {
+        // The read of a register accumulator fused into this store: its fragments go out as they are.
+        if let crate::ir::ValueDef::Result(d) = self.k.values[value].def {
+            if let Op::ReadVar(v) = self.k.insts[d].op {
+                if self.tp.fusion.is_fused(value) && self.accumulator(v).is_some() {
+                    return self.store_fragments(v, dst, index);
+                }
+            }
+        }
         let elem = self.tensor_elem(dst)?;
         let lens: Vec<u32> = index.iter().filter_map(|ix| if let Index::Range { len, .. } = ix { Some(*len) } else { None }).collect();
         let (rows, cols) = match lens.as_slice() {
@@ -179,7 +188,14 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// layout of an operand tile that wgmma reads in place). A global tile loaded into it
     /// (a `Load` fused into this write) is copied with `cp.async` where it can be.
     pub fn write_smem_var(&mut self, v: Var, x: Value) -> Result<(), BackendError> {
-        let dst = self.var_buf(v)?;
+        let dst = self.i32(self.var_buf(v)? as i32);
+        self.write_var_tile(v, x, dst, true)
+    }
+
+    /// Writes tile `x` into the buffer of variable `v` at byte `dst` (a run-time value for a
+    /// pipeline's ring stage) in the variable's layout; a fused `Load` goes through `cp.async`
+    /// where it can, complete on return with `wait` (see [`Codegen::copy_tile_async`]).
+    pub fn write_var_tile(&mut self, v: Var, x: Value, dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
         let layout = if self.tp.tiled.get(v).copied().unwrap_or(false) { TileLayout::CoreMatrices } else { TileLayout::RowMajor };
@@ -189,22 +205,20 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
                 let y = cg.operand(x, r, c)?;
                 let y = cg.convert(y, xel, vel)?;
-                match layout {
-                    TileLayout::RowMajor => cg.store_elem(dst, e, vel, y),
-                    TileLayout::CoreMatrices => {
-                        let off = cg.b.build_int_add(cg.i32(dst as i32), kmajor_offset(&*cg, r, c, cols)?, "")?;
-                        let p = cg.smem_at(off)?;
-                        cg.b.build_store(p, cg.to_storage(y, vel)?)?;
-                        Ok(())
-                    }
-                }
+                let off = match layout {
+                    TileLayout::RowMajor => cg.b.build_int_mul(e, cg.i32(vel.size_bytes() as i32), "")?,
+                    TileLayout::CoreMatrices => kmajor_offset(&*cg, r, c, cols)?,
+                };
+                let p = cg.smem_at(cg.b.build_int_add(dst, off, "")?)?;
+                cg.b.build_store(p, cg.to_storage(y, vel)?)?;
+                Ok(())
             })
         };
         let k = self.k;
         if let crate::ir::ValueDef::Result(d) = k.values[x].def {
             if let Op::Load { src, index } = &k.insts[d].op {
                 let same = self.tp.fusion.is_fused(x) && self.tensor_elem(*src)? == vel && k.values[x].ty.shape() == Some((rows, cols));
-                if same && self.copy_tile_async(*src, index, (rows, cols), dst, layout, &mut elementwise)? {
+                if same && self.copy_tile_async(*src, index, (rows, cols), dst, layout, wait, &mut elementwise)? {
                     return Ok(());
                 }
             }

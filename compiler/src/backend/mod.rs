@@ -28,6 +28,7 @@ pub(crate) mod llvm;
 pub(crate) mod lowering;
 pub(crate) mod math;
 pub(crate) mod memory;
+pub(crate) mod pipeline;
 pub(crate) mod reduce;
 pub(crate) mod staging;
 pub mod sm100;

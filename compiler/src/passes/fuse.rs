@@ -67,6 +67,8 @@ pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
     // A register-resident accumulator is read through its lowering (the fragments are written
     // back first), never in place from its buffer.
     let in_smem = |var| super::target_plan::in_shared_memory(k, var, target) && super::target_plan::register_accumulator(k, var, target).is_none();
+    // ... except into a `Store` when it has no buffer: the store writes the fragments out.
+    let reg_only = |var| super::target_plan::register_only(k, var, target);
     let mut uses: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
     let mut block_of: SecondaryMap<Inst, Option<(Block, usize)>> = SecondaryMap::new();
     for (b, data) in k.blocks.iter() {
@@ -91,7 +93,8 @@ pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
             let op = &k.insts[i].op;
             let producer_ok = op.is_elementwise()
                 || matches!(op, Op::Load { .. })
-                || matches!(op, Op::ReadVar(var) if in_smem(*var));
+                || matches!(op, Op::ReadVar(var) if in_smem(*var))
+                || matches!(op, Op::ReadVar(var) if reg_only(*var) && uses[v].len() == 1 && matches!(k.insts[uses[v][0]].op, Op::Store { .. }));
             if !producer_ok || uses[v].len() != 1 {
                 continue;
             }

@@ -13,6 +13,7 @@ pub mod fuse;
 pub mod interval_plan;
 pub mod lints;
 pub mod liveness;
+pub mod pipeline;
 pub mod smem_plan;
 pub mod smem_report;
 pub mod target_plan;

@@ -25,6 +25,7 @@ use crate::ir::validate::Validated;
 use crate::ir::{Inst, Kernel, Op, Space, Type, Value, Var};
 
 use super::fuse::Fusion;
+use super::pipeline::Pipeline;
 use crate::diag::{Code, Diagnostic, Span};
 use crate::layout::staging;
 use crate::passes::interval_plan::{self, Request};
@@ -56,6 +57,8 @@ pub struct Placement {
     pub bytes: u32,
     /// Live interval `[first, last]` in program points (inclusive).
     pub live: (u32, u32),
+    /// Ring stages of a software-pipelined variable (1 otherwise); `bytes` covers all of them.
+    pub stages: u32,
 }
 
 /// The shared-memory plan of one kernel for one target.
@@ -67,6 +70,9 @@ pub struct SmemPlan {
     pub vars: SecondaryMap<Var, Option<u32>>,
     /// Offset of each instruction's scratch buffer.
     pub scratch: SecondaryMap<Inst, Option<u32>>,
+    /// Ring of a software-pipelined variable ([`super::pipeline`]): `(stages, bytes per stage)`;
+    /// stage `s` is at the variable's offset plus `s` strides.
+    pub rings: SecondaryMap<Var, Option<(u32, u32)>>,
     /// All placements, in placement order.
     pub placements: Vec<Placement>,
     /// Bytes of the planned region (the extent of the placement, rounded up to 16).
@@ -109,8 +115,10 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
     staging::staging(m, n, kdim, tmem_a, ALIGN).bytes
 }
 
-/// Plans the kernel's shared memory for `target`. Deterministic.
-pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion) -> SmemPlan {
+/// Plans the kernel's shared memory for `target`, with a ring of `stages` buffers for every
+/// variable of a pipelined loop in `loops` (live from the loop's start, where the first
+/// iterations are issued). Deterministic.
+pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion, loops: &SecondaryMap<Inst, Option<Pipeline>>) -> SmemPlan {
     let (k, pp) = (v.kernel(), v.points());
     // Loop extension of live ranges is shared with the TMEM planner's liveness.
     let extend = |use_inst: Inst, def_point: Option<u32>| pp.live_end(use_inst, def_point);
@@ -164,9 +172,20 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion) -> SmemPlan
             reqs.push((Owner::Value(v), tile_bytes(k.values[v].ty), *iv));
         }
     }
+    let mut rings: SecondaryMap<Var, Option<(u32, u32, u32)>> = SecondaryMap::new();
+    for (l, p) in loops.iter() {
+        if let Some(p) = p.as_ref().filter(|p| p.stages > 1) {
+            for &v in &p.vars {
+                rings[v] = Some((p.stages, tile_bytes(k.vars[v].ty).next_multiple_of(ALIGN), pp.point[l]));
+            }
+        }
+    }
     for (v, iv) in var_iv.iter() {
         if let Some(iv) = iv {
-            reqs.push((Owner::Var(v), tile_bytes(k.vars[v].ty), *iv));
+            match rings[v] {
+                Some((stages, stride, start)) => reqs.push((Owner::Var(v), stages * stride, (iv.0.min(start), iv.1))),
+                None => reqs.push((Owner::Var(v), tile_bytes(k.vars[v].ty), *iv)),
+            }
         }
     }
     for (i, b) in scratch_iv {
@@ -181,12 +200,19 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion) -> SmemPlan
     let placed = interval_plan::plan(&preqs);
     let mut out = SmemPlan::default();
     for ((owner, bytes, live), off) in reqs.into_iter().zip(placed.offsets) {
+        let mut stages = 1;
         match owner {
             Owner::Value(v) => out.values[v] = Some(off),
-            Owner::Var(v) => out.vars[v] = Some(off),
+            Owner::Var(v) => {
+                out.vars[v] = Some(off);
+                if let Some((s, stride, _)) = rings[v] {
+                    out.rings[v] = Some((s, stride));
+                    stages = s;
+                }
+            }
             Owner::Scratch(i) => out.scratch[i] = Some(off),
         }
-        out.placements.push(Placement { owner, offset: off, bytes, live });
+        out.placements.push(Placement { owner, offset: off, bytes, live, stages });
     }
     out.bytes = placed.extent.next_multiple_of(16);
     out.peak = (placed.peak_demand, placed.peak_point);
@@ -223,6 +249,16 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span)
     }
 }
 
+/// [`describe`] of a placement, naming the ring of a pipelined variable.
+pub fn label(k: &Kernel, p: &Placement, target: &TargetInfo) -> (String, Span) {
+    let (what, span) = describe(k, p.owner, target);
+    if p.stages > 1 {
+        (format!("{what}, a {}-stage ring (software pipeline)", p.stages), span)
+    } else {
+        (what, span)
+    }
+}
+
 /// A short name of what an instruction computes, for reports.
 fn op_name(op: &Op) -> &'static str {
     match op {
@@ -252,7 +288,7 @@ pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInf
     let (peak, at) = plan.peak;
     let mut live: Vec<&Placement> = plan.placements.iter().filter(|p| p.live.0 <= at && at <= p.live.1).collect();
     live.sort_by_key(|p| (std::cmp::Reverse(p.bytes), p.offset));
-    let first = live.first().map(|p| describe(k, p.owner, target).1).unwrap_or(k.span);
+    let first = live.first().map(|p| label(k, p, target).1).unwrap_or(k.span);
     let mut d = Diagnostic::error(
         Code::SmemOverBudget,
         format!("shared memory over budget in kernel `{}` on {}: {need} bytes per CTA, the limit is {limit}", k.name, target.name),
@@ -260,13 +296,13 @@ pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInf
         format!("{} bytes", live.first().map_or(0, |p| p.bytes)),
     );
     if let Some(p) = live.first() {
-        d.labels[0].message = format!("{}: {} bytes", describe(k, p.owner, target).0, p.bytes);
+        d.labels[0].message = format!("{}: {} bytes", label(k, p, target).0, p.bytes);
     }
     for p in live.iter().skip(1) {
-        let (what, span) = describe(k, p.owner, target);
+        let (what, span) = label(k, p, target);
         d = d.with_label(span, format!("{what}: {} bytes, live at the same time", p.bytes));
     }
-    let mut parts: Vec<String> = live.iter().map(|p| format!("{} ({})", p.bytes, describe(k, p.owner, target).0)).collect();
+    let mut parts: Vec<String> = live.iter().map(|p| format!("{} ({})", p.bytes, label(k, p, target).0)).collect();
     if header > 0 {
         parts.push(format!("{header} (reserved: MMA mbarrier and TMEM address slot)"));
     }
@@ -306,7 +342,7 @@ mod tests {
         let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
         b.switch_to(top);
         let v = crate::ir::validate::validate(&k).expect("valid test kernel");
-        let p = plan(&v, crate::target::Target::Sm90a.info(), &Fusion::none());
+        let p = plan(&v, crate::target::Target::Sm90a.info(), &Fusion::none(), &SecondaryMap::new());
         let off = |v: Value| p.values[v].unwrap();
         assert_eq!(off(x), 0);
         assert_ne!(off(y), off(x)); // co-live at the cast

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::smem_plan::{describe, Placement};
+use super::smem_plan::{label, Placement};
 use super::target_plan::TargetPlan;
 use crate::ir::Kernel;
 
@@ -21,7 +21,7 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     ps.sort_by_key(|p| (p.offset, p.live.0));
     for p in ps {
         let start = tp.header_bytes + p.offset;
-        let (what, span) = describe(k, p.owner, info);
+        let (what, span) = label(k, p, info);
         let what = match src {
             Some(text) if span != crate::diag::Span::default() => format!("{what}, line {}", crate::diag::line_col(text, span.start as usize).0),
             _ => what,

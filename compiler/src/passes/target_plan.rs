@@ -14,6 +14,7 @@ use crate::target::{Target, TargetInfo};
 
 use super::barriers::{self, Barriers};
 use super::fuse::{self, Fusion};
+use super::pipeline;
 use super::smem_plan::{self, SmemPlan};
 
 /// Bytes reserved at the start of dynamic shared memory on kernels that use tensor memory: the
@@ -40,6 +41,8 @@ pub struct TargetPlan {
     pub accumulators: SecondaryMap<Var, Option<Distribution>>,
     /// The shared-memory variables kept in the core-matrix layout ([`tiled_operand`]).
     pub tiled: SecondaryMap<Var, bool>,
+    /// The software-pipelined loops, by `For` instruction ([`pipeline`]).
+    pub pipelines: SecondaryMap<crate::ir::Inst, Option<pipeline::Pipeline>>,
 }
 
 impl TargetPlan {
@@ -50,9 +53,10 @@ impl TargetPlan {
 }
 
 /// Whether variable `v` lives in shared memory on `target`: every variable does, except `tmem`
-/// ones on a target that has tensor memory. The one statement of that rule for the passes.
+/// ones on a target that has tensor memory and register accumulators that need no buffer
+/// ([`register_only`]). The one statement of that rule for the passes.
 pub fn in_shared_memory(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
-    k.vars[v].space != Space::Tmem || target.tmem.is_none()
+    (k.vars[v].space != Space::Tmem || target.tmem.is_none()) && !register_only(k, v, target)
 }
 
 /// Registers per thread one register-resident accumulator may take: 128 floats leave room for
@@ -75,6 +79,45 @@ pub fn register_accumulator(k: &Kernel, v: Var, target: &TargetInfo) -> Option<D
     let (m, n) = d.ty.shape()?;
     let dist = Distribution::new(m, n, k.threads / WARPGROUP)?;
     (written_by_mma && dist.floats_per_thread() <= MAX_ACCUMULATOR_FLOATS).then_some(dist)
+}
+
+/// Whether register-resident accumulator `v` needs no shared-memory buffer at all: every write
+/// of it is a broadcast scalar (`zeros`, `full`: set in registers) and every read is stored
+/// straight to a global tensor (`store t[...] = v`, written from the fragments). The
+/// accumulator of a GEMM main loop is this: its smem buffer would cost `M·N·4` bytes for nothing.
+pub fn register_only(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
+    if register_accumulator(k, v, target).is_none() {
+        return false;
+    }
+    let mut uses: std::collections::HashMap<crate::ir::Value, Vec<crate::ir::Inst>> = std::collections::HashMap::new();
+    k.walk(|i| {
+        for a in k.inst_args(i) {
+            uses.entry(a).or_default().push(i);
+        }
+    });
+    let mut ok = true;
+    k.walk(|i| match &k.insts[i].op {
+        Op::WriteVar(w, x) if *w == v => ok &= is_splat(k, *x),
+        Op::ReadVar(r) if *r == v => {
+            let res = k.insts[i].result;
+            let u = res.and_then(|r| uses.get(&r)).map(Vec::as_slice).unwrap_or(&[]);
+            ok &= matches!(u, [s] if matches!(k.insts[*s].op, Op::Store { value, .. } if Some(value) == res));
+        }
+        _ => {}
+    });
+    ok
+}
+
+/// Whether tile value `x` is a scalar broadcast (`Splat`), possibly converted.
+pub fn is_splat(k: &Kernel, x: crate::ir::Value) -> bool {
+    match k.values[x].def {
+        crate::ir::ValueDef::Result(d) => match k.insts[d].op {
+            Op::Splat(_) => true,
+            Op::Cast(y, _) => is_splat(k, y),
+            _ => false,
+        },
+        crate::ir::ValueDef::LoopIndex(_) => false,
+    }
 }
 
 /// Whether shared-memory variable `v` is kept in the 8 x 8 core-matrix layout that wgmma reads
@@ -107,7 +150,7 @@ pub fn tiled_operand(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
 
 /// Whether kernel `k` on `target` keeps variables in tensor memory (then it needs the header).
 pub fn uses_tensor_memory(k: &Kernel, target: &TargetInfo) -> bool {
-    k.vars.keys().any(|v| !in_shared_memory(k, v, target))
+    target.tmem.is_some() && k.vars.values().any(|d| d.space == Space::Tmem)
 }
 
 /// Runs the per-target passes on a validated kernel whose TMEM plan has been made.
@@ -118,8 +161,30 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let k = v.kernel();
     let info = target.info();
     let fusion = fuse::analyze(k, info);
-    let smem = smem_plan::plan(v, info, &fusion);
     let header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
+    // Software pipelines: the deepest ring (3, then 2 stages) whose plan fits the budget; a
+    // kernel that does not fit even without one gets the budget error of the plain plan.
+    let mut pipelines = pipeline::candidates(k, info, &fusion);
+    let mut chosen = None;
+    if pipelines.values().any(Option::is_some) {
+        for stages in (2..=pipeline::MAX_STAGES).rev() {
+            for p in pipelines.values_mut().flatten() {
+                p.stages = stages;
+            }
+            let smem = smem_plan::plan(v, info, &fusion, &pipelines);
+            if smem_plan::check_budget(k, &smem, header_bytes, info).is_ok() {
+                chosen = Some(smem);
+                break;
+            }
+        }
+    }
+    let smem = match chosen {
+        Some(smem) => smem,
+        None => {
+            pipelines = SecondaryMap::new();
+            smem_plan::plan(v, info, &fusion, &pipelines)
+        }
+    };
     smem_plan::check_budget(k, &smem, header_bytes, info)?;
     let barriers = barriers::run(k, &fusion);
     let (mut accumulators, mut tiled) = (SecondaryMap::new(), SecondaryMap::new());
@@ -127,5 +192,5 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
         accumulators[v] = register_accumulator(k, v, info);
         tiled[v] = tiled_operand(k, v, info);
     }
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, accumulators, tiled })
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, accumulators, tiled, pipelines })
 }

@@ -34,6 +34,9 @@ impl Lowering for Sm90 {
         cg.read_smem_var(i, v)
     }
     fn write_tmem_var(&self, cg: &mut Codegen<'_, '_>, v: Var, x: Value) -> Result<(), BackendError> {
+        if cg.accumulator(v).is_some() && crate::passes::target_plan::is_splat(cg.k, x) {
+            return cg.fragments_fill(v, x);
+        }
         cg.write_smem_var(v, x)?;
         if cg.accumulator(v).is_some() {
             cg.fragments_from_smem(v)?;

@@ -5,16 +5,20 @@
 //! D fragments of its warpgroup's units ([`crate::layout::wgmma`]) for the whole kernel, loops
 //! included, so a `for` loop of MMAs never touches its shared-memory buffer. That buffer is
 //! where the rest of the kernel meets it: a `ReadVar` first writes the fragments back to it
-//! ([`Codegen::fragments_to_smem`]), a `WriteVar` reloads them from it after the write.
+//! ([`Codegen::fragments_to_smem`]), a `WriteVar` reloads them from it after the write. Two
+//! cases skip it: a broadcast scalar is written straight into the registers
+//! ([`Codegen::fragments_fill`]) and a read that is only stored to a global tensor writes the
+//! fragments out ([`Codegen::store_fragments`]); an accumulator used only so has no buffer
+//! (`passes::target_plan::register_only`).
 //!
 //! One MMA statement:
 //! 1. A (`M x K`) and B (as `N x K`) are staged into the K-major SWIZZLE_NONE canonical layout
 //!    (shared with tcgen05, [`super::super::staging`]); `fence.proxy.async` and `bar.sync`;
-//! 2. per unit (64 rows × a column piece) of the warpgroup: `wgmma.fence`, one
+//! 2. `wgmma.fence`, then per unit (64 rows × a column piece) of the warpgroup one
 //!    `wgmma.mma_async.m64nNk16` per K = 16 step with the fragment registers tied to its outputs
 //!    (scale-d = 0 only on the first step of `=`; imm-scale-a = −1 for a negated product, so
-//!    `-=` adds `(−a)·b` every step, the order [`crate::interp`] models), `commit_group`;
-//! 3. `wait_group 0`, and the registers are stored back to the fragment array.
+//!    `-=` adds `(−a)·b` every step, the order [`crate::interp`] models);
+//! 3. one `commit_group` and `wait_group 0` for all units, and a barrier.
 //!
 //! `wgmma.mma_async` has no LLVM intrinsic: it is inline assembly (`convergent`), as in
 //! `hopper_wgmma_noswz.ll`.
@@ -35,8 +39,9 @@ use super::super::BackendError;
 
 /// Where a wgmma reads one operand: its buffer, the descriptor's LBO and SBO, and whether it
 /// is MN-major (the transpose immediate).
-struct OperandDesc {
-    base: u32,
+struct OperandDesc<'ctx> {
+    /// Absolute byte offset (a run-time value inside a pipelined loop: the ring's stage).
+    base: IntValue<'ctx>,
     lbo: u32,
     sbo: u32,
     transposed: bool,
@@ -134,6 +139,50 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(())
     }
 
+    /// `WriteVar` of a broadcast scalar (`zeros`, `full`) into a register accumulator: every
+    /// fragment register takes the value; the shared-memory buffer is not involved.
+    pub fn fragments_fill(&mut self, v: Var, x: crate::ir::Value) -> Result<(), BackendError> {
+        let (arr, d) = self.fragment(v)?;
+        let z = self.i32(0);
+        let y = self.operand(x, z, z)?;
+        let y = self.convert(y, self.res_elem(x), Elem::F32)?;
+        let len = d.floats_per_thread();
+        for i in 0..len {
+            let slot = self.frag_slot(arr, len, i)?;
+            self.b.build_store(slot, y)?;
+        }
+        Ok(())
+    }
+
+    /// `store dst[index] = v` of a register accumulator: each thread writes its fragment
+    /// elements to the global tensor (masked at its edges), converting to the tensor's type.
+    pub fn store_fragments(&mut self, v: Var, dst: crate::ir::Param, index: &[crate::ir::Index]) -> Result<(), BackendError> {
+        let (arr, d) = self.fragment(v)?;
+        let elem = match &self.k.params[dst].kind {
+            crate::ir::ParamKind::Tensor { elem, .. } => *elem,
+            crate::ir::ParamKind::Scalar(_) => return Err(BackendError::Invalid("store to a scalar parameter".into())),
+        };
+        let per_slot = d.piece_n / 2;
+        let len = d.floats_per_thread();
+        let f32t = self.ctx.f32_type();
+        self.for_each_unit(d, &mut |cg, s, r0, c0, t| {
+            for i in 0..per_slot {
+                let (r, c) = fragment_coords(&*cg, t, i)?;
+                let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
+                let slot = cg.frag_slot(arr, len, s * per_slot + i)?;
+                let x = cg.b.build_load(f32t, slot, "")?;
+                let x = cg.convert(x, Elem::F32, elem)?;
+                let x = cg.to_storage(x, elem)?;
+                let (inb, ptr) = cg.global_elem(dst, index, r, c)?;
+                cg.if_then(inb, &mut |cg| {
+                    cg.b.build_store(ptr, x)?;
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+    }
+
     /// Emits `dst (+|-)= a @ b` or `dst = (-)a @ b` into a register-resident accumulator (see
     /// the module docs).
     pub fn mma_wgmma(&mut self, i: crate::ir::Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
@@ -147,7 +196,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         //    copies are made visible to the async proxy.
         let scratch = if self.tp.smem.scratch[i].is_some() { Some(self.scratch_buf(i)?) } else { None };
         let mut next = scratch;
-        let mut place = |cg: &mut Self, op: MmaOperand, is_b: bool, rows: u32| -> Result<OperandDesc, BackendError> {
+        let mut place = |cg: &mut Self, op: MmaOperand, is_b: bool, rows: u32| -> Result<OperandDesc<'ctx>, BackendError> {
             let (_, vc) = cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?;
             if cg.tp.tiled.get(op.var).copied().unwrap_or(false) {
                 // The variable's columns are K when A is untransposed or B transposed: K-major,
@@ -155,25 +204,27 @@ impl<'ctx> Codegen<'ctx, '_> {
                 // Otherwise its columns are M or N: MN-major, K-adjacent core matrices are the
                 // 8-row groups (LBO 16·cols) and M/N-adjacent ones the column blocks (SBO 128).
                 let k_major = op.transposed == is_b;
-                let base = cg.var_buf(op.var)?;
+                let buf = cg.var_buf(op.var)?;
+                // Static range check over the whole ring (every stage a descriptor may name).
+                let (stages, stride) = cg.tp.smem.rings.get(op.var).copied().flatten().unwrap_or((1, 0));
+                smem_desc_start(buf)?;
+                check_range(cg, buf + (stages - 1) * stride + (vc * cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?.0) * 2)?;
+                let base = match cg.stage_offset(op.var)? {
+                    Some(off) => cg.b.build_int_add(cg.i32(buf as i32), off, "op.base")?,
+                    None => cg.i32(buf as i32),
+                };
                 return Ok(if k_major { OperandDesc { base, lbo: LBO, sbo: 16 * vc, transposed: false } } else { OperandDesc { base, lbo: 16 * vc, sbo: LBO, transposed: true } });
             }
             let at = next.ok_or_else(|| BackendError::Invalid("a staged wgmma operand without scratch".into()))?;
             next = Some(at + (rows * kdim * 2).next_multiple_of(ALIGN));
             let src = cg.var_buf(op.var)?;
             cg.stage_kmajor(op, src, is_b, at, rows, kdim)?;
-            Ok(OperandDesc { base: at, lbo: LBO, sbo: sbo_for(kdim), transposed: false })
+            smem_desc_start(at)?;
+            check_range(cg, at + rows * kdim * 2)?;
+            Ok(OperandDesc { base: cg.i32(at as i32), lbo: LBO, sbo: sbo_for(kdim), transposed: false })
         };
         let da = place(self, a, false, m)?;
         let db = place(self, b, true, n)?;
-        let range = self.target.info().smem_descriptor_range;
-        for (d, extent) in [(&da, m), (&db, n)] {
-            smem_desc_start(d.base)?;
-            let last = d.base + extent * kdim * 2;
-            if last >= range {
-                return Err(BackendError::Invalid(format!("MMA operand ends at byte {last}, beyond the {range}-byte range of a shared-memory descriptor")));
-            }
-        }
         self.fence_proxy_async()?;
         self.bar_sync()?;
         // 2. Each warpgroup runs its units.
@@ -182,12 +233,14 @@ impl<'ctx> Codegen<'ctx, '_> {
         let per_slot = d.piece_n / 2;
         let len = d.floats_per_thread();
         let asm = self.wgmma_asm(d.piece_n, elem, negate, da.transposed, db.transposed)?;
+        // All units' wgmmas go out back to back (their accumulators are distinct registers),
+        // then one commit and one wait: the tensor core never idles between units.
+        self.call("llvm.nvvm.wgmma.fence.sync.aligned", None, &[])?;
         self.for_each_unit(d, &mut |cg, s, r0, c0, _t| {
             // The unit's rows r0.. of A and columns c0.. of B start r0/8 (c0/8) core-matrix
             // blocks in, SBO apart; a K = 16 step is two K-adjacent core matrices, 2·LBO.
-            let a_base = cg.b.build_int_add(cg.i32(da.base as i32), cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(da.sbo as i32), "")?, "")?;
-            let b_base = cg.b.build_int_add(cg.i32(db.base as i32), cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(db.sbo as i32), "")?, "")?;
-            cg.call("llvm.nvvm.wgmma.fence.sync.aligned", None, &[])?;
+            let a_base = cg.b.build_int_add(da.base, cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(da.sbo as i32), "")?, "")?;
+            let b_base = cg.b.build_int_add(db.base, cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(db.sbo as i32), "")?, "")?;
             let mut acc: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
             for r in 0..per_slot {
                 let slot = cg.frag_slot(arr, len, s * per_slot + r)?;
@@ -205,8 +258,6 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let out = call.try_as_basic_value().basic().ok_or_else(|| BackendError::Invalid("wgmma asm without results".into()))?.into_struct_value();
                 acc = (0..per_slot).map(|r| cg.b.build_extract_value(out, r, "d").map(Into::into)).collect::<Result<_, _>>()?;
             }
-            cg.call("llvm.nvvm.wgmma.commit_group.sync.aligned", None, &[])?;
-            cg.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[cg.ctx.i64_type().const_int(0, false).into()])?;
             for (r, x) in acc.iter().enumerate() {
                 let slot = cg.frag_slot(arr, len, s * per_slot + r as u32)?;
                 let x: inkwell::values::BasicValueEnum = (*x).try_into().map_err(|_| BackendError::Invalid("wgmma result is not a value".into()))?;
@@ -214,6 +265,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             Ok(())
         })?;
+        self.call("llvm.nvvm.wgmma.commit_group.sync.aligned", None, &[])?;
+        self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(0, false).into()])?;
         // Later readers of the operands' buffers and of the staging scratch wait for the MMAs
         // (they read shared memory asynchronously until `wait_group`).
         self.bar_sync()
@@ -265,4 +318,14 @@ impl<'ctx> Codegen<'ctx, '_> {
         let ptr = self.ctx.create_inline_asm(fty, text, cons.join(","), true, false, None, false);
         Ok((fty, ptr))
     }
+}
+
+/// Checks that an operand ending at byte `end` lies inside the range a descriptor's 14-bit
+/// start-address field reaches.
+fn check_range(cg: &Codegen<'_, '_>, end: u32) -> Result<(), BackendError> {
+    let range = cg.target.info().smem_descriptor_range;
+    if end > range {
+        return Err(BackendError::Invalid(format!("MMA operand ends at byte {end}, beyond the {range}-byte range of a shared-memory descriptor")));
+    }
+    Ok(())
 }

@@ -1,0 +1,125 @@
+//! Code for a software-pipelined loop ([`crate::passes::pipeline`] says which loops and why the
+//! order below is safe): the first `S − 1` iterations' tiles are issued before the loop, each
+//! iteration issues the tiles of iteration `i + S − 1` at its first pipelined write and waits
+//! for its own, and the readers of a pipelined variable (the MMAs) address the current stage
+//! of its ring ([`Codegen::stage_offset`]).
+//!
+//! Issuing another iteration's tiles needs their addresses at that iteration: the pipeline's
+//! index slice (pure scalar instructions of the body) is emitted again with the induction
+//! variable bound to the other iteration, and the body's own values are put back afterwards.
+
+use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::IntPredicate;
+
+use crate::ir::{Block, Inst, Op, Var};
+use crate::passes::pipeline::Pipeline;
+
+use super::emit::Codegen;
+use super::BackendError;
+
+/// The pipelined loop being emitted.
+#[derive(Clone, Debug)]
+pub(crate) struct ActivePipeline<'ctx> {
+    /// Its `For` instruction.
+    pub loop_inst: Inst,
+    /// The plan.
+    pub plan: Pipeline,
+    /// The current iteration.
+    pub iv: IntValue<'ctx>,
+    /// The loop's (exclusive) upper bound.
+    pub hi: IntValue<'ctx>,
+    /// The current stage, `(iv − lo) mod S`.
+    pub stage: IntValue<'ctx>,
+}
+
+impl<'ctx> Codegen<'ctx, '_> {
+    /// Emits pipelined loop `i` (`for iv in lo..hi { body }`, counting up).
+    pub fn pipelined_loop(&mut self, i: Inst, lo: IntValue<'ctx>, hi: IntValue<'ctx>, body: Block) -> Result<(), BackendError> {
+        let plan = self.tp.pipelines.get(i).cloned().flatten().ok_or_else(|| BackendError::Invalid(format!("{i} is not a pipelined loop")))?;
+        let s = plan.stages;
+        // Prologue: iterations lo .. lo + S − 1, one cp.async group each (empty past the end).
+        for st in 0..s - 1 {
+            let j = self.b.build_int_add(lo, self.i32(st as i32), "pf.iter")?;
+            let live = self.b.build_int_compare(IntPredicate::SLT, j, hi, "pf.live")?;
+            let stage = self.i32(st as i32);
+            self.if_then(live, &mut |cg| cg.issue(i, &plan, j, stage))?;
+            self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
+        }
+        let iv = self.k.insts[i].result;
+        self.counted_loop(lo, hi, lo, false, &mut |cg, x| {
+            if let Some(iv) = iv {
+                cg.scalars[iv] = Some(x.into());
+            }
+            let rel = cg.b.build_int_sub(x, lo, "")?;
+            let stage = cg.b.build_int_unsigned_rem(rel, cg.i32(s as i32), "stage")?;
+            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, hi, stage });
+            let r = cg.block(body);
+            cg.pipes.pop();
+            r
+        })
+    }
+
+    /// Emits pipelined write `i` if it is one: the first of the iteration issues iteration
+    /// `iv + S − 1` into its stage and waits for this iteration's tiles (then a barrier); the
+    /// others were issued with it. Returns whether `i` was handled.
+    pub fn pipelined_write(&mut self, i: Inst) -> Result<bool, BackendError> {
+        let Some(p) = self.pipes.iter().rev().find(|p| p.plan.writes.contains(&i)).cloned() else { return Ok(false) };
+        if p.plan.writes.first() != Some(&i) {
+            return Ok(true);
+        }
+        let s = p.plan.stages;
+        let j = self.b.build_int_add(p.iv, self.i32(s as i32 - 1), "pf.iter")?;
+        let live = self.b.build_int_compare(IntPredicate::SLT, j, p.hi, "pf.live")?;
+        let next = self.b.build_int_unsigned_rem(self.b.build_int_add(p.stage, self.i32(s as i32 - 1), "")?, self.i32(s as i32), "pf.stage")?;
+        self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, j, next))?;
+        self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
+        // This iteration's group is the oldest of the S in flight.
+        self.call("llvm.nvvm.cp.async.wait.group", None, &[self.i32(s as i32 - 1).into()])?;
+        // cp.async writes are generic-proxy writes that wgmma reads through the async proxy.
+        self.fence_proxy_async()?;
+        self.bar_sync()?;
+        Ok(true)
+    }
+
+    /// Issues the pipelined tiles of iteration `j` into ring stage `stage` (no wait).
+    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, j: IntValue<'ctx>, stage: IntValue<'ctx>) -> Result<(), BackendError> {
+        let k = self.k;
+        // Rebind the induction variable and re-evaluate the index slice at iteration j.
+        let iv = k.insts[loop_inst].result;
+        let mut saved: Vec<(crate::ir::Value, Option<BasicValueEnum<'ctx>>)> = vec![];
+        if let Some(iv) = iv {
+            saved.push((iv, self.scalars[iv]));
+            self.scalars[iv] = Some(j.into());
+        }
+        for &si in &plan.slice {
+            if let Some(r) = k.insts[si].result {
+                saved.push((r, self.scalars[r]));
+            }
+            self.inst(si)?;
+        }
+        for &w in &plan.writes {
+            let Op::WriteVar(v, x) = k.insts[w].op else { return Err(BackendError::Invalid(format!("pipelined {w} is not a variable write"))) };
+            let dst = self.stage_base(v, stage)?;
+            self.write_var_tile(v, x, dst, false)?;
+        }
+        for (v, old) in saved.into_iter().rev() {
+            self.scalars[v] = old;
+        }
+        Ok(())
+    }
+
+    /// Absolute byte offset of stage `stage` of variable `v`'s ring.
+    fn stage_base(&self, v: Var, stage: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+        let (_, stride) = self.tp.smem.rings.get(v).copied().flatten().ok_or_else(|| BackendError::Invalid(format!("`{}` has no ring", self.k.vars[v].name)))?;
+        let off = self.b.build_int_mul(stage, self.i32(stride as i32), "")?;
+        Ok(self.b.build_int_add(self.i32(self.var_buf(v)? as i32), off, "stage.base")?)
+    }
+
+    /// Byte offset of the current stage of `v` from its buffer, inside the pipelined loop that
+    /// rings it (`None` elsewhere: the variable has one buffer).
+    pub fn stage_offset(&self, v: Var) -> Result<Option<IntValue<'ctx>>, BackendError> {
+        let Some(p) = self.pipes.iter().rev().find(|p| p.plan.vars.contains(&v)) else { return Ok(None) };
+        let (_, stride) = self.tp.smem.rings.get(v).copied().flatten().ok_or_else(|| BackendError::Invalid(format!("`{}` has no ring", self.k.vars[v].name)))?;
+        Ok(Some(self.b.build_int_mul(p.stage, self.i32(stride as i32), "stage.off")?))
+    }
+}

@@ -1,0 +1,159 @@
+//! Software pipelining of matrix-product loops (issue 9, item 4), derived by the compiler: in a
+//! `for` loop, the global tiles loaded into operand tiles ([`super::target_plan::tiled_operand`])
+//! whose addresses depend only on the induction variable and loop-invariant values are issued
+//! `S − 1` iterations ahead into an `S`-stage ring of shared-memory buffers, so the copies of
+//! later iterations are in flight while this iteration's MMAs run.
+//!
+//! A loop is pipelined when it counts upwards and its body (at top level) writes, exactly once
+//! each, one or more operand tiles `v` with a `Load` fused into the write (`WriteVar(v, load
+//! t[...])`, same element type, a shape `cp.async` can copy: [`async_copyable`]), every access
+//! of `v` is in that body at top level with the write first, and the load's index values are
+//! loop-invariant, the induction variable, or pure scalar arithmetic of those computed in the
+//! body ([`Pipeline::slice`], re-evaluated by the code generator for a later iteration). The
+//! stage count `S` (3, else 2) is the largest whose ring fits the shared-memory budget
+//! ([`super::target_plan::run`]); the plan charges every stage.
+//!
+//! Code (`backend::pipeline`): before the loop, iterations `lo .. lo+S−1` are issued, one
+//! `cp.async` group each; at the first pipelined write of iteration `i`, iteration `i + S − 1`
+//! is issued into stage `(i − lo + S − 1) mod S`, then `cp.async.wait_group S−1` (iteration `i`'s
+//! group is complete), `fence.proxy.async` and a barrier; the MMAs read stage `(i − lo) mod S`.
+//! The stage a new copy overwrites was last read by the previous iteration's MMAs, which have
+//! completed (`wgmma.wait_group 0` and a barrier end every MMA).
+
+use cranelift_entity::SecondaryMap;
+
+use crate::ir::{Block, Index, Inst, Kernel, Op, Param, ParamKind, Value, ValueDef, Var};
+use crate::target::TargetInfo;
+
+use super::fuse::Fusion;
+
+/// Deepest ring tried.
+pub const MAX_STAGES: u32 = 3;
+
+/// One pipelined loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pipeline {
+    /// The pipelined writes (`WriteVar` of a fused `Load`), in body order.
+    pub writes: Vec<Inst>,
+    /// Their variables.
+    pub vars: Vec<Var>,
+    /// Scalar instructions of the body the loads' indices depend on, in body order.
+    pub slice: Vec<Inst>,
+    /// Ring depth (≥ 2 once chosen; [`candidates`] leaves 0).
+    pub stages: u32,
+}
+
+/// Whether `cp.async` can copy the `rows x cols` tile `src[index]` into a tile of `elem` (the
+/// backend's `copy_tile_async` takes exactly these): the tensor's element type is `elem` (4 or 2
+/// bytes), two ranged indices with the columns on the last, contiguous dimension, and a row of
+/// whole 16-byte chunks. Alignment is checked at run time.
+pub fn async_copyable(k: &Kernel, src: Param, index: &[Index], (_rows, cols): (u32, u32), elem: crate::ir::Elem) -> bool {
+    let ParamKind::Tensor { elem: te, .. } = &k.params[src].kind else { return false };
+    let size = te.size_bytes();
+    let ranges: Vec<usize> = index.iter().enumerate().filter(|(_, ix)| matches!(ix, Index::Range { .. })).map(|(d, _)| d).collect();
+    *te == elem && matches!(size, 2 | 4) && ranges.len() == 2 && ranges[1] + 1 == index.len() && (cols * size) % 16 == 0
+}
+
+/// The loops that can be pipelined, keyed by their `For` instruction, with `stages` still 0.
+pub fn candidates(k: &Kernel, target: &TargetInfo, fusion: &Fusion) -> SecondaryMap<Inst, Option<Pipeline>> {
+    let mut out = SecondaryMap::new();
+    k.walk(|i| {
+        if let Op::For { reverse: false, body, .. } = k.insts[i].op {
+            out[i] = loop_pipeline(k, target, fusion, i, body);
+        }
+    });
+    out
+}
+
+fn loop_pipeline(k: &Kernel, target: &TargetInfo, fusion: &Fusion, for_inst: Inst, body: Block) -> Option<Pipeline> {
+    let top = &k.blocks[body].insts;
+    let mut inside = std::collections::HashSet::new();
+    collect(k, body, &mut inside);
+    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0 };
+    for (pos, &i) in top.iter().enumerate() {
+        let Op::WriteVar(v, x) = k.insts[i].op else { continue };
+        if !super::target_plan::tiled_operand(k, v, target) || !fusion.is_fused(x) || p.vars.contains(&v) {
+            continue;
+        }
+        let ValueDef::Result(d) = k.values[x].def else { continue };
+        let Op::Load { src, index } = &k.insts[d].op else { continue };
+        let Some(shape) = k.vars[v].ty.shape() else { continue };
+        if !async_copyable(k, *src, index, shape, k.vars[v].ty.elem()) {
+            continue;
+        }
+        // Every access of v: in this body at top level, this write first and the only write.
+        let mut ok = true;
+        k.walk(|j| {
+            let (r, w) = k.inst_vars(j);
+            if !(r.contains(&v) || w.contains(&v)) {
+                return;
+            }
+            let at = top.iter().position(|&t| t == j);
+            ok &= match at {
+                Some(q) => q == pos || (q > pos && !w.contains(&v)),
+                None => false,
+            };
+        });
+        let mut slice = vec![];
+        for ix in index {
+            let (Index::Point(s) | Index::Range { start: s, .. }) = ix;
+            ok &= index_slice(k, for_inst, &inside, *s, &mut slice);
+        }
+        if ok {
+            p.writes.push(i);
+            p.vars.push(v);
+            for s in slice {
+                if !p.slice.contains(&s) {
+                    p.slice.push(s);
+                }
+            }
+        }
+    }
+    p.slice.sort_by_key(|s| top.iter().position(|t| t == s));
+    (!p.writes.is_empty()).then_some(p)
+}
+
+/// Every instruction of `b` and its nested blocks.
+fn collect(k: &Kernel, b: Block, out: &mut std::collections::HashSet<Inst>) {
+    for &i in &k.blocks[b].insts {
+        out.insert(i);
+        if let Op::For { body, .. } = k.insts[i].op {
+            collect(k, body, out);
+        }
+    }
+}
+
+/// Whether scalar `v` can be evaluated for another iteration of loop `for_inst`: defined
+/// outside the loop, the induction variable, or pure scalar arithmetic of such values; the body
+/// instructions it needs are added to `slice`.
+fn index_slice(k: &Kernel, for_inst: Inst, inside: &std::collections::HashSet<Inst>, v: Value, slice: &mut Vec<Inst>) -> bool {
+    match k.values[v].def {
+        ValueDef::LoopIndex(l) => l == for_inst || !inside.contains(&l),
+        ValueDef::Result(d) if !inside.contains(&d) => true,
+        ValueDef::Result(d) => {
+            let pure = k.values[v].ty.shape().is_none()
+                && matches!(k.insts[d].op, Op::ConstInt(_) | Op::Size(_) | Op::ProgramId(_) | Op::ScalarParam(_) | Op::Binary(..) | Op::Unary(..) | Op::Cmp(..) | Op::Cast(..) | Op::Select(..));
+            if !pure {
+                return false;
+            }
+            if !slice.contains(&d) {
+                slice.push(d);
+            }
+            k.inst_args(d).into_iter().all(|a| index_slice(k, for_inst, inside, a, slice))
+        }
+    }
+}
+
+/// Ring depth of every variable under `loops` (1 for variables that are not pipelined).
+pub fn stages_of(k: &Kernel, loops: &SecondaryMap<Inst, Option<Pipeline>>) -> SecondaryMap<Var, u32> {
+    let mut s: SecondaryMap<Var, u32> = SecondaryMap::with_default(1);
+    for v in k.vars.keys() {
+        s[v] = 1;
+    }
+    for p in loops.values().flatten() {
+        for &v in &p.vars {
+            s[v] = p.stages.max(1);
+        }
+    }
+    s
+}
