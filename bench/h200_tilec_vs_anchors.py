@@ -1,6 +1,8 @@
 # H200 speed of tilec's sm_90a kernels beside their anchors, measured in the same run:
-#   * gemm (dsl-examples/gemm.tile) at M = N = K = 4096, bf16 in, f32 out, vs torch.matmul (bf16);
-#   * k1_scan_scalar (dsl-examples/k1_reverse_scan.tile) at B=8, T=2048, H=16, K=V=128 (C=64) vs
+#   * gemm (dsl-examples/gemm.tile) at M = N = K = 4096, 8192 and a ragged 4000, bf16 in, f32 out,
+#     vs torch.matmul (bf16);
+#   * k1_scan_scalar (dsl-examples/k1_reverse_scan.tile) at B=8, T in {512, 2048, 8192}, H=16,
+#     K=V=128 (C=64) vs
 #     fla 0.6.0's chunk_gated_delta_rule_bwd_dhu (Triton) on the same inputs.
 # tilec kernels are launched by `tilec-run --bench` (CUDA events, median of N launches of the kernel
 # alone); the anchors are timed with triton.testing.do_bench (median, after warm-up and autotune).
@@ -22,6 +24,7 @@ ap.add_argument("--art", required=True)
 ap.add_argument("--work", default="/tmp/perf")
 ap.add_argument("--repeat", type=int, default=20)
 ap.add_argument("--skip", default="", help="comma list of parts to skip: gemm,k1")
+ap.add_argument("--k1-t", default="512,2048,8192", help="comma list of sequence lengths T for K#1")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 dev = "cuda"
@@ -55,69 +58,72 @@ def relerr(a, b):
 
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
-# ---- GEMM 4096^3 ---------------------------------------------------------------------------------
+# ---- GEMM: 4096^3, 8192^3 and a ragged 4000^3 (partial tiles at every edge) -----------------------
 if "gemm" not in args.skip:
-    M = N = K = 4096
-    g_ = torch.Generator(device=dev).manual_seed(0)
-    a = torch.randn(M, K, device=dev, generator=g_).to(torch.bfloat16)
-    b = torch.randn(K, N, device=dev, generator=g_).to(torch.bfloat16)
-    fin = os.path.join(args.work, "gemm_in.safetensors")
-    save_file({"a": a.cpu().contiguous(), "b": b.cpu().contiguous()}, fin)
-    try:
-        med, mn, txt, wall = tilec_bench(os.path.join(args.art, "gemm.sm_90a.meta.json"), fin, os.path.join(args.work, "gemm_out.safetensors"))
-        t_torch = do_bench(lambda: torch.matmul(a, b), warmup=25, rep=200)
-        c = load_file(os.path.join(args.work, "gemm_out.safetensors"))["c"].to(dev)
-        ref = a.float() @ b.float()
-        flop = 2 * M * N * K
-        emit({"case": "gemm 4096^3 bf16", "tilec_ms": med, "tilec_min_ms": mn, "torch_matmul_ms": t_torch,
-              "ratio_tilec_over_torch": med / t_torch, "tilec_tflops": flop / med / 1e9, "torch_tflops": flop / t_torch / 1e9,
-              "tilec_relerr_vs_fp32_matmul": relerr(c, ref), "tilec_run": txt.splitlines()[-1], "tilec_run_wall_s": wall})
-    except Exception as e:
-        emit({"case": "gemm 4096^3 bf16", "error": repr(e)[:1000]})
-    del a, b
-    torch.cuda.empty_cache()
+    for (M, N, K) in [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000)]:
+        case = f"gemm {M}x{N}x{K} bf16"
+        g_ = torch.Generator(device=dev).manual_seed(0)
+        a = torch.randn(M, K, device=dev, generator=g_).to(torch.bfloat16)
+        b = torch.randn(K, N, device=dev, generator=g_).to(torch.bfloat16)
+        fin = os.path.join(args.work, "gemm_in.safetensors")
+        save_file({"a": a.cpu().contiguous(), "b": b.cpu().contiguous()}, fin)
+        try:
+            med, mn, txt, wall = tilec_bench(os.path.join(args.art, "gemm.sm_90a.meta.json"), fin, os.path.join(args.work, "gemm_out.safetensors"))
+            t_torch = do_bench(lambda: torch.matmul(a, b), warmup=25, rep=200)
+            c = load_file(os.path.join(args.work, "gemm_out.safetensors"))["c"].to(dev)
+            ref = a.float() @ b.float()
+            flop = 2 * M * N * K
+            emit({"case": case, "tilec_ms": med, "tilec_min_ms": mn, "torch_matmul_ms": t_torch,
+                  "ratio_tilec_over_torch": med / t_torch, "tilec_pct_of_torch_tflops": 100 * t_torch / med,
+                  "tilec_tflops": flop / med / 1e9, "torch_tflops": flop / t_torch / 1e9,
+                  "tilec_relerr_vs_fp32_matmul": relerr(c, ref), "tilec_run": txt.splitlines()[-1], "tilec_run_wall_s": wall})
+        except Exception as e:
+            emit({"case": case, "error": repr(e)[:1000]})
+        del a, b
+        torch.cuda.empty_cache()
 
 # ---- K#1 reverse state scan vs fla chunk_gated_delta_rule_bwd_dhu --------------------------------
 if "k1" not in args.skip:
-    B, T, H, Kd, V, C = 8, 2048, 16, 128, 128, 64
-    NT = (T + C - 1) // C
-    g_ = torch.Generator(device=dev).manual_seed(1)
-    q = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-    k = F.normalize(torch.randn(B, T, H, Kd, device=dev, generator=g_), dim=-1).to(torch.bfloat16)
-    w = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-    do = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-    dv = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-    dht = torch.randn(B, H, Kd, V, device=dev, generator=g_) * 0.1
-    # Chunk-local cumulative log2 gates (fla's convention for its exp2 kernels).
-    step = -torch.rand(B, NT, C, H, device=dev, generator=g_) * 0.05
-    g = step.cumsum(2).reshape(B, NT * C, H)[:, :T].contiguous()
-    scale = Kd ** -0.5
-    fin = os.path.join(args.work, "k1_in.safetensors")
-    save_file({"q": q.cpu(), "k": k.cpu(), "w": w.cpu(), "g": g.cpu(), "dout": do.cpu(), "dv": dv.cpu(), "dht": dht.cpu(),
-               "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
-    fout = os.path.join(args.work, "k1_out.safetensors")
-    res = {"case": f"k1 B={B} T={T} H={H} K={Kd} V={V} C={C}"}
-    try:
-        med, mn, txt, wall = tilec_bench(os.path.join(args.art, "k1_scan_scalar.sm_90a.meta.json"), fin, fout, [])
-        res.update({"tilec_ms": med, "tilec_min_ms": mn, "tilec_run": txt.splitlines()[-1], "tilec_run_wall_s": wall})
-    except Exception as e:
-        res["tilec_error"] = repr(e)[:1000]
-    try:
-        os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
-        import fla.ops.common.chunk_o as _co
-        _co.TRITON_ABOVE_3_7_1 = True  # the #640 Hopper guard (gdn_anchors.py); timing only
-        from fla.ops.common.chunk_delta_h import chunk_gated_delta_rule_bwd_dhu as dhu
-        h0 = torch.zeros(B, H, Kd, V, device=dev)
-        call = lambda: dhu(q=q, k=k, w=w, do=do, dv=dv, g=g, h0=h0, dht=dht, scale=scale, chunk_size=C)
-        t0 = time.time()
-        dh_f, dh0_f, dv2_f = call()  # first call: JIT + autotune
-        torch.cuda.synchronize()
-        res["fla_first_call_s"] = time.time() - t0
-        res["fla_ms"] = do_bench(call, warmup=25, rep=200)
-        if "tilec_ms" in res:
-            res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_ms"]
-            o = load_file(fout)
-            res["relerr_vs_fla"] = {"dh": relerr(o["dh"].to(dev), dh_f), "dh0": relerr(o["dh0"].to(dev), dh0_f), "dv2": relerr(o["dv2"].to(dev), dv2_f)}
-    except Exception as e:
-        res["fla_error"] = repr(e)[:1000]
-    emit(res)
+    for T in [int(t) for t in args.k1_t.split(",")]:
+        B, H, Kd, V, C = 8, 16, 128, 128, 64
+        NT = (T + C - 1) // C
+        g_ = torch.Generator(device=dev).manual_seed(1)
+        q = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+        k = F.normalize(torch.randn(B, T, H, Kd, device=dev, generator=g_), dim=-1).to(torch.bfloat16)
+        w = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+        do = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+        dv = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+        dht = torch.randn(B, H, Kd, V, device=dev, generator=g_) * 0.1
+        # Chunk-local cumulative log2 gates (fla's convention for its exp2 kernels).
+        step = -torch.rand(B, NT, C, H, device=dev, generator=g_) * 0.05
+        g = step.cumsum(2).reshape(B, NT * C, H)[:, :T].contiguous()
+        scale = Kd ** -0.5
+        fin = os.path.join(args.work, "k1_in.safetensors")
+        save_file({"q": q.cpu(), "k": k.cpu(), "w": w.cpu(), "g": g.cpu(), "dout": do.cpu(), "dv": dv.cpu(), "dht": dht.cpu(),
+                   "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
+        fout = os.path.join(args.work, "k1_out.safetensors")
+        res = {"case": f"k1_scan_scalar B={B} T={T} H={H} K={Kd} V={V} C={C}"}
+        try:
+            med, mn, txt, wall = tilec_bench(os.path.join(args.art, "k1_scan_scalar.sm_90a.meta.json"), fin, fout, [])
+            res.update({"tilec_ms": med, "tilec_min_ms": mn, "tilec_run": txt.splitlines()[-1], "tilec_run_wall_s": wall})
+        except Exception as e:
+            res["tilec_error"] = repr(e)[:1000]
+        try:
+            os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
+            import fla.ops.common.chunk_o as _co
+            _co.TRITON_ABOVE_3_7_1 = True  # the #640 Hopper guard (gdn_anchors.py); timing only
+            from fla.ops.common.chunk_delta_h import chunk_gated_delta_rule_bwd_dhu as dhu
+            h0 = torch.zeros(B, H, Kd, V, device=dev)
+            call = lambda: dhu(q=q, k=k, w=w, do=do, dv=dv, g=g, h0=h0, dht=dht, scale=scale, chunk_size=C)
+            t0 = time.time()
+            dh_f, dh0_f, dv2_f = call()  # first call: JIT + autotune
+            torch.cuda.synchronize()
+            res["fla_first_call_s"] = time.time() - t0
+            res["fla_ms"] = do_bench(call, warmup=25, rep=200)
+            if "tilec_ms" in res:
+                res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_ms"]
+                o = load_file(fout)
+                res["relerr_vs_fla"] = {"dh": relerr(o["dh"].to(dev), dh_f), "dh0": relerr(o["dh0"].to(dev), dh0_f), "dv2": relerr(o["dv2"].to(dev), dv2_f)}
+        except Exception as e:
+            res["fla_error"] = repr(e)[:1000]
+        emit(res)

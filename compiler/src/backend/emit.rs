@@ -73,6 +73,9 @@ pub(crate) struct Codegen<'ctx, 'k> {
     pub fragments: SecondaryMap<crate::ir::Var, Option<PointerValue<'ctx>>>,
     /// The software-pipelined loops being emitted, innermost last ([`super::pipeline`]).
     pub(crate) pipes: Vec<super::pipeline::ActivePipeline<'ctx>>,
+    /// Whether a wgmma group may still be in flight here (an MMA of a pipelined loop left
+    /// running; [`Codegen::settle_wgmma`] waits for it).
+    pub wgmma_pending: bool,
 }
 
 impl<'ctx, 'k> Codegen<'ctx, 'k> {
@@ -133,6 +136,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             mma_phase: None,
             fragments: SecondaryMap::new(),
             pipes: vec![],
+            wgmma_pending: false,
         };
         cg.prologue()?;
         Ok(cg)
@@ -276,6 +280,8 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         if !reverse && self.tp.pipelines.get(i).is_some_and(Option::is_some) {
             return self.pipelined_loop(i, lo, hi, body);
         }
+        // The body may run zero times: nothing in flight may cross into it unwaited.
+        self.settle_wgmma()?;
         let one = self.i32(1);
         let init = if reverse { self.b.build_int_sub(hi, one, "init")? } else { lo };
         let iv = self.k.insts[i].result;

@@ -1,6 +1,6 @@
 //! Code for a software-pipelined loop ([`crate::passes::pipeline`] says which loops and why the
-//! order below is safe): the first `S − 1` iterations' tiles are issued before the loop, each
-//! iteration issues the tiles of iteration `i + S − 1` at its first pipelined write and waits
+//! order below is safe): the first `D` iterations' tiles are issued before the loop, each
+//! iteration issues the tiles of iteration `i + D` at its first pipelined write and waits
 //! for its own, and the readers of a pipelined variable (the MMAs) address the current stage
 //! of its ring ([`Codegen::stage_offset`]).
 //!
@@ -37,8 +37,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn pipelined_loop(&mut self, i: Inst, lo: IntValue<'ctx>, hi: IntValue<'ctx>, body: Block) -> Result<(), BackendError> {
         let plan = self.tp.pipelines.get(i).cloned().flatten().ok_or_else(|| BackendError::Invalid(format!("{i} is not a pipelined loop")))?;
         let s = plan.stages;
-        // Prologue: iterations lo .. lo + S − 1, one cp.async group each (empty past the end).
-        for st in 0..s - 1 {
+        self.settle_wgmma()?;
+        // Prologue: iterations lo .. lo + D, one cp.async group each (empty past the end).
+        for st in 0..plan.distance() {
             let j = self.b.build_int_add(lo, self.i32(st as i32), "pf.iter")?;
             let live = self.b.build_int_compare(IntPredicate::SLT, j, hi, "pf.live")?;
             let stage = self.i32(st as i32);
@@ -53,28 +54,52 @@ impl<'ctx> Codegen<'ctx, '_> {
             let rel = cg.b.build_int_sub(x, lo, "")?;
             let stage = cg.b.build_int_unsigned_rem(rel, cg.i32(s as i32), "stage")?;
             cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, hi, stage });
+            // The previous iteration may have left its MMA in flight.
+            cg.wgmma_pending = plan.overlap_mma;
             let r = cg.block(body);
             cg.pipes.pop();
             r
-        })
+        })?;
+        // ... and so may the last iteration.
+        if plan.overlap_mma {
+            self.wgmma_pending = true;
+            self.settle_wgmma()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the MMA `dst <- a @ b` inside the innermost pipelined loop may stay in flight
+    /// into the next iteration ([`Pipeline::overlap_mma`]).
+    pub fn mma_may_overlap(&self, a: Var, b: Var) -> bool {
+        self.pipes.last().is_some_and(|p| p.plan.overlap_mma && p.plan.vars.contains(&a) && p.plan.vars.contains(&b))
+    }
+
+    /// Waits for every wgmma in flight (`wgmma.wait_group 0`) if one may be: before anything
+    /// else touches the accumulator registers or restages operands, and before a nested loop.
+    pub fn settle_wgmma(&mut self) -> Result<(), BackendError> {
+        if self.wgmma_pending {
+            self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(0, false).into()])?;
+            self.wgmma_pending = false;
+        }
+        Ok(())
     }
 
     /// Emits pipelined write `i` if it is one: the first of the iteration issues iteration
-    /// `iv + S − 1` into its stage and waits for this iteration's tiles (then a barrier); the
+    /// `iv + D` into its stage and waits for this iteration's tiles (then a barrier); the
     /// others were issued with it. Returns whether `i` was handled.
     pub fn pipelined_write(&mut self, i: Inst) -> Result<bool, BackendError> {
         let Some(p) = self.pipes.iter().rev().find(|p| p.plan.writes.contains(&i)).cloned() else { return Ok(false) };
         if p.plan.writes.first() != Some(&i) {
             return Ok(true);
         }
-        let s = p.plan.stages;
-        let j = self.b.build_int_add(p.iv, self.i32(s as i32 - 1), "pf.iter")?;
+        let (s, dist) = (p.plan.stages, p.plan.distance());
+        let j = self.b.build_int_add(p.iv, self.i32(dist as i32), "pf.iter")?;
         let live = self.b.build_int_compare(IntPredicate::SLT, j, p.hi, "pf.live")?;
-        let next = self.b.build_int_unsigned_rem(self.b.build_int_add(p.stage, self.i32(s as i32 - 1), "")?, self.i32(s as i32), "pf.stage")?;
+        let next = self.b.build_int_unsigned_rem(self.b.build_int_add(p.stage, self.i32(dist as i32), "")?, self.i32(s as i32), "pf.stage")?;
         self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, j, next))?;
         self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
-        // This iteration's group is the oldest of the S in flight.
-        self.call("llvm.nvvm.cp.async.wait.group", None, &[self.i32(s as i32 - 1).into()])?;
+        // This iteration's group is the oldest of the D + 1 in flight.
+        self.call("llvm.nvvm.cp.async.wait.group", None, &[self.i32(dist as i32).into()])?;
         // cp.async writes are generic-proxy writes that wgmma reads through the async proxy.
         self.fence_proxy_async()?;
         self.bar_sync()?;

@@ -13,12 +13,16 @@
 //! stage count `S` (3, else 2) is the largest whose ring fits the shared-memory budget
 //! ([`super::target_plan::run`]); the plan charges every stage.
 //!
-//! Code (`backend::pipeline`): before the loop, iterations `lo .. lo+S−1` are issued, one
-//! `cp.async` group each; at the first pipelined write of iteration `i`, iteration `i + S − 1`
-//! is issued into stage `(i − lo + S − 1) mod S`, then `cp.async.wait_group S−1` (iteration `i`'s
-//! group is complete), `fence.proxy.async` and a barrier; the MMAs read stage `(i − lo) mod S`.
-//! The stage a new copy overwrites was last read by the previous iteration's MMAs, which have
-//! completed (`wgmma.wait_group 0` and a barrier end every MMA).
+//! Code (`backend::pipeline`), with `D` the distance ([`Pipeline::distance`]): before the loop,
+//! iterations `lo .. lo+D` are issued, one `cp.async` group each; at the first pipelined write of
+//! iteration `i`, iteration `i + D` is issued into stage `(i − lo + D) mod S`, then
+//! `cp.async.wait_group D` (iteration `i`'s group is complete), `fence.proxy.async` and a
+//! barrier; the MMAs read stage `(i − lo) mod S`. With `D = S − 1` the stage a new copy
+//! overwrites was last read by the previous iteration's MMAs, which have completed
+//! (`wgmma.wait_group 0` and a barrier end every MMA). With an MMA left in flight
+//! ([`Pipeline::overlap_mma`], `D = S − 2`), it was read two iterations back, and
+//! `wgmma.wait_group 1` and a barrier at the end of the previous iteration's MMA mean that
+//! one has completed, while the previous iteration's MMA, still running, reads another stage.
 
 use cranelift_entity::SecondaryMap;
 
@@ -28,7 +32,7 @@ use crate::target::TargetInfo;
 use super::fuse::Fusion;
 
 /// Deepest ring tried.
-pub const MAX_STAGES: u32 = 3;
+pub const MAX_STAGES: u32 = 4;
 
 /// One pipelined loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +45,31 @@ pub struct Pipeline {
     pub slice: Vec<Inst>,
     /// Ring depth (≥ 2 once chosen; [`candidates`] leaves 0).
     pub stages: u32,
+    /// Whether every MMA of the body that reads a pipelined tile reads only pipelined tiles
+    /// into a register accumulator: such an MMA may stay in flight into the next iteration
+    /// (`wgmma.wait_group 1`), so tiles are issued `S − 2` iterations ahead instead of `S − 1`
+    /// and a stage is not overwritten while the MMA in flight reads it. Needs `S ≥ 3`.
+    pub overlap_mma: bool,
+}
+
+impl Pipeline {
+    /// How many iterations ahead tiles are issued: `S − 2` with an MMA in flight, else `S − 1`.
+    pub fn distance(&self) -> u32 {
+        if self.overlap_mma {
+            self.stages - 2
+        } else {
+            self.stages - 1
+        }
+    }
+
+    /// The smallest ring this pipeline works with.
+    pub fn min_stages(&self) -> u32 {
+        if self.overlap_mma {
+            3
+        } else {
+            2
+        }
+    }
 }
 
 /// Whether `cp.async` can copy the `rows x cols` tile `src[index]` into a tile of `elem` (the
@@ -69,7 +98,7 @@ fn loop_pipeline(k: &Kernel, target: &TargetInfo, fusion: &Fusion, for_inst: Ins
     let top = &k.blocks[body].insts;
     let mut inside = std::collections::HashSet::new();
     collect(k, body, &mut inside);
-    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0 };
+    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false };
     for (pos, &i) in top.iter().enumerate() {
         let Op::WriteVar(v, x) = k.insts[i].op else { continue };
         if !super::target_plan::tiled_operand(k, v, target) || !fusion.is_fused(x) || p.vars.contains(&v) {
@@ -110,6 +139,11 @@ fn loop_pipeline(k: &Kernel, target: &TargetInfo, fusion: &Fusion, for_inst: Ins
         }
     }
     p.slice.sort_by_key(|s| top.iter().position(|t| t == s));
+    let mut mmas = top.iter().filter_map(|&i| match k.insts[i].op {
+        Op::Mma { dst, a, b, .. } if p.vars.contains(&a.var) || p.vars.contains(&b.var) => Some((dst, a.var, b.var)),
+        _ => None,
+    });
+    p.overlap_mma = mmas.all(|(dst, a, b)| p.vars.contains(&a) && p.vars.contains(&b) && super::target_plan::register_accumulator(k, dst, target).is_some());
     (!p.writes.is_empty()).then_some(p)
 }
 
@@ -142,18 +176,4 @@ fn index_slice(k: &Kernel, for_inst: Inst, inside: &std::collections::HashSet<In
             k.inst_args(d).into_iter().all(|a| index_slice(k, for_inst, inside, a, slice))
         }
     }
-}
-
-/// Ring depth of every variable under `loops` (1 for variables that are not pipelined).
-pub fn stages_of(k: &Kernel, loops: &SecondaryMap<Inst, Option<Pipeline>>) -> SecondaryMap<Var, u32> {
-    let mut s: SecondaryMap<Var, u32> = SecondaryMap::with_default(1);
-    for v in k.vars.keys() {
-        s[v] = 1;
-    }
-    for p in loops.values().flatten() {
-        for &v in &p.vars {
-            s[v] = p.stages.max(1);
-        }
-    }
-    s
 }

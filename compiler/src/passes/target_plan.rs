@@ -162,14 +162,20 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let info = target.info();
     let fusion = fuse::analyze(k, info);
     let header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
-    // Software pipelines: the deepest ring (3, then 2 stages) whose plan fits the budget; a
-    // kernel that does not fit even without one gets the budget error of the plain plan.
+    // Software pipelines: the deepest ring whose plan fits the budget (4 stages down to 3 with
+    // an MMA left in flight, then 3 down to 2 without); a kernel that does not fit even
+    // without one gets the budget error of the plain plan.
     let mut pipelines = pipeline::candidates(k, info, &fusion);
     let mut chosen = None;
     if pipelines.values().any(Option::is_some) {
         for stages in (2..=pipeline::MAX_STAGES).rev() {
             for p in pipelines.values_mut().flatten() {
-                p.stages = stages;
+                // An MMA in flight needs one stage more; below its minimum a loop falls back
+                // to completing every MMA.
+                if stages < p.min_stages() {
+                    p.overlap_mma = false;
+                }
+                p.stages = if p.overlap_mma { stages } else { stages.min(pipeline::MAX_STAGES - 1) };
             }
             let smem = smem_plan::plan(v, info, &fusion, &pipelines);
             if smem_plan::check_budget(k, &smem, header_bytes, info).is_ok() {

@@ -18,7 +18,10 @@
 //!    `wgmma.mma_async.m64nNk16` per K = 16 step with the fragment registers tied to its outputs
 //!    (scale-d = 0 only on the first step of `=`; imm-scale-a = −1 for a negated product, so
 //!    `-=` adds `(−a)·b` every step, the order [`crate::interp`] models);
-//! 3. one `commit_group` and `wait_group 0` for all units, and a barrier.
+//! 3. one `commit_group` and `wait_group 0` for all units, and a barrier — or `wait_group 1` in a
+//!    software-pipelined loop whose MMA reads only pipelined stages: that MMA stays in flight
+//!    while the next iteration issues its copies ([`crate::passes::pipeline`]), and whatever
+//!    touches the registers next waits first ([`Codegen::settle_wgmma`]).
 //!
 //! `wgmma.mma_async` has no LLVM intrinsic: it is inline assembly (`convergent`), as in
 //! `hopper_wgmma_noswz.ll`.
@@ -109,6 +112,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     fn fragments_move(&mut self, v: Var, to_smem: bool) -> Result<(), BackendError> {
+        self.settle_wgmma()?;
         let (arr, d) = self.fragment(v)?;
         let buf = self.var_buf(v)?;
         let f32t = self.ctx.f32_type();
@@ -142,6 +146,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// `WriteVar` of a broadcast scalar (`zeros`, `full`) into a register accumulator: every
     /// fragment register takes the value; the shared-memory buffer is not involved.
     pub fn fragments_fill(&mut self, v: Var, x: crate::ir::Value) -> Result<(), BackendError> {
+        self.settle_wgmma()?;
         let (arr, d) = self.fragment(v)?;
         let z = self.i32(0);
         let y = self.operand(x, z, z)?;
@@ -157,6 +162,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// `store dst[index] = v` of a register accumulator: each thread writes its fragment
     /// elements to the global tensor (masked at its edges), converting to the tensor's type.
     pub fn store_fragments(&mut self, v: Var, dst: crate::ir::Param, index: &[crate::ir::Index]) -> Result<(), BackendError> {
+        self.settle_wgmma()?;
         let (arr, d) = self.fragment(v)?;
         let elem = match &self.k.params[dst].kind {
             crate::ir::ParamKind::Tensor { elem, .. } => *elem,
@@ -188,6 +194,12 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn mma_wgmma(&mut self, i: crate::ir::Inst, dst: Var, a: MmaOperand, b: MmaOperand, accumulate: bool, negate: bool) -> Result<(), BackendError> {
         let (m, n, kdim, elem) = self.mma_shape(dst, a, b)?;
         let (arr, d) = self.fragment(dst)?;
+        // An MMA whose operands are all pipelined stages may stay in flight; any other waits
+        // for the ones before it (its staging may reuse their scratch).
+        let overlap = self.mma_may_overlap(a.var, b.var);
+        if !overlap {
+            self.settle_wgmma()?;
+        }
         if (d.m, d.n) != (m, n) {
             return Err(BackendError::Invalid(format!("accumulator distribution {}x{} for an MMA of {m}x{n}", d.m, d.n)));
         }
@@ -266,7 +278,10 @@ impl<'ctx> Codegen<'ctx, '_> {
             Ok(())
         })?;
         self.call("llvm.nvvm.wgmma.commit_group.sync.aligned", None, &[])?;
-        self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(0, false).into()])?;
+        // In flight: only this MMA may remain (the previous one, whose stage the next issue
+        // overwrites, is complete); otherwise all complete.
+        self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(u64::from(overlap), false).into()])?;
+        self.wgmma_pending = overlap;
         // Later readers of the operands' buffers and of the staging scratch wait for the MMAs
         // (they read shared memory asynchronously until `wait_group`).
         self.bar_sync()
