@@ -23,23 +23,49 @@ fn init_nvptx() {
     INIT.get_or_init(|| LlvmTarget::initialize_nvptx(&InitializationConfig::default()));
 }
 
-/// A target machine for `target` at -O3.
+/// Instructions (before optimisation) above which NVPTX code generation runs at -O0: at any
+/// other level its pass pipeline includes Straight Line Strength Reduction, whose basis search
+/// is quadratic in a function's length — a generated program of 200 sequential MMA loops
+/// (~29,000 instructions on sm_100a) spent 12 s of 13 in it (`llc -time-passes`). Below it the
+/// shipped examples (≤ 14,000) keep -O2 code generation: at -O0 the sm_90a SASS of gemm is the
+/// same size after ptxas (1,889 vs 1,896 instructions), but k1_scan_channel gets 4 B of spills.
+pub const LONG_FUNCTION_INSTRUCTIONS: usize = 20_000;
+
+/// The IR pipeline of a module over [`LONG_FUNCTION_INSTRUCTIONS`].
+pub const LONG_FUNCTION_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,gvn,loop-mssa(licm),simplifycfg)";
+
+/// A target machine for `target`, code generation at -O2, or -O0 for a module of more than
+/// [`LONG_FUNCTION_INSTRUCTIONS`] (`long`).
 ///
 /// # Errors
 /// [`BackendError::Llvm`] when LLVM has no NVPTX target or refuses the CPU.
-pub fn machine(target: Target) -> Result<TargetMachine, BackendError> {
+pub fn machine(target: Target, long: bool) -> Result<TargetMachine, BackendError> {
     init_nvptx();
     let triple = TargetTriple::create(TRIPLE);
     let t = LlvmTarget::from_triple(&triple).map_err(|e| BackendError::Llvm(format!("no NVPTX target in this LLVM: {e}")))?;
-    // Code generation at LLVM's default level (-O2), not -O3: on the shipped examples the SASS
-    // after ptxas is the same within ±8 instructions with identical register counts, while
-    // NVPTX code generation takes ~20 % less time (compile-time budget: 300 ms per example).
-    t.create_target_machine(&triple, target.name(), target.info().llvm_features, OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
+    // -O2 rather than -O3: on the shipped examples the SASS after ptxas is the same within ±8
+    // instructions with identical register counts, while NVPTX code generation takes ~20 %
+    // less time.
+    let level = if long { OptimizationLevel::None } else { OptimizationLevel::Default };
+    t.create_target_machine(&triple, target.name(), target.info().llvm_features, level, RelocMode::Default, CodeModel::Default)
         .ok_or_else(|| BackendError::Llvm(format!("LLVM refused to create an NVPTX machine for {}", target.name())))
 }
 
-/// Verifies the module, checks the tcgen05 gate, runs `default<O3>` with the new pass manager and
-/// returns the PTX text.
+/// Instructions in `module`'s function bodies.
+fn instruction_count(module: &Module<'_>) -> usize {
+    let mut n = 0;
+    let mut f = module.get_first_function();
+    while let Some(func) = f {
+        for bb in func.get_basic_blocks() {
+            n += bb.get_instructions().count();
+        }
+        f = func.get_next_function();
+    }
+    n
+}
+
+/// Verifies the module, checks the tcgen05 gate, runs `default<O3>` (or, for a long function,
+/// [`LONG_FUNCTION_PIPELINE`]) with the new pass manager and returns the PTX text.
 ///
 /// # Errors
 /// [`BackendError::Llvm`] with LLVM's message when the module is invalid or emission fails;
@@ -56,7 +82,8 @@ pub fn optimize_and_emit(module: &Module<'_>, target: Target) -> Result<String, 
             f = func.get_next_function();
         }
     }
-    let tm = machine(target)?;
+    let long = instruction_count(module) > LONG_FUNCTION_INSTRUCTIONS;
+    let tm = machine(target, long)?;
     module.set_triple(&TargetTriple::create(TRIPLE));
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let opts = PassBuilderOptions::create();
@@ -65,13 +92,18 @@ pub fn optimize_and_emit(module: &Module<'_>, target: Target) -> Result<String, 
     // which has a 300 ms budget) for little gain in this memory-bound strategy.
     opts.set_loop_unrolling(false);
     let t0 = std::time::Instant::now();
-    module.run_passes("default<O3>", &tm, opts).map_err(|e| BackendError::Llvm(format!("optimisation failed: {}", e.to_string_lossy())))?;
+    // A long function gets a short pipeline: InstCombine, which `default<O3>` runs many times,
+    // grows quadratically with a function's length too (0.56 s for 200 generated MMA loops,
+    // 1.76 s for 400, alone); SROA (the wgmma fragments into registers), CSE, GVN and LICM are
+    // linear, and ptxas optimises the PTX again.
+    let pipeline = if long { LONG_FUNCTION_PIPELINE } else { "default<O3>" };
+    module.run_passes(pipeline, &tm, opts).map_err(|e| BackendError::Llvm(format!("optimisation failed: {}", e.to_string_lossy())))?;
     let t1 = std::time::Instant::now();
     let buf = tm.write_to_memory_buffer(module, FileType::Assembly).map_err(|e| BackendError::Llvm(format!("PTX emission failed: {}", e.to_string_lossy())))?;
     #[allow(clippy::print_stderr)] // opt-in (TILEC_TIMING) timing for the compile-time bench
     if std::env::var_os("TILEC_TIMING").is_some() {
         // Opt-in split of the LLVM time: IR pipeline vs NVPTX code generation (llc's passes).
-        eprintln!("timing {target}: default<O3> {:.1} ms, NVPTX codegen {:.1} ms", (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
+        eprintln!("timing {target}: IR pipeline{} {:.1} ms, NVPTX codegen {:.1} ms", if long { " (long function)" } else { "" }, (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
     }
     String::from_utf8(buf.as_slice().to_vec()).map_err(|_| BackendError::Llvm("LLVM emitted non-UTF-8 PTX".into()))
 }

@@ -198,7 +198,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn write_var_tile(&mut self, v: Var, x: Value, dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
-        let layout = if self.tp.tiled.get(v).copied().unwrap_or(false) { TileLayout::CoreMatrices } else { TileLayout::RowMajor };
+        let layout = if self.tp.roles.is_tiled(v) { TileLayout::CoreMatrices } else { TileLayout::RowMajor };
         let mut elementwise = |cg: &mut Self| {
             cg.cta_loop(rows * cols, &mut |cg, e| {
                 let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;

@@ -11,6 +11,7 @@ use tilec_abi::round::{f64_to_bf16, f64_to_f16};
 
 use super::bind::Bound;
 use super::dump::Watch;
+use crate::passes::var_roles::VarRoles;
 use super::elementwise::{binary, compare, dims, reduce, select, unary};
 use super::error::ExecError;
 use super::mma;
@@ -45,6 +46,8 @@ pub struct Cta<'a> {
     pub tmem: TmemCounts,
     /// Values to record (`--dump`), when this is the chosen CTA.
     pub(crate) watch: Option<&'a mut Watch>,
+    /// The variables' roles on `target` (which accumulators are seeded).
+    roles: &'a VarRoles,
 }
 
 type Fail = (Inst, ExecError);
@@ -63,8 +66,8 @@ struct Region {
 impl<'a> Cta<'a> {
     /// A fresh CTA of a validated kernel with index `pid`; its MMAs follow the lowering for
     /// `target`.
-    pub fn new(v: &Validated<'a>, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, target: Target) -> Self {
-        Cta { k: v.kernel(), bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default(), watch: None }
+    pub fn new(v: &Validated<'a>, bound: &'a mut Bound, pid: [i64; 3], budget: &'a mut Budget, max_elements: u64, target: Target, roles: &'a VarRoles) -> Self {
+        Cta { k: v.kernel(), bound, pid, vals: SecondaryMap::new(), vars: SecondaryMap::new(), budget, max_elements, target, tmem: TmemCounts::default(), watch: None, roles }
     }
 
     /// Runs the kernel body.
@@ -353,7 +356,7 @@ impl<'a> Cta<'a> {
         let b_at = |kk: usize, j: usize| if bt { bv[j * kb + kk] } else { bv[kk * n + j] };
         // Which lowering's association applies (mma.rs): sm_100a seeds tcgen05.mma with D_old
         // for a TMEM accumulator; every other accumulator takes the mma.sync path.
-        let seeded = mma::seeds_accumulator(self.target, self.k, dst);
+        let seeded = mma::seeds_accumulator(self.target, self.k, &self.roles, dst);
         let val = Val::build(dt, |i, j| {
             // Products of bf16/f16 values are exact in f32.
             let d = mma::element(ka, |kk| a_at(i, kk) * b_at(kk, j), old.as_ref().map(|o| o[i * n + j]), negate, seeded);

@@ -11,7 +11,7 @@
 //!   first.
 //! * `tcgen05.mma` (sm_100a, `compiler/src/backend/sm100/mma.rs`, a TMEM accumulator) and
 //!   `wgmma.mma_async` (sm_90a, `compiler/src/backend/sm90/wgmma.rs`, a register-resident
-//!   accumulator: `passes::target_plan::register_accumulator`): the accumulator is the MMA's D;
+//!   accumulator: `passes::var_roles::VarRoles::accumulators`): the accumulator is the MMA's D;
 //!   the first step takes D_old as input when accumulating (`enable_input_d` / scale-d), every
 //!   later step accumulates into D, and `-=` negates A (the negate-A bit of the instruction
 //!   descriptor / imm-scale-a = −1), so every step adds `(−a)·b`. So `((D_old + s₁) + s₂) + …`.
@@ -29,6 +29,7 @@
 
 use crate::backend::Target;
 use crate::ir::{Kernel, Space, Var};
+use crate::passes::var_roles::VarRoles;
 
 /// K extent of one tensor-core instruction (`m16n8k16`, `tcgen05.mma kind::f16`).
 pub const STEP_K: usize = 16;
@@ -36,9 +37,8 @@ pub const STEP_K: usize = 16;
 /// Whether an MMA into `dst` of kernel `k` runs, on `target`, seeded with the old accumulator
 /// (`tcgen05.mma` or `wgmma`, rather than `mma.sync`, which adds it after the product sum). The
 /// same test as the back end's dispatch (each target's `Lowering`).
-pub fn seeds_accumulator(target: Target, k: &Kernel, dst: Var) -> bool {
-    let info = target.info();
-    (info.mma.tcgen05 && k.vars[dst].space == Space::Tmem) || crate::passes::target_plan::register_accumulator(k, dst, info).is_some()
+pub fn seeds_accumulator(target: Target, k: &Kernel, roles: &VarRoles, dst: Var) -> bool {
+    (target.info().mma.tcgen05 && k.vars[dst].space == Space::Tmem) || roles.accumulator(dst).is_some()
 }
 
 /// One K step: `round_f32(c + Σ products)`, the sum taken in f64; without an input `c`
@@ -107,10 +107,11 @@ mod tests {
         assert!(!diags.has_errors(), "{diags:?}");
         let k = &module.kernels[0];
         let var = |name: &str| k.vars.iter().find(|(_, d)| d.name == name).map(|(v, _)| v).unwrap();
-        assert!(seeds_accumulator(Target::Sm100a, k, var("acc")));
-        assert!(seeds_accumulator(Target::Sm100a, k, var("wide")));
-        assert!(seeds_accumulator(Target::Sm90a, k, var("acc")));
-        assert!(!seeds_accumulator(Target::Sm90a, k, var("wide")));
+        let seeds = |t: Target, v| seeds_accumulator(t, k, &VarRoles::compute(k, t.info()), var(v));
+        assert!(seeds(Target::Sm100a, "acc"));
+        assert!(seeds(Target::Sm100a, "wide"));
+        assert!(seeds(Target::Sm90a, "acc"));
+        assert!(!seeds(Target::Sm90a, "wide"));
     }
 
     #[test]

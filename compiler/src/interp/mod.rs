@@ -152,6 +152,7 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
     let mut budget = eval::Budget { used: 0, limit: opts.max_steps, deadline };
     let grid = bound.grid;
     let mut watch = dump::Watch::new(kernel, &opts.dump)?;
+    let roles = crate::passes::var_roles::VarRoles::compute(kernel, opts.target.info());
     if !watch.is_empty() && (0..3).any(|a| !(0..grid[a]).contains(&opts.dump_cta[a])) {
         return Err(InterpError::DumpCtaOutsideGrid { cta: opts.dump_cta, grid });
     }
@@ -160,7 +161,7 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 let pid = [x, y, z];
-                let mut cta = eval::Cta::new(&valid, &mut bound, pid, &mut budget, opts.max_elements, opts.target);
+                let mut cta = eval::Cta::new(&valid, &mut bound, pid, &mut budget, opts.max_elements, opts.target, &roles);
                 if pid == opts.dump_cta && !watch.is_empty() {
                     cta.watch = Some(&mut watch);
                 }

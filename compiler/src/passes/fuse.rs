@@ -62,13 +62,13 @@ impl Fusion {
 
 
 /// Decides fusion for kernel `k` on `target` (see the module docs). Deterministic.
-pub fn analyze(k: &Kernel, target: &TargetInfo) -> Fusion {
+pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRoles) -> Fusion {
     // TMEM variables live in shared memory where the target has no tensor memory.
     // A register-resident accumulator is read through its lowering (the fragments are written
     // back first), never in place from its buffer.
-    let in_smem = |var| super::target_plan::in_shared_memory(k, var, target) && super::target_plan::register_accumulator(k, var, target).is_none();
+    let in_smem = |var| roles.in_shared_memory(k, var, target) && roles.accumulator(var).is_none();
     // ... except into a `Store` when it has no buffer: the store writes the fragments out.
-    let reg_only = |var| super::target_plan::register_only(k, var, target);
+    let reg_only = |var| roles.is_register_only(var);
     let mut uses: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
     let mut block_of: SecondaryMap<Inst, Option<(Block, usize)>> = SecondaryMap::new();
     for (b, data) in k.blocks.iter() {

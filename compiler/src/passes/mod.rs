@@ -19,6 +19,7 @@ pub mod smem_report;
 pub mod target_plan;
 pub mod tmem_plan;
 pub mod tmem_report;
+pub mod var_roles;
 
 #[cfg(test)]
 mod interval_plan_tests;

@@ -1,5 +1,5 @@
 //! Software pipelining of matrix-product loops (issue 9, item 4), derived by the compiler: in a
-//! `for` loop, the global tiles loaded into operand tiles ([`super::target_plan::tiled_operand`])
+//! `for` loop, the global tiles loaded into operand tiles ([`super::var_roles::VarRoles::tiled`])
 //! whose addresses depend only on the induction variable and loop-invariant values are issued
 //! `S − 1` iterations ahead into an `S`-stage ring of shared-memory buffers, so the copies of
 //! later iterations are in flight while this iteration's MMAs run.
@@ -27,9 +27,8 @@
 use cranelift_entity::SecondaryMap;
 
 use crate::ir::{Block, Index, Inst, Kernel, Op, Param, ParamKind, Value, ValueDef, Var};
-use crate::target::TargetInfo;
-
 use super::fuse::Fusion;
+use super::var_roles::VarRoles;
 
 /// Deepest ring tried.
 pub const MAX_STAGES: u32 = 4;
@@ -84,24 +83,24 @@ pub fn async_copyable(k: &Kernel, src: Param, index: &[Index], (_rows, cols): (u
 }
 
 /// The loops that can be pipelined, keyed by their `For` instruction, with `stages` still 0.
-pub fn candidates(k: &Kernel, target: &TargetInfo, fusion: &Fusion) -> SecondaryMap<Inst, Option<Pipeline>> {
+pub fn candidates(k: &Kernel, roles: &VarRoles, fusion: &Fusion) -> SecondaryMap<Inst, Option<Pipeline>> {
     let mut out = SecondaryMap::new();
     k.walk(|i| {
         if let Op::For { reverse: false, body, .. } = k.insts[i].op {
-            out[i] = loop_pipeline(k, target, fusion, i, body);
+            out[i] = loop_pipeline(k, roles, fusion, i, body);
         }
     });
     out
 }
 
-fn loop_pipeline(k: &Kernel, target: &TargetInfo, fusion: &Fusion, for_inst: Inst, body: Block) -> Option<Pipeline> {
+fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, body: Block) -> Option<Pipeline> {
     let top = &k.blocks[body].insts;
     let mut inside = std::collections::HashSet::new();
     collect(k, body, &mut inside);
     let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false };
     for (pos, &i) in top.iter().enumerate() {
         let Op::WriteVar(v, x) = k.insts[i].op else { continue };
-        if !super::target_plan::tiled_operand(k, v, target) || !fusion.is_fused(x) || p.vars.contains(&v) {
+        if !roles.is_tiled(v) || !fusion.is_fused(x) || p.vars.contains(&v) {
             continue;
         }
         let ValueDef::Result(d) = k.values[x].def else { continue };
@@ -143,7 +142,7 @@ fn loop_pipeline(k: &Kernel, target: &TargetInfo, fusion: &Fusion, for_inst: Ins
         Op::Mma { dst, a, b, .. } if p.vars.contains(&a.var) || p.vars.contains(&b.var) => Some((dst, a.var, b.var)),
         _ => None,
     });
-    p.overlap_mma = mmas.all(|(dst, a, b)| p.vars.contains(&a) && p.vars.contains(&b) && super::target_plan::register_accumulator(k, dst, target).is_some());
+    p.overlap_mma = mmas.all(|(dst, a, b)| p.vars.contains(&a) && p.vars.contains(&b) && roles.accumulator(dst).is_some());
     (!p.writes.is_empty()).then_some(p)
 }
 

@@ -26,6 +26,7 @@ use crate::ir::{Inst, Kernel, Op, Space, Type, Value, Var};
 
 use super::fuse::Fusion;
 use super::pipeline::Pipeline;
+use super::var_roles::VarRoles;
 use crate::diag::{Code, Diagnostic, Span};
 use crate::layout::staging;
 use crate::passes::interval_plan::{self, Request};
@@ -91,12 +92,12 @@ pub fn tile_bytes(ty: Type) -> u32 {
 
 /// Scratch bytes instruction `i` needs on `target`: the operand staging of an MMA that the
 /// target runs from shared-memory descriptors — tcgen05 (accumulator in tensor memory) or wgmma
-/// (a register-resident accumulator, [`super::target_plan::register_accumulator`]) —
+/// (a register-resident accumulator, [`super::var_roles::VarRoles::accumulators`]) —
 /// [`staging::staging`]; 0 otherwise.
-pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
+pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, roles: &VarRoles, i: Inst) -> u32 {
     let Op::Mma { dst, a, .. } = &k.insts[i].op else { return 0 };
     let tcgen05 = target.mma.tcgen05 && k.vars[*dst].space == Space::Tmem;
-    if !tcgen05 && super::target_plan::register_accumulator(k, *dst, target).is_none() {
+    if !tcgen05 && roles.accumulator(*dst).is_none() {
         return 0;
     }
     let (Some((m, n)), Some((ar, ac))) = (k.vars[*dst].ty.shape(), k.vars[a.var].ty.shape()) else { return 0 };
@@ -104,7 +105,7 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
     if !tcgen05 {
         // wgmma: an operand in the core-matrix layout is read where it is; the others are staged.
         let Op::Mma { b, .. } = &k.insts[i].op else { return 0 };
-        let tiled = |v| super::target_plan::tiled_operand(k, v, target);
+        let tiled = |v| roles.is_tiled(v);
         let a_bytes = if tiled(a.var) { 0 } else { (m * kdim * 2).next_multiple_of(ALIGN) };
         let b_bytes = if tiled(b.var) { 0 } else { (n * kdim * 2).next_multiple_of(ALIGN) };
         return a_bytes + b_bytes;
@@ -118,7 +119,7 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, i: Inst) -> u32 {
 /// Plans the kernel's shared memory for `target`, with a ring of `stages` buffers for every
 /// variable of a pipelined loop in `loops` (live from the loop's start, where the first
 /// iterations are issued). Deterministic.
-pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion, loops: &SecondaryMap<Inst, Option<Pipeline>>) -> SmemPlan {
+pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, loops: &SecondaryMap<Inst, Option<Pipeline>>) -> SmemPlan {
     let (k, pp) = (v.kernel(), v.points());
     // Loop extension of live ranges is shared with the TMEM planner's liveness.
     let extend = |use_inst: Inst, def_point: Option<u32>| pp.live_end(use_inst, def_point);
@@ -126,7 +127,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion, loops: &Sec
     let mut value_iv: SecondaryMap<Value, Option<(u32, u32)>> = SecondaryMap::new();
     let mut var_iv: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
     let mut scratch_iv: Vec<(Inst, u32)> = vec![];
-    let var_in_smem = |v| super::target_plan::in_shared_memory(k, v, target);
+    let var_in_smem = |v| roles.in_shared_memory(k, v, target);
     k.walk(|i| {
         let p = pp.point[i];
         if let Some(r) = k.insts[i].result {
@@ -161,7 +162,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, fusion: &Fusion, loops: &Sec
                 Some((s0, e0)) => (s0.min(s), e0.max(e)),
             });
         }
-        let sb = scratch_bytes(k, target, i);
+        let sb = scratch_bytes(k, target, roles, i);
         if sb > 0 {
             scratch_iv.push((i, sb));
         }
@@ -232,10 +233,13 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span)
         }
         Owner::Var(v) => {
             let d = &k.vars[v];
-            let place = if super::target_plan::tiled_operand(k, v, target) {
+            // Reports and budget errors only: deciding the roles again here is cheap enough.
+            let roles = VarRoles::compute(k, target);
+            let (p_tiled, p_accumulator) = (roles.is_tiled(v), roles.accumulator(v).is_some());
+            let place = if p_tiled {
                 format!("{} (8x8 core-matrix layout, read by wgmma in place)", d.space)
             } else if d.space == Space::Tmem && target.tmem.is_none() {
-                if super::target_plan::register_accumulator(k, v, target).is_some() {
+                if p_accumulator {
                     format!("{} (wgmma registers on {}; this buffer is where reads and writes meet them)", d.space, target.name)
                 } else {
                     format!("{} (shared memory on {}: no tensor memory)", d.space, target.name)
@@ -342,7 +346,7 @@ mod tests {
         let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
         b.switch_to(top);
         let v = crate::ir::validate::validate(&k).expect("valid test kernel");
-        let p = plan(&v, crate::target::Target::Sm90a.info(), &Fusion::none(), &SecondaryMap::new());
+        let p = plan(&v, crate::target::Target::Sm90a.info(), &VarRoles::default(), &Fusion::none(), &SecondaryMap::new());
         let off = |v: Value| p.values[v].unwrap();
         assert_eq!(off(x), 0);
         assert_ne!(off(y), off(x)); // co-live at the cast

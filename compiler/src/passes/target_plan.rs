@@ -8,13 +8,13 @@ use cranelift_entity::SecondaryMap;
 
 use crate::diag::Diagnostic;
 use crate::ir::validate::Validated;
-use crate::ir::{Elem, Kernel, Op, Space, Var};
-use crate::layout::wgmma::{Distribution, WARPGROUP};
+use crate::ir::{Kernel, Space};
 use crate::target::{Target, TargetInfo};
 
 use super::barriers::{self, Barriers};
 use super::fuse::{self, Fusion};
 use super::pipeline;
+use super::var_roles::VarRoles;
 use super::smem_plan::{self, SmemPlan};
 
 /// Bytes reserved at the start of dynamic shared memory on kernels that use tensor memory: the
@@ -36,11 +36,8 @@ pub struct TargetPlan {
     pub barriers: Barriers,
     /// Bytes reserved before the planned region ([`TCGEN05_HEADER_BYTES`] or 0).
     pub header_bytes: u32,
-    /// The register-resident MMA accumulators and how their fragments are spread
-    /// ([`register_accumulator`]).
-    pub accumulators: SecondaryMap<Var, Option<Distribution>>,
-    /// The shared-memory variables kept in the core-matrix layout ([`tiled_operand`]).
-    pub tiled: SecondaryMap<Var, bool>,
+    /// Register accumulators, buffer-less ones and core-matrix operand tiles.
+    pub roles: VarRoles,
     /// The software-pipelined loops, by `For` instruction ([`pipeline`]).
     pub pipelines: SecondaryMap<crate::ir::Inst, Option<pipeline::Pipeline>>,
 }
@@ -50,102 +47,6 @@ impl TargetPlan {
     pub fn smem_bytes(&self) -> u32 {
         self.header_bytes + self.smem.bytes
     }
-}
-
-/// Whether variable `v` lives in shared memory on `target`: every variable does, except `tmem`
-/// ones on a target that has tensor memory and register accumulators that need no buffer
-/// ([`register_only`]). The one statement of that rule for the passes.
-pub fn in_shared_memory(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
-    (k.vars[v].space != Space::Tmem || target.tmem.is_none()) && !register_only(k, v, target)
-}
-
-/// Registers per thread one register-resident accumulator may take: 128 floats leave room for
-/// addresses and operands under the 255-register limit (a 128 x 128 tile on one warpgroup).
-pub const MAX_ACCUMULATOR_FLOATS: u32 = 128;
-
-/// How `v` is held in registers when it is a register-resident MMA accumulator on `target`:
-/// an f32 `tmem` variable that some `Mma` writes, on a target with `wgmma` and without tensor
-/// memory, in a kernel of whole warpgroups, whose fragments ([`Distribution`]) take at most
-/// [`MAX_ACCUMULATOR_FLOATS`] per thread. Its MMAs are `wgmma` with the old value as the first
-/// step's input (the numerics of [`crate::interp`] follow this same rule); its shared-memory
-/// buffer is where reads and writes meet it. `None` otherwise. The one statement of the rule.
-pub fn register_accumulator(k: &Kernel, v: Var, target: &TargetInfo) -> Option<Distribution> {
-    let d = &k.vars[v];
-    if !target.mma.wgmma || target.tmem.is_some() || d.space != Space::Tmem || d.ty.elem() != Elem::F32 || k.threads % WARPGROUP != 0 {
-        return None;
-    }
-    let mut written_by_mma = false;
-    k.walk(|i| written_by_mma |= matches!(k.insts[i].op, Op::Mma { dst, .. } if dst == v));
-    let (m, n) = d.ty.shape()?;
-    let dist = Distribution::new(m, n, k.threads / WARPGROUP)?;
-    (written_by_mma && dist.floats_per_thread() <= MAX_ACCUMULATOR_FLOATS).then_some(dist)
-}
-
-/// Whether register-resident accumulator `v` needs no shared-memory buffer at all: every write
-/// of it is a broadcast scalar (`zeros`, `full`: set in registers) and every read is stored
-/// straight to a global tensor (`store t[...] = v`, written from the fragments). The
-/// accumulator of a GEMM main loop is this: its smem buffer would cost `M·N·4` bytes for nothing.
-pub fn register_only(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
-    if register_accumulator(k, v, target).is_none() {
-        return false;
-    }
-    let mut uses: std::collections::HashMap<crate::ir::Value, Vec<crate::ir::Inst>> = std::collections::HashMap::new();
-    k.walk(|i| {
-        for a in k.inst_args(i) {
-            uses.entry(a).or_default().push(i);
-        }
-    });
-    let mut ok = true;
-    k.walk(|i| match &k.insts[i].op {
-        Op::WriteVar(w, x) if *w == v => ok &= is_splat(k, *x),
-        Op::ReadVar(r) if *r == v => {
-            let res = k.insts[i].result;
-            let u = res.and_then(|r| uses.get(&r)).map(Vec::as_slice).unwrap_or(&[]);
-            ok &= matches!(u, [s] if matches!(k.insts[*s].op, Op::Store { value, .. } if Some(value) == res));
-        }
-        _ => {}
-    });
-    ok
-}
-
-/// Whether tile value `x` is a scalar broadcast (`Splat`), possibly converted.
-pub fn is_splat(k: &Kernel, x: crate::ir::Value) -> bool {
-    match k.values[x].def {
-        crate::ir::ValueDef::Result(d) => match k.insts[d].op {
-            Op::Splat(_) => true,
-            Op::Cast(y, _) => is_splat(k, y),
-            _ => false,
-        },
-        crate::ir::ValueDef::LoopIndex(_) => false,
-    }
-}
-
-/// Whether shared-memory variable `v` is kept in the 8 x 8 core-matrix layout that wgmma reads
-/// directly ([`crate::layout::staging::kmajor_offset`] with the variable's column count as the
-/// K extent): a bf16/f16 `smem` tile of whole core matrices (rows and columns multiples of 8),
-/// on a target with wgmma and without tensor memory, that is only ever read as an operand of
-/// MMAs into register-resident accumulators and written whole (`WriteVar`). Its MMAs point
-/// their descriptors into its buffer (K-major where its columns are the product's K, MN-major
-/// otherwise) instead of staging a copy. The one statement of the rule.
-pub fn tiled_operand(k: &Kernel, v: Var, target: &TargetInfo) -> bool {
-    let d = &k.vars[v];
-    let whole_cores = d.ty.shape().is_some_and(|(r, c)| r % 8 == 0 && c % 8 == 0);
-    if !target.mma.wgmma || target.tmem.is_some() || d.space != Space::Smem || !matches!(d.ty.elem(), Elem::Bf16 | Elem::F16) || !whole_cores {
-        return false;
-    }
-    let (mut ok, mut used) = (true, false);
-    k.walk(|i| {
-        let (reads, _) = k.inst_vars(i);
-        if !reads.contains(&v) {
-            return;
-        }
-        used = true;
-        ok &= match k.insts[i].op {
-            Op::Mma { dst, a, b, .. } => dst != v && (a.var == v || b.var == v) && register_accumulator(k, dst, target).is_some(),
-            _ => false,
-        };
-    });
-    ok && used
 }
 
 /// Whether kernel `k` on `target` keeps variables in tensor memory (then it needs the header).
@@ -160,12 +61,13 @@ pub fn uses_tensor_memory(k: &Kernel, target: &TargetInfo) -> bool {
 pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> {
     let k = v.kernel();
     let info = target.info();
-    let fusion = fuse::analyze(k, info);
+    let roles = VarRoles::compute(k, info);
+    let fusion = fuse::analyze(k, info, &roles);
     let header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
     // Software pipelines: the deepest ring whose plan fits the budget (4 stages down to 3 with
     // an MMA left in flight, then 3 down to 2 without); a kernel that does not fit even
     // without one gets the budget error of the plain plan.
-    let mut pipelines = pipeline::candidates(k, info, &fusion);
+    let mut pipelines = pipeline::candidates(k, &roles, &fusion);
     let mut chosen = None;
     if pipelines.values().any(Option::is_some) {
         for stages in (2..=pipeline::MAX_STAGES).rev() {
@@ -177,7 +79,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
                 }
                 p.stages = if p.overlap_mma { stages } else { stages.min(pipeline::MAX_STAGES - 1) };
             }
-            let smem = smem_plan::plan(v, info, &fusion, &pipelines);
+            let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines);
             if smem_plan::check_budget(k, &smem, header_bytes, info).is_ok() {
                 chosen = Some(smem);
                 break;
@@ -188,15 +90,10 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
         Some(smem) => smem,
         None => {
             pipelines = SecondaryMap::new();
-            smem_plan::plan(v, info, &fusion, &pipelines)
+            smem_plan::plan(v, info, &roles, &fusion, &pipelines)
         }
     };
     smem_plan::check_budget(k, &smem, header_bytes, info)?;
     let barriers = barriers::run(k, &fusion);
-    let (mut accumulators, mut tiled) = (SecondaryMap::new(), SecondaryMap::new());
-    for v in k.vars.keys() {
-        accumulators[v] = register_accumulator(k, v, info);
-        tiled[v] = tiled_operand(k, v, info);
-    }
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, accumulators, tiled, pipelines })
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines })
 }

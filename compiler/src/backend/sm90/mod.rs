@@ -1,7 +1,7 @@
 //! The `sm_90a` lowering (Hopper; runs on the H200). There is no tensor memory: a `tmem`
 //! accumulator that fits the register budget lives in registers as wgmma fragments and its
 //! matrix products are `wgmma.mma_async` ([`wgmma`]; the rule is
-//! `passes::target_plan::register_accumulator`); every other `tmem` variable is a shared-memory
+//! `passes::var_roles::VarRoles::accumulators`); every other `tmem` variable is a shared-memory
 //! tile handled like any other variable, with matrix products through `mma.sync`
 //! ([`mma_sync`]). The TMEM lifecycle instructions emit nothing.
 
@@ -34,7 +34,7 @@ impl Lowering for Sm90 {
         cg.read_smem_var(i, v)
     }
     fn write_tmem_var(&self, cg: &mut Codegen<'_, '_>, v: Var, x: Value) -> Result<(), BackendError> {
-        if cg.accumulator(v).is_some() && crate::passes::target_plan::is_splat(cg.k, x) {
+        if cg.accumulator(v).is_some() && crate::passes::var_roles::is_splat(cg.k, x) {
             return cg.fragments_fill(v, x);
         }
         cg.write_smem_var(v, x)?;

@@ -1,5 +1,5 @@
 //! `Mma` on `sm_90a` with `wgmma.mma_async` into a register-resident accumulator
-//! ([`crate::passes::target_plan::register_accumulator`]; blackwell.md §6.1, H200-verified there).
+//! ([`crate::passes::var_roles::VarRoles::accumulators`]; blackwell.md §6.1, H200-verified there).
 //!
 //! The accumulator's home is its fragment array: every thread keeps its registers of the wgmma
 //! D fragments of its warpgroup's units ([`crate::layout::wgmma`]) for the whole kernel, loops
@@ -9,7 +9,7 @@
 //! cases skip it: a broadcast scalar is written straight into the registers
 //! ([`Codegen::fragments_fill`]) and a read that is only stored to a global tensor writes the
 //! fragments out ([`Codegen::store_fragments`]); an accumulator used only so has no buffer
-//! (`passes::target_plan::register_only`).
+//! (`passes::var_roles::VarRoles::register_only`).
 //!
 //! One MMA statement:
 //! 1. A (`M x K`) and B (as `N x K`) are staged into the K-major SWIZZLE_NONE canonical layout
@@ -53,7 +53,7 @@ struct OperandDesc<'ctx> {
 impl<'ctx> Codegen<'ctx, '_> {
     /// The distribution of a register-resident accumulator, if `v` is one.
     pub fn accumulator(&self, v: Var) -> Option<Distribution> {
-        self.tp.accumulators.get(v).copied().flatten()
+        self.tp.roles.accumulator(v)
     }
 
     /// Allocates (and zeroes) the fragment array of every register-resident accumulator.
@@ -210,7 +210,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let mut next = scratch;
         let mut place = |cg: &mut Self, op: MmaOperand, is_b: bool, rows: u32| -> Result<OperandDesc<'ctx>, BackendError> {
             let (_, vc) = cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?;
-            if cg.tp.tiled.get(op.var).copied().unwrap_or(false) {
+            if cg.tp.roles.is_tiled(op.var) {
                 // The variable's columns are K when A is untransposed or B transposed: K-major,
                 // core matrices adjacent along K (LBO 128), 8-row groups 16·cols apart (SBO).
                 // Otherwise its columns are M or N: MN-major, K-adjacent core matrices are the

@@ -1,0 +1,49 @@
+//! Benchmark (issue 9, item 7): `tilec build --target all` (front end + code generation for
+//! sm_90a and sm_100a, no ptxas) of generated programs of 50, 100, 200 and 400 sequential
+//! statements `for i in 0..2 { a += x @ z; }` on one accumulator — the shape that once took
+//! 319 s at 436 statements. Prints the time of each size and the ratio to the previous size,
+//! so the growth is read off directly (2.0 per doubling is linear); best of `BUILD_REPEAT`
+//! (default 3) runs. Run: `cargo bench -p tilec --bench build_growth`.
+
+use std::time::Instant;
+
+use tilec::build::{build_source, BuildOptions};
+use tilec::frontend::Options;
+use tilec::target::Target;
+
+/// The generated program with `n` statements.
+fn program(n: usize) -> String {
+    let body: Vec<&str> = std::iter::repeat_n("    for i in 0..2 { a += x @ z; }", n).collect();
+    format!(
+        "kernel many(xa: bf16[128, 64], za: bf16[64, 64], y: out f32[128, 64]) grid(1) threads(128) {{
+    let x: smem = load xa[:, :];
+    let z: smem = load za[:, :];
+    let mut a: tmem f32[128, 64] = zeros(128, 64);
+{}
+    store y[:, :] = a;
+}}
+",
+        body.join("\n")
+    )
+}
+
+fn main() {
+    let repeat: usize = std::env::var("BUILD_REPEAT").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default() };
+    println!("{:>10} {:>12} {:>14}", "statements", "best s", "x previous");
+    let mut prev: Option<f64> = None;
+    for n in [50, 100, 200, 400] {
+        let src = program(n);
+        let best = (0..repeat)
+            .map(|_| {
+                let t = Instant::now();
+                let r = build_source(&src, "generated.tile", &opts).unwrap_or_else(|e| panic!("{n} statements do not build: {e}"));
+                assert_eq!(r.built.len(), 2);
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min);
+        let ratio = prev.map(|p| format!("{:.2}", best / p)).unwrap_or_else(|| "-".into());
+        println!("{n:>10} {best:>12.2} {ratio:>14}");
+        prev = Some(best);
+    }
+}
