@@ -7,6 +7,9 @@
 #   - exactly one deallocation: one tcgen05.dealloc in the PTX = one UTCATOMSWS.AND in SASS
 #     (with its two guardrail traps), and one relinquish (UVIRTCOUNT.DEALLOC.SMPOOL).
 # Kernels whose metadata has no TMEM plan are only checked to assemble.
+# Then the sm_90a (Hopper) path of every example: wgmma tensor-core instructions (HGMMA) in every
+# kernel with a register-resident accumulator, cp.async copies (LDGSTS) in gemm, and no local
+# memory (LDL/STL: spills or a register array indexed at run time).
 #
 # Env: TILEC (tilec binary; default: cargo run -q -p tilec --), TILEC_PTXAS / TILEC_NVDISASM
 # (default: .tools/env.sh from scripts/setup.sh, else PATH), OUT (default: a temporary folder).
@@ -50,6 +53,24 @@ for src in "$root"/dsl-examples/*.tile; do
       echo "ok   $name/$k: $msg"
     else
       echo "FAIL $name/$k: $msg"; fail=1
+    fi
+  done
+  if ! "${tilec[@]}" build "$src" --target sm_90a -o "$dir" 2>"$dir/build90.log"; then
+    echo "FAIL $name (sm_90a): tilec build failed"; sed 's/^/    /' "$dir/build90.log"; fail=1; continue
+  fi
+  for meta in "$dir"/*.sm_90a.meta.json; do
+    k="$(basename "$meta" .sm_90a.meta.json)"
+    cubin="$dir/$k.sm_90a.cubin"; ptx="$dir/$k.sm_90a.ptx"
+    if [ ! -f "$cubin" ]; then echo "FAIL $name/$k (sm_90a): no cubin"; fail=1; continue; fi
+    "$nvdisasm" -c "$cubin" > "$dir/$k.sm_90a.sass"
+    sass="$dir/$k.sm_90a.sass"
+    hgmma=$(count 'HGMMA' "$sass"); wg=$(count 'wgmma\.mma_async' "$ptx"); ldgsts=$(count 'LDGSTS' "$sass")
+    local_mem=$(count '\b(LDL|STL)\b' "$sass")
+    msg="HGMMA=$hgmma (wgmma in PTX: $wg) LDGSTS=$ldgsts LDL/STL=$local_mem"
+    if [ "$wg" -ge 1 ] && [ "$hgmma" -ge "$wg" ] && [ "$local_mem" -eq 0 ] && { [ "$name" != gemm ] || [ "$ldgsts" -ge 1 ]; }; then
+      echo "ok   $name/$k (sm_90a): $msg"
+    else
+      echo "FAIL $name/$k (sm_90a): $msg"; fail=1
     fi
   done
 done

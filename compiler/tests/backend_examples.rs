@@ -78,7 +78,7 @@ fn gemm_builds_and_the_hash_tracks_the_source() {
 }
 
 #[test]
-fn sass_of_every_example_has_tcgen05_and_one_lifecycle() {
+fn sass_of_every_example_has_tensor_core_paths_and_one_tmem_lifecycle() {
     if tilec::artifact::find_ptxas().is_none() {
         eprintln!("skipping: ptxas not found (run scripts/setup.sh; CI has it)");
         return;
@@ -98,5 +98,8 @@ fn sass_of_every_example_has_tcgen05_and_one_lifecycle() {
     assert!(res.status.success(), "check-sass failed:\n{text}\n{}", String::from_utf8_lossy(&res.stderr));
     assert!(text.contains("ok   k1_reverse_scan/k1_scan_scalar"), "{text}");
     assert!(text.contains("ok   gemm/gemm"), "{text}");
+    // The Hopper path: HGMMA in gemm and K#1, cp.async in gemm, no local memory.
+    assert!(text.contains("ok   gemm/gemm (sm_90a): HGMMA="), "{text}");
+    assert!(text.contains("ok   k1_reverse_scan/k1_scan_scalar (sm_90a): HGMMA="), "{text}");
     let _ = std::fs::remove_dir_all(&out);
 }
