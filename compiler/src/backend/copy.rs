@@ -85,34 +85,28 @@ impl<'ctx> Codegen<'ctx, '_> {
             misaligned = self.b.build_or(misaligned, self.b.build_and(sb, i64t.const_int(u64::from(CHUNK - 1), false), "")?, "")?;
         }
         let aligned = self.b.build_int_compare(IntPredicate::EQ, misaligned, i64t.const_zero(), "aligned")?;
-        let fast = self.ctx.append_basic_block(self.func, "cp.fast");
-        let slow = self.ctx.append_basic_block(self.func, "cp.slow");
-        let join = self.ctx.append_basic_block(self.func, "cp.join");
-        self.b.build_conditional_branch(aligned, fast, slow)?;
-        self.b.position_at_end(slow);
-        fallback(self)?;
-        self.b.build_unconditional_branch(join)?;
-        self.b.position_at_end(fast);
         let per_chunk = CHUNK / size;
         let per_row = cols / per_chunk;
-        self.cta_loop(rows * per_row, &mut |cg, e| {
-            let r = cg.b.build_int_unsigned_div(e, cg.i32(per_row as i32), "r")?;
-            let c = cg.b.build_int_mul(cg.b.build_int_unsigned_rem(e, cg.i32(per_row as i32), "")?, cg.i32(per_chunk as i32), "c")?;
-            let (src_ptr, valid) = cg.chunk_source(src, index, r, c, per_chunk, size)?;
-            let off = match layout {
-                TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
-                TileLayout::CoreMatrices => kmajor_offset(&*cg, r, c, cols)?,
-            };
-            let off = cg.b.build_int_add(off, dst, "")?;
-            let dptr = cg.smem_at(off)?;
-            cg.call("llvm.nvvm.cp.async.cg.shared.global.16.s", None, &[dptr.into(), src_ptr.into(), valid.into()])?;
+        let mut copies = |cg: &mut Self| -> Result<(), BackendError> {
+            cg.cta_loop(rows * per_row, &mut |cg, e| {
+                let r = cg.b.build_int_unsigned_div(e, cg.i32(per_row as i32), "r")?;
+                let c = cg.b.build_int_mul(cg.b.build_int_unsigned_rem(e, cg.i32(per_row as i32), "")?, cg.i32(per_chunk as i32), "c")?;
+                let (src_ptr, valid) = cg.chunk_source(src, index, r, c, per_chunk, size)?;
+                let off = match layout {
+                    TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
+                    TileLayout::CoreMatrices => kmajor_offset(&*cg, r, c, cols)?,
+                };
+                let off = cg.b.build_int_add(off, dst, "")?;
+                let dptr = cg.smem_at(off)?;
+                cg.call("llvm.nvvm.cp.async.cg.shared.global.16.s", None, &[dptr.into(), src_ptr.into(), valid.into()])?;
+                Ok(())
+            })?;
+            if wait {
+                cg.call("llvm.nvvm.cp.async.wait.all", None, &[])?;
+            }
             Ok(())
-        })?;
-        if wait {
-            self.call("llvm.nvvm.cp.async.wait.all", None, &[])?;
-        }
-        self.b.build_unconditional_branch(join)?;
-        self.b.position_at_end(join);
+        };
+        self.if_else(aligned, &mut copies, fallback)?;
         Ok(true)
     }
 
@@ -124,19 +118,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         let last = index.len() - 1;
         let mut row_ok = self.ctx.bool_type().const_int(1, false);
         let mut off = i64t.const_zero();
-        let mut nth_range = 0;
         let mut col = i64t.const_zero();
-        for (d, ix) in index.iter().enumerate() {
-            let pos = match ix {
-                Index::Point(v) => self.scalar(*v)?.into_int_value(),
-                Index::Range { start, .. } => {
-                    let s = self.scalar(*start)?.into_int_value();
-                    let t = if nth_range == 0 { r } else { c };
-                    nth_range += 1;
-                    self.b.build_int_add(s, t, "")?
-                }
-            };
-            let pos = self.b.build_int_s_extend(pos, i64t, "")?;
+        for (d, pos) in self.index_positions(index, r, c)?.into_iter().enumerate() {
             if d == last {
                 col = pos;
             } else {

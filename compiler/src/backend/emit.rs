@@ -358,6 +358,27 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         Ok(())
     }
 
+    /// Runs `then` where `cond` holds and `otherwise` where it does not.
+    pub fn if_else(
+        &mut self,
+        cond: IntValue<'ctx>,
+        then: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>,
+        otherwise: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        let t = self.ctx.append_basic_block(self.func, "then");
+        let e = self.ctx.append_basic_block(self.func, "else");
+        let join = self.ctx.append_basic_block(self.func, "join");
+        self.b.build_conditional_branch(cond, t, e)?;
+        self.b.position_at_end(t);
+        then(self)?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(e);
+        otherwise(self)?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
     /// Runs `body` only where `cond` holds (a one-armed `if`).
     pub fn if_then(&mut self, cond: IntValue<'ctx>, body: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>) -> Result<(), BackendError> {
         let then = self.ctx.append_basic_block(self.func, "then");

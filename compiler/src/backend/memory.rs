@@ -24,14 +24,13 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// Whether element `(r, c)` of the access is inside the tensor, and its address.
-    pub(crate) fn global_elem(&self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<(IntValue<'ctx>, PointerValue<'ctx>), BackendError> {
-        let elem = self.tensor_elem(p)?;
+    /// The position (i64) along every dimension of tile element `(r, c)` of an access: a point
+    /// index as is, the first range's start plus `r`, the second's plus `c`.
+    pub(crate) fn index_positions(&self, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<Vec<IntValue<'ctx>>, BackendError> {
         let i64t = self.ctx.i64_type();
-        let mut inb = self.ctx.bool_type().const_int(1, false);
-        let mut off = i64t.const_zero();
         let mut nth_range = 0;
-        for (d, ix) in index.iter().enumerate() {
+        let mut out = Vec::with_capacity(index.len());
+        for ix in index {
             let pos = match ix {
                 Index::Point(v) => self.scalar(*v)?.into_int_value(),
                 Index::Range { start, .. } => {
@@ -41,7 +40,18 @@ impl<'ctx> Codegen<'ctx, '_> {
                     self.b.build_int_add(s, t, "")?
                 }
             };
-            let pos = self.b.build_int_s_extend(pos, i64t, "")?;
+            out.push(self.b.build_int_s_extend(pos, i64t, "")?);
+        }
+        Ok(out)
+    }
+
+    /// Whether element `(r, c)` of the access is inside the tensor, and its address.
+    pub(crate) fn global_elem(&self, p: Param, index: &[Index], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<(IntValue<'ctx>, PointerValue<'ctx>), BackendError> {
+        let elem = self.tensor_elem(p)?;
+        let i64t = self.ctx.i64_type();
+        let mut inb = self.ctx.bool_type().const_int(1, false);
+        let mut off = i64t.const_zero();
+        for (d, pos) in self.index_positions(index, r, c)?.into_iter().enumerate() {
             // Unsigned compare also rejects negative positions.
             let ok = self.b.build_int_compare(IntPredicate::ULT, pos, self.dims[p][d], "")?;
             inb = self.b.build_and(inb, ok, "")?;
