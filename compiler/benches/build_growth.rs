@@ -7,25 +7,12 @@
 
 use std::time::Instant;
 
+#[path = "../tests/programs/mod.rs"]
+mod programs;
+
 use tilec::build::{build_source, BuildOptions};
 use tilec::frontend::Options;
 use tilec::target::Target;
-
-/// The generated program with `n` statements.
-fn program(n: usize) -> String {
-    let body: Vec<&str> = std::iter::repeat_n("    for i in 0..2 { a += x @ z; }", n).collect();
-    format!(
-        "kernel many(xa: bf16[128, 64], za: bf16[64, 64], y: out f32[128, 64]) grid(1) threads(128) {{
-    let x: smem = load xa[:, :];
-    let z: smem = load za[:, :];
-    let mut a: tmem f32[128, 64] = zeros(128, 64);
-{}
-    store y[:, :] = a;
-}}
-",
-        body.join("\n")
-    )
-}
 
 fn main() {
     let repeat: usize = std::env::var("BUILD_REPEAT").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
@@ -33,7 +20,7 @@ fn main() {
     println!("{:>10} {:>12} {:>14}", "statements", "best s", "x previous");
     let mut prev: Option<f64> = None;
     for n in [50, 100, 200, 400] {
-        let src = program(n);
+        let src = programs::sequential_mma_loops(n);
         let best = (0..repeat)
             .map(|_| {
                 let t = Instant::now();
