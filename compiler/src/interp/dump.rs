@@ -27,6 +27,11 @@ pub(crate) struct Watch {
     values: HashMap<Value, Vec<usize>>,
     vars: HashMap<Var, Vec<usize>>,
     records: Vec<Vec<Val>>,
+    /// Elements recorded so far, and the most that may be ([`super::Options::max_elements`]).
+    total: u64,
+    limit: u64,
+    /// The first name whose records would have passed the limit.
+    overflow: Option<String>,
 }
 
 impl Watch {
@@ -35,8 +40,8 @@ impl Watch {
     /// # Errors
     /// [`InterpError::BadDump`] for a name that is neither a `let` binding nor a variable
     /// (with the closest name the kernel has), or that names values of different types.
-    pub(crate) fn new(k: &Kernel, names: &[String]) -> Result<Watch, InterpError> {
-        let mut w = Watch::default();
+    pub(crate) fn new(k: &Kernel, names: &[String], limit: u64) -> Result<Watch, InterpError> {
+        let mut w = Watch { limit, ..Watch::default() };
         for name in names {
             let i = w.names.len();
             let mut types = vec![];
@@ -76,27 +81,43 @@ impl Watch {
 
     /// Records `val` if `value` is watched.
     pub(crate) fn value(&mut self, value: Value, val: &Val) {
-        if let Some(ix) = self.values.get(&value) {
-            for &i in ix {
-                self.records[i].push(val.clone());
+        if let Some(ix) = self.values.get(&value).cloned() {
+            for i in ix {
+                self.record(i, val);
             }
         }
     }
 
     /// Records the new contents of `var` if it is watched.
     pub(crate) fn var(&mut self, var: Var, val: &Val) {
-        if let Some(ix) = self.vars.get(&var) {
-            for &i in ix {
-                self.records[i].push(val.clone());
+        if let Some(ix) = self.vars.get(&var).cloned() {
+            for i in ix {
+                self.record(i, val);
             }
         }
+    }
+
+    /// Keeps one record of name `i`, unless the records would pass the element limit (a dump
+    /// inside a long loop): then recording stops and [`Watch::into_tensors`] reports it.
+    fn record(&mut self, i: usize, val: &Val) {
+        let n = val.data.len() as u64;
+        if self.overflow.is_some() || self.total + n > self.limit {
+            self.overflow.get_or_insert_with(|| self.names[i].0.clone());
+            return;
+        }
+        self.total += n;
+        self.records[i].push(val.clone());
     }
 
     /// The records as tensors named `dump.NAME`, each `[records, rows, cols]`.
     ///
     /// # Errors
-    /// [`InterpError::Tensor`] if a tensor cannot be built (too large).
+    /// [`InterpError::TooLarge`] when the records passed the element limit;
+    /// [`InterpError::Tensor`] if a tensor cannot be built.
     pub(crate) fn into_tensors(self) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+        if let Some(name) = self.overflow {
+            return Err(InterpError::TooLarge { what: format!("the dump of `{name}` (with the other dumps)"), elements: u128::from(self.total) + 1, limit: self.limit });
+        }
         let mut out = BTreeMap::new();
         for ((name, ty), recs) in self.names.into_iter().zip(self.records) {
             let (r, c) = ty.shape().map_or((1, 1), |(r, c)| (r as usize, c as usize));
@@ -107,5 +128,42 @@ impl Watch {
             out.insert(key, t);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use tilec_abi::meta::DType;
+    use tilec_abi::tensor::HostTensor;
+
+    use crate::interp::{run_kernel_with, InterpError, Options};
+
+    #[test]
+    fn a_dump_inside_a_long_loop_stops_at_the_element_limit() {
+        let src = "kernel big(x: f32[64, 64], y: out f32[64, 64]) grid(1) threads(128) {
+            let mut a = load x[:, :];
+            for i in 0..1000 {
+                let t = a * 1.0;
+                a = t;
+            }
+            store y[:, :] = a;
+        }";
+        let c = crate::frontend::check_source(src, &crate::frontend::Options::default());
+        assert!(c.ok(), "{:?}", c.diags);
+        let k = &c.module.kernels[0];
+        let inputs = BTreeMap::from([("x".to_string(), HostTensor::zeros(DType::F32, vec![64, 64]).unwrap())]);
+        // 1,000 records of 4,096 elements against a limit of 100,000: recording stops at the
+        // 25th record and the run reports it instead of growing without bound.
+        let opts = Options { max_elements: 100_000, dump: vec!["t".into()], ..Options::default() };
+        match run_kernel_with(k, &inputs, &opts) {
+            Err(InterpError::TooLarge { what, limit, .. }) => assert!(what.contains("`t`") && limit == 100_000, "{what}"),
+            other => panic!("expected the dump limit, got {other:?}"),
+        }
+        // Within the limit the same dump is all there.
+        let opts = Options { dump: vec!["t".into()], ..Options::default() };
+        let run = run_kernel_with(k, &inputs, &opts).unwrap();
+        assert_eq!(run.dumps["dump.t"].shape, vec![1000, 64, 64]);
     }
 }

@@ -77,7 +77,8 @@ pub struct Options {
     /// executing.
     pub time_limit: Option<std::time::Duration>,
     /// Names of `let` bindings or variables whose every value in CTA [`Options::dump_cta`] is
-    /// recorded into [`Run::dumps`] (`tilec run --interp --dump NAME`; see the `dump` module).
+    /// recorded into [`Run::dumps`] (`tilec run --interp --dump NAME`; see the `dump` module),
+    /// at most [`Options::max_elements`] elements in all.
     pub dump: Vec<String>,
     /// The CTA (`program_id` x, y, z) whose values [`Options::dump`] records.
     pub dump_cta: [i64; 3],
@@ -151,7 +152,7 @@ pub fn run_kernel_with(kernel: &Kernel, inputs: &Inputs, opts: &Options) -> Resu
     let deadline = opts.time_limit.map(|d| (std::time::Instant::now() + d, d));
     let mut budget = eval::Budget { used: 0, limit: opts.max_steps, deadline };
     let grid = bound.grid;
-    let mut watch = dump::Watch::new(kernel, &opts.dump)?;
+    let mut watch = dump::Watch::new(kernel, &opts.dump, opts.max_elements)?;
     let roles = crate::passes::var_roles::VarRoles::compute(kernel, opts.target.info());
     if !watch.is_empty() && (0..3).any(|a| !(0..grid[a]).contains(&opts.dump_cta[a])) {
         return Err(InterpError::DumpCtaOutsideGrid { cta: opts.dump_cta, grid });

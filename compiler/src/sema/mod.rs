@@ -157,6 +157,9 @@ impl<'a> KernelLowering<'a> {
         if let Some((_, prev)) = scope.get(&name.name) {
             if *prev != Span::default() {
                 let prev = *prev;
+                // Later uses mean the new value: bind it anyway, so the one mistake (reusing a
+                // name) is reported once and not again as a type or shape error at every use.
+                scope.insert(name.name.clone(), (binding, name.span));
                 self.error(dup(name, prev));
                 return;
             }
