@@ -189,4 +189,14 @@ fn dump_records_every_value_of_a_name_in_the_chosen_cta() {
     a.dump_cta = [2, 0, 0];
     assert_eq!(run(&a), ExitCode::from(1));
     assert!(!out.exists());
+    // Two bindings of one name (a `let t` outside and one inside a loop) would be stacked
+    // together indistinguishably: refused.
+    let shadow = tmp("dump_shadow.tile");
+    std::fs::write(&shadow, "kernel k(x: f32[4, 8], y: out f32[4, 8]) grid(1) threads(128) {\n    let t = load x[:, :];\n    let mut a = t;\n    for i in 0..3 {\n        let t = a * 2.0;\n        a = t;\n    }\n    store y[:, :] = a;\n}\n").unwrap();
+    let mut a = args(shadow, inp.clone(), out.clone());
+    a.dump = vec!["t".into()];
+    assert_eq!(run(&a), ExitCode::from(1));
+    a.dump = vec!["a".into()];
+    assert_eq!(run(&a), ExitCode::SUCCESS, "the unshadowed variable is dumped");
+    assert_eq!(tilec_abi::st::read(&out).unwrap()["dump.a"].shape, vec![4, 4, 8]);
 }

@@ -60,7 +60,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub dump: Vec<String>,
     /// The CTA whose values `--dump` records, as `program_id` x,y,z (missing ones are 0).
-    #[arg(long, value_name = "X,Y,Z", default_value = "0,0,0", value_parser = parse_cta)]
+    #[arg(long, value_name = "X,Y,Z", default_value = "0,0,0", value_parser = parse_cta, requires = "dump", allow_hyphen_values = true)]
     pub dump_cta: [i64; 3],
 }
 

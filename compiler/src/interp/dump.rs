@@ -39,7 +39,7 @@ impl Watch {
     ///
     /// # Errors
     /// [`InterpError::BadDump`] for a name that is neither a `let` binding nor a variable
-    /// (with the closest name the kernel has), or that names values of different types.
+    /// (with the closest name the kernel has), or that several bindings share.
     pub(crate) fn new(k: &Kernel, names: &[String], limit: u64) -> Result<Watch, InterpError> {
         let mut w = Watch { limit, ..Watch::default() };
         for name in names {
@@ -62,11 +62,12 @@ impl Watch {
                 let known = k.bindings.iter().map(|(n, _)| n.as_str()).chain(k.vars.values().map(|d| d.name.as_str())).filter(|n| !n.starts_with('%'));
                 let closest = known.min_by_key(|c| (strsim::damerau_levenshtein(name, c), c.to_string()));
                 let hint = closest.map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
-                return Err(bad(format!("no `let` binding or variable has this name{hint}")));
+                return Err(bad(format!("no `let` binding or variable has this name (parameters and loop indices are not dumped: bind them with `let`){hint}")));
             };
-            // Records are stacked into one tensor, so every binding of the name has one type.
-            if let Some(other) = types.iter().find(|t| **t != ty) {
-                return Err(bad(format!("it names values of two types, {ty} and {other} (a shadowed `let`): rename one")));
+            // One name, one binding: records of two bindings (a `let` in a loop body and one
+            // outside it) would be stacked together without telling them apart.
+            if types.len() > 1 {
+                return Err(bad(format!("{} bindings have this name (in different blocks): rename one to dump it", types.len())));
             }
             w.names.push((name.clone(), ty));
             w.records.push(vec![]);

@@ -227,9 +227,9 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span)
     match owner {
         Owner::Value(v) => {
             let (span, what) = match k.values[v].def {
-                crate::ir::ValueDef::Result(i) | crate::ir::ValueDef::LoopIndex(i) => (k.inst_spans[i], op_name(&k.insts[i].op)),
+                crate::ir::ValueDef::Result(i) | crate::ir::ValueDef::LoopIndex(i) => (k.inst_spans[i], op_name(k, &k.insts[i].op)),
             };
-            (format!("{what} result {}: {}", v, k.values[v].ty), span)
+            (format!("{what} ({v}): {}", k.values[v].ty), span)
         }
         Owner::Var(v) => {
             let d = &k.vars[v];
@@ -264,16 +264,16 @@ pub fn label(k: &Kernel, p: &Placement, target: &TargetInfo) -> (String, Span) {
 }
 
 /// A short name of what an instruction computes, for reports.
-fn op_name(op: &Op) -> &'static str {
+fn op_name(k: &Kernel, op: &Op) -> String {
     match op {
-        Op::Load { .. } => "load",
-        Op::ReadVar(_) => "variable read",
-        Op::Reduce(..) => "reduction",
-        Op::Transpose(_) => "transpose",
-        Op::Splat(_) => "splat",
-        Op::Cast(..) => "conversion",
-        _ if op.is_elementwise() => "elementwise",
-        _ => "value",
+        Op::Load { src, .. } => format!("tile loaded from `{}`", k.params[*src].name),
+        Op::ReadVar(v) => format!("value of `{}` read", k.vars[*v].name),
+        Op::Reduce(..) => "reduction result".into(),
+        Op::Transpose(_) => "transpose".into(),
+        Op::Splat(_) => "broadcast scalar".into(),
+        Op::Cast(..) => "conversion result".into(),
+        _ if op.is_elementwise() => "elementwise result".into(),
+        _ => "value".into(),
     }
 }
 

@@ -79,6 +79,7 @@ pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
 fn dup(name: &ast::Ident, prev: Span) -> Diagnostic {
     Diagnostic::error(Code::DuplicateName, format!("`{}` is defined twice", name.name), name.span, "redefined here")
         .with_label(prev, "first defined here")
+        .with_note(format!("help: names are not shadowed in this language: give the new value its own name (e.g. `{}2`), or make the first one `let mut` and assign", name.name))
 }
 
 /// State while lowering one kernel.

@@ -30,6 +30,16 @@ pub enum Token {
     /// `for`
     #[token("for")]
     For,
+    /// `if` — not part of the language; a keyword so that the parser can say so once and
+    /// skip the whole construct (see the grammar).
+    #[token("if")]
+    If,
+    /// `else` (only after `if`, to skip it).
+    #[token("else")]
+    Else,
+    /// `while` — not part of the language (as `if`).
+    #[token("while")]
+    While,
     /// `in`
     #[token("in")]
     In,
@@ -180,6 +190,9 @@ pub fn token_text(t: &Token) -> &'static str {
         Token::Let => "let",
         Token::Mut => "mut",
         Token::For => "for",
+        Token::If => "if",
+        Token::Else => "else",
+        Token::While => "while",
         Token::In => "in",
         Token::Rev => "rev",
         Token::Load => "load",

@@ -18,6 +18,13 @@ use lalrpop_util::ParseError;
 use crate::diag::{Code, Diagnostic, Diagnostics, Span};
 use lexer::Token;
 
+/// The recovered error the grammar records for a construct of other languages (`if`, `while`)
+/// at byte span `start..end` (the keyword); [`parse`] turns it into one diagnostic with the way
+/// to write it instead.
+pub(crate) fn not_in_language(start: usize, end: usize) -> lalrpop_util::ErrorRecovery<usize, Token, (usize, usize)> {
+    lalrpop_util::ErrorRecovery { error: ParseError::User { error: (start, end) }, dropped_tokens: vec![] }
+}
+
 /// Parses a whole file.
 ///
 /// Never panics; every error becomes a diagnostic with a span. The returned AST contains
@@ -42,7 +49,8 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
             format!("invalid character{} `{}`", if text.chars().count() > 1 { "s" } else { "" }, text.escape_debug()),
             Span::new(*s, *e),
             "not part of any token",
-        ));
+        )
+        .with_note("help: names are ASCII letters, digits and `_`; operators and punctuation are ASCII too"));
     }
     if let Some(d) = depth::check_tokens(&tokens) {
         diags.push(d);
@@ -57,15 +65,8 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
             diags.push(d);
         }
     };
-    let mut after_if = false;
     for r in recovered {
-        let d = parse_error(r.error, src.len());
-        // `if c { } else { }` is one mistake: the `else` branch is not reported again.
-        let word = unsupported_word(&d, src);
-        if !(after_if && word == Some("else")) {
-            push(with_hint(d, src));
-        }
-        after_if = matches!(word, Some("if" | "else"));
+        push(with_hint(parse_error(r.error, src), src));
     }
     match result {
         Ok(mut file) => {
@@ -73,7 +74,7 @@ pub fn parse(src: &str) -> (ast::File, Diagnostics) {
             (file, diags)
         }
         Err(e) => {
-            push(with_hint(parse_error(e, src.len()), src));
+            push(with_hint(parse_error(e, src), src));
             (ast::File::default(), diags)
         }
     }
@@ -115,7 +116,8 @@ fn expected_list(expected: &[String]) -> String {
     }
 }
 
-fn parse_error(e: ParseError<usize, Token, (usize, usize)>, len: usize) -> Diagnostic {
+fn parse_error(e: ParseError<usize, Token, (usize, usize)>, src: &str) -> Diagnostic {
+    let len = src.len();
     match e {
         ParseError::InvalidToken { location } => {
             Diagnostic::error(Code::LexInvalidToken, "invalid token", Span::new(location, location + 1), "here")
@@ -135,9 +137,10 @@ fn parse_error(e: ParseError<usize, Token, (usize, usize)>, len: usize) -> Diagn
         ParseError::ExtraToken { token: (s, t, e) } => {
             Diagnostic::error(Code::ParseUnexpected, format!("unexpected {t}"), Span::new(s, e), "extra token")
         }
-        ParseError::User { error: (s, e) } => {
-            Diagnostic::error(Code::LexInvalidToken, "invalid token", Span::new(s, e), "here")
-        }
+        ParseError::User { error: (s, e) } => match src.get(s..e) {
+            Some(w @ ("if" | "while")) => Diagnostic::error(Code::ParseUnexpected, format!("`{w}` is not part of the language"), Span::new(s, e), "this construct is skipped"),
+            _ => Diagnostic::error(Code::LexInvalidToken, "invalid token", Span::new(s, e), "here"),
+        },
     }
 }
 
