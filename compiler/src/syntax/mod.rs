@@ -168,9 +168,17 @@ fn unsupported_word(d: &Diagnostic, src: &str) -> Option<&'static str> {
     let start = (label.span.start as usize).min(src.len());
     // Spans of invalid input can fall inside a multi-byte character: no word then.
     let (before, at) = (src.get(..start)?, src.get(start..)?);
-    let before = before.trim_end();
-    let word = before.rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
-    // The word itself may be the unexpected token (`else` after `}`), or the one before it.
+    // The words of the statement up to the error (from the last `;`, `{` or `}`), and the
+    // unexpected word itself: `let z = if x;` fails at `;`, well after its `if`.
     let own = at.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
-    NOT_IN_THE_LANGUAGE.iter().map(|(w, _)| *w).find(|w| *w == word || *w == own)
+    let words = |text: &str| -> Option<&'static str> {
+        let is_word = |c: char| !(c.is_ascii_alphanumeric() || c == '_');
+        NOT_IN_THE_LANGUAGE.iter().map(|(w, _)| *w).find(|w| text.split(is_word).any(|x| x == *w))
+    };
+    if let Some(w) = words(own) {
+        return Some(w);
+    }
+    // Comments are not code: each line of the statement up to its `//`.
+    let statement = before.rsplit([';', '{', '}']).next().unwrap_or("");
+    statement.lines().find_map(|line| words(line.split("//").next().unwrap_or("")))
 }
