@@ -98,6 +98,16 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             if !producer_ok || uses[v].len() != 1 {
                 continue;
             }
+            // A tile `cp.async` can copy is not evaluated element by element inside arithmetic:
+            // every element there waits for its own global load (~600 cycles each, in series);
+            // with a buffer all of the tile's copies are in flight at once and the arithmetic
+            // reads shared memory. Copies into a variable or out to a tensor still fuse.
+            if let Op::Load { src, index } = op {
+                let copy = matches!(k.insts[uses[v][0]].op, Op::WriteVar(..) | Op::Store { .. });
+                if !copy && super::pipeline::async_copyable(k, *src, index, vshape, k.values[v].ty.elem()) {
+                    continue;
+                }
+            }
             let u = uses[v][0];
             let Some((ub, upos)) = block_of[u] else { continue };
             if ub != b || upos <= pos {
