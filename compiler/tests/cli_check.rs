@@ -12,9 +12,10 @@ fn tilec(args: &[&str]) -> (i32, String, String) {
 fn k1_prints_its_plan_and_exits_0() {
     let (code, out, err) = tilec(&["check", "dsl-examples/k1_reverse_scan.tile", "--emit", "tmem-plan"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("kernel `k1_scan_scalar`: TMEM alloc 128 columns"), "{out}");
-    assert!(out.contains("kernel `k1_scan_channel`: TMEM alloc 128 columns"), "{out}");
-    assert!(out.contains("aaaabbbb"), "column map shows d and dvn side by side:\n{out}");
+    // d and dvn are f32 [*, BV] with BV = 32: 32 columns each, side by side in 64.
+    assert!(out.contains("kernel `k1_scan_scalar`: TMEM alloc 64 columns"), "{out}");
+    assert!(out.contains("kernel `k1_scan_channel`: TMEM alloc 64 columns"), "{out}");
+    assert!(out.contains("aabb"), "column map shows d and dvn side by side:\n{out}");
 }
 
 #[test]
@@ -23,9 +24,9 @@ fn plan_as_json_matches_the_metadata_schema() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
     let tm: tilec_abi::meta::TmemMeta = serde_json::from_value(v[0]["tmem"].clone()).expect("TmemMeta");
-    assert_eq!(tm.alloc_columns, 128);
+    assert_eq!(tm.alloc_columns, 64); // 2 x BV = 2 x 32 f32 columns
     assert_eq!((tm.lifecycle.alloc, tm.lifecycle.relinquish, tm.lifecycle.dealloc), (1, 1, 1));
-    assert_eq!(tm.buffers.iter().map(|b| (b.name.as_str(), b.offset)).collect::<Vec<_>>(), [("d", 0), ("dvn", 64)]);
+    assert_eq!(tm.buffers.iter().map(|b| (b.name.as_str(), b.offset)).collect::<Vec<_>>(), [("d", 0), ("dvn", 32)]);
 }
 
 #[test]

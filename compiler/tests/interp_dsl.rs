@@ -42,14 +42,14 @@ fn dsl_gemm_matches_fp64() {
 #[test]
 fn dsl_k1_scalar_matches_fp64() {
     let k = kernel("k1_reverse_scan.tile", "k1_scan_scalar");
-    // C = 64, K = 128, BV = 64 in the file. T = 100: one full and one partial chunk;
-    // V = 96: a full and a partial V tile; B·H = 2.
-    let (bsz, t, h, kd, v, c) = (1, 100, 2, 128, 96, 64);
+    // C = 64, K = 128, BV = 32 in the file. T = 100: one full and one partial chunk;
+    // V = 80: two full V tiles and a partial one; B·H = 2.
+    let (bsz, t, h, kd, v, c) = (1, 100, 2, 128, 80, 64);
     let (x, inputs) = k1_inputs(5, bsz, t, h, kd, v, c);
     // dh's chunk count is the size expression cdiv(T, C): nothing beyond the inputs is needed.
     let run = run_kernel_with(&k, &inputs, &Options::default()).expect("k1_scan_scalar runs");
     assert_eq!(run.outputs["dh"].shape, [bsz, t.div_ceil(c), h, kd, v]);
-    assert_eq!(run.grid, [2, 2, 1]);
+    assert_eq!(run.grid, [v.div_ceil(32) as i64, 2, 1]);
     assert!(run.ctas.iter().all(|c| c.tmem == TmemCounts { alloc: 1, relinquish: 1, dealloc: 1 }));
     let m = k1_reference(&x, c, true);
     let e = k1_reference(&x, c, false);

@@ -30,9 +30,10 @@ fn legal_alloc_sizes() {
 
 #[test]
 fn plan_fixture_k1_scalar() {
+    // d and dvn are f32 [*, BV], BV = 32: 32 columns each, co-live, so 64 allocated.
     let (alloc, bufs) = offsets(&example("k1_reverse_scan.tile"));
-    assert_eq!(alloc, 128);
-    assert_eq!(bufs, vec![("d".into(), 0, 64), ("dvn".into(), 64, 64)]);
+    assert_eq!(alloc, 64);
+    assert_eq!(bufs, vec![("d".into(), 0, 32), ("dvn".into(), 32, 32)]);
 }
 
 #[test]
