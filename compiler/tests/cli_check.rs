@@ -119,6 +119,16 @@ fn emit_ir_is_deterministic_text() {
     assert_eq!(code, 0);
     assert_eq!(a, b);
     insta::assert_snapshot!("gemm_ir", a);
+    // The per-target layouts follow the IR as comments (the IR reader skips them): on sm_90a a
+    // 128 x 256 f32 accumulator over 256 threads is 128 floats per thread in two 64 x 256 units,
+    // and the operand tiles are 4-stage rings of the core-matrix layout.
+    assert!(a.contains(&format!(";   var0 acc: wgmma registers: 2 unit(s) of 64 x 256 over 2 warpgroup(s), {} floats per thread; no shared-memory buffer", 128 * 256 / 256)), "{a}");
+    assert!(a.contains(";   var1 at: shared memory, 8x8 core-matrix layout read by wgmma in place; a 4-stage ring"), "{a}");
+    assert!(a.contains("pipelined loop: `at`, `bt` issued 2 iteration(s) ahead into 4 stages"), "{a}");
+    assert!(a.contains("conversion: `acc` fragments stored to the tensor directly"), "{a}");
+    // ... and the whole output still reads back as IR.
+    let m = tilec::ir::read::read_module(&a).unwrap_or_else(|e| panic!("--emit ir output does not read back: {e}"));
+    assert_eq!(m.kernels.len(), 1);
 }
 
 #[test]

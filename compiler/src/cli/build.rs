@@ -100,7 +100,14 @@ pub fn run(a: &BuildArgs) -> ExitCode {
     }
     for e in &a.emit {
         match e {
-            Emit::Ir => print!("{}", write_module(&report.checked.module)),
+            Emit::Ir => {
+                print!("{}", write_module(&report.checked.module));
+                for pk in report.checked.kernels() {
+                    for tp in pk.targets {
+                        print!("{}", crate::passes::layout_report::render(pk.kernel, tp));
+                    }
+                }
+            }
             Emit::TmemPlan => report.checked.plans.iter().for_each(|p| print!("{}", tmem_report::render_text(p))),
             Emit::Ptx => report.built.iter().for_each(|b| print!("{}", b.compiled.ptx)),
             Emit::Llvm => {}

@@ -74,7 +74,14 @@ pub fn run(a: &CheckArgs) -> ExitCode {
     }
     for e in &a.emit {
         match e {
-            Emit::Ir => print!("{}", write_module(&checked.module)),
+            Emit::Ir => {
+                print!("{}", write_module(&checked.module));
+                for pk in checked.kernels() {
+                    for tp in pk.targets {
+                        print!("{}", crate::passes::layout_report::render(pk.kernel, tp));
+                    }
+                }
+            }
             Emit::TmemPlan => {
                 for p in &checked.plans {
                     print!("{}", tmem_report::render_text(p));

@@ -11,6 +11,7 @@
 pub mod barriers;
 pub mod fuse;
 pub mod interval_plan;
+pub mod layout_report;
 pub mod lints;
 pub mod liveness;
 pub mod pipeline;

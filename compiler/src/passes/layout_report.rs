@@ -1,0 +1,60 @@
+//! `--emit ir`, per target: where each variable lives and in which layout, the pipelined loops,
+//! and the layout conversions the code generator inserts (as `;` comment lines after the IR,
+//! which the IR reader skips). The facts are the per-target plan's ([`TargetPlan`]:
+//! [`super::var_roles::VarRoles`], [`super::pipeline`], the shared-memory plan).
+
+use std::fmt::Write;
+
+use super::target_plan::TargetPlan;
+use crate::ir::{Kernel, Op, Space};
+
+/// Renders the layouts of kernel `k` on the target of `tp`.
+pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
+    let info = tp.target.info();
+    let mut s = String::new();
+    let _ = writeln!(s, "; layouts of `{}` on {}:", k.name, info.name);
+    for (v, d) in k.vars.iter() {
+        let ring = tp.smem.rings.get(v).copied().flatten();
+        let place = if let Some(dist) = tp.roles.accumulator(v) {
+            let buffer = if tp.roles.is_register_only(v) { "no shared-memory buffer" } else { "written back to its shared-memory buffer where read" };
+            format!(
+                "wgmma registers: {} unit(s) of 64 x {} over {} warpgroup(s), {} floats per thread; {buffer}",
+                dist.units, dist.piece_n, dist.warpgroups, dist.floats_per_thread()
+            )
+        } else if d.space == Space::Tmem && info.tmem.is_some() {
+            "tensor memory (columns in the TMEM plan, `--emit tmem-plan`)".to_string()
+        } else if tp.roles.is_tiled(v) {
+            let r = ring.map(|(st, _)| format!("; a {st}-stage ring (software pipeline)")).unwrap_or_default();
+            format!("shared memory, 8x8 core-matrix layout read by wgmma in place{r}")
+        } else {
+            "shared memory, row-major".to_string()
+        };
+        let _ = writeln!(s, ";   {v} {}: {place}", d.name);
+    }
+    for (l, p) in tp.pipelines.iter() {
+        if let Some(p) = p {
+            let vars: Vec<String> = p.vars.iter().map(|v| format!("`{}`", k.vars[*v].name)).collect();
+            let overlap = if p.overlap_mma { ", its MMA left in flight into the next iteration" } else { "" };
+            let _ = writeln!(s, ";   {l}: pipelined loop: {} issued {} iteration(s) ahead into {} stages{overlap}", vars.join(", "), p.distance(), p.stages);
+        }
+    }
+    // Conversions: where a register accumulator meets shared memory.
+    k.walk(|i| {
+        let conv = match &k.insts[i].op {
+            Op::ReadVar(v) if tp.roles.accumulator(*v).is_some() => {
+                let fused = k.insts[i].result.is_some_and(|r| tp.fusion.is_fused(r));
+                Some(if fused { format!("`{}` fragments stored to the tensor directly", k.vars[*v].name) } else { format!("`{}` fragments written back to shared memory, then read", k.vars[*v].name) })
+            }
+            Op::WriteVar(v, x) if tp.roles.accumulator(*v).is_some() => Some(if super::var_roles::is_splat(k, *x) {
+                format!("`{}` fragments set from a scalar", k.vars[*v].name)
+            } else {
+                format!("`{}` written to shared memory, fragments reloaded", k.vars[*v].name)
+            }),
+            _ => None,
+        };
+        if let Some(c) = conv {
+            let _ = writeln!(s, ";   {i}: conversion: {c}");
+        }
+    });
+    s
+}
