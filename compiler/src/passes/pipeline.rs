@@ -158,21 +158,34 @@ fn collect(k: &Kernel, b: Block, out: &mut std::collections::HashSet<Inst>) {
 
 /// Whether scalar `v` can be evaluated for another iteration of loop `for_inst`: defined
 /// outside the loop, the induction variable, or pure scalar arithmetic of such values; the body
-/// instructions it needs are added to `slice`.
+/// instructions it needs are added to `slice`. A worklist with a visited set: shared
+/// subexpressions are looked at once, and a long chain of them cannot exhaust the stack.
 fn index_slice(k: &Kernel, for_inst: Inst, inside: &std::collections::HashSet<Inst>, v: Value, slice: &mut Vec<Inst>) -> bool {
-    match k.values[v].def {
-        ValueDef::LoopIndex(l) => l == for_inst || !inside.contains(&l),
-        ValueDef::Result(d) if !inside.contains(&d) => true,
-        ValueDef::Result(d) => {
-            let pure = k.values[v].ty.shape().is_none()
-                && matches!(k.insts[d].op, Op::ConstInt(_) | Op::Size(_) | Op::ProgramId(_) | Op::ScalarParam(_) | Op::Binary(..) | Op::Unary(..) | Op::Cmp(..) | Op::Cast(..) | Op::Select(..));
-            if !pure {
-                return false;
+    let mut seen: std::collections::HashSet<Value> = std::collections::HashSet::new();
+    let mut work = vec![v];
+    while let Some(v) = work.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        match k.values[v].def {
+            ValueDef::LoopIndex(l) => {
+                if l != for_inst && inside.contains(&l) {
+                    return false;
+                }
             }
-            if !slice.contains(&d) {
-                slice.push(d);
+            ValueDef::Result(d) if !inside.contains(&d) => {}
+            ValueDef::Result(d) => {
+                let pure = k.values[v].ty.shape().is_none()
+                    && matches!(k.insts[d].op, Op::ConstInt(_) | Op::Size(_) | Op::ProgramId(_) | Op::ScalarParam(_) | Op::Binary(..) | Op::Unary(..) | Op::Cmp(..) | Op::Cast(..) | Op::Select(..));
+                if !pure {
+                    return false;
+                }
+                if !slice.contains(&d) {
+                    slice.push(d);
+                }
+                work.extend(k.inst_args(d));
             }
-            k.inst_args(d).into_iter().all(|a| index_slice(k, for_inst, inside, a, slice))
         }
     }
+    true
 }
