@@ -223,7 +223,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
 /// What a buffer is called in diagnostics and reports on `target`, and the source it comes from.
 /// Tile values are named by what computes them (their IR number is kept for `--emit ir`); a
 /// `tmem` variable on a target without tensor memory says where it really lives.
-pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span) {
+pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo, roles: &VarRoles) -> (String, Span) {
     match owner {
         Owner::Value(v) => {
             let (span, what) = match k.values[v].def {
@@ -233,8 +233,6 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span)
         }
         Owner::Var(v) => {
             let d = &k.vars[v];
-            // Reports and budget errors only: deciding the roles again here is cheap enough.
-            let roles = VarRoles::compute(k, target);
             let (p_tiled, p_accumulator) = (roles.is_tiled(v), roles.accumulator(v).is_some());
             let place = if p_tiled {
                 format!("{} (8x8 core-matrix layout, read by wgmma in place)", d.space)
@@ -254,8 +252,8 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo) -> (String, Span)
 }
 
 /// [`describe`] of a placement, naming the ring of a pipelined variable.
-pub fn label(k: &Kernel, p: &Placement, target: &TargetInfo) -> (String, Span) {
-    let (what, span) = describe(k, p.owner, target);
+pub fn label(k: &Kernel, p: &Placement, target: &TargetInfo, roles: &VarRoles) -> (String, Span) {
+    let (what, span) = describe(k, p.owner, target, roles);
     if p.stages > 1 {
         (format!("{what}, a {}-stage ring (software pipeline)", p.stages), span)
     } else {
@@ -277,22 +275,28 @@ fn op_name(k: &Kernel, op: &Op) -> String {
     }
 }
 
+/// Whether `header + plan.bytes` fits the target's shared memory per CTA (what
+/// [`check_budget`] tests, without building its diagnostic).
+pub fn fits(plan: &SmemPlan, header: u32, target: &TargetInfo) -> bool {
+    header + plan.bytes <= target.smem_per_cta
+}
+
 /// Checks `header + plan.bytes` against the target's shared memory per CTA.
 ///
 /// # Errors
 /// E0405 naming every buffer live at the peak (its bytes and source), the reserved header, the
 /// sum and the limit; when the co-live sum fits but first-fit placement does not, the note says
 /// so (fragmentation).
-pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInfo) -> Result<(), Diagnostic> {
-    let limit = target.smem_per_cta;
-    let need = header + plan.bytes;
-    if need <= limit {
+pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInfo, roles: &VarRoles) -> Result<(), Diagnostic> {
+    if fits(plan, header, target) {
         return Ok(());
     }
+    let limit = target.smem_per_cta;
+    let need = header + plan.bytes;
     let (peak, at) = plan.peak;
     let mut live: Vec<&Placement> = plan.placements.iter().filter(|p| p.live.0 <= at && at <= p.live.1).collect();
     live.sort_by_key(|p| (std::cmp::Reverse(p.bytes), p.offset));
-    let first = live.first().map(|p| label(k, p, target).1).unwrap_or(k.span);
+    let first = live.first().map(|p| label(k, p, target, roles).1).unwrap_or(k.span);
     let mut d = Diagnostic::error(
         Code::SmemOverBudget,
         format!("shared memory over budget in kernel `{}` on {}: {need} bytes per CTA, the limit is {limit}", k.name, target.name),
@@ -300,13 +304,13 @@ pub fn check_budget(k: &Kernel, plan: &SmemPlan, header: u32, target: &TargetInf
         format!("{} bytes", live.first().map_or(0, |p| p.bytes)),
     );
     if let Some(p) = live.first() {
-        d.labels[0].message = format!("{}: {} bytes", label(k, p, target).0, p.bytes);
+        d.labels[0].message = format!("{}: {} bytes", label(k, p, target, roles).0, p.bytes);
     }
     for p in live.iter().skip(1) {
-        let (what, span) = label(k, p, target);
+        let (what, span) = label(k, p, target, roles);
         d = d.with_label(span, format!("{what}: {} bytes, live at the same time", p.bytes));
     }
-    let mut parts: Vec<String> = live.iter().map(|p| format!("{} ({})", p.bytes, label(k, p, target).0)).collect();
+    let mut parts: Vec<String> = live.iter().map(|p| format!("{} ({})", p.bytes, label(k, p, target, roles).0)).collect();
     if header > 0 {
         parts.push(format!("{header} (reserved: MMA mbarrier and TMEM address slot)"));
     }

@@ -21,7 +21,7 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     ps.sort_by_key(|p| (p.offset, p.live.0));
     for p in ps {
         let start = tp.header_bytes + p.offset;
-        let (what, span) = label(k, p, info);
+        let (what, span) = label(k, p, info, &tp.roles);
         let what = match src {
             Some(text) if span != crate::diag::Span::default() => format!("{what}, line {}", crate::diag::line_col(text, span.start as usize).0),
             _ => what,

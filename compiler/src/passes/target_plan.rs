@@ -80,7 +80,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
                 p.stages = if p.overlap_mma { stages } else { stages.min(pipeline::MAX_STAGES - 1) };
             }
             let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines);
-            if smem_plan::check_budget(k, &smem, header_bytes, info).is_ok() {
+            if smem_plan::fits(&smem, header_bytes, info) {
                 chosen = Some(smem);
                 break;
             }
@@ -93,7 +93,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
             smem_plan::plan(v, info, &roles, &fusion, &pipelines)
         }
     };
-    smem_plan::check_budget(k, &smem, header_bytes, info)?;
+    smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
     let barriers = barriers::run(k, &fusion);
     Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines })
 }

@@ -209,7 +209,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let scratch = if self.tp.smem.scratch[i].is_some() { Some(self.scratch_buf(i)?) } else { None };
         let mut next = scratch;
         let mut place = |cg: &mut Self, op: MmaOperand, is_b: bool, rows: u32| -> Result<OperandDesc<'ctx>, BackendError> {
-            let (_, vc) = cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?;
+            let (vr, vc) = cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?;
             if cg.tp.roles.is_tiled(op.var) {
                 // The variable's columns are K when A is untransposed or B transposed: K-major,
                 // core matrices adjacent along K (LBO 128), 8-row groups 16·cols apart (SBO).
@@ -220,7 +220,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 // Static range check over the whole ring (every stage a descriptor may name).
                 let (stages, stride) = cg.tp.smem.rings.get(op.var).copied().flatten().unwrap_or((1, 0));
                 smem_desc_start(buf)?;
-                check_range(cg, buf + (stages - 1) * stride + (vc * cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?.0) * 2)?;
+                check_range(cg, buf + (stages - 1) * stride + vr * vc * 2)?;
                 let base = match cg.stage_offset(op.var)? {
                     Some(off) => cg.b.build_int_add(cg.i32(buf as i32), off, "op.base")?,
                     None => cg.i32(buf as i32),
