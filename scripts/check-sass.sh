@@ -30,48 +30,45 @@ if [ -n "${TILEC:-}" ]; then tilec=("$TILEC"); else tilec=(cargo run -q -p tilec
 
 fail=0
 count() { grep -cE "$1" "$2" || true; }
+# Per target: the tensor-core and TMEM checks of one kernel's SASS ($sass) and PTX ($ptx).
+check_sm_100a() {
+  if ! grep -q '"tmem": {' "$meta"; then echo "ok   $name/$k (no TMEM: assembled only)"; return; fi
+  mma=$(count 'UTCHMMA' "$sass"); ldtm=$(count 'LDTM' "$sass")
+  find=$(count 'UTCATOMSWS\.FIND_AND_SET' "$sass"); andd=$(count 'UTCATOMSWS\.AND' "$sass")
+  relq=$(count 'UVIRTCOUNT\.DEALLOC' "$sass")
+  palloc=$(count 'tcgen05\.alloc\.' "$ptx"); pdealloc=$(count 'tcgen05\.dealloc\.' "$ptx")
+  msg="UTCHMMA=$mma LDTM=$ldtm alloc(ptx)=$palloc FIND_AND_SET=$find dealloc(ptx)=$pdealloc UTCATOMSWS.AND=$andd relinquish=$relq"
+  if [ "$mma" -ge 1 ] && [ "$ldtm" -ge 1 ] && [ "$palloc" -eq 1 ] && [ "$find" -eq 2 ] && [ "$pdealloc" -eq 1 ] && [ "$andd" -eq 1 ] && [ "$relq" -eq 1 ]; then
+    echo "ok   $name/$k: $msg"
+  else
+    echo "FAIL $name/$k: $msg"; fail=1
+  fi
+}
+check_sm_90a() {
+  hgmma=$(count 'HGMMA' "$sass"); wg=$(count 'wgmma\.mma_async' "$ptx"); ldgsts=$(count 'LDGSTS' "$sass")
+  local_mem=$(count '\b(LDL|STL)\b' "$sass")
+  msg="HGMMA=$hgmma (wgmma in PTX: $wg) LDGSTS=$ldgsts LDL/STL=$local_mem"
+  if [ "$wg" -ge 1 ] && [ "$hgmma" -ge "$wg" ] && [ "$local_mem" -eq 0 ] && { [ "$name" != gemm ] || [ "$ldgsts" -ge 1 ]; }; then
+    echo "ok   $name/$k (sm_90a): $msg"
+  else
+    echo "FAIL $name/$k (sm_90a): $msg"; fail=1
+  fi
+}
 for src in "$root"/dsl-examples/*.tile; do
   name="$(basename "$src" .tile)"
   dir="$out/$name"
   mkdir -p "$dir"
-  if ! "${tilec[@]}" build "$src" --target sm_100a -o "$dir" 2>"$dir/build.log"; then
+  if ! "${tilec[@]}" build "$src" --target all -o "$dir" 2>"$dir/build.log"; then
     echo "FAIL $name: tilec build failed"; sed 's/^/    /' "$dir/build.log"; fail=1; continue
   fi
-  for meta in "$dir"/*.sm_100a.meta.json; do
-    k="$(basename "$meta" .sm_100a.meta.json)"
-    cubin="$dir/$k.sm_100a.cubin"; ptx="$dir/$k.sm_100a.ptx"
-    if [ ! -f "$cubin" ]; then echo "FAIL $name/$k: no cubin"; fail=1; continue; fi
-    "$nvdisasm" -c "$cubin" > "$dir/$k.sass"
-    sass="$dir/$k.sass"
-    if ! grep -q '"tmem": {' "$meta"; then echo "ok   $name/$k (no TMEM: assembled only)"; continue; fi
-    mma=$(count 'UTCHMMA' "$sass"); ldtm=$(count 'LDTM' "$sass")
-    find=$(count 'UTCATOMSWS\.FIND_AND_SET' "$sass"); andd=$(count 'UTCATOMSWS\.AND' "$sass")
-    relq=$(count 'UVIRTCOUNT\.DEALLOC' "$sass")
-    palloc=$(count 'tcgen05\.alloc\.' "$ptx"); pdealloc=$(count 'tcgen05\.dealloc\.' "$ptx")
-    msg="UTCHMMA=$mma LDTM=$ldtm alloc(ptx)=$palloc FIND_AND_SET=$find dealloc(ptx)=$pdealloc UTCATOMSWS.AND=$andd relinquish=$relq"
-    if [ "$mma" -ge 1 ] && [ "$ldtm" -ge 1 ] && [ "$palloc" -eq 1 ] && [ "$find" -eq 2 ] && [ "$pdealloc" -eq 1 ] && [ "$andd" -eq 1 ] && [ "$relq" -eq 1 ]; then
-      echo "ok   $name/$k: $msg"
-    else
-      echo "FAIL $name/$k: $msg"; fail=1
-    fi
-  done
-  if ! "${tilec[@]}" build "$src" --target sm_90a -o "$dir" 2>"$dir/build90.log"; then
-    echo "FAIL $name (sm_90a): tilec build failed"; sed 's/^/    /' "$dir/build90.log"; fail=1; continue
-  fi
-  for meta in "$dir"/*.sm_90a.meta.json; do
-    k="$(basename "$meta" .sm_90a.meta.json)"
-    cubin="$dir/$k.sm_90a.cubin"; ptx="$dir/$k.sm_90a.ptx"
-    if [ ! -f "$cubin" ]; then echo "FAIL $name/$k (sm_90a): no cubin"; fail=1; continue; fi
-    "$nvdisasm" -c "$cubin" > "$dir/$k.sm_90a.sass"
-    sass="$dir/$k.sm_90a.sass"
-    hgmma=$(count 'HGMMA' "$sass"); wg=$(count 'wgmma\.mma_async' "$ptx"); ldgsts=$(count 'LDGSTS' "$sass")
-    local_mem=$(count '\b(LDL|STL)\b' "$sass")
-    msg="HGMMA=$hgmma (wgmma in PTX: $wg) LDGSTS=$ldgsts LDL/STL=$local_mem"
-    if [ "$wg" -ge 1 ] && [ "$hgmma" -ge "$wg" ] && [ "$local_mem" -eq 0 ] && { [ "$name" != gemm ] || [ "$ldgsts" -ge 1 ]; }; then
-      echo "ok   $name/$k (sm_90a): $msg"
-    else
-      echo "FAIL $name/$k (sm_90a): $msg"; fail=1
-    fi
+  for target in sm_100a sm_90a; do
+    for meta in "$dir"/*."$target".meta.json; do
+      k="$(basename "$meta" ."$target".meta.json)"
+      cubin="$dir/$k.$target.cubin"; ptx="$dir/$k.$target.ptx"; sass="$dir/$k.$target.sass"
+      if [ ! -f "$cubin" ]; then echo "FAIL $name/$k ($target): no cubin"; fail=1; continue; fi
+      "$nvdisasm" -c "$cubin" > "$sass"
+      "check_$target"
+    done
   done
 done
 exit $fail
