@@ -10,8 +10,12 @@ use serde::{Deserialize, Serialize};
 mod load;
 pub use load::{MetaError, MAX_BLOCK_THREADS};
 
-/// Version of the metadata schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the metadata schema this crate writes. Version 2 added [`KernelMeta::tensor_maps`];
+/// version-1 files are still read (as kernels without tensor maps: [`OLDEST_READ_VERSION`]).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest schema version this crate reads.
+pub const OLDEST_READ_VERSION: u32 = 1;
 
 /// Metadata of one compiled kernel for one target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +47,49 @@ pub struct KernelMeta {
     pub contract: Contract,
     /// Files of this artifact, relative to the metadata file's folder.
     pub files: ArtifactFiles,
+    /// TMA tensor maps the kernel takes after its size arguments, in order (schema v2; absent
+    /// and empty in v1 files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tensor_maps: Vec<TensorMapMeta>,
+}
+
+/// One `CUtensorMap` a kernel takes as a 128-byte, 64-byte-aligned `__grid_constant__`
+/// parameter, which the launcher encodes with `cuTensorMapEncodeTiled` from the named tensor's
+/// device pointer and bound shape (dense row-major: global dimensions are the shape reversed,
+/// global strides the row-major byte strides). The launcher encodes it only when the tensor's
+/// base is 16-byte aligned, every stride but the innermost is a multiple of 16 bytes and every
+/// extent lies in 1..=2³²; otherwise it passes 128 zero bytes, and the kernel, which tests the
+/// same conditions, does not use the map (it copies element by element instead).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorMapMeta {
+    /// The tensor parameter the map describes (one of [`KernelMeta::params`]).
+    pub tensor: String,
+    /// Box extent per tensor dimension, outermost first (the same order as the shape), each in
+    /// 1..=256; the innermost times the element size is at most the swizzle width.
+    #[serde(rename = "box")]
+    pub box_dims: Vec<u32>,
+    /// Element strides per dimension, outermost first (1: every element of the box).
+    pub element_strides: Vec<u32>,
+    /// Shared-memory swizzle of the box: `none`, `32B`, `64B` or `128B`
+    /// (`CU_TENSOR_MAP_SWIZZLE_*`).
+    pub swizzle: String,
+    /// What out-of-bounds box elements read as: `zero` (`CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE`,
+    /// which fills zeros).
+    pub oob_fill: String,
+}
+
+impl TensorMapMeta {
+    /// The swizzle width in bytes (0 for `none`), or `None` for an unknown name.
+    pub fn swizzle_bytes(&self) -> Option<u32> {
+        match self.swizzle.as_str() {
+            "none" => Some(0),
+            "32B" => Some(32),
+            "64B" => Some(64),
+            "128B" => Some(128),
+            _ => None,
+        }
+    }
 }
 
 /// Which compiler produced an artifact.
@@ -291,6 +338,7 @@ pub(crate) mod test_support {
                 envelope: vec![SizeBound { size: "N".into(), min: 1, max: Some(1 << 30), multiple_of: 1 }],
             },
             files: ArtifactFiles { ptx: "axpb.ptx".into(), cubin: None },
+            tensor_maps: vec![],
         }
     }
 }

@@ -224,6 +224,7 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         ptxas: m.ptxas.clone(),
         contract: Contract { no_spill: true, accumulator: DType::F32, reference: None, envelope: vec![] },
         files: m.files.clone(),
+        tensor_maps: m.compiled.tensor_maps.clone(),
     })
 }
 

@@ -77,14 +77,18 @@ fn smem_plan_lists_every_buffer_within_the_total() {
     // no buffer), and the 4-stage rings of at (128x64 bf16) and bt (64x256 bf16) — the MMA
     // stays in flight into the next iteration, which needs one stage more — which wgmma reads
     // in place (no operand staging), are all the shared memory there is.
+    // TMA fills both rings (128-byte swizzle: the rows of `at` and the 64-column panels of
+    // `bt` are 128 bytes), so a 1024-byte header holds the rings' mbarriers and keeps every
+    // stage on a 1024-byte boundary.
     let (at, bt) = (128 * 64 * 2, 64 * 256 * 2);
-    let total = 4 * (at + bt);
+    let total = 1024 + 4 * (at + bt);
     assert!(out.contains(&format!("kernel gemm on sm_90a: {total} of 232448 bytes")), "{out}");
     assert!(!out[out.find("kernel gemm on sm_90a").unwrap()..].contains("`acc`"), "{out}");
     let sm90 = &out[out.find("kernel gemm on sm_90a").unwrap()..];
-    assert!(sm90.contains("`at`: bf16[128, 64] in smem (8x8 core-matrix layout, read by wgmma in place), a 4-stage ring (software pipeline)"), "{out}");
+    assert!(sm90.contains("0..1024       1024 B  reserved: TMA ring mbarriers"), "{out}");
+    assert!(sm90.contains("`at`: bf16[128, 64] in smem (128B-swizzled panels filled by TMA, read by wgmma in place), a 4-stage ring (software pipeline)"), "{out}");
     assert!(sm90.contains(&format!("{} B  live", 4 * at)), "{out}");
-    assert!(sm90.contains("`bt`: bf16[64, 256] in smem (8x8 core-matrix layout"), "{out}");
+    assert!(sm90.contains("`bt`: bf16[64, 256] in smem (128B-swizzled panels filled by TMA"), "{out}");
     assert!(!sm90.contains("operand staging"), "{out}");
     assert!(out.contains("kernel gemm on sm_100a:"), "{out}");
     assert!(out.contains("reserved: MMA mbarrier and TMEM address slot"), "{out}");
@@ -121,10 +125,12 @@ fn emit_ir_is_deterministic_text() {
     insta::assert_snapshot!("gemm_ir", a);
     // The per-target layouts follow the IR as comments (the IR reader skips them): on sm_90a a
     // 128 x 256 f32 accumulator over 256 threads is 128 floats per thread in two 64 x 256 units,
-    // and the operand tiles are 4-stage rings of the core-matrix layout.
+    // and the operand tiles are 4-stage rings of 128-byte-swizzled panels (a 64-column bf16
+    // row is 128 bytes) that TMA fills, one tensor map per operand with a one-panel box.
     assert!(a.contains(&format!(";   var0 acc: wgmma registers: 2 unit(s) of 64 x 256 over 2 warpgroup(s), {} floats per thread; no shared-memory buffer", 128 * 256 / 256)), "{a}");
-    assert!(a.contains(";   var1 at: shared memory, 8x8 core-matrix layout read by wgmma in place; a 4-stage ring"), "{a}");
-    assert!(a.contains("pipelined loop: `at`, `bt` issued 2 iteration(s) ahead into 4 stages"), "{a}");
+    assert!(a.contains(";   var1 at: shared memory, 128B-swizzled panels of 64 columns read by wgmma in place; a 4-stage ring"), "{a}");
+    assert!(a.contains("pipelined loop: `at`, `bt` issued 2 iteration(s) ahead into 4 stages by TMA copies"), "{a}");
+    assert!(a.contains("tensor map 0: `a`, box [128, 64], swizzle 128B") && a.contains("tensor map 1: `b`, box [64, 64], swizzle 128B"), "{a}");
     assert!(a.contains("conversion: `acc` fragments stored to the tensor directly"), "{a}");
     // ... and the whole output still reads back as IR.
     let m = tilec::ir::read::read_module(&a).unwrap_or_else(|e| panic!("--emit ir output does not read back: {e}"));

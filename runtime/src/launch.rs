@@ -14,7 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute, CUjit_option};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use thiserror::Error;
 
@@ -168,6 +168,13 @@ pub struct KernelAttributes {
     /// Largest block the kernel can launch with.
     pub max_threads_per_block: i32,
 }
+
+/// A `CUtensorMap` passed by value (a 128-byte `__grid_constant__` kernel parameter).
+#[repr(transparent)]
+struct TensorMapArg(cudarc::driver::sys::CUtensorMap);
+
+// SAFETY: plain bytes the driver copies into the kernel's parameter space.
+unsafe impl cudarc::driver::DeviceRepr for TensorMapArg {}
 
 /// A kernel loaded on a GPU.
 #[derive(Debug, Clone)]
@@ -402,6 +409,7 @@ impl Gpu {
                 BoundArg::Tensor(_) => {}
             }
         }
+        let maps = self.tensor_maps(kernel, binding, dev)?;
         let mut builder = self.stream.launch_builder(&kernel.func);
         let (mut fi, mut ii, mut ui) = (f32s.iter(), i32s.iter(), u16s.iter());
         let mut bufs = dev.iter();
@@ -416,6 +424,9 @@ impl Gpu {
                 BoundArg::Scalar { .. } => builder.arg(ui.next().ok_or_else(missing)?),
             };
         }
+        for m in &maps {
+            builder.arg(m);
+        }
         let cfg = LaunchConfig {
             grid_dim: (binding.grid[0], binding.grid[1], binding.grid[2]),
             block_dim: (binding.block[0], binding.block[1], binding.block[2]),
@@ -426,6 +437,60 @@ impl Gpu {
         // kernel stays inside them is the compiler's (and kverify's) responsibility.
         unsafe { builder.launch(cfg) }.map_err(|e| driver_err("cuLaunchKernel", e))?;
         Ok(())
+    }
+
+    /// The kernel's tensor maps (metadata `tensor_maps`), encoded for the uploaded tensors; a
+    /// map whose tensor does not meet the encoding conditions is 128 zero bytes, which the
+    /// kernel's own run-time test never uses ([`crate::tensor_map`]).
+    fn tensor_maps(&self, kernel: &Kernel, binding: &Binding<'_>, dev: &[CudaSlice<u8>]) -> Result<Vec<TensorMapArg>, RuntimeError> {
+        let tensors: Vec<&crate::bind::BoundTensor<'_>> = binding.args.iter().filter_map(|a| match a {
+            BoundArg::Tensor(t) => Some(t),
+            BoundArg::Scalar { .. } => None,
+        }).collect();
+        let mut out = vec![];
+        for m in &kernel.meta.tensor_maps {
+            let missing = || RuntimeError::Driver { op: "cuTensorMapEncodeTiled".into(), message: format!("tensor map of `{}`: no such tensor argument", m.tensor) };
+            let j = tensors.iter().position(|t| t.name == m.tensor).ok_or_else(missing)?;
+            let (t, buf) = (tensors[j], dev.get(j).ok_or_else(missing)?);
+            let (ptr, _sync) = buf.device_ptr(&self.stream);
+            let mut arg = TensorMapArg(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
+            if let Some(e) = crate::tensor_map::encoding(m, t.dtype, &t.shape, ptr) {
+                use cudarc::driver::sys::{CUtensorMapDataType as Dt, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle as Sw};
+                let dtype = match e.dtype {
+                    crate::meta::DType::Bf16 => Dt::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                    crate::meta::DType::F16 => Dt::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                    crate::meta::DType::F32 => Dt::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                    crate::meta::DType::I32 => Dt::CU_TENSOR_MAP_DATA_TYPE_INT32,
+                };
+                let swizzle = match e.swizzle_bytes {
+                    32 => Sw::CU_TENSOR_MAP_SWIZZLE_32B,
+                    64 => Sw::CU_TENSOR_MAP_SWIZZLE_64B,
+                    128 => Sw::CU_TENSOR_MAP_SWIZZLE_128B,
+                    _ => Sw::CU_TENSOR_MAP_SWIZZLE_NONE,
+                };
+                // SAFETY: every array holds `rank` (strides `rank − 1`) entries, as the driver
+                // reads; the map is written into `arg`, which outlives the call.
+                let r = unsafe {
+                    cudarc::driver::sys::cuTensorMapEncodeTiled(
+                        &mut arg.0,
+                        dtype,
+                        e.global_dim.len() as u32,
+                        ptr as *mut std::ffi::c_void,
+                        e.global_dim.as_ptr(),
+                        e.global_strides.as_ptr(),
+                        e.box_dim.as_ptr(),
+                        e.element_strides.as_ptr(),
+                        CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        swizzle,
+                        CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+                    )
+                };
+                r.result().map_err(|err| RuntimeError::Driver { op: "cuTensorMapEncodeTiled".into(), message: format!("tensor `{}` {:?}, box {:?}: {}", m.tensor, t.shape, m.box_dims, driver_msg(&err)) })?;
+            }
+            out.push(arg);
+        }
+        Ok(out)
     }
 
     fn download(&self, binding: &Binding<'_>, dev: &[CudaSlice<u8>]) -> Result<TensorMap, RuntimeError> {

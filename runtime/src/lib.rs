@@ -1,6 +1,7 @@
 //! tilec runtime: loads a tilec artifact and launches it on a GPU.
 //!
 //! - [`artifact`]: metadata plus the folder of its code files.
+//! - [`tensor_map`]: the `cuTensorMapEncodeTiled` arguments of a kernel's TMA tensor maps.
 //! - `launch` (feature `cuda`, on by default): loads PTX/cubin through cudarc and runs it.
 //! - `tilec-run`, the command-line launcher (`src/bin/tilec-run.rs`).
 //!
@@ -15,6 +16,7 @@
 #![cfg_attr(not(test), warn(clippy::panic, clippy::unwrap_used, clippy::expect_used, clippy::todo, clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr))]
 
 pub mod artifact;
+pub mod tensor_map;
 #[cfg(feature = "cuda")]
 pub mod launch;
 

@@ -43,6 +43,7 @@ fn gdn_meta() -> KernelMeta {
             envelope: vec![SizeBound { size: "K".into(), min: 16, max: Some(256), multiple_of: 16 }],
         },
         files: ArtifactFiles { ptx: "chunk_bwd_dhu.sm_90a.ptx".into(), cubin: None },
+        tensor_maps: vec![],
     };
     m.validate().unwrap();
     m

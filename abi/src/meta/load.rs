@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use super::{KernelMeta, SCHEMA_VERSION};
+use super::{KernelMeta, OLDEST_READ_VERSION, SCHEMA_VERSION};
 use crate::expr::{is_identifier, ExprError, SizeExpr};
 
 /// Most threads a CTA may have on every target this project builds for (sm_90a, sm_100a).
@@ -30,13 +30,13 @@ pub enum MetaError {
         source: std::io::Error,
     },
     /// Not JSON, or JSON that does not match the schema (the message names the field).
-    #[error("metadata is not valid schema-v{SCHEMA_VERSION} JSON: {0}")]
+    #[error("metadata does not match schema v{OLDEST_READ_VERSION}..=v{SCHEMA_VERSION}: {0}")]
     Json(#[from] serde_json::Error),
     /// The top level has no integer `schema_version`.
-    #[error("metadata has no integer `schema_version` field (this runtime reads version {SCHEMA_VERSION})")]
+    #[error("metadata has no integer `schema_version` field (this runtime reads versions {OLDEST_READ_VERSION} to {SCHEMA_VERSION})")]
     MissingVersion,
     /// A schema version this runtime does not read.
-    #[error("unsupported metadata schema version {found} (this runtime reads version {SCHEMA_VERSION}); rebuild the artifact with a matching tilec")]
+    #[error("unsupported metadata schema version {found} (this runtime reads versions {OLDEST_READ_VERSION} to {SCHEMA_VERSION}); rebuild the artifact with a matching tilec")]
     UnsupportedVersion {
         /// The version in the file.
         found: u64,
@@ -72,7 +72,8 @@ impl KernelMeta {
         let raw: serde_json::Value = serde_json::from_str(text)?;
         match raw.get("schema_version").and_then(serde_json::Value::as_u64) {
             None => return Err(MetaError::MissingVersion),
-            Some(v) if v != u64::from(SCHEMA_VERSION) => return Err(MetaError::UnsupportedVersion { found: v }),
+            Some(v) if !(u64::from(OLDEST_READ_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v) => return Err(MetaError::UnsupportedVersion { found: v }),
+            // Version 1 lacks `tensor_maps`, which reads as empty: the migration is the default.
             Some(_) => {}
         }
         let meta: KernelMeta = serde_json::from_value(raw)?;
@@ -104,7 +105,7 @@ impl KernelMeta {
     /// expression that does not parse.
     pub fn validate(&self) -> Result<(), MetaError> {
         let invalid = |what: String| MetaError::Invalid { kernel: self.kernel.clone(), what };
-        if self.schema_version != SCHEMA_VERSION {
+        if !(OLDEST_READ_VERSION..=SCHEMA_VERSION).contains(&self.schema_version) {
             return Err(MetaError::UnsupportedVersion { found: u64::from(self.schema_version) });
         }
         if !is_identifier(&self.kernel) {
@@ -168,6 +169,31 @@ impl KernelMeta {
         if self.files.ptx.is_empty() {
             return Err(invalid("files.ptx is empty".to_string()));
         }
+        for (i, t) in self.tensor_maps.iter().enumerate() {
+            let Some(p) = self.params.iter().find(|p| p.name == t.tensor && !p.shape.is_empty()) else {
+                return Err(invalid(format!("tensor_maps[{i}].tensor `{}` is not a tensor parameter", t.tensor)));
+            };
+            let rank = p.shape.len();
+            if !(1..=5).contains(&rank) || t.box_dims.len() != rank || t.element_strides.len() != rank {
+                return Err(invalid(format!("tensor_maps[{i}]: box and element_strides need one entry per dimension of `{}` (rank {rank}, at most 5)", t.tensor)));
+            }
+            if t.box_dims.iter().any(|&b| !(1..=256).contains(&b)) || t.element_strides.iter().any(|&e| !(1..=8).contains(&e)) {
+                return Err(invalid(format!("tensor_maps[{i}]: box extents must lie in 1..=256 and element strides in 1..=8")));
+            }
+            let Some(sw) = t.swizzle_bytes() else {
+                return Err(invalid(format!("tensor_maps[{i}].swizzle `{}` is not none, 32B, 64B or 128B", t.swizzle)));
+            };
+            let inner = u64::from(t.box_dims[rank - 1]) * p.dtype.size_bytes() as u64;
+            if inner % 16 != 0 || (sw > 0 && inner > u64::from(sw)) {
+                return Err(invalid(format!("tensor_maps[{i}]: the innermost box row is {inner} bytes; it must be a multiple of 16 and at most the swizzle width")));
+            }
+            if t.oob_fill != "zero" {
+                return Err(invalid(format!("tensor_maps[{i}].oob_fill `{}` is not `zero`", t.oob_fill)));
+            }
+        }
+        if self.schema_version < 2 && !self.tensor_maps.is_empty() {
+            return Err(invalid("`tensor_maps` needs schema version 2".to_string()));
+        }
         Ok(())
     }
 
@@ -192,15 +218,57 @@ mod tests {
 
     #[test]
     fn refuses_other_versions() {
-        let text = axpb_meta().to_json_string().unwrap().replace("\"schema_version\": 1", "\"schema_version\": 2");
+        let text = axpb_meta().to_json_string().unwrap().replace("\"schema_version\": 2", "\"schema_version\": 3");
         let err = KernelMeta::from_json_str(&text).unwrap_err();
-        assert!(matches!(err, MetaError::UnsupportedVersion { found: 2 }), "{err}");
-        assert!(err.to_string().contains("unsupported metadata schema version 2"));
-        // A version-2 file may have fields v1 does not know; the version error must win.
-        let text = r#"{"schema_version": 2, "brand_new": true}"#;
-        assert!(matches!(KernelMeta::from_json_str(text), Err(MetaError::UnsupportedVersion { found: 2 })));
+        assert!(matches!(err, MetaError::UnsupportedVersion { found: 3 }), "{err}");
+        assert!(err.to_string().contains("unsupported metadata schema version 3"));
+        // A version-3 file may have fields v2 does not know; the version error must win.
+        let text = r#"{"schema_version": 3, "brand_new": true}"#;
+        assert!(matches!(KernelMeta::from_json_str(text), Err(MetaError::UnsupportedVersion { found: 3 })));
+        assert!(matches!(KernelMeta::from_json_str(r#"{"schema_version": 0}"#), Err(MetaError::UnsupportedVersion { found: 0 })));
         assert!(matches!(KernelMeta::from_json_str(r#"{"kernel": "k"}"#), Err(MetaError::MissingVersion)));
         assert!(matches!(KernelMeta::from_json_str("not json"), Err(MetaError::Json(_))));
+    }
+
+    #[test]
+    fn version_1_files_read_as_kernels_without_tensor_maps() {
+        // The migration (docs/metadata.md): a v1 file is a v2 file with no `tensor_maps`.
+        let v2 = axpb_meta();
+        let text = v2.to_json_string().unwrap().replace("\"schema_version\": 2", "\"schema_version\": 1");
+        let v1 = KernelMeta::from_json_str(&text).unwrap();
+        assert_eq!(v1.schema_version, 1);
+        assert!(v1.tensor_maps.is_empty());
+        assert_eq!(KernelMeta { schema_version: 2, ..v1 }, v2);
+    }
+
+    fn with_map(m: &mut KernelMeta, tensor: &str, box_dims: Vec<u32>, swizzle: &str) {
+        let n = box_dims.len();
+        m.tensor_maps = vec![super::super::TensorMapMeta { tensor: tensor.into(), box_dims, element_strides: vec![1; n], swizzle: swizzle.into(), oob_fill: "zero".into() }];
+    }
+
+    #[test]
+    fn tensor_maps_are_validated() {
+        let mut m = axpb_meta();
+        // x: f32[N]; a 32-element box is 128 bytes.
+        with_map(&mut m, "x", vec![32], "128B");
+        m.validate().unwrap();
+        let text = m.to_json_string().unwrap();
+        assert!(text.contains("\"box\": ["), "{text}");
+        assert_eq!(KernelMeta::from_json_str(&text).unwrap(), m);
+        // The same map in a v1 file is refused.
+        let v1 = text.replace("\"schema_version\": 2", "\"schema_version\": 1");
+        assert!(KernelMeta::from_json_str(&v1).unwrap_err().to_string().contains("needs schema version 2"));
+        let bad = |m: &KernelMeta| m.validate().unwrap_err().to_string();
+        with_map(&mut m, "y", vec![64], "128B"); // y is f32: 256 bytes > 128
+        assert!(bad(&m).contains("at most the swizzle width"), "{}", bad(&m));
+        with_map(&mut m, "a", vec![4], "none");
+        assert!(bad(&m).contains("not a tensor parameter"), "{}", bad(&m));
+        with_map(&mut m, "x", vec![4, 4], "none");
+        assert!(bad(&m).contains("one entry per dimension"), "{}", bad(&m));
+        with_map(&mut m, "x", vec![32], "96B");
+        assert!(bad(&m).contains("not none, 32B"), "{}", bad(&m));
+        with_map(&mut m, "x", vec![512], "none");
+        assert!(bad(&m).contains("1..=256"), "{}", bad(&m));
     }
 
     #[test]
@@ -222,7 +290,7 @@ mod tests {
 
     #[test]
     fn documented_example_is_valid() {
-        // The first JSON block of docs/metadata.md must stay a valid v1 file.
+        // The first JSON block of docs/metadata.md must stay a valid file.
         let doc = include_str!("../../../docs/metadata.md");
         let start = doc.find("```json\n").map(|i| i + 8).unwrap();
         let end = start + doc[start..].find("```").unwrap();

@@ -13,9 +13,10 @@
 //! chunk (0 for a row outside the tensor) and the rest of the 16 bytes is zero-filled; an
 //! invalid chunk reads from the tensor's base, which is a valid address.
 //!
-//! The destination is row-major, or the 8 × 8 core-matrix layout of an operand tile that wgmma
+//! The destination is row-major, the 8 × 8 core-matrix layout of an operand tile that wgmma
 //! reads in place ([`crate::layout::staging::kmajor_offset`], whose 16-byte core-matrix rows are
-//! exactly these chunks).
+//! exactly these chunks), or a swizzled layout ([`crate::layout::swizzle`], which permutes whole
+//! 16-byte chunks).
 
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
@@ -23,6 +24,7 @@ use inkwell::IntPredicate;
 use crate::ir::{Index, Param, ParamKind};
 use crate::passes::pipeline::async_copyable;
 use crate::layout::staging::kmajor_offset;
+use crate::layout::swizzle::{swizzled_offset, Swizzle};
 
 use super::emit::Codegen;
 use super::BackendError;
@@ -37,6 +39,19 @@ pub enum TileLayout {
     RowMajor,
     /// The 8 × 8 core-matrix layout ([`kmajor_offset`] with the tile's column count as K).
     CoreMatrices,
+    /// Column panels in a swizzle mode ([`swizzled_offset`]; its 16-byte chunks stay whole).
+    Swizzled(Swizzle),
+}
+
+impl TileLayout {
+    /// Byte offset of element `(r, c)` of a `rows x cols` tile of `size`-byte elements.
+    pub fn offset<'ctx>(self, cg: &Codegen<'ctx, '_>, r: IntValue<'ctx>, c: IntValue<'ctx>, (rows, cols): (u32, u32), size: u32) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(match self {
+            TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
+            TileLayout::CoreMatrices => kmajor_offset(cg, r, c, cols)?,
+            TileLayout::Swizzled(sw) => swizzled_offset(cg, r, c, rows, sw)?,
+        })
+    }
 }
 
 impl<'ctx> Codegen<'ctx, '_> {
@@ -68,7 +83,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         if !async_copyable(self.k, src, index, (rows, cols), elem) {
             return Ok(false);
         }
-        if layout == TileLayout::CoreMatrices && (size != 2 || rows % 8 != 0 || cols % 8 != 0) {
+        if layout != TileLayout::RowMajor && (size != 2 || rows % 8 != 0 || cols % 8 != 0) {
             return Ok(false);
         }
         // Run-time alignment: base, start column and every outer stride in 16-byte units.
@@ -92,10 +107,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let r = cg.b.build_int_unsigned_div(e, cg.i32(per_row as i32), "r")?;
                 let c = cg.b.build_int_mul(cg.b.build_int_unsigned_rem(e, cg.i32(per_row as i32), "")?, cg.i32(per_chunk as i32), "c")?;
                 let (src_ptr, valid) = cg.chunk_source(src, index, r, c, per_chunk, size)?;
-                let off = match layout {
-                    TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
-                    TileLayout::CoreMatrices => kmajor_offset(&*cg, r, c, cols)?,
-                };
+                let off = layout.offset(cg, r, c, (rows, cols), size)?;
                 let off = cg.b.build_int_add(off, dst, "")?;
                 let dptr = cg.smem_at(off)?;
                 cg.call("llvm.nvvm.cp.async.cg.shared.global.16.s", None, &[dptr.into(), src_ptr.into(), valid.into()])?;

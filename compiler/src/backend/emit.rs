@@ -76,6 +76,8 @@ pub(crate) struct Codegen<'ctx, 'k> {
     /// Whether a wgmma group may still be in flight here (an MMA of a pipelined loop left
     /// running; [`Codegen::settle_wgmma`] waits for it).
     pub wgmma_pending: bool,
+    /// The tensor-map parameters, in [`crate::passes::tma::TmaPlan::maps`] order.
+    pub tmaps: Vec<PointerValue<'ctx>>,
 }
 
 impl<'ctx, 'k> Codegen<'ctx, 'k> {
@@ -105,9 +107,14 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         for _ in &k.sizes {
             arg_tys.push(ctx.i32_type().into());
         }
+        let first_map = arg_tys.len();
+        for _ in &tp.tma.maps {
+            arg_tys.push(ctx.ptr_type(AddressSpace::default()).into());
+        }
         let fty = ctx.void_type().fn_type(&arg_tys, false);
         let func = module.add_function(&k.name, fty, Some(Linkage::External));
         func.set_call_conventions(PTX_KERNEL_CC);
+        super::tma::mark_tensor_map_params(ctx, func, first_map as u32, tp.tma.maps.len());
         let smem_g = module.add_global(ctx.i8_type().array_type(0), Some(AddressSpace::from(3u16)), "tilec_smem");
         smem_g.set_linkage(Linkage::External);
         smem_g.set_alignment(1024);
@@ -137,6 +144,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             fragments: SecondaryMap::new(),
             pipes: vec![],
             wgmma_pending: false,
+            tmaps: (0..tp.tma.maps.len()).filter_map(|j| func.get_nth_param((first_map + j) as u32).map(|p| p.into_pointer_value())).collect(),
         };
         cg.prologue()?;
         Ok(cg)
@@ -567,5 +575,8 @@ impl<'ctx> IndexArith for Codegen<'ctx, '_> {
     }
     fn shr(&self, a: IntValue<'ctx>, s: u32) -> Result<IntValue<'ctx>, BackendError> {
         Ok(self.b.build_right_shift(a, self.i32(s as i32), false, "")?)
+    }
+    fn xor(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_xor(a, b, "")?)
     }
 }

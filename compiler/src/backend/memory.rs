@@ -10,14 +10,13 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
 use crate::ir::{Elem, Index, Inst, Op, Param, ParamKind, Space, Type, Value, Var};
-use crate::layout::staging::kmajor_offset;
 
 use super::copy::TileLayout;
 use super::emit::Codegen;
 use super::BackendError;
 
 impl<'ctx> Codegen<'ctx, '_> {
-    fn tensor_elem(&self, p: Param) -> Result<Elem, BackendError> {
+    pub(crate) fn tensor_elem(&self, p: Param) -> Result<Elem, BackendError> {
         match &self.k.params[p].kind {
             ParamKind::Tensor { elem, .. } => Ok(*elem),
             ParamKind::Scalar(_) => Err(BackendError::Invalid(format!("parameter `{}` is not a tensor", self.k.params[p].name))),
@@ -208,17 +207,18 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn write_var_tile(&mut self, v: Var, x: Value, dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
-        let layout = if self.tp.roles.is_tiled(v) { TileLayout::CoreMatrices } else { TileLayout::RowMajor };
+        let layout = match self.tp.tma.swizzle_of(v) {
+            Some(sw) => TileLayout::Swizzled(sw),
+            None if self.tp.roles.is_tiled(v) => TileLayout::CoreMatrices,
+            None => TileLayout::RowMajor,
+        };
         let mut elementwise = |cg: &mut Self| {
             cg.cta_loop(rows * cols, &mut |cg, e| {
                 let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
                 let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
                 let y = cg.operand(x, r, c)?;
                 let y = cg.convert(y, xel, vel)?;
-                let off = match layout {
-                    TileLayout::RowMajor => cg.b.build_int_mul(e, cg.i32(vel.size_bytes() as i32), "")?,
-                    TileLayout::CoreMatrices => kmajor_offset(&*cg, r, c, cols)?,
-                };
+                let off = layout.offset(cg, r, c, (rows, cols), vel.size_bytes())?;
                 let p = cg.smem_at(cg.b.build_int_add(dst, off, "")?)?;
                 cg.b.build_store(p, cg.to_storage(y, vel)?)?;
                 Ok(())

@@ -27,10 +27,12 @@ pub(crate) mod emit;
 pub(crate) mod llvm;
 pub(crate) mod lowering;
 pub(crate) mod math;
+pub(crate) mod mbarrier;
 pub(crate) mod memory;
 pub(crate) mod pipeline;
 pub(crate) mod reduce;
 pub(crate) mod staging;
+pub(crate) mod tma;
 pub mod sm100;
 pub(crate) mod sm90;
 
@@ -116,6 +118,8 @@ pub struct Compiled {
     pub smem_bytes: u32,
     /// Threads per CTA.
     pub threads: u32,
+    /// The tensor maps the kernel takes after its sizes ([`crate::passes::tma`]).
+    pub tensor_maps: Vec<tilec_abi::meta::TensorMapMeta>,
 }
 
 /// Compiles one validated kernel ([`crate::ir::validate::validate`]) to PTX for the target of `plan`.
@@ -143,7 +147,7 @@ pub fn compile_kernel(v: &Validated<'_>, tmem: &TmemLayout, plan: &TargetPlan) -
         // Opt-in timing of the two halves (stderr), for the compile-time benchmark.
         eprintln!("timing {} {target}: emit_llvm {:.1} ms, opt_and_ptx {:.1} ms, {} IR lines", k.name, (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3, llvm_ir.lines().count());
     }
-    Ok(Compiled { ptx, llvm_ir, smem_bytes, threads: k.threads })
+    Ok(Compiled { ptx, llvm_ir, smem_bytes, threads: k.threads, tensor_maps: crate::passes::tma::to_meta(k, &plan.tma) })
 }
 
 /// The lowering of `target` (chosen here, once, so that the core does not depend on the targets).

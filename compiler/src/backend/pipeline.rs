@@ -30,6 +30,11 @@ pub(crate) struct ActivePipeline<'ctx> {
     pub hi: IntValue<'ctx>,
     /// The current stage, `(iv − lo) mod S`.
     pub stage: IntValue<'ctx>,
+    /// The parity of the current stage's use, `((iv − lo) / S) mod 2` (its mbarrier phase).
+    pub phase: IntValue<'ctx>,
+    /// In a TMA loop ([`crate::passes::tma`]): whether the tensor maps are usable (i1, uniform;
+    /// otherwise the tiles are copied element by element, synchronously).
+    pub tma_ok: Option<IntValue<'ctx>>,
 }
 
 impl<'ctx> Codegen<'ctx, '_> {
@@ -38,13 +43,24 @@ impl<'ctx> Codegen<'ctx, '_> {
         let plan = self.tp.pipelines.get(i).cloned().flatten().ok_or_else(|| BackendError::Invalid(format!("{i} is not a pipelined loop")))?;
         let s = plan.stages;
         self.settle_wgmma()?;
-        // Prologue: iterations lo .. lo + D, one cp.async group each (empty past the end).
+        let tma_ok = match self.tp.tma.loop_barriers(i) {
+            Some(_) => {
+                let ok = self.tma_usable(&plan)?;
+                self.tma_init(i, s)?;
+                Some(ok)
+            }
+            None => None,
+        };
+        // Prologue: iterations lo .. lo + D, one cp.async group each (empty past the end) or
+        // one TMA stage each.
         for st in 0..plan.distance() {
             let j = self.b.build_int_add(lo, self.i32(st as i32), "pf.iter")?;
             let live = self.b.build_int_compare(IntPredicate::SLT, j, hi, "pf.live")?;
             let stage = self.i32(st as i32);
-            self.if_then(live, &mut |cg| cg.issue(i, &plan, j, stage))?;
-            self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
+            self.if_then(live, &mut |cg| cg.issue(i, &plan, tma_ok, j, stage))?;
+            if tma_ok.is_none() {
+                self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
+            }
         }
         let iv = self.k.insts[i].result;
         self.counted_loop(lo, hi, lo, false, &mut |cg, x| {
@@ -53,7 +69,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             let rel = cg.b.build_int_sub(x, lo, "")?;
             let stage = cg.b.build_int_unsigned_rem(rel, cg.i32(s as i32), "stage")?;
-            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, hi, stage });
+            let phase = cg.b.build_and(cg.b.build_int_unsigned_div(rel, cg.i32(s as i32), "")?, cg.i32(1), "phase")?;
+            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, hi, stage, phase, tma_ok });
             // The previous iteration may have left its MMA in flight.
             cg.wgmma_pending = plan.overlap_mma;
             let r = cg.block(body);
@@ -96,7 +113,16 @@ impl<'ctx> Codegen<'ctx, '_> {
         let j = self.b.build_int_add(p.iv, self.i32(dist as i32), "pf.iter")?;
         let live = self.b.build_int_compare(IntPredicate::SLT, j, p.hi, "pf.live")?;
         let next = self.b.build_int_unsigned_rem(self.b.build_int_add(p.stage, self.i32(dist as i32), "")?, self.i32(s as i32), "pf.stage")?;
-        self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, j, next))?;
+        self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, next))?;
+        if let Some(ok) = p.tma_ok {
+            // This iteration's stage: its mbarrier phase, or (copied by the threads) a barrier.
+            let bar = self.tma_barrier(p.loop_inst, p.stage)?;
+            self.if_else(ok, &mut |cg| cg.mbarrier_wait(bar, p.phase), &mut |cg| {
+                cg.fence_proxy_async()?;
+                cg.bar_sync()
+            })?;
+            return Ok(true);
+        }
         self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
         // This iteration's group is the oldest of the D + 1 in flight.
         self.call("llvm.nvvm.cp.async.wait.group", None, &[self.i32(dist as i32).into()])?;
@@ -106,8 +132,10 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(true)
     }
 
-    /// Issues the pipelined tiles of iteration `j` into ring stage `stage` (no wait).
-    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, j: IntValue<'ctx>, stage: IntValue<'ctx>) -> Result<(), BackendError> {
+    /// Issues the pipelined tiles of iteration `j` into ring stage `stage` (no wait): TMA
+    /// copies where `tma_ok` holds, complete element copies where it does not, `cp.async`
+    /// groups in a loop without TMA.
+    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, tma_ok: Option<IntValue<'ctx>>, j: IntValue<'ctx>, stage: IntValue<'ctx>) -> Result<(), BackendError> {
         let k = self.k;
         // Rebind the induction variable and re-evaluate the index slice at iteration j.
         let iv = k.insts[loop_inst].result;
@@ -122,10 +150,24 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             self.inst(si)?;
         }
+        let mut dsts = vec![];
         for &w in &plan.writes {
-            let Op::WriteVar(v, x) = k.insts[w].op else { return Err(BackendError::Invalid(format!("pipelined {w} is not a variable write"))) };
-            let dst = self.stage_base(v, stage)?;
-            self.write_var_tile(v, x, dst, false)?;
+            let Op::WriteVar(v, _) = k.insts[w].op else { return Err(BackendError::Invalid(format!("pipelined {w} is not a variable write"))) };
+            dsts.push(self.stage_base(v, stage)?);
+        }
+        let copies = |cg: &mut Self, wait: bool| -> Result<(), BackendError> {
+            for (&w, &dst) in plan.writes.iter().zip(&dsts) {
+                let Op::WriteVar(v, x) = k.insts[w].op else { continue };
+                cg.write_var_tile(v, x, dst, wait)?;
+            }
+            Ok(())
+        };
+        match tma_ok {
+            Some(ok) => {
+                let bar = self.tma_barrier(loop_inst, stage)?;
+                self.if_else(ok, &mut |cg| cg.tma_issue(plan, &dsts, bar), &mut |cg| copies(cg, true))?;
+            }
+            None => copies(self, false)?,
         }
         for (v, old) in saved.into_iter().rev() {
             self.scalars[v] = old;

@@ -11,10 +11,12 @@
 //!   "Tensor Memory", "Access restrictions").
 //! * [`staging`] — the SWIZZLE_NONE K-major canonical layout tcgen05 and wgmma descriptors read
 //!   (PTX ISA "Shared memory matrix layout"), and the staging buffers of an MMA.
+//! * [`swizzle`] — the 32/64/128-byte swizzled tiles TMA writes and wgmma descriptors read.
 //! * [`wgmma`] — the `wgmma` m64nNk16 accumulator fragment and its spread over warpgroups.
 
 pub mod mma_sync;
 pub mod staging;
+pub mod swizzle;
 pub mod tmem;
 pub mod wgmma;
 
@@ -37,6 +39,8 @@ pub trait IndexArith {
     fn shl(&self, a: Self::V, s: u32) -> Result<Self::V, Self::E>;
     /// `a >> s` (logical).
     fn shr(&self, a: Self::V, s: u32) -> Result<Self::V, Self::E>;
+    /// `a ^ b`.
+    fn xor(&self, a: Self::V, b: Self::V) -> Result<Self::V, Self::E>;
 }
 
 /// Evaluation on `u32` (wrapping, as the 32-bit hardware arithmetic).
@@ -63,6 +67,9 @@ impl IndexArith for Eval {
     }
     fn shr(&self, a: u32, s: u32) -> Result<u32, Self::E> {
         Ok(a.wrapping_shr(s))
+    }
+    fn xor(&self, a: u32, b: u32) -> Result<u32, Self::E> {
+        Ok(a ^ b)
     }
 }
 

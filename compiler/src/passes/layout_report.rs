@@ -25,7 +25,10 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
             "tensor memory (columns in the TMEM plan, `--emit tmem-plan`)".to_string()
         } else if tp.roles.is_tiled(v) {
             let r = ring.map(|(st, _)| format!("; a {st}-stage ring (software pipeline)")).unwrap_or_default();
-            format!("shared memory, 8x8 core-matrix layout read by wgmma in place{r}")
+            match tp.tma.swizzle_of(v) {
+                Some(sw) => format!("shared memory, {}-swizzled panels of {} columns read by wgmma in place{r}", sw.name(), sw.elems()),
+                None => format!("shared memory, 8x8 core-matrix layout read by wgmma in place{r}"),
+            }
         } else {
             "shared memory, row-major".to_string()
         };
@@ -35,8 +38,13 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
         if let Some(p) = p {
             let vars: Vec<String> = p.vars.iter().map(|v| format!("`{}`", k.vars[*v].name)).collect();
             let overlap = if p.overlap_mma { ", its MMA left in flight into the next iteration" } else { "" };
-            let _ = writeln!(s, ";   {l}: pipelined loop: {} issued {} iteration(s) ahead into {} stages{overlap}", vars.join(", "), p.distance(), p.stages);
+            let how = if tp.tma.loop_barriers(l).is_some() { "TMA copies" } else { "cp.async copies" };
+            let _ = writeln!(s, ";   {l}: pipelined loop: {} issued {} iteration(s) ahead into {} stages by {how}{overlap}", vars.join(", "), p.distance(), p.stages);
         }
+    }
+    for (j, m) in tp.tma.maps.iter().enumerate() {
+        let dims: Vec<String> = m.box_dims.iter().map(u32::to_string).collect();
+        let _ = writeln!(s, ";   tensor map {j}: `{}`, box [{}], swizzle {}, out of bounds reads zero", k.params[m.param].name, dims.join(", "), m.swizzle.name());
     }
     // Conversions: where a register accumulator meets shared memory.
     k.walk(|i| {

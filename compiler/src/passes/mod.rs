@@ -5,8 +5,9 @@
 //! 3. [`tmem_plan`] — TMEM placement; afterwards every TMEM variable has a column offset and
 //!    the kernel has exactly one alloc / relinquish / dealloc.
 //! 4. Per target ([`target_plan`]): [`fuse`] (elementwise fusion), [`smem_plan`] (shared-memory
-//!    placement and its budget, E0405), [`barriers`] (CTA barrier placement). The back end
-//!    consumes the result and plans nothing itself.
+//!    placement and its budget, E0405), [`pipeline`] (software pipelining), [`tma`] (which
+//!    pipelined loads are TMA copies, their tensor maps), [`barriers`] (CTA barrier placement).
+//!    The back end consumes the result and plans nothing itself.
 
 pub mod barriers;
 pub mod fuse;
@@ -18,6 +19,7 @@ pub mod pipeline;
 pub mod smem_plan;
 pub mod smem_report;
 pub mod target_plan;
+pub mod tma;
 pub mod tmem_plan;
 pub mod tmem_report;
 pub mod var_roles;

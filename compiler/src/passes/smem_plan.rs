@@ -29,6 +29,7 @@ use super::pipeline::Pipeline;
 use super::var_roles::VarRoles;
 use crate::diag::{Code, Diagnostic, Span};
 use crate::layout::staging;
+use crate::layout::swizzle::{Swizzle, PERIOD_ALIGN};
 use crate::passes::interval_plan::{self, Request};
 use crate::passes::liveness::Interval;
 use crate::target::TargetInfo;
@@ -60,6 +61,8 @@ pub struct Placement {
     pub live: (u32, u32),
     /// Ring stages of a software-pipelined variable (1 otherwise); `bytes` covers all of them.
     pub stages: u32,
+    /// The swizzle of a variable TMA fills ([`crate::passes::tma`]).
+    pub swizzle: Option<Swizzle>,
 }
 
 /// The shared-memory plan of one kernel for one target.
@@ -119,7 +122,10 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, roles: &VarRoles, i: Inst)
 /// Plans the kernel's shared memory for `target`, with a ring of `stages` buffers for every
 /// variable of a pipelined loop in `loops` (live from the loop's start, where the first
 /// iterations are issued). Deterministic.
-pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, loops: &SecondaryMap<Inst, Option<Pipeline>>) -> SmemPlan {
+///
+/// A variable `swizzled` gives a swizzle mode gets a buffer, and ring stages, aligned to
+/// [`PERIOD_ALIGN`] (the swizzle pattern is a function of the absolute address).
+pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, loops: &SecondaryMap<Inst, Option<Pipeline>>, swizzled: &dyn Fn(Var) -> Option<Swizzle>) -> SmemPlan {
     let (k, pp) = (v.kernel(), v.points());
     // Loop extension of live ranges is shared with the TMEM planner's liveness.
     let extend = |use_inst: Inst, def_point: Option<u32>| pp.live_end(use_inst, def_point);
@@ -177,7 +183,8 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
     for (l, p) in loops.iter() {
         if let Some(p) = p.as_ref().filter(|p| p.stages > 1) {
             for &v in &p.vars {
-                rings[v] = Some((p.stages, tile_bytes(k.vars[v].ty).next_multiple_of(ALIGN), pp.point[l]));
+                let align = if swizzled(v).is_some() { PERIOD_ALIGN } else { ALIGN };
+                rings[v] = Some((p.stages, tile_bytes(k.vars[v].ty).next_multiple_of(align), pp.point[l]));
             }
         }
     }
@@ -196,16 +203,20 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
     // Placement: the shared first-fit interval planner (same algorithm as the TMEM planner).
     let preqs: Vec<Request> = reqs
         .iter()
-        .map(|&(_, bytes, (s, e))| Request { size: bytes.max(1), align: ALIGN, live: Interval { start: s, end: e } })
+        .map(|&(owner, bytes, (s, e))| {
+            let align = if matches!(owner, Owner::Var(v) if swizzled(v).is_some()) { PERIOD_ALIGN } else { ALIGN };
+            Request { size: bytes.max(1), align, live: Interval { start: s, end: e } }
+        })
         .collect();
     let placed = interval_plan::plan(&preqs);
     let mut out = SmemPlan::default();
     for ((owner, bytes, live), off) in reqs.into_iter().zip(placed.offsets) {
-        let mut stages = 1;
+        let (mut stages, mut swizzle) = (1, None);
         match owner {
             Owner::Value(v) => out.values[v] = Some(off),
             Owner::Var(v) => {
                 out.vars[v] = Some(off);
+                swizzle = swizzled(v);
                 if let Some((s, stride, _)) = rings[v] {
                     out.rings[v] = Some((s, stride));
                     stages = s;
@@ -213,7 +224,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
             }
             Owner::Scratch(i) => out.scratch[i] = Some(off),
         }
-        out.placements.push(Placement { owner, offset: off, bytes, live, stages });
+        out.placements.push(Placement { owner, offset: off, bytes, live, stages, swizzle });
     }
     out.bytes = placed.extent.next_multiple_of(16);
     out.peak = (placed.peak_demand, placed.peak_point);
@@ -253,7 +264,10 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo, roles: &VarRoles)
 
 /// [`describe`] of a placement, naming the ring of a pipelined variable.
 pub fn label(k: &Kernel, p: &Placement, target: &TargetInfo, roles: &VarRoles) -> (String, Span) {
-    let (what, span) = describe(k, p.owner, target, roles);
+    let (mut what, span) = describe(k, p.owner, target, roles);
+    if let Some(sw) = p.swizzle {
+        what = what.replace("8x8 core-matrix layout", &format!("{}-swizzled panels filled by TMA", sw.name()));
+    }
     if p.stages > 1 {
         (format!("{what}, a {}-stage ring (software pipeline)", p.stages), span)
     } else {
@@ -350,7 +364,7 @@ mod tests {
         let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
         b.switch_to(top);
         let v = crate::ir::validate::validate(&k).expect("valid test kernel");
-        let p = plan(&v, crate::target::Target::Sm90a.info(), &VarRoles::default(), &Fusion::none(), &SecondaryMap::new());
+        let p = plan(&v, crate::target::Target::Sm90a.info(), &VarRoles::default(), &Fusion::none(), &SecondaryMap::new(), &|_| None);
         let off = |v: Value| p.values[v].unwrap();
         assert_eq!(off(x), 0);
         assert_ne!(off(y), off(x)); // co-live at the cast

@@ -15,7 +15,8 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA", k.name, info.name, tp.smem_bytes(), info.smem_per_cta);
     if tp.header_bytes > 0 {
-        let _ = writeln!(s, "  {:>7}..{:<7} {:>7} B  reserved: MMA mbarrier and TMEM address slot", 0, tp.header_bytes, tp.header_bytes);
+        let what = if tp.tma.is_empty() { "MMA mbarrier and TMEM address slot" } else { "TMA ring mbarriers (from byte 16), aligned for swizzled tiles" };
+        let _ = writeln!(s, "  {:>7}..{:<7} {:>7} B  reserved: {what}", 0, tp.header_bytes, tp.header_bytes);
     }
     let mut ps: Vec<&Placement> = tp.smem.placements.iter().collect();
     ps.sort_by_key(|p| (p.offset, p.live.0));

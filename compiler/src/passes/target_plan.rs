@@ -9,11 +9,13 @@ use cranelift_entity::SecondaryMap;
 use crate::diag::Diagnostic;
 use crate::ir::validate::Validated;
 use crate::ir::{Kernel, Space};
+use crate::layout::swizzle::PERIOD_ALIGN;
 use crate::target::{Target, TargetInfo};
 
 use super::barriers::{self, Barriers};
 use super::fuse::{self, Fusion};
 use super::pipeline;
+use super::tma::{self, TmaPlan};
 use super::var_roles::VarRoles;
 use super::smem_plan::{self, SmemPlan};
 
@@ -40,6 +42,8 @@ pub struct TargetPlan {
     pub roles: VarRoles,
     /// The software-pipelined loops, by `For` instruction ([`pipeline`]).
     pub pipelines: SecondaryMap<crate::ir::Inst, Option<pipeline::Pipeline>>,
+    /// Which pipelined loads are TMA copies, and the kernel's tensor maps ([`tma`]).
+    pub tma: TmaPlan,
 }
 
 impl TargetPlan {
@@ -63,11 +67,19 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let info = target.info();
     let roles = VarRoles::compute(k, info);
     let fusion = fuse::analyze(k, info, &roles);
-    let header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
+    let mut header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
     // Software pipelines: the deepest ring whose plan fits the budget (4 stages down to 3 with
     // an MMA left in flight, then 3 down to 2 without); a kernel that does not fit even
     // without one gets the budget error of the plain plan.
     let mut pipelines = pipeline::candidates(k, &roles, &fusion);
+    let mut tma = tma::plan(k, info, &roles, &pipelines);
+    if !tma.is_empty() {
+        // The TMA loops' mbarriers (8 B per stage, at most MAX_STAGES per loop) sit in a header
+        // that keeps the planned region aligned for swizzled tiles.
+        let need = tma::BARRIER_OFFSET + 8 * pipeline::MAX_STAGES * tma.loops.values().filter(|o| o.is_some()).count() as u32;
+        header_bytes = header_bytes.max(need.next_multiple_of(PERIOD_ALIGN));
+    }
+    let swizzled = |v| tma.swizzle_of(v);
     let mut chosen = None;
     if pipelines.values().any(Option::is_some) {
         for stages in (2..=pipeline::MAX_STAGES).rev() {
@@ -79,7 +91,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
                 }
                 p.stages = if p.overlap_mma { stages } else { stages.min(pipeline::MAX_STAGES - 1) };
             }
-            let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines);
+            let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swizzled);
             if smem_plan::fits(&smem, header_bytes, info) {
                 chosen = Some(smem);
                 break;
@@ -90,10 +102,13 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
         Some(smem) => smem,
         None => {
             pipelines = SecondaryMap::new();
-            smem_plan::plan(v, info, &roles, &fusion, &pipelines)
+            tma = TmaPlan::default();
+            header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
+            smem_plan::plan(v, info, &roles, &fusion, &pipelines, &|_| None)
         }
     };
+    tma.place_barriers(&pipelines);
     smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
     let barriers = barriers::run(k, &fusion);
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines })
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma })
 }

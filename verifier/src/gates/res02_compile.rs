@@ -18,7 +18,7 @@
 use super::{Ctx, GateInfo, GateResult, Status};
 use serde::Serialize;
 use std::path::Path;
-use tilec_abi::meta::{KernelMeta, SCHEMA_VERSION};
+use tilec_abi::meta::{KernelMeta, OLDEST_READ_VERSION, SCHEMA_VERSION};
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {
@@ -52,7 +52,7 @@ pub enum MetaError {
         source: serde_json::Error,
     },
     /// A schema version this verifier does not read.
-    #[error("{path}: schema_version {found}, this kverify reads {expected}")]
+    #[error("{path}: schema_version {found}, this kverify reads 1 to {expected}")]
     Version {
         /// Path.
         path: String,
@@ -68,7 +68,7 @@ pub fn load_meta(path: &Path) -> Result<KernelMeta, MetaError> {
     let p = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| MetaError::Io { path: p.clone(), source })?;
     let meta: KernelMeta = serde_json::from_str(&text).map_err(|source| MetaError::Parse { path: p.clone(), source })?;
-    if meta.schema_version != SCHEMA_VERSION {
+    if !(OLDEST_READ_VERSION..=SCHEMA_VERSION).contains(&meta.schema_version) {
         return Err(MetaError::Version { path: p, found: meta.schema_version, expected: SCHEMA_VERSION });
     }
     Ok(meta)

@@ -1,5 +1,5 @@
 //! tcgen05 synchronisation: tcgen05 fences and the MMA completion mbarrier (the proxy fence is
-//! in [`super::super::barrier`])
+//! in [`super::super::barrier`], the mbarrier operations in [`super::super::mbarrier`])
 //! (blackwell.md §1.5, §2.5, §5.2 for the intrinsic names).
 
 use inkwell::values::PointerValue;
@@ -37,11 +37,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.mma_phase = Some(slot);
         let is_t0 = self.b.build_int_compare(inkwell::IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
         let bar = self.mbar()?;
-        self.if_then(is_t0, &mut |cg| {
-            cg.call("llvm.nvvm.mbarrier.init.shared", None, &[bar.into(), cg.i32(1).into()])?;
-            cg.call("llvm.nvvm.fence.mbarrier_init.release.cluster", None, &[])?;
-            Ok(())
-        })
+        self.if_then(is_t0, &mut |cg| cg.mbarrier_init(bar, 1))
     }
 
     /// Every thread waits for the mbarrier's current phase to complete (`try_wait.parity` in a
@@ -51,13 +47,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let slot = self.mma_phase.ok_or_else(|| BackendError::Invalid("MMA completion barrier used before its initialisation".into()))?;
         let phase = self.b.build_load(self.ctx.i32_type(), slot, "phase")?.into_int_value();
         let bar = self.mbar()?;
-        let wait = self.ctx.append_basic_block(self.func, "mbar.wait");
-        let done = self.ctx.append_basic_block(self.func, "mbar.done");
-        self.b.build_unconditional_branch(wait)?;
-        self.b.position_at_end(wait);
-        let ok = self.call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", Some(self.ctx.bool_type().into()), &[bar.into(), phase.into()])?;
-        self.b.build_conditional_branch(ok.into_int_value(), done, wait)?;
-        self.b.position_at_end(done);
+        self.mbarrier_wait(bar, phase)?;
         let flipped = self.b.build_xor(phase, self.i32(1), "phase.next")?;
         self.b.build_store(slot, flipped)?;
         self.warp_sync()?;

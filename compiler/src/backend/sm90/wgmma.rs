@@ -33,6 +33,7 @@ use inkwell::IntPredicate;
 
 use crate::ir::{Elem, MmaOperand, Var};
 use crate::layout::staging::{sbo_for, LBO};
+use crate::layout::swizzle::Swizzle;
 use crate::layout::wgmma::{fragment_coords, Distribution, ROWS, WARPGROUP};
 use crate::passes::smem_plan::ALIGN;
 
@@ -48,6 +49,36 @@ struct OperandDesc<'ctx> {
     lbo: u32,
     sbo: u32,
     transposed: bool,
+    /// The swizzle mode and row count of a swizzled tile ([`crate::layout::swizzle`]).
+    swizzle: Option<(Swizzle, u32)>,
+}
+
+impl OperandDesc<'_> {
+    /// Bytes per 8 rows (A) or columns (B) of the operand's M/N dimension from its start: its
+    /// 8-row groups are SBO apart (so are MN-major core-matrix columns without swizzle, SBO =
+    /// 128); a swizzled MN-major tile's panels of `P/2` are LBO apart, i.e. `8·LBO/(P/2)` per 8
+    /// — exact because every unit origin is a whole number of panels (the TMA pass checks B's
+    /// pieces; A's units start at multiples of 64).
+    fn origin_step(&self) -> u32 {
+        match self.swizzle {
+            Some((sw, _)) if self.transposed => 8 * self.lbo / sw.elems(),
+            _ => self.sbo,
+        }
+    }
+
+    /// Bytes from the operand's start to its K = 16 step `ks`.
+    fn k_step_bytes(&self, ks: u32) -> u32 {
+        match self.swizzle {
+            Some((sw, rows)) if !self.transposed => sw.k_step_kmajor(rows, ks),
+            Some(_) => ks * 2 * self.sbo,
+            None => ks * 2 * self.lbo,
+        }
+    }
+
+    /// The descriptor's constant bits: LBO, SBO and the swizzle mode (bits 62-63).
+    fn fields(&self) -> Result<u64, BackendError> {
+        Ok(smem_desc_fields(self.lbo, self.sbo)? | (self.swizzle.map_or(0, |(sw, _)| sw.sm90_desc_code()) << 62))
+    }
 }
 
 impl<'ctx> Codegen<'ctx, '_> {
@@ -225,7 +256,11 @@ impl<'ctx> Codegen<'ctx, '_> {
                     Some(off) => cg.b.build_int_add(cg.i32(buf as i32), off, "op.base")?,
                     None => cg.i32(buf as i32),
                 };
-                return Ok(if k_major { OperandDesc { base, lbo: LBO, sbo: 16 * vc, transposed: false } } else { OperandDesc { base, lbo: 16 * vc, sbo: LBO, transposed: true } });
+                if let Some(sw) = cg.tp.tma.swizzle_of(op.var) {
+                    let st = sw.operand(vr, k_major);
+                    return Ok(OperandDesc { base, lbo: st.lbo, sbo: st.sbo, transposed: st.mn_major, swizzle: Some((sw, vr)) });
+                }
+                return Ok(if k_major { OperandDesc { base, lbo: LBO, sbo: 16 * vc, transposed: false, swizzle: None } } else { OperandDesc { base, lbo: 16 * vc, sbo: LBO, transposed: true, swizzle: None } });
             }
             let at = next.ok_or_else(|| BackendError::Invalid("a staged wgmma operand without scratch".into()))?;
             next = Some(at + (rows * kdim * 2).next_multiple_of(ALIGN));
@@ -233,14 +268,19 @@ impl<'ctx> Codegen<'ctx, '_> {
             cg.stage_kmajor(op, src, is_b, at, rows, kdim)?;
             smem_desc_start(at)?;
             check_range(cg, at + rows * kdim * 2)?;
-            Ok(OperandDesc { base: cg.i32(at as i32), lbo: LBO, sbo: sbo_for(kdim), transposed: false })
+            Ok(OperandDesc { base: cg.i32(at as i32), lbo: LBO, sbo: sbo_for(kdim), transposed: false, swizzle: None })
         };
         let da = place(self, a, false, m)?;
         let db = place(self, b, true, n)?;
-        self.fence_proxy_async()?;
-        self.bar_sync()?;
+        // Tiles of the innermost pipelined loop were made visible when this iteration waited
+        // for them (mbarrier phase, or proxy fence and barrier); anything staged here was not.
+        let pipelined = self.pipes.last().is_some_and(|p| p.plan.vars.contains(&a.var) && p.plan.vars.contains(&b.var));
+        if !pipelined {
+            self.fence_proxy_async()?;
+            self.bar_sync()?;
+        }
         // 2. Each warpgroup runs its units.
-        let (hi_a, hi_b) = (smem_desc_fields(da.lbo, da.sbo)?, smem_desc_fields(db.lbo, db.sbo)?);
+        let (hi_a, hi_b) = (da.fields()?, db.fields()?);
         let smem_addr = self.b.build_ptr_to_int(self.smem, self.ctx.i32_type(), "smem.addr")?;
         let per_slot = d.piece_n / 2;
         let len = d.floats_per_thread();
@@ -251,16 +291,16 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.for_each_unit(d, &mut |cg, s, r0, c0, _t| {
             // The unit's rows r0.. of A and columns c0.. of B start r0/8 (c0/8) core-matrix
             // blocks in, SBO apart; a K = 16 step is two K-adjacent core matrices, 2·LBO.
-            let a_base = cg.b.build_int_add(da.base, cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(da.sbo as i32), "")?, "")?;
-            let b_base = cg.b.build_int_add(db.base, cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(db.sbo as i32), "")?, "")?;
+            let a_base = cg.b.build_int_add(da.base, cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(da.origin_step() as i32), "")?, "")?;
+            let b_base = cg.b.build_int_add(db.base, cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(db.origin_step() as i32), "")?, "")?;
             let mut acc: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
             for r in 0..per_slot {
                 let slot = cg.frag_slot(arr, len, s * per_slot + r)?;
                 acc.push(cg.b.build_load(cg.ctx.f32_type(), slot, "")?.into());
             }
             for ks in 0..kdim / 16 {
-                let adesc = cg.descriptor(smem_addr, cg.b.build_int_add(a_base, cg.i32((ks * 2 * da.lbo) as i32), "")?, hi_a)?;
-                let bdesc = cg.descriptor(smem_addr, cg.b.build_int_add(b_base, cg.i32((ks * 2 * db.lbo) as i32), "")?, hi_b)?;
+                let adesc = cg.descriptor(smem_addr, cg.b.build_int_add(a_base, cg.i32(da.k_step_bytes(ks) as i32), "")?, hi_a)?;
+                let bdesc = cg.descriptor(smem_addr, cg.b.build_int_add(b_base, cg.i32(db.k_step_bytes(ks) as i32), "")?, hi_b)?;
                 let scale_d = cg.i32(i32::from(accumulate || ks > 0));
                 let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![adesc.into(), bdesc.into(), scale_d.into()];
                 args.extend(acc.iter().copied());

@@ -1,0 +1,180 @@
+//! Which software-pipelined tile loads go through TMA (issue 9, item 3), and the tensor maps
+//! they need: `cp.async.bulk.tensor` copies a box of a global tensor into shared memory in one
+//! instruction issued by one thread, completes on an mbarrier with a byte count
+//! (`complete_tx`), zero-fills whatever lies outside the tensor, and writes the swizzled layout
+//! wgmma reads without bank conflicts ([`crate::layout::swizzle`]; PTX ISA "cp.async.bulk.tensor",
+//! CUDA driver API `cuTensorMapEncodeTiled`).
+//!
+//! A pipelined loop ([`super::pipeline`]) uses TMA when the target has TMA and wgmma, and every
+//! one of its pipelined writes qualifies: a tile of 16-bit elements, rows a multiple of 8 and at
+//! most 256 (a TMA box extent), columns a whole number of 16-element panels (the widest swizzle
+//! that divides them is used: [`Swizzle::for_cols`]), from a tensor of rank ≤ 5 (a tensor map's
+//! limit) indexed by points and two ranges, the columns on the last dimension; and every MMA that
+//! reads the tile as an MN-major B operand splits N in pieces of whole panels. Such a tile's
+//! variable lives in the swizzled layout; its box is one panel wide (`P/2` elements on the last
+//! dimension), its rows tall on the row dimension, 1 elsewhere, and one copy per panel fills it.
+//!
+//! One tensor map per distinct (tensor, box, swizzle); the kernel receives them after its size
+//! arguments, and the runtime encodes them from the tensor's pointer and shape
+//! (`docs/metadata.md`, `tensor_maps`). Alignment is a run-time property, so the kernel tests it
+//! (base 16-byte aligned, every stride but the last a multiple of 16 bytes, no zero extent — the
+//! conditions under which the runtime encodes a map) and otherwise fills the same swizzled
+//! layout element by element.
+
+use cranelift_entity::SecondaryMap;
+
+use crate::ir::{Index, Inst, Kernel, Op, Param, ParamKind, ValueDef, Var};
+use crate::layout::swizzle::Swizzle;
+use crate::target::TargetInfo;
+
+use super::pipeline::Pipeline;
+use super::var_roles::VarRoles;
+
+/// Byte offset of the first TMA mbarrier in the shared-memory header: after the tcgen05 MMA
+/// mbarrier and TMEM slot ([`super::target_plan::TCGEN05_HEADER_BYTES`] holds those at 0 and 8).
+pub const BARRIER_OFFSET: u32 = 16;
+
+/// Most dimensions of a tensor map (`cuTensorMapEncodeTiled`'s `tensorRank`).
+pub const MAX_RANK: usize = 5;
+/// Largest box extent of a tensor map in any dimension.
+pub const MAX_BOX: u32 = 256;
+
+/// One tensor map the kernel takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapPlan {
+    /// The tensor.
+    pub param: Param,
+    /// Box extent per tensor dimension, outermost first (the last is one panel).
+    pub box_dims: Vec<u32>,
+    /// Swizzle mode.
+    pub swizzle: Swizzle,
+}
+
+/// One pipelined write done by TMA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmaLoad {
+    /// Index into [`TmaPlan::maps`].
+    pub map: usize,
+    /// Copies (panels) per tile.
+    pub panels: u32,
+    /// Bytes the copies deliver (the mbarrier's transaction count share).
+    pub bytes: u32,
+}
+
+/// The TMA decisions of one kernel on one target.
+#[derive(Clone, Debug, Default)]
+pub struct TmaPlan {
+    /// Tensor maps, in kernel-argument order.
+    pub maps: Vec<TensorMapPlan>,
+    /// TMA writes, by their `WriteVar` instruction.
+    pub loads: SecondaryMap<Inst, Option<TmaLoad>>,
+    /// Variables kept in a swizzled layout.
+    pub swizzle: SecondaryMap<Var, Option<Swizzle>>,
+    /// Pipelined loops whose writes are all TMA, with the byte offset of their first full
+    /// mbarrier in the shared-memory header (one 8-byte mbarrier per ring stage).
+    pub loops: SecondaryMap<Inst, Option<u32>>,
+}
+
+impl TmaPlan {
+    /// The swizzle of `v`, if it has one.
+    pub fn swizzle_of(&self, v: Var) -> Option<Swizzle> {
+        self.swizzle.get(v).copied().flatten()
+    }
+
+    /// The TMA load of write `i`, if it is one.
+    pub fn load(&self, i: Inst) -> Option<&TmaLoad> {
+        self.loads.get(i).and_then(Option::as_ref)
+    }
+
+    /// The header offset of loop `l`'s mbarriers, if it is a TMA loop.
+    pub fn loop_barriers(&self, l: Inst) -> Option<u32> {
+        self.loops.get(l).copied().flatten()
+    }
+
+    /// Whether any loop uses TMA.
+    pub fn is_empty(&self) -> bool {
+        self.maps.is_empty()
+    }
+
+    /// Assigns each TMA loop its mbarriers' offset (after the pipelines' stages are chosen).
+    pub fn place_barriers(&mut self, pipelines: &SecondaryMap<Inst, Option<Pipeline>>) {
+        let mut at = BARRIER_OFFSET;
+        let ls: Vec<Inst> = self.loops.iter().filter(|(_, o)| o.is_some()).map(|(l, _)| l).collect();
+        for l in ls {
+            self.loops[l] = Some(at);
+            at += 8 * pipelines.get(l).and_then(Option::as_ref).map_or(0, |p| p.stages);
+        }
+    }
+}
+
+/// Decides the TMA loads of kernel `k`'s pipelined loops on `target`.
+pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &SecondaryMap<Inst, Option<Pipeline>>) -> TmaPlan {
+    let mut out = TmaPlan::default();
+    if !(target.tma && target.mma.wgmma && target.tmem.is_none()) {
+        return out;
+    }
+    for (l, p) in pipelines.iter() {
+        let Some(p) = p else { continue };
+        let loads: Option<Vec<(Var, TensorMapPlan, u32)>> = p.writes.iter().map(|&w| qualify(k, roles, w)).collect();
+        let Some(loads) = loads else { continue };
+        for (&w, (v, map, rows)) in p.writes.iter().zip(loads) {
+            let idx = match out.maps.iter().position(|m| *m == map) {
+                Some(i) => i,
+                None => {
+                    out.maps.push(map.clone());
+                    out.maps.len() - 1
+                }
+            };
+            let cols = k.vars[v].ty.shape().map_or(0, |s| s.1);
+            out.loads[w] = Some(TmaLoad { map: idx, panels: cols / map.swizzle.elems(), bytes: rows * cols * 2 });
+            out.swizzle[v] = Some(map.swizzle);
+        }
+        out.loops[l] = Some(0);
+    }
+    out
+}
+
+/// The variable, tensor map and row count of pipelined write `w` if TMA can do it.
+fn qualify(k: &Kernel, roles: &VarRoles, w: Inst) -> Option<(Var, TensorMapPlan, u32)> {
+    let Op::WriteVar(v, x) = k.insts[w].op else { return None };
+    let ValueDef::Result(d) = k.values[x].def else { return None };
+    let Op::Load { src, index } = &k.insts[d].op else { return None };
+    let ParamKind::Tensor { elem, .. } = &k.params[*src].kind else { return None };
+    let (rows, cols) = k.vars[v].ty.shape()?;
+    if elem.size_bytes() != 2 || rows % 8 != 0 || rows > MAX_BOX || index.len() > MAX_RANK || index.len() < 2 {
+        return None;
+    }
+    let sw = Swizzle::for_cols(cols)?;
+    let ranges: Vec<usize> = index.iter().enumerate().filter(|(_, ix)| matches!(ix, Index::Range { .. })).map(|(d, _)| d).collect();
+    if ranges.len() != 2 || ranges[1] + 1 != index.len() {
+        return None;
+    }
+    let mut box_dims = vec![1; index.len()];
+    box_dims[ranges[0]] = rows;
+    box_dims[index.len() - 1] = sw.elems();
+    // Every MMA reading `v` as an MN-major B operand must split N on panel boundaries. (An A
+    // operand's units start at multiples of 64 rows, a whole number of panels in every mode.)
+    let mut ok = true;
+    k.walk(|i| {
+        if let Op::Mma { dst, b, .. } = k.insts[i].op {
+            if b.var == v && !b.transposed {
+                ok &= roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0);
+            }
+        }
+    });
+    ok.then_some((v, TensorMapPlan { param: *src, box_dims, swizzle: sw }, rows))
+}
+
+/// The metadata records of `plan`'s tensor maps (`docs/metadata.md`, `tensor_maps`).
+pub fn to_meta(k: &Kernel, plan: &TmaPlan) -> Vec<tilec_abi::meta::TensorMapMeta> {
+    plan.maps
+        .iter()
+        .map(|m| tilec_abi::meta::TensorMapMeta {
+            tensor: k.params[m.param].name.clone(),
+            box_dims: m.box_dims.clone(),
+            element_strides: vec![1; m.box_dims.len()],
+            swizzle: m.swizzle.name().into(),
+            oob_fill: "zero".into(),
+        })
+        .collect()
+}
