@@ -29,6 +29,8 @@ case_() { # NAME FILE KERNEL SIZES...
 }
 case_ gemm65 dsl-examples/gemm.tile gemm --size M=65 --size K=65 --size N=65
 case_ gemm256 dsl-examples/gemm.tile gemm --size M=256 --size K=192 --size N=256
+# Ragged but 16-byte-aligned rows: TMA on every operand, its zero fill past each edge.
+case_ gemm_ragged dsl-examples/gemm.tile gemm --size M=200 --size K=136 --size N=264
 case_ k1s_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --size T=100 --size H=2 --size V=80 --scalar scale=0.088
 case_ k1c_t100 dsl-examples/k1_reverse_scan.tile k1_scan_channel --size B=1 --size T=100 --size H=2 --size V=80 --scalar scale=0.088
 case_ k2_t100 dsl-examples/k2_wy_vjp.tile k2_wy_vjp --size B=1 --size T=100 --size H=2
