@@ -6,7 +6,8 @@
 //!
 //! Sources of the numbers: CUDA C++ Programming Guide, "Technical Specifications per Compute
 //! Capability" (9.0 and 10.0: 227 KiB = 232,448 B of shared memory per CTA, 1024 threads per
-//! CTA, 255 registers per thread, 65,536 registers per SM, grid limits 2³¹−1 × 65,535 × 65,535);
+//! CTA, 228 KiB of shared memory per SM of which 1 KiB is reserved per resident CTA, 255
+//! registers per thread, 65,536 registers per SM, grid limits 2³¹−1 × 65,535 × 65,535);
 //! PTX ISA 8.8 "Tensor Memory" (512 columns × 128 lanes of 32 bits per CTA on sm_100a) and
 //! "Matrix Descriptor" (the 14-bit start-address field holds `addr >> 4`, so a tcgen05 or wgmma
 //! operand must lie below 2¹⁸ = 256 KiB of the shared window); blackwell.md §1–§2.
@@ -60,6 +61,11 @@ pub struct TargetInfo {
     pub llvm_features: &'static str,
     /// Most dynamic shared memory one CTA may use, in bytes (opt-in maximum).
     pub smem_per_cta: u32,
+    /// Shared memory of one SM, in bytes (228 KiB on 9.0 and 10.0), and what the driver
+    /// reserves of it per resident CTA (1 KiB): how many CTAs fit side by side.
+    pub smem_per_sm: u32,
+    /// Shared memory the system reserves per resident CTA, in bytes.
+    pub smem_reserved_per_cta: u32,
     /// Exclusive upper bound of a shared-memory byte address a wgmma/tcgen05 matrix descriptor
     /// can encode. Above `smem_per_cta`, so every plan within the budget is encodable.
     pub smem_descriptor_range: u32,
@@ -87,6 +93,8 @@ static SM100A: TargetInfo = TargetInfo {
     name: "sm_100a",
     llvm_features: "+ptx88",
     smem_per_cta: CC9_10_SMEM,
+    smem_per_sm: 233_472,
+    smem_reserved_per_cta: 1024,
     smem_descriptor_range: 1 << 18,
     tmem: Some(TmemInfo { columns: 512, lanes: 128 }),
     max_threads_per_cta: 1024,
@@ -102,6 +110,8 @@ static SM90A: TargetInfo = TargetInfo {
     name: "sm_90a",
     llvm_features: "+ptx80",
     smem_per_cta: CC9_10_SMEM,
+    smem_per_sm: 233_472,
+    smem_reserved_per_cta: 1024,
     smem_descriptor_range: 1 << 18,
     tmem: None,
     max_threads_per_cta: 1024,

@@ -285,7 +285,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     fn for_loop(&mut self, i: Inst, lo: Value, hi: Value, reverse: bool, body: crate::ir::Block) -> Result<(), BackendError> {
         let lo = self.scalar(lo)?.into_int_value();
         let hi = self.scalar(hi)?.into_int_value();
-        if !reverse && self.tp.pipelines.get(i).is_some_and(Option::is_some) {
+        if self.tp.pipelines.get(i).is_some_and(Option::is_some) {
             return self.pipelined_loop(i, lo, hi, body);
         }
         // The body may run zero times: nothing in flight may cross into it unwaited.

@@ -26,6 +26,8 @@ pub(crate) struct ActivePipeline<'ctx> {
     pub plan: Pipeline,
     /// The current iteration.
     pub iv: IntValue<'ctx>,
+    /// The loop's lower bound.
+    pub lo: IntValue<'ctx>,
     /// The loop's (exclusive) upper bound.
     pub hi: IntValue<'ctx>,
     /// The current stage, `(iv − lo) mod S`.
@@ -38,7 +40,8 @@ pub(crate) struct ActivePipeline<'ctx> {
 }
 
 impl<'ctx> Codegen<'ctx, '_> {
-    /// Emits pipelined loop `i` (`for iv in lo..hi { body }`, counting up).
+    /// Emits pipelined loop `i` (`for iv in lo..hi { body }`, counting up, or down when the
+    /// plan says `reverse`: iteration positions `0, 1, …` are then `hi − 1, hi − 2, …`).
     pub fn pipelined_loop(&mut self, i: Inst, lo: IntValue<'ctx>, hi: IntValue<'ctx>, body: Block) -> Result<(), BackendError> {
         let plan = self.tp.pipelines.get(i).cloned().flatten().ok_or_else(|| BackendError::Invalid(format!("{i} is not a pipelined loop")))?;
         let s = plan.stages;
@@ -54,8 +57,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         // Prologue: iterations lo .. lo + D, one cp.async group each (empty past the end) or
         // one TMA stage each.
         for st in 0..plan.distance() {
-            let j = self.b.build_int_add(lo, self.i32(st as i32), "pf.iter")?;
-            let live = self.b.build_int_compare(IntPredicate::SLT, j, hi, "pf.live")?;
+            let j = self.iteration_at(&plan, lo, hi, self.i32(st as i32))?;
+            let live = self.live_iteration(&plan, lo, hi, j)?;
             let stage = self.i32(st as i32);
             self.if_then(live, &mut |cg| cg.issue(i, &plan, tma_ok, j, stage))?;
             if tma_ok.is_none() {
@@ -63,14 +66,16 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
         }
         let iv = self.k.insts[i].result;
-        self.counted_loop(lo, hi, lo, false, &mut |cg, x| {
+        let init = if plan.reverse { self.b.build_int_sub(hi, self.i32(1), "init")? } else { lo };
+        self.counted_loop(lo, hi, init, plan.reverse, &mut |cg, x| {
             if let Some(iv) = iv {
                 cg.scalars[iv] = Some(x.into());
             }
-            let rel = cg.b.build_int_sub(x, lo, "")?;
+            // The iteration's position in execution order.
+            let rel = if plan.reverse { cg.b.build_int_sub(cg.b.build_int_sub(hi, cg.i32(1), "")?, x, "")? } else { cg.b.build_int_sub(x, lo, "")? };
             let stage = cg.b.build_int_unsigned_rem(rel, cg.i32(s as i32), "stage")?;
             let phase = cg.b.build_and(cg.b.build_int_unsigned_div(rel, cg.i32(s as i32), "")?, cg.i32(1), "phase")?;
-            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, hi, stage, phase, tma_ok });
+            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, lo, hi, stage, phase, tma_ok });
             // The previous iteration may have left its MMA in flight.
             cg.wgmma_pending = plan.overlap_mma;
             let r = cg.block(body);
@@ -110,8 +115,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             return Ok(true);
         }
         let (s, dist) = (p.plan.stages, p.plan.distance());
-        let j = self.b.build_int_add(p.iv, self.i32(dist as i32), "pf.iter")?;
-        let live = self.b.build_int_compare(IntPredicate::SLT, j, p.hi, "pf.live")?;
+        let j = if p.plan.reverse { self.b.build_int_sub(p.iv, self.i32(dist as i32), "pf.iter")? } else { self.b.build_int_add(p.iv, self.i32(dist as i32), "pf.iter")? };
+        let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
         let next = self.b.build_int_unsigned_rem(self.b.build_int_add(p.stage, self.i32(dist as i32), "")?, self.i32(s as i32), "pf.stage")?;
         self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, next))?;
         if let Some(ok) = p.tma_ok {
@@ -130,6 +135,16 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.fence_proxy_async()?;
         self.bar_sync()?;
         Ok(true)
+    }
+
+    /// The iteration at execution position `pos` of loop `lo..hi` in `plan`'s direction.
+    fn iteration_at(&self, plan: &Pipeline, lo: IntValue<'ctx>, hi: IntValue<'ctx>, pos: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(if plan.reverse { self.b.build_int_sub(self.b.build_int_sub(hi, self.i32(1), "")?, pos, "pf.iter")? } else { self.b.build_int_add(lo, pos, "pf.iter")? })
+    }
+
+    /// Whether iteration `j` is one the loop runs (`lo <= j < hi`; only the far end can fail).
+    fn live_iteration(&self, plan: &Pipeline, lo: IntValue<'ctx>, hi: IntValue<'ctx>, j: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(if plan.reverse { self.b.build_int_compare(IntPredicate::SGE, j, lo, "pf.live")? } else { self.b.build_int_compare(IntPredicate::SLT, j, hi, "pf.live")? })
     }
 
     /// Issues the pipelined tiles of iteration `j` into ring stage `stage` (no wait): TMA
@@ -177,7 +192,8 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// Absolute byte offset of stage `stage` of variable `v`'s ring.
     fn stage_base(&self, v: Var, stage: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
-        let (_, stride) = self.tp.smem.rings.get(v).copied().flatten().ok_or_else(|| BackendError::Invalid(format!("`{}` has no ring", self.k.vars[v].name)))?;
+        // A one-stage pipeline has no ring: its one buffer is stage 0.
+        let (_, stride) = self.tp.smem.rings.get(v).copied().flatten().unwrap_or((1, 0));
         let off = self.b.build_int_mul(stage, self.i32(stride as i32), "")?;
         Ok(self.b.build_int_add(self.i32(self.var_buf(v)? as i32), off, "stage.base")?)
     }
@@ -186,7 +202,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// rings it (`None` elsewhere: the variable has one buffer).
     pub fn stage_offset(&self, v: Var) -> Result<Option<IntValue<'ctx>>, BackendError> {
         let Some(p) = self.pipes.iter().rev().find(|p| p.plan.vars.contains(&v)) else { return Ok(None) };
-        let (_, stride) = self.tp.smem.rings.get(v).copied().flatten().ok_or_else(|| BackendError::Invalid(format!("`{}` has no ring", self.k.vars[v].name)))?;
+        let Some((_, stride)) = self.tp.smem.rings.get(v).copied().flatten() else { return Ok(None) };
         Ok(Some(self.b.build_int_mul(p.stage, self.i32(stride as i32), "stage.off")?))
     }
 }

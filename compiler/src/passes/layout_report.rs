@@ -39,7 +39,11 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
             let vars: Vec<String> = p.vars.iter().map(|v| format!("`{}`", k.vars[*v].name)).collect();
             let overlap = if p.overlap_mma { ", its MMA left in flight into the next iteration" } else { "" };
             let how = if tp.tma.loop_barriers(l).is_some() { "TMA copies" } else { "cp.async copies" };
-            let _ = writeln!(s, ";   {l}: pipelined loop: {} issued {} iteration(s) ahead into {} stages by {how}{overlap}", vars.join(", "), p.distance(), p.stages);
+            if p.stages == 1 {
+                let _ = writeln!(s, ";   {l}: pipelined loop: {} issued at the iteration's first write into one buffer by {how}", vars.join(", "));
+            } else {
+                let _ = writeln!(s, ";   {l}: pipelined loop: {} issued {} iteration(s) ahead into {} stages by {how}{overlap}", vars.join(", "), p.distance(), p.stages);
+            }
         }
     }
     for (j, m) in tp.tma.maps.iter().enumerate() {

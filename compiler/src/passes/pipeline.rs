@@ -4,7 +4,8 @@
 //! `S − 1` iterations ahead into an `S`-stage ring of shared-memory buffers, so the copies of
 //! later iterations are in flight while this iteration's MMAs run.
 //!
-//! A loop is pipelined when it counts upwards and its body (at top level) writes, exactly once
+//! A loop is pipelined (counting up, or down: then "ahead" means toward the lower bound) when
+//! its body (at top level) writes, exactly once
 //! each, one or more operand tiles `v` with a `Load` fused into the write (`WriteVar(v, load
 //! t[...])`, same element type, a shape `cp.async` can copy: [`async_copyable`]), every access
 //! of `v` is in that body at top level with the write first, and the load's index values are
@@ -42,13 +43,15 @@ pub struct Pipeline {
     pub vars: Vec<Var>,
     /// Scalar instructions of the body the loads' indices depend on, in body order.
     pub slice: Vec<Inst>,
-    /// Ring depth (≥ 2 once chosen; [`candidates`] leaves 0).
+    /// Ring depth (≥ 1 once chosen; [`candidates`] leaves 0).
     pub stages: u32,
     /// Whether every MMA of the body that reads a pipelined tile reads only pipelined tiles
     /// into a register accumulator: such an MMA may stay in flight into the next iteration
     /// (`wgmma.wait_group 1`), so tiles are issued `S − 2` iterations ahead instead of `S − 1`
     /// and a stage is not overwritten while the MMA in flight reads it. Needs `S ≥ 3`.
     pub overlap_mma: bool,
+    /// Whether the loop counts down (`for n in rev lo..hi`): "ahead" is then toward `lo`.
+    pub reverse: bool,
 }
 
 impl Pipeline {
@@ -61,12 +64,14 @@ impl Pipeline {
         }
     }
 
-    /// The smallest ring this pipeline works with.
+    /// The smallest ring this pipeline works with: one stage without an MMA in flight (the
+    /// tiles are then issued at the iteration's first write and waited for at once, still one
+    /// TMA copy or one cp.async group each).
     pub fn min_stages(&self) -> u32 {
         if self.overlap_mma {
             3
         } else {
-            2
+            1
         }
     }
 }
@@ -86,8 +91,8 @@ pub fn async_copyable(k: &Kernel, src: Param, index: &[Index], (_rows, cols): (u
 pub fn candidates(k: &Kernel, roles: &VarRoles, fusion: &Fusion) -> SecondaryMap<Inst, Option<Pipeline>> {
     let mut out = SecondaryMap::new();
     k.walk(|i| {
-        if let Op::For { reverse: false, body, .. } = k.insts[i].op {
-            out[i] = loop_pipeline(k, roles, fusion, i, body);
+        if let Op::For { reverse, body, .. } = k.insts[i].op {
+            out[i] = loop_pipeline(k, roles, fusion, i, body).map(|p| Pipeline { reverse, ..p });
         }
     });
     out
@@ -97,7 +102,7 @@ fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, 
     let top = &k.blocks[body].insts;
     let mut inside = std::collections::HashSet::new();
     collect(k, body, &mut inside);
-    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false };
+    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false, reverse: false };
     for (pos, &i) in top.iter().enumerate() {
         let Op::WriteVar(v, x) = k.insts[i].op else { continue };
         if !roles.is_tiled(v) || !fusion.is_fused(x) || p.vars.contains(&v) {

@@ -69,8 +69,11 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let fusion = fuse::analyze(k, info, &roles);
     let mut header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
     // Software pipelines: the deepest ring whose plan fits the budget (4 stages down to 3 with
-    // an MMA left in flight, then 3 down to 2 without); a kernel that does not fit even
-    // without one gets the budget error of the plain plan.
+    // an MMA left in flight, then 3 down to 1 without); a kernel that does not fit even
+    // without one gets the budget error of the plain plan. A loop whose MMAs cannot stay in
+    // flight gains only the copies' latency from a deeper ring, so there the ring may not cost
+    // a resident CTA per SM: measured on K#1 (H200, B=8 T=2048 H=16), a 3-stage ring at one
+    // CTA per SM took 1.97 ms against 1.28 ms with one stage at two.
     let mut pipelines = pipeline::candidates(k, &roles, &fusion);
     let mut tma = tma::plan(k, info, &roles, &pipelines);
     if !tma.is_empty() {
@@ -82,7 +85,9 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let swizzled = |v| tma.swizzle_of(v);
     let mut chosen = None;
     if pipelines.values().any(Option::is_some) {
-        for stages in (2..=pipeline::MAX_STAGES).rev() {
+        let resident = |smem: &SmemPlan| info.smem_per_sm / (header_bytes + smem.bytes + info.smem_reserved_per_cta).max(1);
+        let mut fitting = vec![];
+        for stages in (1..=pipeline::MAX_STAGES).rev() {
             for p in pipelines.values_mut().flatten() {
                 // An MMA in flight needs one stage more; below its minimum a loop falls back
                 // to completing every MMA.
@@ -93,9 +98,15 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
             }
             let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swizzled);
             if smem_plan::fits(&smem, header_bytes, info) {
-                chosen = Some(smem);
-                break;
+                let overlap = pipelines.values().flatten().any(|p| p.overlap_mma);
+                fitting.push((resident(&smem), overlap, smem, pipelines.clone()));
             }
+        }
+        let base = fitting.last().map_or(0, |f| f.0);
+        if let Some(i) = fitting.iter().position(|f| f.1 || f.0 >= base) {
+            let (_, _, smem, p) = fitting.swap_remove(i);
+            pipelines = p;
+            chosen = Some(smem);
         }
     }
     let smem = match chosen {
