@@ -160,6 +160,8 @@ mod tests {
         assert_eq!(Swizzle::for_cols(32), Some(Swizzle::B64));
         assert_eq!(Swizzle::for_cols(48), Some(Swizzle::B32));
         assert_eq!(Swizzle::for_cols(8), None);
+        // PTX ISA matrix-descriptor swizzle field (sm_90): 1 = 128B, 2 = 64B, 3 = 32B.
+        assert_eq!([Swizzle::B128, Swizzle::B64, Swizzle::B32].map(Swizzle::sm90_desc_code), [1, 2, 3]);
         // hopper_tma_wgmma.ll (H200-verified): K-major 128B, SBO 1024, LBO encoded as 16 B.
         assert_eq!(Swizzle::B128.operand(128, true), OperandSteps { lbo: 16, sbo: 1024, mn_major: false });
         // MN-major: LBO is the panel (64 rows of 128 B), SBO the 8-row K group.

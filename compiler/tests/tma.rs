@@ -1,0 +1,117 @@
+//! TMA on sm_90a (issue 9, item 3): which pipelined loads become tensor-map copies, the boxes
+//! and swizzles, the ring depth (with the resident-CTA rule), the metadata records and the PTX —
+//! every expected value derived from the tile shapes. The GPU side (results equal to the
+//! interpreter with and without usable maps) is `scripts/h200-check.sh`.
+
+use tilec::backend::Target;
+use tilec::frontend::{check_source, Options};
+use tilec::layout::swizzle::Swizzle;
+use tilec::passes::target_plan::TargetPlan;
+
+fn plans(src: &str) -> Vec<(String, TargetPlan)> {
+    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a] });
+    assert!(c.ok(), "{:?}", c.diags);
+    c.kernels().map(|k| (k.kernel.name.clone(), k.target(Target::Sm90a).expect("sm_90a plan").clone())).collect()
+}
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples").join(name)).expect("example")
+}
+
+#[test]
+fn gemm_operands_are_tma_copies_into_128b_swizzled_rings() {
+    let ps = plans(&example("gemm.tile"));
+    let tp = &ps[0].1;
+    // `at` = a[m0..+128, k..+64]: a 64-column bf16 row is 128 bytes, one 128B panel, box
+    // [128 rows, 64]; `bt` = b[k..+64, n0..+256]: four 64-column panels, box [64, 64].
+    let maps: Vec<(Vec<u32>, Swizzle)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
+    assert_eq!(maps, vec![(vec![128, 64], Swizzle::B128), (vec![64, 64], Swizzle::B128)]);
+    let loads: Vec<(u32, u32)> = tp.tma.loads.values().flatten().map(|l| (l.panels, l.bytes)).collect();
+    assert_eq!(loads, vec![(1, 128 * 64 * 2), (4, 64 * 256 * 2)]);
+    let p = tp.pipelines.values().flatten().next().expect("gemm's loop is pipelined");
+    // The MMA stays in flight: the deepest ring that fits, 4 stages of (16 + 32) KiB.
+    assert_eq!((p.stages, p.overlap_mma, p.distance()), (4, true, 2));
+    // The header holds the mbarriers from byte 16 and keeps stages 1024-byte aligned.
+    assert_eq!(tp.header_bytes, 1024);
+    assert_eq!(tp.tma.loops.values().flatten().copied().collect::<Vec<_>>(), vec![16]);
+    for (v, ring) in tp.smem.rings.iter() {
+        if let Some((stages, stride)) = ring {
+            assert_eq!(*stages, 4);
+            assert_eq!((tp.header_bytes + tp.smem.vars[v].expect("placed")) % 1024, 0);
+            assert_eq!(stride % 1024, 0);
+        }
+    }
+}
+
+#[test]
+fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
+    let ps = plans(&example("k1_reverse_scan.tile"));
+    for (name, tp) in &ps {
+        // dos = dout[b, t0..+64, h, v0..+32]: 32 bf16 = 64 bytes, a 64B panel; ws = w[b, t0..+64,
+        // h, :] with K = 128: two 128B panels. Rank-4 tensors: box 1 on the point dimensions.
+        let maps: Vec<(Vec<u32>, Swizzle)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
+        assert_eq!(maps, vec![(vec![1, 64, 1, 32], Swizzle::B64), (vec![1, 64, 1, 64], Swizzle::B128)], "{name}");
+        let p = tp.pipelines.values().flatten().next().expect("the reverse chunk loop is pipelined");
+        assert!(p.reverse && !p.overlap_mma, "{name}");
+        let info = Target::Sm90a.info();
+        let resident = |bytes: u32| info.smem_per_sm / (bytes + info.smem_reserved_per_cta);
+        let per_stage = 64 * 32 * 2 + 64 * 128 * 2;
+        let total = tp.smem_bytes();
+        if p.stages == 1 {
+            // One stage keeps two CTAs per SM; a second would drop to one.
+            assert!(resident(total) >= 2 && resident(total + per_stage) < resident(total), "{name}: {total} B");
+        } else {
+            // Already one CTA per SM without a ring: the deepest ring (3 stages without an MMA
+            // in flight) that fits.
+            assert_eq!(p.stages, 3, "{name}");
+            assert_eq!(resident(total - (p.stages - 1) * per_stage), resident(total), "{name}");
+        }
+    }
+    let stages: Vec<u32> = ps.iter().map(|(_, tp)| tp.pipelines.values().flatten().next().map_or(0, |p| p.stages)).collect();
+    assert_eq!(stages, vec![1, 3], "k1_scan_scalar fits two CTAs per SM, k1_scan_channel (per-channel gates) one");
+}
+
+#[test]
+fn a_loop_with_a_copy_tma_cannot_do_keeps_cp_async() {
+    // A rank-6 operand: a tensor map has at most 5 dimensions.
+    let src = "kernel rank6(a: bf16[P, Q, R, S, M, K], b: bf16[K, N], c: out f32[M, N]) grid(1) threads(128) {
+        let mut acc: tmem f32[64, 64] = zeros(64, 64);
+        for kk in 0..cdiv(K, 64) {
+            let at: smem = load a[0, 0, 0, 0, 0..+64, kk * 64..+64];
+            let bt: smem = load b[kk * 64..+64, 0..+64];
+            acc += at @ bt;
+        }
+        store c[0..+64, 0..+64] = acc;
+    }";
+    let ps = plans(src);
+    let tp = &ps[0].1;
+    // The loop stays pipelined with cp.async (a loop is TMA only when all its copies are).
+    assert!(tp.pipelines.values().flatten().next().is_some_and(|p| p.writes.len() == 2));
+    assert!(tp.tma.is_empty(), "no tensor maps: {:?}", tp.tma.maps);
+    assert_eq!(tp.header_bytes, 0);
+    // The same kernel at rank 5 takes TMA for both.
+    let ps = plans(&src.replace("P, Q, R, S, M, K", "Q, R, S, M, K").replace("a[0, 0, 0, 0, ", "a[0, 0, 0, "));
+    assert_eq!(ps[0].1.tma.maps.len(), 2);
+}
+
+#[test]
+fn gemm_metadata_and_ptx_carry_the_tensor_maps() {
+    let dir = std::env::temp_dir().join(format!("tilec-tma-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default() };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/gemm.tile");
+    let (_, r) = tilec::build::build_file(&path, &opts).expect("gemm builds");
+    let meta = tilec_abi::meta::KernelMeta::load(&dir.join("gemm.sm_90a.meta.json")).expect("metadata");
+    assert_eq!(meta.schema_version, 2);
+    let recs: Vec<(&str, Vec<u32>, &str, &str)> = meta.tensor_maps.iter().map(|m| (m.tensor.as_str(), m.box_dims.clone(), m.swizzle.as_str(), m.oob_fill.as_str())).collect();
+    assert_eq!(recs, vec![("a", vec![128, 64], "128B", "zero"), ("b", vec![64, 64], "128B", "zero")]);
+    let ptx = &r.built[0].compiled.ptx;
+    // Two 128-byte grid-constant parameters after the 3 tensors and 3 sizes.
+    assert_eq!(ptx.matches(".param .align 64 .b8 gemm_param_").count(), 2, "{ptx}");
+    assert!(ptx.contains("gemm_param_6[128]") && ptx.contains("gemm_param_7[128]"));
+    // (1 + 4) panels per iteration, issued at D = 2 prologue sites and one in the loop.
+    assert_eq!(ptx.matches("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes").count(), (1 + 4) * (2 + 1));
+    assert_eq!(ptx.matches("mbarrier.init.shared.b64").count(), 4);
+    assert!(ptx.contains("mbarrier.try_wait.parity"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
