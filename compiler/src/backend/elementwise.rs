@@ -186,7 +186,12 @@ impl<'ctx> Codegen<'ctx, '_> {
                 self.convert(v, te, out)?
             }
             Op::ReadVar(var) => {
-                // Only reached for fused reads of shared-memory variables.
+                // Only reached for fused reads: of a register accumulator in its fragment order
+                // (the element's own register), or of a shared-memory variable.
+                if let Some(slot) = self.frag_read(*var) {
+                    let x = self.b.build_load(self.ctx.f32_type(), slot, "frag")?;
+                    return self.convert(x, Elem::F32, out);
+                }
                 let (_, cols) = self.shape_of(self.k.vars[*var].ty, "variable")?;
                 let idx = self.b.build_int_add(self.b.build_int_mul(r, self.i32(cols as i32), "")?, c, "")?;
                 let ve = self.k.vars[*var].ty.elem();

@@ -78,6 +78,9 @@ pub(crate) struct Codegen<'ctx, 'k> {
     pub wgmma_pending: bool,
     /// The tensor-map parameters, in [`crate::passes::tma::TmaPlan::maps`] order.
     pub tmaps: Vec<PointerValue<'ctx>>,
+    /// While a root is evaluated in an accumulator's fragment order: the accumulator and the
+    /// fragment register of the element at hand ([`super::sm90::frag_eval`]).
+    pub frag_ctx: Option<(crate::ir::Var, PointerValue<'ctx>)>,
 }
 
 impl<'ctx, 'k> Codegen<'ctx, 'k> {
@@ -144,6 +147,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             fragments: SecondaryMap::new(),
             pipes: vec![],
             wgmma_pending: false,
+            frag_ctx: None,
             tmaps: (0..tp.tma.maps.len()).filter_map(|j| func.get_nth_param((first_map + j) as u32).map(|p| p.into_pointer_value())).collect(),
         };
         cg.prologue()?;
@@ -247,6 +251,10 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             }
             Op::Reduce(op, axis, v) => self.reduce(i, *op, *axis, *v),
             Op::Load { src, index } => self.load(i, *src, index),
+            Op::Store { .. } | Op::WriteVar(..) if self.tp.fusion.frag_root(i).is_some() => {
+                let v = self.tp.fusion.frag_root(i).ok_or_else(|| BackendError::Invalid("fragment root".into()))?;
+                self.fragment_root(i, v)
+            }
             Op::Store { dst, index, value } => self.store(*dst, index, *value),
             Op::ReadVar(v) => self.read_var(i, *v),
             Op::WriteVar(v, x) => self.write_var(*v, *x),

@@ -116,14 +116,6 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Emits `Store`: writes the tile (or a scalar broadcast over the ranges) into a global
     /// tensor, skipping elements outside it.
     pub fn store(&mut self, dst: Param, index: &[Index], value: Value) -> Result<(), BackendError> {
-        // The read of a register accumulator fused into this store: its fragments go out as they are.
-        if let crate::ir::ValueDef::Result(d) = self.k.values[value].def {
-            if let Op::ReadVar(v) = self.k.insts[d].op {
-                if self.tp.fusion.is_fused(value) && self.accumulator(v).is_some() {
-                    return self.store_fragments(v, dst, index);
-                }
-            }
-        }
         let elem = self.tensor_elem(dst)?;
         let lens: Vec<u32> = index.iter().filter_map(|ix| if let Index::Range { len, .. } = ix { Some(*len) } else { None }).collect();
         let (rows, cols) = match lens.as_slice() {
@@ -207,11 +199,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn write_var_tile(&mut self, v: Var, x: Value, dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
-        let layout = match self.tp.tma.swizzle_of(v) {
-            Some(sw) => TileLayout::Swizzled(sw),
-            None if self.tp.roles.is_tiled(v) => TileLayout::CoreMatrices,
-            None => TileLayout::RowMajor,
-        };
+        let layout = self.var_layout(v);
         let mut elementwise = |cg: &mut Self| {
             cg.cta_loop(rows * cols, &mut |cg, e| {
                 let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;

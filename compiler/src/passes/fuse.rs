@@ -20,11 +20,21 @@ use crate::ir::{Block, Inst, Kernel, Op, Value, ValueDef};
 
 use crate::target::TargetInfo;
 
+/// Most fragment registers per thread of an accumulator evaluated in fragment order: the
+/// evaluation is straight-line code per register, and at 64 (K#2's 64 x 128 accumulators on one
+/// warpgroup) ptxas ran out of registers (255 and 124 B of spills, against 170 without).
+pub const MAX_FRAGMENT_ROOT_FLOATS: u32 = 32;
+
 /// Fusion decisions: `fused[v]` is true when `v` has no buffer and is evaluated in its consumer.
 #[derive(Clone, Debug, Default)]
 pub struct Fusion {
     /// Per value.
     pub fused: SecondaryMap<Value, bool>,
+    /// Roots evaluated in the fragment order of a register accumulator: a `Store` or `WriteVar`
+    /// whose fused expression reads the accumulator (`ReadVar` fused at full shape, no
+    /// transpose on the way), so each thread evaluates exactly the elements whose accumulator
+    /// values it holds, in registers (issue 9, item 1).
+    pub frag_root: SecondaryMap<Inst, Option<crate::ir::Var>>,
 }
 
 impl Fusion {
@@ -36,6 +46,11 @@ impl Fusion {
     /// Whether `v` is fused.
     pub fn is_fused(&self, v: Value) -> bool {
         self.fused.get(v).copied().unwrap_or(false)
+    }
+
+    /// The accumulator whose fragment order root instruction `i` is evaluated in, if any.
+    pub fn frag_root(&self, i: Inst) -> Option<crate::ir::Var> {
+        self.frag_root.get(i).copied().flatten()
     }
 
     /// The tile values (buffers) and variables an instruction actually reads once fused
@@ -67,8 +82,8 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
     // A register-resident accumulator is read through its lowering (the fragments are written
     // back first), never in place from its buffer.
     let in_smem = |var| roles.in_shared_memory(k, var, target) && roles.accumulator(var).is_none();
-    // ... except into a `Store` when it has no buffer: the store writes the fragments out.
-    let reg_only = |var| roles.is_register_only(var);
+    // ... or in fragment order, fused into a root that writes element for element (below).
+    let acc = |var| roles.accumulator(var).is_some();
     let mut uses: SecondaryMap<Value, Vec<Inst>> = SecondaryMap::new();
     let mut block_of: SecondaryMap<Inst, Option<(Block, usize)>> = SecondaryMap::new();
     for (b, data) in k.blocks.iter() {
@@ -93,8 +108,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             let op = &k.insts[i].op;
             let producer_ok = op.is_elementwise()
                 || matches!(op, Op::Load { .. })
-                || matches!(op, Op::ReadVar(var) if in_smem(*var))
-                || matches!(op, Op::ReadVar(var) if reg_only(*var) && uses[v].len() == 1 && matches!(k.insts[uses[v][0]].op, Op::Store { .. }));
+                || matches!(op, Op::ReadVar(var) if in_smem(*var) || acc(*var));
             if !producer_ok || uses[v].len() != 1 {
                 continue;
             }
@@ -122,10 +136,30 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             if !consumer_ok {
                 continue;
             }
+            // A register accumulator's read: only into a root evaluated in its fragment order.
+            let mut end_excl = false;
+            let mut frag = None;
+            if let Op::ReadVar(var) = op {
+                if acc(*var) {
+                    // (An accumulator without a buffer has no other way out.)
+                    if !roles.is_register_only(*var) && roles.accumulator(*var).is_some_and(|d| d.floats_per_thread() > MAX_FRAGMENT_ROOT_FLOATS) {
+                        continue;
+                    }
+                    let Some(root) = fragment_root(k, &out, &uses, u, vshape, *var, &in_smem) else { continue };
+                    if out.frag_root[root].is_some_and(|w| w != *var) {
+                        continue;
+                    }
+                    // The root may write the accumulator itself: each element is read and
+                    // written by the thread holding it, at the same place.
+                    end_excl = matches!(k.insts[root].op, Op::WriteVar(w, _) if w == *var);
+                    frag = Some((root, *var));
+                }
+            }
             let end = eval_pos[u].unwrap_or(upos);
             // The evaluating instruction itself counts: `store x = f(load x)` with another
             // element mapping would race.
-            let between = &data.insts[pos + 1..=end.min(data.insts.len() - 1)];
+            let last = end.min(data.insts.len() - 1);
+            let between = if end_excl { &data.insts[pos + 1..last] } else { &data.insts[pos + 1..=last] };
             let clobbered = match op {
                 Op::Load { src, .. } => between.iter().any(|&j| writes_param(k, j, *src)),
                 Op::ReadVar(var) => between.iter().any(|&j| writes_var(k, j, *var)),
@@ -136,9 +170,36 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             }
             out.fused[v] = true;
             eval_pos[i] = Some(end);
+            if let Some((root, var)) = frag {
+                out.frag_root[root] = Some(var);
+            }
         }
     }
     out
+}
+
+/// The root a read of accumulator `var` (a `vshape` tile) fused into consumer `u` would be
+/// evaluated in, if it can be evaluated in the accumulator's fragment order: the chain of
+/// fused results from `u` up is elementwise at `vshape` (no transpose: every element is read
+/// where it is written) and ends in a `Store` of a `vshape` tile or a `WriteVar` of the
+/// accumulator itself or of a shared-memory variable of that shape.
+fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, u: Inst, vshape: (u32, u32), var: crate::ir::Var, in_smem: &dyn Fn(crate::ir::Var) -> bool) -> Option<Inst> {
+    let mut x = u;
+    loop {
+        let op = &k.insts[x].op;
+        match op {
+            Op::Store { value, .. } => return (k.values[*value].ty.shape() == Some(vshape)).then_some(x),
+            Op::WriteVar(w, _) => return ((*w == var || in_smem(*w)) && k.vars[*w].ty.shape() == Some(vshape)).then_some(x),
+            Op::Transpose(_) => return None,
+            op if op.is_elementwise() => {}
+            _ => return None,
+        }
+        let r = k.insts[x].result?;
+        if k.values[r].ty.shape() != Some(vshape) || !f.is_fused(r) {
+            return None;
+        }
+        x = *uses[r].first()?;
+    }
 }
 
 /// Whether instruction `i` (or anything nested in it) stores to tensor `p`.

@@ -50,15 +50,36 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
         let dims: Vec<String> = m.box_dims.iter().map(u32::to_string).collect();
         let _ = writeln!(s, ";   tensor map {j}: `{}`, box [{}], swizzle {}, out of bounds reads zero", k.params[m.param].name, dims.join(", "), m.swizzle.name());
     }
-    // Conversions: where a register accumulator meets shared memory.
+    // Conversions: where a register accumulator meets shared memory, and the roots evaluated
+    // where its fragments are (none).
+    let root_of = |i: crate::ir::Inst| -> String {
+        match &k.insts[i].op {
+            Op::Store { dst, .. } => format!("stored to `{}`", k.params[*dst].name),
+            Op::WriteVar(w, _) => format!("written to `{}`", k.vars[*w].name),
+            _ => String::new(),
+        }
+    };
+    let mut roots: Vec<(crate::ir::Inst, crate::ir::Var)> = vec![];
+    k.walk(|i| {
+        if let Some(v) = tp.fusion.frag_root(i) {
+            roots.push((i, v));
+        }
+    });
     k.walk(|i| {
         let conv = match &k.insts[i].op {
             Op::ReadVar(v) if tp.roles.accumulator(*v).is_some() => {
                 let fused = k.insts[i].result.is_some_and(|r| tp.fusion.is_fused(r));
-                Some(if fused { format!("`{}` fragments stored to the tensor directly", k.vars[*v].name) } else { format!("`{}` fragments written back to shared memory, then read", k.vars[*v].name) })
+                // The root a fused read ends in: the first root after it reading this variable.
+                let root = roots.iter().find(|(r, w)| *w == *v && r.as_u32() > i.as_u32()).map(|(r, _)| *r);
+                Some(match (fused, root) {
+                    (true, Some(r)) => format!("`{}` read in its fragments, {} in fragment order by {r} (no shared memory)", k.vars[*v].name, root_of(r)),
+                    _ => format!("`{}` fragments written back to shared memory, then read", k.vars[*v].name),
+                })
             }
             Op::WriteVar(v, x) if tp.roles.accumulator(*v).is_some() => Some(if super::var_roles::is_splat(k, *x) {
                 format!("`{}` fragments set from a scalar", k.vars[*v].name)
+            } else if tp.fusion.frag_root(i) == Some(*v) {
+                format!("`{}` fragments updated in registers, element by element (no shared memory)", k.vars[*v].name)
             } else {
                 format!("`{}` written to shared memory, fragments reloaded", k.vars[*v].name)
             }),

@@ -5,6 +5,7 @@
 //! tile handled like any other variable, with matrix products through `mma.sync`
 //! ([`mma_sync`]). The TMEM lifecycle instructions emit nothing.
 
+pub(crate) mod frag_eval;
 pub(crate) mod mma_sync;
 pub(crate) mod wgmma;
 

@@ -7,8 +7,8 @@
 //! where the rest of the kernel meets it: a `ReadVar` first writes the fragments back to it
 //! ([`Codegen::fragments_to_smem`]), a `WriteVar` reloads them from it after the write. Two
 //! cases skip it: a broadcast scalar is written straight into the registers
-//! ([`Codegen::fragments_fill`]) and a read that is only stored to a global tensor writes the
-//! fragments out ([`Codegen::store_fragments`]); an accumulator used only so has no buffer
+//! ([`Codegen::fragments_fill`]) and a read fused into an elementwise store or write is
+//! evaluated where the fragments are ([`super::frag_eval`]); an accumulator used only so has no buffer
 //! (`passes::var_roles::VarRoles::register_only`).
 //!
 //! One MMA statement:
@@ -99,7 +99,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(())
     }
 
-    fn fragment(&self, v: Var) -> Result<(PointerValue<'ctx>, Distribution), BackendError> {
+    pub(crate) fn fragment(&self, v: Var) -> Result<(PointerValue<'ctx>, Distribution), BackendError> {
         match (self.fragments.get(v).copied().flatten(), self.accumulator(v)) {
             (Some(p), Some(d)) => Ok((p, d)),
             _ => Err(BackendError::Invalid(format!("`{}` is not a register-resident accumulator", self.k.vars[v].name))),
@@ -107,7 +107,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// Pointer to float `idx` of a fragment array.
-    fn frag_slot(&self, arr: PointerValue<'ctx>, len: u32, idx: u32) -> Result<PointerValue<'ctx>, BackendError> {
+    pub(crate) fn frag_slot(&self, arr: PointerValue<'ctx>, len: u32, idx: u32) -> Result<PointerValue<'ctx>, BackendError> {
         let ty = self.ctx.f32_type().array_type(len);
         // SAFETY of the GEP: a constant index below the array's length.
         Ok(unsafe { self.b.build_in_bounds_gep(ty, arr, &[self.i32(0), self.i32(idx as i32)], "fr")? })
@@ -115,7 +115,7 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// Runs `body(slot, unit row origin, unit column origin, thread in warpgroup)` for each slot
     /// of this thread's warpgroup, skipping (uniformly per warpgroup) a slot without a unit.
-    fn for_each_unit(&mut self, d: Distribution, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
+    pub(crate) fn for_each_unit(&mut self, d: Distribution, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
         let wg = self.b.build_right_shift(self.tid, self.i32(7), false, "wg")?;
         let t = self.b.build_and(self.tid, self.i32((WARPGROUP - 1) as i32), "wgt")?;
         for s in 0..d.slots {
@@ -188,36 +188,6 @@ impl<'ctx> Codegen<'ctx, '_> {
             self.b.build_store(slot, y)?;
         }
         Ok(())
-    }
-
-    /// `store dst[index] = v` of a register accumulator: each thread writes its fragment
-    /// elements to the global tensor (masked at its edges), converting to the tensor's type.
-    pub fn store_fragments(&mut self, v: Var, dst: crate::ir::Param, index: &[crate::ir::Index]) -> Result<(), BackendError> {
-        self.settle_wgmma()?;
-        let (arr, d) = self.fragment(v)?;
-        let elem = match &self.k.params[dst].kind {
-            crate::ir::ParamKind::Tensor { elem, .. } => *elem,
-            crate::ir::ParamKind::Scalar(_) => return Err(BackendError::Invalid("store to a scalar parameter".into())),
-        };
-        let per_slot = d.piece_n / 2;
-        let len = d.floats_per_thread();
-        let f32t = self.ctx.f32_type();
-        self.for_each_unit(d, &mut |cg, s, r0, c0, t| {
-            for i in 0..per_slot {
-                let (r, c) = fragment_coords(&*cg, t, i)?;
-                let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
-                let slot = cg.frag_slot(arr, len, s * per_slot + i)?;
-                let x = cg.b.build_load(f32t, slot, "")?;
-                let x = cg.convert(x, Elem::F32, elem)?;
-                let x = cg.to_storage(x, elem)?;
-                let (inb, ptr) = cg.global_elem(dst, index, r, c)?;
-                cg.if_then(inb, &mut |cg| {
-                    cg.b.build_store(ptr, x)?;
-                    Ok(())
-                })?;
-            }
-            Ok(())
-        })
     }
 
     /// Emits `dst (+|-)= a @ b` or `dst = (-)a @ b` into a register-resident accumulator (see
