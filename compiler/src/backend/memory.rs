@@ -200,15 +200,33 @@ impl<'ctx> Codegen<'ctx, '_> {
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
         let layout = self.var_layout(v);
+        // 16-bit tiles whose rows are whole 16-byte chunks: every layout here keeps a chunk's 8
+        // elements contiguous (row-major, a core-matrix row, a swizzled chunk), so each thread
+        // computes 8 neighbours and stores them with one 16-byte store instead of 8 2-byte ones.
+        let per = if vel.size_bytes() == 2 && cols % 8 == 0 { 8 } else { 1 };
         let mut elementwise = |cg: &mut Self| {
-            cg.cta_loop(rows * cols, &mut |cg, e| {
-                let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-                let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
-                let y = cg.operand(x, r, c)?;
-                let y = cg.convert(y, xel, vel)?;
+            cg.cta_loop(rows * cols / per, &mut |cg, e| {
+                let r = cg.b.build_int_unsigned_div(e, cg.i32((cols / per) as i32), "r")?;
+                let c = cg.b.build_int_mul(cg.b.build_int_unsigned_rem(e, cg.i32((cols / per) as i32), "")?, cg.i32(per as i32), "c")?;
                 let off = layout.offset(cg, r, c, (rows, cols), vel.size_bytes())?;
                 let p = cg.smem_at(cg.b.build_int_add(dst, off, "")?)?;
-                cg.b.build_store(p, cg.to_storage(y, vel)?)?;
+                if per == 1 {
+                    let y = cg.operand(x, r, c)?;
+                    let y = cg.convert(y, xel, vel)?;
+                    cg.b.build_store(p, cg.to_storage(y, vel)?)?;
+                    return Ok(());
+                }
+                let vty = cg.storage_type(vel).into_float_type().vec_type(per);
+                let mut acc = vty.get_undef();
+                for j in 0..per {
+                    let cj = cg.b.build_int_add(c, cg.i32(j as i32), "")?;
+                    let y = cg.operand(x, r, cj)?;
+                    let y = cg.convert(y, xel, vel)?;
+                    let y = cg.to_storage(y, vel)?;
+                    acc = cg.b.build_insert_element(acc, y, cg.i32(j as i32), "")?;
+                }
+                let st = cg.b.build_store(p, acc)?;
+                st.set_alignment(16).map_err(|e| BackendError::Invalid(format!("16-byte shared store: {e}")))?;
                 Ok(())
             })
         };
