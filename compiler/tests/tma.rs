@@ -24,8 +24,8 @@ fn gemm_operands_are_tma_copies_into_128b_swizzled_rings() {
     let tp = &ps[0].1;
     // `at` = a[m0..+128, k..+64]: a 64-column bf16 row is 128 bytes, one 128B panel, box
     // [128 rows, 64]; `bt` = b[k..+64, n0..+256]: four 64-column panels, box [64, 64].
-    let maps: Vec<(Vec<u32>, Swizzle)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
-    assert_eq!(maps, vec![(vec![128, 64], Swizzle::B128), (vec![64, 64], Swizzle::B128)]);
+    let maps: Vec<(Vec<u32>, Option<Swizzle>)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
+    assert_eq!(maps, vec![(vec![128, 64], Some(Swizzle::B128)), (vec![64, 64], Some(Swizzle::B128))]);
     let loads: Vec<(u32, u32)> = tp.tma.loads.values().flatten().map(|l| (l.panels, l.bytes)).collect();
     assert_eq!(loads, vec![(1, 128 * 64 * 2), (4, 64 * 256 * 2)]);
     let p = tp.pipelines.values().flatten().next().expect("gemm's loop is pipelined");
@@ -47,28 +47,37 @@ fn gemm_operands_are_tma_copies_into_128b_swizzled_rings() {
 fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
     let ps = plans(&example("k1_reverse_scan.tile"));
     for (name, tp) in &ps {
-        // dos = dout[b, t0..+64, h, v0..+32]: 32 bf16 = 64 bytes, a 64B panel; ws = w[b, t0..+64,
-        // h, :] with K = 128: two 128B panels. Rank-4 tensors: box 1 on the point dimensions.
-        let maps: Vec<(Vec<u32>, Swizzle)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
-        assert_eq!(maps, vec![(vec![1, 64, 1, 32], Swizzle::B64), (vec![1, 64, 1, 64], Swizzle::B128)], "{name}");
+        // kt = k[b, t0..+64, h, :] and qt (K = 128), dvt = dv[.., v0..+32]: plain tiles read
+        // element by element, one row-major box each; dos (32 bf16 = 64 bytes: a 64B panel) and
+        // ws (two 128B panels) are wgmma operands. Rank-4 tensors: box 1 on the point dimensions.
+        let maps: Vec<(String, Vec<u32>, Option<Swizzle>)> = tp.tma.maps.iter().map(|m| (m.param.to_string(), m.box_dims.clone(), m.swizzle)).collect();
+        let boxes: Vec<(Vec<u32>, Option<Swizzle>)> = maps.iter().map(|m| (m.1.clone(), m.2)).collect();
+        assert_eq!(
+            boxes,
+            vec![(vec![1, 64, 1, 128], None), (vec![1, 64, 1, 32], None), (vec![1, 64, 1, 128], None), (vec![1, 64, 1, 32], Some(Swizzle::B64)), (vec![1, 64, 1, 64], Some(Swizzle::B128))],
+            "{name}: {maps:?}"
+        );
         let p = tp.pipelines.values().flatten().next().expect("the reverse chunk loop is pipelined");
         assert!(p.reverse && !p.overlap_mma, "{name}");
         let info = Target::Sm90a.info();
         let resident = |bytes: u32| info.smem_per_sm / (bytes + info.smem_reserved_per_cta);
-        let per_stage = 64 * 32 * 2 + 64 * 128 * 2;
+        // One stage of the five tiles.
+        let per_stage = 2 * (64 * 128 * 2) + 64 * 32 * 2 + 64 * 32 * 2 + 64 * 128 * 2;
         let total = tp.smem_bytes();
         if p.stages == 1 {
-            // One stage keeps two CTAs per SM; a second would drop to one.
+            // One stage keeps two CTAs per SM; a second would drop to one. Each tile is
+            // refilled after its last read, on its own mbarrier.
             assert!(resident(total) >= 2 && resident(total + per_stage) < resident(total), "{name}: {total} B");
+            assert!(tilec::passes::tma::early_refill(p));
+            assert_eq!(tilec::passes::tma::barriers_of(p), 5);
         } else {
-            // Already one CTA per SM without a ring: the deepest ring (3 stages without an MMA
-            // in flight) that fits.
-            assert_eq!(p.stages, 3, "{name}");
+            // One CTA per SM already at one stage: the deepest ring that fits.
             assert_eq!(resident(total - (p.stages - 1) * per_stage), resident(total), "{name}");
+            assert!(total + per_stage + tp.header_bytes > info.smem_per_cta || p.stages == 3, "{name}: a deeper ring would have fit");
         }
     }
     let stages: Vec<u32> = ps.iter().map(|(_, tp)| tp.pipelines.values().flatten().next().map_or(0, |p| p.stages)).collect();
-    assert_eq!(stages, vec![1, 3], "k1_scan_scalar fits two CTAs per SM, k1_scan_channel (per-channel gates) one");
+    assert_eq!(stages, vec![1, 2], "k1_scan_scalar fits two CTAs per SM, k1_scan_channel (per-channel gates) one");
 }
 
 #[test]

@@ -195,7 +195,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let (_, cols) = self.shape_of(self.k.vars[*var].ty, "variable")?;
                 let idx = self.b.build_int_add(self.b.build_int_mul(r, self.i32(cols as i32), "")?, c, "")?;
                 let ve = self.k.vars[*var].ty.elem();
-                let x = self.load_elem(self.var_buf(*var)?, idx, ve)?;
+                let x = self.load_elem_at(self.var_base(*var)?, idx, ve)?;
                 self.convert(x, ve, out)?
             }
             other => return Err(BackendError::Invalid(format!("{other:?} is not elementwise"))),

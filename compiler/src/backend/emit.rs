@@ -218,6 +218,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             if self.tp.barriers.after(i) {
                 self.bar_sync()?;
             }
+            self.refill_after(i).map_err(|e| e.at(i, span))?;
         }
         Ok(())
     }
@@ -464,6 +465,16 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         self.tp.smem.values[v].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("tile {v} has no shared-memory buffer")))
     }
 
+    /// Absolute byte offset of variable `v`'s data here: its buffer, plus the current stage's
+    /// offset inside a pipelined loop that rings it.
+    pub fn var_base(&self, v: crate::ir::Var) -> Result<IntValue<'ctx>, BackendError> {
+        let buf = self.i32(self.var_buf(v)? as i32);
+        Ok(match self.stage_offset(v)? {
+            Some(off) => self.b.build_int_add(buf, off, "var.base")?,
+            None => buf,
+        })
+    }
+
     /// Absolute byte offset of the scratch buffer of instruction `i`.
     pub fn scratch_buf(&self, i: Inst) -> Result<u32, BackendError> {
         self.tp.smem.scratch[i].map(|o| o + self.header).ok_or_else(|| BackendError::Invalid(format!("{i} has no scratch buffer")))
@@ -476,7 +487,12 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
 
     /// Loads element `idx` of a buffer of `elem` at byte `buf`, in compute type.
     pub fn load_elem(&self, buf: u32, idx: IntValue<'ctx>, elem: Elem) -> Result<BasicValueEnum<'ctx>, BackendError> {
-        let off = self.b.build_int_add(self.i32(buf as i32), self.b.build_int_mul(idx, self.i32(elem.size_bytes() as i32), "")?, "")?;
+        self.load_elem_at(self.i32(buf as i32), idx, elem)
+    }
+
+    /// [`Codegen::load_elem`] from a buffer at a run-time byte offset (a ring stage).
+    pub fn load_elem_at(&self, buf: IntValue<'ctx>, idx: IntValue<'ctx>, elem: Elem) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let off = self.b.build_int_add(buf, self.b.build_int_mul(idx, self.i32(elem.size_bytes() as i32), "")?, "")?;
         let p = self.smem_at(off)?;
         let raw = self.b.build_load(self.storage_type(elem), p, "ld")?;
         self.to_compute(raw, elem)

@@ -165,11 +165,11 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// `ReadVar` of a variable held in a shared-memory tile.
     pub fn read_smem_var(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
         let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("ReadVar without a result".into()))?;
-        let (src, dst) = (self.var_buf(v)?, self.value_buf(res)?);
+        let (src, dst) = (self.var_base(v)?, self.value_buf(res)?);
         let (vel, rel) = (self.k.vars[v].ty.elem(), self.res_elem(res));
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
         self.cta_loop(rows * cols, &mut |cg, e| {
-            let x = cg.load_elem(src, e, vel)?;
+            let x = cg.load_elem_at(src, e, vel)?;
             let x = cg.convert(x, vel, rel)?;
             cg.store_elem(dst, e, rel, x)
         })

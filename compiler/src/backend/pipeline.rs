@@ -37,6 +37,9 @@ pub(crate) struct ActivePipeline<'ctx> {
     /// In a TMA loop ([`crate::passes::tma`]): whether the tensor maps are usable (i1, uniform;
     /// otherwise the tiles are copied element by element, synchronously).
     pub tma_ok: Option<IntValue<'ctx>>,
+    /// Whether each variable is refilled for the next iteration right after its last read
+    /// ([`crate::passes::tma::early_refill`]; one stage, one mbarrier per write).
+    pub early: bool,
 }
 
 impl<'ctx> Codegen<'ctx, '_> {
@@ -49,18 +52,31 @@ impl<'ctx> Codegen<'ctx, '_> {
         let tma_ok = match self.tp.tma.loop_barriers(i) {
             Some(_) => {
                 let ok = self.tma_usable(&plan)?;
-                self.tma_init(i, s)?;
+                self.tma_init(i, crate::passes::tma::barriers_of(&plan))?;
                 Some(ok)
             }
             None => None,
         };
+        let early = tma_ok.is_some() && crate::passes::tma::early_refill(&plan);
+        if early {
+            // The first iteration's tiles, each on its own mbarrier; later ones are refilled
+            // after their last read ([`Codegen::refill_after`]).
+            let (j, zero) = (self.iteration_at(&plan, lo, hi, self.i32(0))?, self.i32(0));
+            let live = self.live_iteration(&plan, lo, hi, j)?;
+            self.if_then(live, &mut |cg| {
+                for w in 0..plan.writes.len() {
+                    cg.issue(i, &plan, tma_ok, j, zero, Some(w))?;
+                }
+                Ok(())
+            })?;
+        }
         // Prologue: iterations lo .. lo + D, one cp.async group each (empty past the end) or
         // one TMA stage each.
-        for st in 0..plan.distance() {
+        for st in 0..if early { 0 } else { plan.distance() } {
             let j = self.iteration_at(&plan, lo, hi, self.i32(st as i32))?;
             let live = self.live_iteration(&plan, lo, hi, j)?;
             let stage = self.i32(st as i32);
-            self.if_then(live, &mut |cg| cg.issue(i, &plan, tma_ok, j, stage))?;
+            self.if_then(live, &mut |cg| cg.issue(i, &plan, tma_ok, j, stage, None))?;
             if tma_ok.is_none() {
                 self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
             }
@@ -75,7 +91,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             let rel = if plan.reverse { cg.b.build_int_sub(cg.b.build_int_sub(hi, cg.i32(1), "")?, x, "")? } else { cg.b.build_int_sub(x, lo, "")? };
             let stage = cg.b.build_int_unsigned_rem(rel, cg.i32(s as i32), "stage")?;
             let phase = cg.b.build_and(cg.b.build_int_unsigned_div(rel, cg.i32(s as i32), "")?, cg.i32(1), "phase")?;
-            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, lo, hi, stage, phase, tma_ok });
+            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, lo, hi, stage, phase, tma_ok, early });
             // The previous iteration may have left its MMA in flight.
             cg.wgmma_pending = plan.overlap_mma;
             let r = cg.block(body);
@@ -111,6 +127,17 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// others were issued with it. Returns whether `i` was handled.
     pub fn pipelined_write(&mut self, i: Inst) -> Result<bool, BackendError> {
         let Some(p) = self.pipes.iter().rev().find(|p| p.plan.writes.contains(&i)).cloned() else { return Ok(false) };
+        if p.early {
+            // Each write waits for its own copy: its mbarrier's phase, or a barrier after the
+            // threads' own copies.
+            let w = p.plan.writes.iter().position(|&x| x == i).unwrap_or(0);
+            let (bar, ok) = (self.tma_barrier(p.loop_inst, self.i32(w as i32))?, p.tma_ok.unwrap_or(self.ctx.bool_type().const_zero()));
+            self.if_else(ok, &mut |cg| cg.mbarrier_wait(bar, p.phase), &mut |cg| {
+                cg.fence_proxy_async()?;
+                cg.bar_sync()
+            })?;
+            return Ok(true);
+        }
         if p.plan.writes.first() != Some(&i) {
             return Ok(true);
         }
@@ -118,7 +145,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let j = if p.plan.reverse { self.b.build_int_sub(p.iv, self.i32(dist as i32), "pf.iter")? } else { self.b.build_int_add(p.iv, self.i32(dist as i32), "pf.iter")? };
         let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
         let next = self.b.build_int_unsigned_rem(self.b.build_int_add(p.stage, self.i32(dist as i32), "")?, self.i32(s as i32), "pf.stage")?;
-        self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, next))?;
+        self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, next, None))?;
         if let Some(ok) = p.tma_ok {
             // This iteration's stage: its mbarrier phase, or (copied by the threads) a barrier.
             let bar = self.tma_barrier(p.loop_inst, p.stage)?;
@@ -150,7 +177,8 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Issues the pipelined tiles of iteration `j` into ring stage `stage` (no wait): TMA
     /// copies where `tma_ok` holds, complete element copies where it does not, `cp.async`
     /// groups in a loop without TMA.
-    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, tma_ok: Option<IntValue<'ctx>>, j: IntValue<'ctx>, stage: IntValue<'ctx>) -> Result<(), BackendError> {
+    /// With `only`, just that write, against its own mbarrier (an early refill).
+    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, tma_ok: Option<IntValue<'ctx>>, j: IntValue<'ctx>, stage: IntValue<'ctx>, only: Option<usize>) -> Result<(), BackendError> {
         let k = self.k;
         // Rebind the induction variable and re-evaluate the index slice at iteration j.
         let iv = k.insts[loop_inst].result;
@@ -165,13 +193,17 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             self.inst(si)?;
         }
+        let writes: Vec<Inst> = match only {
+            Some(w) => vec![plan.writes[w]],
+            None => plan.writes.clone(),
+        };
         let mut dsts = vec![];
-        for &w in &plan.writes {
+        for &w in &writes {
             let Op::WriteVar(v, _) = k.insts[w].op else { return Err(BackendError::Invalid(format!("pipelined {w} is not a variable write"))) };
             dsts.push(self.stage_base(v, stage)?);
         }
         let copies = |cg: &mut Self, wait: bool| -> Result<(), BackendError> {
-            for (&w, &dst) in plan.writes.iter().zip(&dsts) {
+            for (&w, &dst) in writes.iter().zip(&dsts) {
                 let Op::WriteVar(v, x) = k.insts[w].op else { continue };
                 cg.write_var_tile(v, x, dst, wait)?;
             }
@@ -179,13 +211,27 @@ impl<'ctx> Codegen<'ctx, '_> {
         };
         match tma_ok {
             Some(ok) => {
-                let bar = self.tma_barrier(loop_inst, stage)?;
-                self.if_else(ok, &mut |cg| cg.tma_issue(plan, &dsts, bar), &mut |cg| copies(cg, true))?;
+                let bar = self.tma_barrier(loop_inst, only.map_or(stage, |w| self.i32(w as i32)))?;
+                self.if_else(ok, &mut |cg| cg.tma_issue(&writes, &dsts, bar, only.is_some()), &mut |cg| copies(cg, true))?;
             }
             None => copies(self, false)?,
         }
         for (v, old) in saved.into_iter().rev() {
             self.scalars[v] = old;
+        }
+        Ok(())
+    }
+
+    /// After instruction `i` of an early-refill loop's body: every write whose variable `i` read
+    /// last is refilled with the next iteration's tile, once all threads are past the read.
+    pub fn refill_after(&mut self, i: Inst) -> Result<(), BackendError> {
+        let Some(p) = self.pipes.last().filter(|p| p.early && p.plan.last_read.contains(&i)).cloned() else { return Ok(()) };
+        self.bar_sync()?;
+        let j = if p.plan.reverse { self.b.build_int_sub(p.iv, self.i32(1), "pf.iter")? } else { self.b.build_int_add(p.iv, self.i32(1), "pf.iter")? };
+        let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
+        let zero = self.i32(0);
+        for (w, _) in p.plan.last_read.iter().enumerate().filter(|(_, &l)| l == i) {
+            self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, zero, Some(w)))?;
         }
         Ok(())
     }

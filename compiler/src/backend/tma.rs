@@ -86,14 +86,19 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.bar_sync()
     }
 
-    /// Thread 0 issues the TMA copies of `plan`'s writes into ring stage `stage` (byte offsets
-    /// `dst[w]`) against mbarrier `bar`, after announcing their bytes.
-    pub fn tma_issue(&mut self, plan: &Pipeline, dsts: &[IntValue<'ctx>], bar: PointerValue<'ctx>) -> Result<(), BackendError> {
-        let bytes: u32 = plan.writes.iter().filter_map(|&w| self.tp.tma.load(w)).map(|l| l.bytes).sum();
+    /// Thread 0 issues the TMA copies of pipelined writes `writes` (byte offsets `dsts`) against
+    /// mbarrier `bar`, after announcing their bytes. With `after_reads`, the buffers were just
+    /// read through the generic proxy (an early refill): thread 0 orders those reads, which the
+    /// caller's CTA barrier made complete, before the async-proxy writes.
+    pub fn tma_issue(&mut self, writes: &[Inst], dsts: &[IntValue<'ctx>], bar: PointerValue<'ctx>, after_reads: bool) -> Result<(), BackendError> {
+        let bytes: u32 = writes.iter().filter_map(|&w| self.tp.tma.load(w)).map(|l| l.bytes).sum();
         let is_t0 = self.b.build_int_compare(IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
         self.if_then(is_t0, &mut |cg| {
+            if after_reads {
+                cg.fence_proxy_async()?;
+            }
             cg.mbarrier_arrive_expect_tx(bar, bytes)?;
-            for (&w, &dst) in plan.writes.iter().zip(dsts) {
+            for (&w, &dst) in writes.iter().zip(dsts) {
                 cg.tma_copy(w, dst, bar)?;
             }
             Ok(())
@@ -114,7 +119,11 @@ impl<'ctx> Codegen<'ctx, '_> {
             ValueDef::LoopIndex(_) => return Err(BackendError::Invalid(format!("TMA {w} does not write a load"))),
         };
         let rows = k.vars[v].ty.shape().map_or(0, |s| s.0);
-        let (panel_elems, panel_bytes) = (map.swizzle.elems(), rows * map.swizzle.bytes());
+        // Panels of a swizzled tile are `rows × P` bytes apart; a plain tile is one box.
+        let (panel_elems, panel_bytes) = match map.swizzle {
+            Some(sw) => (sw.elems(), rows * sw.bytes()),
+            None => (0, 0),
+        };
         let rank = index.len();
         let tmap = self.tmaps.get(load.map).copied().ok_or_else(|| BackendError::Invalid("tensor map parameter missing".into()))?;
         let mut coords: Vec<IntValue<'ctx>> = vec![];

@@ -48,7 +48,7 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
     }
     for (j, m) in tp.tma.maps.iter().enumerate() {
         let dims: Vec<String> = m.box_dims.iter().map(u32::to_string).collect();
-        let _ = writeln!(s, ";   tensor map {j}: `{}`, box [{}], swizzle {}, out of bounds reads zero", k.params[m.param].name, dims.join(", "), m.swizzle.name());
+        let _ = writeln!(s, ";   tensor map {j}: `{}`, box [{}], swizzle {}, out of bounds reads zero", k.params[m.param].name, dims.join(", "), m.swizzle.map_or("none", |w| w.name()));
     }
     // Conversions: where a register accumulator meets shared memory, and the roots evaluated
     // where its fragments are (none).

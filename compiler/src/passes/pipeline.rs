@@ -27,7 +27,7 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Block, Index, Inst, Kernel, Op, Param, ParamKind, Value, ValueDef, Var};
+use crate::ir::{Block, Index, Inst, Kernel, Op, Param, ParamKind, Space, Value, ValueDef, Var};
 use super::fuse::Fusion;
 use super::var_roles::VarRoles;
 
@@ -52,6 +52,10 @@ pub struct Pipeline {
     pub overlap_mma: bool,
     /// Whether the loop counts down (`for n in rev lo..hi`): "ahead" is then toward `lo`.
     pub reverse: bool,
+    /// Per write: the top-level body instruction after which its variable is no longer read in
+    /// the iteration (where a fused read is evaluated, for fused reads). A one-stage TMA ring
+    /// refills there for the next iteration ([`crate::backend`]'s early refill).
+    pub last_read: Vec<Inst>,
 }
 
 impl Pipeline {
@@ -102,10 +106,18 @@ fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, 
     let top = &k.blocks[body].insts;
     let mut inside = std::collections::HashSet::new();
     collect(k, body, &mut inside);
-    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false, reverse: false };
+    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false, reverse: false, last_read: vec![] };
+    let mut user: std::collections::HashMap<Value, Inst> = std::collections::HashMap::new();
+    for &u in top {
+        for a in k.inst_args(u) {
+            user.entry(a).or_insert(u);
+        }
+    }
     for (pos, &i) in top.iter().enumerate() {
         let Op::WriteVar(v, x) = k.insts[i].op else { continue };
-        if !roles.is_tiled(v) || !fusion.is_fused(x) || p.vars.contains(&v) {
+        // An operand tile, or a plain shared-memory tile read only element by element.
+        let plain = k.vars[v].space == Space::Smem && roles.accumulator(v).is_none() && read_only_by_reads(k, v);
+        if !(roles.is_tiled(v) || plain) || !fusion.is_fused(x) || p.vars.contains(&v) {
             continue;
         }
         let ValueDef::Result(d) = k.values[x].def else { continue };
@@ -133,6 +145,17 @@ fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, 
             ok &= index_slice(k, for_inst, &inside, *s, &mut slice);
         }
         if ok {
+            // The last top-level instruction evaluating a read of v.
+            let mut last = i;
+            for &j in &top[pos + 1..] {
+                if k.inst_vars(j).0.contains(&v) {
+                    let e = evaluated_at(k, fusion, &user, j);
+                    if top.iter().position(|&t| t == e) > top.iter().position(|&t| t == last) {
+                        last = e;
+                    }
+                }
+            }
+            p.last_read.push(last);
             p.writes.push(i);
             p.vars.push(v);
             for s in slice {
@@ -143,12 +166,38 @@ fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, 
         }
     }
     p.slice.sort_by_key(|s| top.iter().position(|t| t == s));
-    let mut mmas = top.iter().filter_map(|&i| match k.insts[i].op {
+    let mmas: Vec<(Var, Var, Var)> = top.iter().filter_map(|&i| match k.insts[i].op {
         Op::Mma { dst, a, b, .. } if p.vars.contains(&a.var) || p.vars.contains(&b.var) => Some((dst, a.var, b.var)),
         _ => None,
-    });
-    p.overlap_mma = mmas.all(|(dst, a, b)| p.vars.contains(&a) && p.vars.contains(&b) && roles.accumulator(dst).is_some());
+    }).collect();
+    // (No MMA reads a ring: nothing to leave in flight.)
+    p.overlap_mma = !mmas.is_empty() && mmas.iter().all(|&(dst, a, b)| p.vars.contains(&a) && p.vars.contains(&b) && roles.accumulator(dst).is_some());
     (!p.writes.is_empty()).then_some(p)
+}
+
+/// Whether every read of `v` is a `ReadVar` (no MMA reads it from its buffer).
+fn read_only_by_reads(k: &Kernel, v: Var) -> bool {
+    let mut ok = true;
+    k.walk(|j| {
+        if k.inst_vars(j).0.contains(&v) && !matches!(k.insts[j].op, Op::ReadVar(_)) {
+            ok = false;
+        }
+    });
+    ok
+}
+
+/// The instruction that evaluates instruction `j`: itself, or for a fused result the consumer
+/// it is fused into, transitively (`user`: the block's consumer of each value; a fused value
+/// has one, in the same block).
+fn evaluated_at(k: &Kernel, fusion: &Fusion, user: &std::collections::HashMap<Value, Inst>, j: Inst) -> Inst {
+    let mut x = j;
+    while let Some(r) = k.insts[x].result.filter(|r| fusion.is_fused(*r)) {
+        match user.get(&r) {
+            Some(&u) => x = u,
+            None => break,
+        }
+    }
+    x
 }
 
 /// Every instruction of `b` and its nested blocks.

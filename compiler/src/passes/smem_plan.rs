@@ -157,9 +157,17 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
                 value_iv[a] = Some((s, e.max(end)));
             }
         }
+        // A register accumulator's buffer is touched only where the fragments meet shared
+        // memory: not by its MMAs, a broadcast write, or a root evaluated in its fragments.
+        let touches = |v: Var| {
+            roles.accumulator(v).is_none()
+                || !(fusion.frag_root(i) == Some(v)
+                    || matches!(k.insts[i].op, Op::Mma { dst, .. } if dst == v)
+                    || matches!(k.insts[i].op, Op::WriteVar(w, x) if w == v && super::var_roles::is_splat(k, x)))
+        };
         let (r, w) = k.inst_vars(i);
         for v in r.into_iter().chain(w).chain(leaf_vars) {
-            if !var_in_smem(v) {
+            if !var_in_smem(v) || !touches(v) {
                 continue;
             }
             let (s, e) = (start_of(i, None), extend(i, None));

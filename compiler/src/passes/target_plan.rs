@@ -79,7 +79,8 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     if !tma.is_empty() {
         // The TMA loops' mbarriers (8 B per stage, at most MAX_STAGES per loop) sit in a header
         // that keeps the planned region aligned for swizzled tiles.
-        let need = tma::BARRIER_OFFSET + 8 * pipeline::MAX_STAGES * tma.loops.values().filter(|o| o.is_some()).count() as u32;
+        let per_loop: u32 = pipelines.iter().filter(|(l, _)| tma.loop_barriers(*l).is_some()).filter_map(|(_, p)| p.as_ref()).map(|p| pipeline::MAX_STAGES.max(p.writes.len() as u32)).sum();
+        let need = tma::BARRIER_OFFSET + 8 * per_loop;
         header_bytes = header_bytes.max(need.next_multiple_of(PERIOD_ALIGN));
     }
     let swizzled = |v| tma.swizzle_of(v);

@@ -6,13 +6,17 @@
 //! CUDA driver API `cuTensorMapEncodeTiled`).
 //!
 //! A pipelined loop ([`super::pipeline`]) uses TMA when the target has TMA and wgmma, and every
-//! one of its pipelined writes qualifies: a tile of 16-bit elements, rows a multiple of 8 and at
-//! most 256 (a TMA box extent), columns a whole number of 16-element panels (the widest swizzle
-//! that divides them is used: [`Swizzle::for_cols`]), from a tensor of rank ≤ 5 (a tensor map's
-//! limit) indexed by points and two ranges, the columns on the last dimension; and every MMA that
-//! reads the tile as an MN-major B operand splits N in pieces of whole panels. Such a tile's
-//! variable lives in the swizzled layout; its box is one panel wide (`P/2` elements on the last
-//! dimension), its rows tall on the row dimension, 1 elsewhere, and one copy per panel fills it.
+//! one of its pipelined writes qualifies: from a tensor of rank ≤ 5 (a tensor map's limit)
+//! indexed by points and two ranges, the columns on the last dimension, at most 256 rows (a box
+//! extent), and either
+//! * an operand tile of 16-bit elements, rows a multiple of 8, columns a whole number of
+//!   16-element panels (the widest swizzle that divides them is used: [`Swizzle::for_cols`]),
+//!   every MMA that reads it as an MN-major B operand splitting N in pieces of whole panels: its
+//!   variable lives in the swizzled layout, its box is one panel wide (`P/2` elements on the last
+//!   dimension), and one copy per panel fills it; or
+//! * a plain tile read element by element (2- or 4-byte elements, a row of whole 16-byte
+//!   chunks, at most 256 columns): row-major, no swizzle, one copy of the whole tile.
+//! Boxes are the tile's rows tall on the row dimension and 1 on every point dimension.
 //!
 //! One tensor map per distinct (tensor, box, swizzle); the kernel receives them after its size
 //! arguments, and the runtime encodes them from the tensor's pointer and shape
@@ -44,10 +48,11 @@ pub const MAX_BOX: u32 = 256;
 pub struct TensorMapPlan {
     /// The tensor.
     pub param: Param,
-    /// Box extent per tensor dimension, outermost first (the last is one panel).
+    /// Box extent per tensor dimension, outermost first (the last is one panel, or the whole
+    /// row without swizzle).
     pub box_dims: Vec<u32>,
-    /// Swizzle mode.
-    pub swizzle: Swizzle,
+    /// Swizzle mode; `None` for a plain row-major tile (read element by element, not by wgmma).
+    pub swizzle: Option<Swizzle>,
 }
 
 /// One pipelined write done by TMA.
@@ -102,9 +107,26 @@ impl TmaPlan {
         let ls: Vec<Inst> = self.loops.iter().filter(|(_, o)| o.is_some()).map(|(l, _)| l).collect();
         for l in ls {
             self.loops[l] = Some(at);
-            at += 8 * pipelines.get(l).and_then(Option::as_ref).map_or(0, |p| p.stages);
+            at += 8 * pipelines.get(l).and_then(Option::as_ref).map_or(0, barriers_of);
         }
     }
+}
+
+/// The mbarriers a TMA loop uses: one per ring stage, or with one stage one per write (each
+/// variable is refilled on its own, [`early_refill`]).
+pub fn barriers_of(p: &Pipeline) -> u32 {
+    if early_refill(p) {
+        p.writes.len() as u32
+    } else {
+        p.stages
+    }
+}
+
+/// Whether a TMA loop refills each variable right after its last read in the iteration (one
+/// stage: the next iteration's copy then overlaps the rest of this one) instead of at the
+/// first write of the iteration that needs it.
+pub fn early_refill(p: &Pipeline) -> bool {
+    p.stages == 1
 }
 
 /// Decides the TMA loads of kernel `k`'s pipelined loops on `target`.
@@ -126,8 +148,9 @@ pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &Secon
                 }
             };
             let cols = k.vars[v].ty.shape().map_or(0, |s| s.1);
-            out.loads[w] = Some(TmaLoad { map: idx, panels: cols / map.swizzle.elems(), bytes: rows * cols * 2 });
-            out.swizzle[v] = Some(map.swizzle);
+            let size = k.vars[v].ty.elem().size_bytes();
+            out.loads[w] = Some(TmaLoad { map: idx, panels: map.swizzle.map_or(1, |sw| cols / sw.elems()), bytes: rows * cols * size });
+            out.swizzle[v] = map.swizzle;
         }
         out.loops[l] = Some(0);
     }
@@ -141,27 +164,42 @@ fn qualify(k: &Kernel, roles: &VarRoles, w: Inst) -> Option<(Var, TensorMapPlan,
     let Op::Load { src, index } = &k.insts[d].op else { return None };
     let ParamKind::Tensor { elem, .. } = &k.params[*src].kind else { return None };
     let (rows, cols) = k.vars[v].ty.shape()?;
-    if elem.size_bytes() != 2 || rows % 8 != 0 || rows > MAX_BOX || index.len() > MAX_RANK || index.len() < 2 {
+    let size = elem.size_bytes() as u32;
+    if rows > MAX_BOX || index.len() > MAX_RANK || index.len() < 2 {
         return None;
     }
-    let sw = Swizzle::for_cols(cols)?;
+    // Operand tiles: 16-bit panels in the widest swizzle dividing a row. Plain tiles (read
+    // element by element): the row-major box itself, one row of whole 16-byte chunks.
+    let sw = if roles.is_tiled(v) {
+        if size != 2 || rows % 8 != 0 {
+            return None;
+        }
+        Some(Swizzle::for_cols(cols)?)
+    } else {
+        if !matches!(size, 2 | 4) || (cols * size) % 16 != 0 || cols > MAX_BOX {
+            return None;
+        }
+        None
+    };
     let ranges: Vec<usize> = index.iter().enumerate().filter(|(_, ix)| matches!(ix, Index::Range { .. })).map(|(d, _)| d).collect();
     if ranges.len() != 2 || ranges[1] + 1 != index.len() {
         return None;
     }
     let mut box_dims = vec![1; index.len()];
     box_dims[ranges[0]] = rows;
-    box_dims[index.len() - 1] = sw.elems();
+    box_dims[index.len() - 1] = sw.map_or(cols, Swizzle::elems);
     // Every MMA reading `v` as an MN-major B operand must split N on panel boundaries. (An A
     // operand's units start at multiples of 64 rows, a whole number of panels in every mode.)
     let mut ok = true;
-    k.walk(|i| {
-        if let Op::Mma { dst, b, .. } = k.insts[i].op {
-            if b.var == v && !b.transposed {
-                ok &= roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0);
+    if let Some(sw) = sw {
+        k.walk(|i| {
+            if let Op::Mma { dst, b, .. } = k.insts[i].op {
+                if b.var == v && !b.transposed {
+                    ok &= roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0);
+                }
             }
-        }
-    });
+        });
+    }
     ok.then_some((v, TensorMapPlan { param: *src, box_dims, swizzle: sw }, rows))
 }
 
@@ -173,7 +211,7 @@ pub fn to_meta(k: &Kernel, plan: &TmaPlan) -> Vec<tilec_abi::meta::TensorMapMeta
             tensor: k.params[m.param].name.clone(),
             box_dims: m.box_dims.clone(),
             element_strides: vec![1; m.box_dims.len()],
-            swizzle: m.swizzle.name().into(),
+            swizzle: m.swizzle.map_or("none", Swizzle::name).into(),
             oob_fill: "zero".into(),
         })
         .collect()
