@@ -29,6 +29,7 @@ pub(crate) mod lowering;
 pub(crate) mod math;
 pub(crate) mod mbarrier;
 pub(crate) mod memory;
+pub(crate) mod operand_desc;
 pub(crate) mod pipeline;
 pub(crate) mod reduce;
 pub(crate) mod staging;

@@ -33,53 +33,13 @@ use inkwell::IntPredicate;
 
 use crate::ir::{Elem, MmaOperand, Var};
 use crate::layout::staging::{sbo_for, LBO};
-use crate::layout::swizzle::Swizzle;
 use crate::layout::wgmma::{fragment_coords, Distribution, ROWS, WARPGROUP};
 use crate::passes::smem_plan::ALIGN;
 
-use super::super::descriptors::{smem_desc_fields, smem_desc_start};
+use super::super::descriptors::smem_desc_start;
+use super::super::operand_desc::{check_range, OperandDesc};
 use super::super::emit::Codegen;
 use super::super::BackendError;
-
-/// Where a wgmma reads one operand: its buffer, the descriptor's LBO and SBO, and whether it
-/// is MN-major (the transpose immediate).
-struct OperandDesc<'ctx> {
-    /// Absolute byte offset (a run-time value inside a pipelined loop: the ring's stage).
-    base: IntValue<'ctx>,
-    lbo: u32,
-    sbo: u32,
-    transposed: bool,
-    /// The swizzle mode and row count of a swizzled tile ([`crate::layout::swizzle`]).
-    swizzle: Option<(Swizzle, u32)>,
-}
-
-impl OperandDesc<'_> {
-    /// Bytes per 8 rows (A) or columns (B) of the operand's M/N dimension from its start: its
-    /// 8-row groups are SBO apart (so are MN-major core-matrix columns without swizzle, SBO =
-    /// 128); a swizzled MN-major tile's panels of `P/2` are LBO apart, i.e. `8·LBO/(P/2)` per 8
-    /// — exact because every unit origin is a whole number of panels (the TMA pass checks B's
-    /// pieces; A's units start at multiples of 64).
-    fn origin_step(&self) -> u32 {
-        match self.swizzle {
-            Some((sw, _)) if self.transposed => 8 * self.lbo / sw.elems(),
-            _ => self.sbo,
-        }
-    }
-
-    /// Bytes from the operand's start to its K = 16 step `ks`.
-    fn k_step_bytes(&self, ks: u32) -> u32 {
-        match self.swizzle {
-            Some((sw, rows)) if !self.transposed => sw.k_step_kmajor(rows, ks),
-            Some(_) => ks * 2 * self.sbo,
-            None => ks * 2 * self.lbo,
-        }
-    }
-
-    /// The descriptor's constant bits: LBO, SBO and the swizzle mode (bits 62-63).
-    fn fields(&self) -> Result<u64, BackendError> {
-        Ok(smem_desc_fields(self.lbo, self.sbo)? | (self.swizzle.map_or(0, |(sw, _)| sw.sm90_desc_code()) << 62))
-    }
-}
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// The distribution of a register-resident accumulator, if `v` is one.
@@ -210,27 +170,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         let scratch = if self.tp.smem.scratch[i].is_some() { Some(self.scratch_buf(i)?) } else { None };
         let mut next = scratch;
         let mut place = |cg: &mut Self, op: MmaOperand, is_b: bool, rows: u32| -> Result<OperandDesc<'ctx>, BackendError> {
-            let (vr, vc) = cg.shape_of(cg.k.vars[op.var].ty, "MMA operand")?;
-            if cg.tp.roles.is_tiled(op.var) {
-                // The variable's columns are K when A is untransposed or B transposed: K-major,
-                // core matrices adjacent along K (LBO 128), 8-row groups 16·cols apart (SBO).
-                // Otherwise its columns are M or N: MN-major, K-adjacent core matrices are the
-                // 8-row groups (LBO 16·cols) and M/N-adjacent ones the column blocks (SBO 128).
-                let k_major = op.transposed == is_b;
-                let buf = cg.var_buf(op.var)?;
-                // Static range check over the whole ring (every stage a descriptor may name).
-                let (stages, stride) = cg.tp.smem.rings.get(op.var).copied().flatten().unwrap_or((1, 0));
-                smem_desc_start(buf)?;
-                check_range(cg, buf + (stages - 1) * stride + vr * vc * 2)?;
-                let base = match cg.stage_offset(op.var)? {
-                    Some(off) => cg.b.build_int_add(cg.i32(buf as i32), off, "op.base")?,
-                    None => cg.i32(buf as i32),
-                };
-                if let Some(sw) = cg.tp.tma.swizzle_of(op.var) {
-                    let st = sw.operand(vr, k_major);
-                    return Ok(OperandDesc { base, lbo: st.lbo, sbo: st.sbo, transposed: st.mn_major, swizzle: Some((sw, vr)) });
-                }
-                return Ok(if k_major { OperandDesc { base, lbo: LBO, sbo: 16 * vc, transposed: false, swizzle: None } } else { OperandDesc { base, lbo: 16 * vc, sbo: LBO, transposed: true, swizzle: None } });
+            if let Some(d) = cg.tiled_operand(op, is_b)? {
+                return Ok(d);
             }
             let at = next.ok_or_else(|| BackendError::Invalid("a staged wgmma operand without scratch".into()))?;
             next = Some(at + (rows * kdim * 2).next_multiple_of(ALIGN));
@@ -343,14 +284,4 @@ impl<'ctx> Codegen<'ctx, '_> {
         let ptr = self.ctx.create_inline_asm(fty, text, cons.join(","), true, false, None, false);
         Ok((fty, ptr))
     }
-}
-
-/// Checks that an operand ending at byte `end` lies inside the range a descriptor's 14-bit
-/// start-address field reaches.
-fn check_range(cg: &Codegen<'_, '_>, end: u32) -> Result<(), BackendError> {
-    let range = cg.target.info().smem_descriptor_range;
-    if end > range {
-        return Err(BackendError::Invalid(format!("MMA operand ends at byte {end}, beyond the {range}-byte range of a shared-memory descriptor")));
-    }
-    Ok(())
 }

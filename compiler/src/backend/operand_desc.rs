@@ -1,0 +1,101 @@
+//! Where an MMA that reads shared memory through descriptors (wgmma on sm_90a, tcgen05 on
+//! sm_100a) finds one operand: a tile read in place — the 8 × 8 core-matrix layout
+//! ([`crate::layout::staging`]) or a swizzled layout TMA wrote ([`crate::layout::swizzle`]),
+//! K-major or MN-major — or a K-major staging copy. Both targets use the same canonical
+//! layouts and the same LBO/SBO/swizzle meanings (blackwell.md §2.4, §6.1); the 64-bit value
+//! differs only in sm_100's fixed bit 46, and their swizzle fields coincide bit for bit (sm_90
+//! code `c` at bits 62-63 is sm_100 code `2c` at bits 61-63).
+
+use inkwell::values::IntValue;
+
+use crate::ir::MmaOperand;
+use crate::layout::staging::LBO;
+use crate::layout::swizzle::Swizzle;
+
+use super::descriptors::{smem_desc_fields, smem_desc_start};
+use super::emit::Codegen;
+use super::BackendError;
+
+/// Where an MMA reads one operand: its buffer, the descriptor's LBO and SBO, whether it is
+/// MN-major (the transpose bit), and its swizzle.
+pub(crate) struct OperandDesc<'ctx> {
+    /// Absolute byte offset (a run-time value inside a pipelined loop: the ring's stage).
+    pub base: IntValue<'ctx>,
+    pub lbo: u32,
+    pub sbo: u32,
+    pub transposed: bool,
+    /// The swizzle mode and row count of a swizzled tile.
+    pub swizzle: Option<(Swizzle, u32)>,
+}
+
+impl OperandDesc<'_> {
+    /// Bytes per 8 rows (A) or columns (B) of the operand's M/N dimension from its start: its
+    /// 8-row groups are SBO apart (so are MN-major core-matrix columns without swizzle, SBO =
+    /// 128); a swizzled MN-major tile's panels of `P/2` are LBO apart, i.e. `8·LBO/(P/2)` per 8
+    /// — exact because every origin used is a whole number of panels (the TMA pass checks B's
+    /// pieces; A's units start at multiples of 64).
+    pub fn origin_step(&self) -> u32 {
+        match self.swizzle {
+            Some((sw, _)) if self.transposed => 8 * self.lbo / sw.elems(),
+            _ => self.sbo,
+        }
+    }
+
+    /// Bytes from the operand's start to its K = 16 step `ks`.
+    pub fn k_step_bytes(&self, ks: u32) -> u32 {
+        match self.swizzle {
+            Some((sw, rows)) if !self.transposed => sw.k_step_kmajor(rows, ks),
+            Some(_) => ks * 2 * self.sbo,
+            None => ks * 2 * self.lbo,
+        }
+    }
+
+    /// The descriptor's constant bits on sm_90: LBO, SBO and the swizzle mode (bits 62-63).
+    /// (sm_100 adds bit 46: `super::sm100::descriptors::smem_desc_hi`.)
+    pub fn fields(&self) -> Result<u64, BackendError> {
+        Ok(smem_desc_fields(self.lbo, self.sbo)? | (self.swizzle.map_or(0, |(sw, _)| sw.sm90_desc_code()) << 62))
+    }
+}
+
+impl<'ctx> Codegen<'ctx, '_> {
+    /// The descriptor of operand `op` (`is_b`: the B operand) when its tile is read in place
+    /// ([`crate::passes::var_roles::VarRoles::tiled`]), `None` when it must be staged. The
+    /// variable's columns are K when A is untransposed or B transposed: K-major (core matrices
+    /// adjacent along K LBO = 128 apart, 8-row groups 16·cols apart; swizzled: SBO = 8 rows).
+    /// Otherwise MN-major (core-matrix K groups 16·cols apart, M/N blocks 128; swizzled: LBO =
+    /// the panel, SBO = 8 K rows).
+    pub(crate) fn tiled_operand(&mut self, op: MmaOperand, is_b: bool) -> Result<Option<OperandDesc<'ctx>>, BackendError> {
+        if !self.tp.roles.is_tiled(op.var) {
+            return Ok(None);
+        }
+        let (vr, vc) = self.shape_of(self.k.vars[op.var].ty, "MMA operand")?;
+        let k_major = op.transposed == is_b;
+        let buf = self.var_buf(op.var)?;
+        // Static range check over the whole ring (every stage a descriptor may name).
+        let (stages, stride) = self.tp.smem.rings.get(op.var).copied().flatten().unwrap_or((1, 0));
+        smem_desc_start(buf)?;
+        check_range(self, buf + (stages - 1) * stride + vr * vc * 2)?;
+        let base = match self.stage_offset(op.var)? {
+            Some(off) => self.b.build_int_add(self.i32(buf as i32), off, "op.base")?,
+            None => self.i32(buf as i32),
+        };
+        Ok(Some(match self.tp.tma.swizzle_of(op.var) {
+            Some(sw) => {
+                let st = sw.operand(vr, k_major);
+                OperandDesc { base, lbo: st.lbo, sbo: st.sbo, transposed: st.mn_major, swizzle: Some((sw, vr)) }
+            }
+            None if k_major => OperandDesc { base, lbo: LBO, sbo: 16 * vc, transposed: false, swizzle: None },
+            None => OperandDesc { base, lbo: 16 * vc, sbo: LBO, transposed: true, swizzle: None },
+        }))
+    }
+}
+
+/// Checks that an operand ending at byte `end` lies inside the range a descriptor's 14-bit
+/// start-address field reaches.
+pub(crate) fn check_range(cg: &Codegen<'_, '_>, end: u32) -> Result<(), BackendError> {
+    let range = cg.target.info().smem_descriptor_range;
+    if end > range {
+        return Err(BackendError::Invalid(format!("MMA operand ends at byte {end}, beyond the {range}-byte range of a shared-memory descriptor")));
+    }
+    Ok(())
+}
