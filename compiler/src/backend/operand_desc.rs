@@ -51,7 +51,7 @@ impl OperandDesc<'_> {
     }
 
     /// The descriptor's constant bits on sm_90: LBO, SBO and the swizzle mode (bits 62-63).
-    /// (sm_100 adds bit 46: `super::sm100::descriptors::smem_desc_hi`.)
+    /// (sm_100 adds bit 46: `super::sm100::descriptors::SDESC_VERSION`.)
     pub fn fields(&self) -> Result<u64, BackendError> {
         Ok(smem_desc_fields(self.lbo, self.sbo)? | (self.swizzle.map_or(0, |(sw, _)| sw.sm90_desc_code()) << 62))
     }

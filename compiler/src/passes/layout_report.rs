@@ -26,8 +26,8 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
         } else if tp.roles.is_tiled(v) {
             let r = ring.map(|(st, _)| format!("; a {st}-stage ring (software pipeline)")).unwrap_or_default();
             match tp.tma.swizzle_of(v) {
-                Some(sw) => format!("shared memory, {}-swizzled panels of {} columns read by wgmma in place{r}", sw.name(), sw.elems()),
-                None => format!("shared memory, 8x8 core-matrix layout read by wgmma in place{r}"),
+                Some(sw) => format!("shared memory, {}-swizzled panels of {} columns read by the tensor core in place{r}", sw.name(), sw.elems()),
+                None => format!("shared memory, 8x8 core-matrix layout read by the tensor core in place{r}"),
             }
         } else {
             "shared memory, row-major".to_string()

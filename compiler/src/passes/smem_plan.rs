@@ -113,6 +113,12 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, roles: &VarRoles, i: Inst)
         let b_bytes = if tiled(b.var) { 0 } else { (n * kdim * 2).next_multiple_of(ALIGN) };
         return a_bytes + b_bytes;
     }
+    // tcgen05 reads operand tiles in place too; with both so, nothing is staged.
+    if let Op::Mma { b, .. } = &k.insts[i].op {
+        if roles.is_tiled(a.var) && roles.is_tiled(b.var) {
+            return 0;
+        }
+    }
     // Only tensor memory needs the A operand copied out first; elsewhere a `tmem` tile is in
     // shared memory already.
     let tmem_a = (k.vars[a.var].space == Space::Tmem && target.tmem.is_some()).then_some((ar, ac));
@@ -254,7 +260,7 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo, roles: &VarRoles)
             let d = &k.vars[v];
             let (p_tiled, p_accumulator) = (roles.is_tiled(v), roles.accumulator(v).is_some());
             let place = if p_tiled {
-                format!("{} (8x8 core-matrix layout, read by wgmma in place)", d.space)
+                format!("{} (8x8 core-matrix layout, read by the tensor core in place)", d.space)
             } else if d.space == Space::Tmem && target.tmem.is_none() {
                 if p_accumulator {
                     format!("{} (wgmma registers on {}; this buffer is where reads and writes meet them)", d.space, target.name)

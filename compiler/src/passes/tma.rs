@@ -5,7 +5,7 @@
 //! wgmma reads without bank conflicts ([`crate::layout::swizzle`]; PTX ISA "cp.async.bulk.tensor",
 //! CUDA driver API `cuTensorMapEncodeTiled`).
 //!
-//! A pipelined loop ([`super::pipeline`]) uses TMA when the target has TMA and wgmma, and every
+//! A pipelined loop ([`super::pipeline`]) uses TMA when the target has TMA and wgmma or tcgen05, and every
 //! one of its pipelined writes qualifies: from a tensor of rank ≤ 5 (a tensor map's limit)
 //! indexed by points and two ranges, the columns on the last dimension, at most 256 rows (a box
 //! extent), and either
@@ -37,6 +37,9 @@ use super::var_roles::VarRoles;
 /// Byte offset of the first TMA mbarrier in the shared-memory header: after the tcgen05 MMA
 /// mbarrier and TMEM slot ([`super::target_plan::TCGEN05_HEADER_BYTES`] holds those at 0 and 8).
 pub const BARRIER_OFFSET: u32 = 16;
+
+/// Widest N of one `tcgen05.mma` (cta_group::1): the pieces an sm_100a MMA splits N into.
+pub const TCGEN05_MAX_N: u32 = 256;
 
 /// Most dimensions of a tensor map (`cuTensorMapEncodeTiled`'s `tensorRank`).
 pub const MAX_RANK: usize = 5;
@@ -132,12 +135,14 @@ pub fn early_refill(p: &Pipeline) -> bool {
 /// Decides the TMA loads of kernel `k`'s pipelined loops on `target`.
 pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &SecondaryMap<Inst, Option<Pipeline>>) -> TmaPlan {
     let mut out = TmaPlan::default();
-    if !(target.tma && target.mma.wgmma && target.tmem.is_none()) {
+    let wgmma = target.mma.wgmma && target.tmem.is_none();
+    let tcgen05 = target.mma.tcgen05 && target.tmem.is_some();
+    if !(target.tma && (wgmma || tcgen05)) {
         return out;
     }
     for (l, p) in pipelines.iter() {
         let Some(p) = p else { continue };
-        let loads: Option<Vec<(Var, TensorMapPlan, u32)>> = p.writes.iter().map(|&w| qualify(k, roles, w)).collect();
+        let loads: Option<Vec<(Var, TensorMapPlan, u32)>> = p.writes.iter().map(|&w| qualify(k, roles, w, tcgen05)).collect();
         let Some(loads) = loads else { continue };
         for (&w, (v, map, rows)) in p.writes.iter().zip(loads) {
             let idx = match out.maps.iter().position(|m| *m == map) {
@@ -158,7 +163,7 @@ pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &Secon
 }
 
 /// The variable, tensor map and row count of pipelined write `w` if TMA can do it.
-fn qualify(k: &Kernel, roles: &VarRoles, w: Inst) -> Option<(Var, TensorMapPlan, u32)> {
+fn qualify(k: &Kernel, roles: &VarRoles, w: Inst, tcgen05: bool) -> Option<(Var, TensorMapPlan, u32)> {
     let Op::WriteVar(v, x) = k.insts[w].op else { return None };
     let ValueDef::Result(d) = k.values[x].def else { return None };
     let Op::Load { src, index } = &k.insts[d].op else { return None };
@@ -188,14 +193,15 @@ fn qualify(k: &Kernel, roles: &VarRoles, w: Inst) -> Option<(Var, TensorMapPlan,
     let mut box_dims = vec![1; index.len()];
     box_dims[ranges[0]] = rows;
     box_dims[index.len() - 1] = sw.map_or(cols, Swizzle::elems);
-    // Every MMA reading `v` as an MN-major B operand must split N on panel boundaries. (An A
-    // operand's units start at multiples of 64 rows, a whole number of panels in every mode.)
+    // Every MMA reading `v` as an MN-major B operand must split N on panel boundaries: wgmma
+    // in its accumulator's pieces, tcgen05 in pieces of 256 columns. (An A operand's units
+    // start at multiples of 64 rows, a whole number of panels in every mode.)
     let mut ok = true;
     if let Some(sw) = sw {
         k.walk(|i| {
             if let Op::Mma { dst, b, .. } = k.insts[i].op {
                 if b.var == v && !b.transposed {
-                    ok &= roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0);
+                    ok &= if tcgen05 { TCGEN05_MAX_N % sw.elems() == 0 } else { roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0) };
                 }
             }
         });

@@ -32,10 +32,11 @@ pub struct VarRoles {
     /// a global tensor (written from the fragments). A GEMM's accumulator is this: a buffer
     /// would cost `M·N·4` bytes for nothing.
     pub register_only: SecondaryMap<Var, bool>,
-    /// Shared-memory operand tiles kept in the 8 x 8 core-matrix layout wgmma reads directly
-    /// ([`crate::layout::staging::kmajor_offset`] with the tile's column count as K): a bf16/f16
-    /// `smem` tile of whole core matrices, on a wgmma target, only ever read as an operand of
-    /// MMAs into register accumulators. Its MMAs point their descriptors into its buffer
+    /// Shared-memory operand tiles kept in the 8 x 8 core-matrix layout wgmma and tcgen05 read
+    /// directly ([`crate::layout::staging::kmajor_offset`] with the tile's column count as K; or
+    /// a swizzled layout when TMA fills it, [`crate::passes::tma`]): a bf16/f16 `smem` tile of
+    /// whole core matrices only ever read as an operand of MMAs into register accumulators
+    /// (wgmma) or tensor memory (tcgen05). Its MMAs point their descriptors into its buffer
     /// (K-major where its columns are the product's K, MN-major otherwise) instead of staging.
     pub tiled: SecondaryMap<Var, bool>,
 }
@@ -45,7 +46,8 @@ impl VarRoles {
     pub fn compute(k: &Kernel, target: &TargetInfo) -> VarRoles {
         let mut r = VarRoles::default();
         let wgmma = target.mma.wgmma && target.tmem.is_none();
-        if !wgmma {
+        let tcgen05 = target.mma.tcgen05 && target.tmem.is_some();
+        if !wgmma && !tcgen05 {
             return r;
         }
         let mut mma_dst: SecondaryMap<Var, bool> = SecondaryMap::new();
@@ -59,7 +61,7 @@ impl VarRoles {
             }
         });
         for (v, d) in k.vars.iter() {
-            if d.space != Space::Tmem || d.ty.elem() != Elem::F32 || k.threads % WARPGROUP != 0 || !mma_dst[v] {
+            if !wgmma || d.space != Space::Tmem || d.ty.elem() != Elem::F32 || k.threads % WARPGROUP != 0 || !mma_dst[v] {
                 continue;
             }
             let dist = d.ty.shape().and_then(|(m, n)| Distribution::new(m, n, k.threads / WARPGROUP));
@@ -82,8 +84,10 @@ impl VarRoles {
             }
             let (reads, _) = k.inst_vars(i);
             for v in reads {
+                // An operand of MMAs that read shared memory through descriptors: wgmma into a
+                // register accumulator, or tcgen05 into tensor memory.
                 let ok = match k.insts[i].op {
-                    Op::Mma { dst, a, b, .. } => dst != v && (a.var == v || b.var == v) && r.accumulators[dst].is_some(),
+                    Op::Mma { dst, a, b, .. } => dst != v && (a.var == v || b.var == v) && (r.accumulators[dst].is_some() || (tcgen05 && k.vars[dst].space == Space::Tmem)),
                     _ => false,
                 };
                 tiled_ok[v] = Some(tiled_ok[v].unwrap_or(true) && ok);

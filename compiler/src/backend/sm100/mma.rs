@@ -24,11 +24,12 @@ use crate::passes::smem_plan::ALIGN;
 use super::super::emit::Codegen;
 use super::super::BackendError;
 use super::super::descriptors::smem_desc_start;
-use super::descriptors::{instr_desc, smem_desc_hi};
+use super::descriptors::{instr_desc, SDESC_VERSION};
+use super::super::operand_desc::OperandDesc;
 use super::require_tcgen05;
 
 /// Widest N of one `tcgen05.mma` (cta_group::1).
-const MAX_N: u32 = 256;
+const MAX_N: u32 = crate::passes::tma::TCGEN05_MAX_N;
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// Emits an `Mma` into a TMEM accumulator with `tcgen05.mma` (see the module docs).
@@ -39,40 +40,22 @@ impl<'ctx> Codegen<'ctx, '_> {
             return Err(BackendError::Invalid(format!("tcgen05 MMA needs N a multiple of 16, found {n}")));
         }
         let pieces: Vec<(u32, u32)> = (0..n).step_by(MAX_N as usize).map(|n0| (n0, (n - n0).min(MAX_N))).collect();
-        let idescs: Vec<u32> = pieces.iter().map(|&(_, w)| instr_desc(elem, m, w, negate)).collect::<Result<_, _>>()?;
-        let sbo = sbo_for(kdim);
-        let desc_hi = smem_desc_hi(LBO, sbo)?;
         let d_off = self.tmem.offset(dst, &self.k.vars[dst].name)?;
         if d_off + n > self.tmem.alloc_columns {
             return Err(BackendError::Invalid(format!("accumulator `{}` at columns {d_off}..{} exceeds the allocation of {}", self.k.vars[dst].name, d_off + n, self.tmem.alloc_columns)));
         }
-        let a_tmem_shape = if self.k.vars[a.var].space == Space::Tmem { self.k.vars[a.var].ty.shape() } else { None };
-        let layout = staging(m, n, kdim, a_tmem_shape, ALIGN);
-        let a_stage = self.scratch_buf(i)?;
-        let b_stage = a_stage + layout.b;
-        // Static range check of every descriptor start address (relative to the smem window's
-        // base, which is 1024-B aligned): 16-B aligned and encodable.
-        let last = b_stage + n * kdim * 2;
-        smem_desc_start(a_stage)?;
-        smem_desc_start(b_stage)?;
-        let range = self.target.info().smem_descriptor_range;
-        if last >= range {
-            return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the {range}-byte range of a shared-memory descriptor (the shared-memory planner's budget check should have rejected this kernel)")));
-        }
-        // 0. An A operand in tensor memory is first copied to a row-major shared tile (then it
-        //    takes the same path as a shared-memory operand).
-        let a_src = if let Some(tmp) = layout.tmem_a {
-            let tmp = a_stage + tmp;
-            self.tmem_to_smem(a.var, tmp, elem)?;
-            self.bar_sync()?;
-            tmp
-        } else {
-            self.var_buf(a.var)?
+        // 1. Operand tiles are read where they are (core-matrix or swizzled layout); the
+        //    others are restaged into this MMA's scratch, K-major.
+        let (ta, tb) = (self.tiled_operand(a, false)?, self.tiled_operand(b, true)?);
+        let (da, db) = match (ta, tb) {
+            (Some(da), Some(db)) => (da, db),
+            (ta, tb) => {
+                let (sa, sb) = self.stage_tcgen05_operands(i, a, b, (m, n, kdim), elem, (ta.is_none(), tb.is_none()))?;
+                (ta.unwrap_or(sa), tb.unwrap_or(sb))
+            }
         };
-        // 1. Restage A (M x K) and B (N x K) into the K-major canonical layout.
-        self.stage_kmajor(a, a_src, false, a_stage, m, kdim)?;
-        let b_src = self.var_buf(b.var)?;
-        self.stage_kmajor(b, b_src, true, b_stage, n, kdim)?;
+        let idescs: Vec<u32> = pieces.iter().map(|&(_, w)| instr_desc(elem, m, w, negate, da.transposed, db.transposed)).collect::<Result<_, _>>()?;
+        let (hi_a, hi_b) = (da.fields()? | SDESC_VERSION, db.fields()? | SDESC_VERSION);
         // 2. Make the generic-proxy writes visible to the tensor core.
         self.fence_proxy_async()?;
         self.tc_fence_before()?;
@@ -85,17 +68,18 @@ impl<'ctx> Codegen<'ctx, '_> {
         let bar = self.mbar()?;
         self.if_then(is_t0, &mut |cg| {
             let i64t = cg.ctx.i64_type();
-            let desc = |cg: &Self, off: u32| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
-                let addr = cg.b.build_int_add(smem_addr, cg.i32(off as i32), "")?;
+            let desc = |cg: &Self, off: inkwell::values::IntValue<'ctx>, hi: u64| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
+                let addr = cg.b.build_int_add(smem_addr, off, "")?;
                 let f = cg.b.build_right_shift(addr, cg.i32(4), false, "")?;
                 let f = cg.b.build_and(f, cg.i32(0x3fff), "")?;
                 let f = cg.b.build_int_z_extend(f, i64t, "")?;
-                Ok(cg.b.build_or(f, i64t.const_int(desc_hi, false), "desc")?)
+                Ok(cg.b.build_or(f, i64t.const_int(hi, false), "desc")?)
             };
             for ks in 0..kdim / 16 {
                 for (p, &(n0, _)) in pieces.iter().enumerate() {
-                    let adesc = desc(cg, a_stage + ks * 2 * LBO)?;
-                    let bdesc = desc(cg, b_stage + (n0 / 8) * sbo + ks * 2 * LBO)?;
+                    let adesc = desc(cg, cg.b.build_int_add(da.base, cg.i32(da.k_step_bytes(ks) as i32), "")?, hi_a)?;
+                    let b_off = (n0 / 8) * db.origin_step() + db.k_step_bytes(ks);
+                    let bdesc = desc(cg, cg.b.build_int_add(db.base, cg.i32(b_off as i32), "")?, hi_b)?;
                     let daddr = cg.b.build_int_add(base, cg.i32((d_off + n0) as i32), "")?;
                     let dptr = cg.tmem_ptr(daddr)?;
                     let enable = accumulate || ks > 0;
@@ -121,5 +105,43 @@ impl<'ctx> Codegen<'ctx, '_> {
         })?;
         // 4. Everybody waits for completion.
         self.mbar_wait()
+    }
+
+    /// Restages the operands `which` says into MMA `i`'s scratch in the K-major SWIZZLE_NONE
+    /// layout (an A operand in tensor memory through a row-major copy first) and returns their
+    /// descriptors; the other operand's entry is a placeholder its caller replaces.
+    fn stage_tcgen05_operands(&mut self, i: Inst, a: MmaOperand, b: MmaOperand, (m, n, kdim): (u32, u32, u32), elem: crate::ir::Elem, (stage_a, stage_b): (bool, bool)) -> Result<(OperandDesc<'ctx>, OperandDesc<'ctx>), BackendError> {
+        let a_tmem_shape = if self.k.vars[a.var].space == Space::Tmem { self.k.vars[a.var].ty.shape() } else { None };
+        let layout = staging(m, n, kdim, a_tmem_shape, ALIGN);
+        let a_stage = self.scratch_buf(i)?;
+        let b_stage = a_stage + layout.b;
+        // Static range check of every descriptor start address (relative to the smem window's
+        // base, which is 1024-B aligned): 16-B aligned and encodable.
+        let last = b_stage + n * kdim * 2;
+        smem_desc_start(a_stage)?;
+        smem_desc_start(b_stage)?;
+        let range = self.target.info().smem_descriptor_range;
+        if last >= range {
+            return Err(BackendError::Invalid(format!("MMA staging ends at byte {last}, beyond the {range}-byte range of a shared-memory descriptor (the shared-memory planner's budget check should have rejected this kernel)")));
+        }
+        if stage_a {
+            // An A operand in tensor memory is first copied to a row-major shared tile (then it
+            // takes the same path as a shared-memory operand).
+            let a_src = if let Some(tmp) = layout.tmem_a {
+                let tmp = a_stage + tmp;
+                self.tmem_to_smem(a.var, tmp, elem)?;
+                self.bar_sync()?;
+                tmp
+            } else {
+                self.var_buf(a.var)?
+            };
+            self.stage_kmajor(a, a_src, false, a_stage, m, kdim)?;
+        }
+        if stage_b {
+            let b_src = self.var_buf(b.var)?;
+            self.stage_kmajor(b, b_src, true, b_stage, n, kdim)?;
+        }
+        let staged = |cg: &Self, at: u32| OperandDesc { base: cg.i32(at as i32), lbo: LBO, sbo: sbo_for(kdim), transposed: false, swizzle: None };
+        Ok((staged(self, a_stage), staged(self, b_stage)))
     }
 }
