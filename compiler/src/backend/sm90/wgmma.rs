@@ -15,7 +15,8 @@
 //! 1. A (`M x K`) and B (as `N x K`) are staged into the K-major SWIZZLE_NONE canonical layout
 //!    (shared with tcgen05, [`super::super::staging`]); `fence.proxy.async` and `bar.sync`;
 //! 2. `wgmma.fence`, then per unit (64 rows × a column piece) of the warpgroup one
-//!    `wgmma.mma_async.m64nNk16` per K = 16 step with the fragment registers tied to its outputs
+//!    `wgmma.mma_async.m64nNk16` per K = 16 step (one asm statement for all of a unit's steps)
+//!    with the fragment registers tied to its outputs
 //!    (scale-d = 0 only on the first step of `=`; imm-scale-a = −1 for a negated product, so
 //!    `-=` adds `(−a)·b` every step, the order [`crate::interp`] models);
 //! 3. one `commit_group` and `wait_group 0` for all units, and a barrier — or `wait_group 1` in a
@@ -195,7 +196,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let smem_addr = self.b.build_ptr_to_int(self.smem, self.ctx.i32_type(), "smem.addr")?;
         let per_slot = d.piece_n / 2;
         let len = d.floats_per_thread();
-        let asm = self.wgmma_asm(d.piece_n, elem, negate, da.transposed, db.transposed)?;
+        let asm = self.wgmma_asm(d.piece_n, elem, negate, da.transposed, db.transposed, kdim / 16)?;
         // All units' wgmmas go out back to back (their accumulators are distinct registers),
         // then one commit and one wait: the tensor core never idles between units.
         self.call("llvm.nvvm.wgmma.fence.sync.aligned", None, &[])?;
@@ -209,18 +210,21 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let slot = cg.frag_slot(arr, len, s * per_slot + r)?;
                 acc.push(cg.b.build_load(cg.ctx.f32_type(), slot, "")?.into());
             }
+            // All K = 16 steps of the unit in one asm statement: the accumulator registers
+            // are passed in and out once per MMA instead of once per step (a fourth of the
+            // LLVM IR at K = 64, which is what long programs' build time is made of).
+            let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
             for ks in 0..kdim / 16 {
-                let adesc = cg.descriptor(smem_addr, cg.b.build_int_add(a_base, cg.i32(da.k_step_bytes(ks) as i32), "")?, hi_a)?;
-                let bdesc = cg.descriptor(smem_addr, cg.b.build_int_add(b_base, cg.i32(db.k_step_bytes(ks) as i32), "")?, hi_b)?;
-                let scale_d = cg.i32(i32::from(accumulate || ks > 0));
-                let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![adesc.into(), bdesc.into(), scale_d.into()];
-                args.extend(acc.iter().copied());
-                let call = cg.b.build_indirect_call(asm.0, asm.1, &args, "wgmma")?;
-                let convergent = Attribute::get_named_enum_kind_id("convergent");
-                call.add_attribute(AttributeLoc::Function, cg.ctx.create_enum_attribute(convergent, 0));
-                let out = call.try_as_basic_value().basic().ok_or_else(|| BackendError::Invalid("wgmma asm without results".into()))?.into_struct_value();
-                acc = (0..per_slot).map(|r| cg.b.build_extract_value(out, r, "d").map(Into::into)).collect::<Result<_, _>>()?;
+                args.push(cg.descriptor(smem_addr, cg.b.build_int_add(a_base, cg.i32(da.k_step_bytes(ks) as i32), "")?, hi_a)?.into());
+                args.push(cg.descriptor(smem_addr, cg.b.build_int_add(b_base, cg.i32(db.k_step_bytes(ks) as i32), "")?, hi_b)?.into());
             }
+            args.push(cg.i32(i32::from(accumulate)).into());
+            args.extend(acc.iter().copied());
+            let call = cg.b.build_indirect_call(asm.0, asm.1, &args, "wgmma")?;
+            let convergent = Attribute::get_named_enum_kind_id("convergent");
+            call.add_attribute(AttributeLoc::Function, cg.ctx.create_enum_attribute(convergent, 0));
+            let out = call.try_as_basic_value().basic().ok_or_else(|| BackendError::Invalid("wgmma asm without results".into()))?.into_struct_value();
+            acc = (0..per_slot).map(|r| cg.b.build_extract_value(out, r, "d").map(Into::into)).collect::<Result<_, _>>()?;
             for (r, x) in acc.iter().enumerate() {
                 let slot = cg.frag_slot(arr, len, s * per_slot + r as u32)?;
                 let x: inkwell::values::BasicValueEnum = (*x).try_into().map_err(|_| BackendError::Invalid("wgmma result is not a value".into()))?;
@@ -248,37 +252,48 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(self.b.build_or(f, i64t.const_int(hi, false), "desc")?)
     }
 
-    /// The inline assembly of one `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}` with
-    /// `n/2` tied f32 accumulators, inputs `(a_desc: i64, b_desc: i64, scale_d: i32, d...)`;
-    /// `trans_a`/`trans_b` are the MN-major immediates (bf16/f16 only).
-    fn wgmma_asm(&self, n: u32, elem: Elem, negate: bool, trans_a: bool, trans_b: bool) -> Result<(inkwell::types::FunctionType<'ctx>, PointerValue<'ctx>), BackendError> {
+    /// The inline assembly of `steps` consecutive `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.
+    /// {ab}.{ab}` (the K = 16 steps of one unit) on `n/2` tied f32 accumulators, inputs
+    /// `(a_desc_0: i64, b_desc_0: i64, …, scale_d: i32, d...)` where `scale_d` applies to the
+    /// first step only; `trans_a`/`trans_b` are the MN-major immediates (bf16/f16 only).
+    fn wgmma_asm(&self, n: u32, elem: Elem, negate: bool, trans_a: bool, trans_b: bool, steps: u32) -> Result<(inkwell::types::FunctionType<'ctx>, PointerValue<'ctx>), BackendError> {
         let ab = match elem {
             Elem::Bf16 => "bf16",
             Elem::F16 => "f16",
             other => return Err(self.unsupported(format!("wgmma operands of {other}"))),
         };
-        if n % 8 != 0 || n == 0 || n > 256 || ROWS != 64 {
-            return Err(BackendError::Invalid(format!("wgmma m64n{n}k16: N must be a multiple of 8 in 8..=256")));
+        if n % 8 != 0 || n == 0 || n > 256 || ROWS != 64 || steps == 0 {
+            return Err(BackendError::Invalid(format!("wgmma m64n{n}k16 x {steps}: N must be a multiple of 8 in 8..=256")));
         }
         let nf = n / 2;
         let outs: Vec<String> = (0..nf).map(|r| format!("${r}")).collect();
         let scale_a = if negate { -1 } else { 1 };
-        let text = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, ${}, ${}, p, {scale_a}, 1, {}, {};\n}}",
-            nf + 2,
-            outs.join(", "),
-            nf,
-            nf + 1,
-            u8::from(trans_a),
-            u8::from(trans_b)
-        );
+        // Operands: $0.. the accumulators (tied), then an (A, B) descriptor pair per step, then
+        // scale-d of the first step (0: overwrite); later steps always accumulate (q is true:
+        // the flag is 0 or 1, never 2).
+        let flag = nf + 2 * steps;
+        let mut text = format!("{{\n.reg .pred p, q;\nsetp.ne.b32 p, ${flag}, 0;\nsetp.ne.b32 q, ${flag}, 2;\n");
+        for ks in 0..steps {
+            let pred = if ks == 0 { "p" } else { "q" };
+            text += &format!(
+                "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, ${}, ${}, {pred}, {scale_a}, 1, {}, {};\n",
+                outs.join(", "),
+                nf + 2 * ks,
+                nf + 2 * ks + 1,
+                u8::from(trans_a),
+                u8::from(trans_b)
+            );
+        }
+        text += "}";
         let mut cons: Vec<String> = vec!["=f".into(); nf as usize];
-        cons.extend(["l".to_string(), "l".into(), "r".into()]);
+        cons.extend((0..2 * steps).map(|_| "l".to_string()));
+        cons.push("r".into());
         cons.extend((0..nf).map(|r| r.to_string()));
         cons.push("~{memory}".into());
         let f32t = self.ctx.f32_type();
         let ret = self.ctx.struct_type(&vec![BasicTypeEnum::from(f32t); nf as usize], false);
-        let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = vec![self.ctx.i64_type().into(), self.ctx.i64_type().into(), self.ctx.i32_type().into()];
+        let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = (0..2 * steps).map(|_| self.ctx.i64_type().into()).collect();
+        params.push(self.ctx.i32_type().into());
         params.extend((0..nf).map(|_| inkwell::types::BasicMetadataTypeEnum::from(f32t)));
         let fty = ret.fn_type(&params, false);
         let ptr = self.ctx.create_inline_asm(fty, text, cons.join(","), true, false, None, false);
