@@ -203,7 +203,10 @@ impl<'ctx> Codegen<'ctx, '_> {
         // 16-bit tiles whose rows are whole 16-byte chunks: every layout here keeps a chunk's 8
         // elements contiguous (row-major, a core-matrix row, a swizzled chunk), so each thread
         // computes 8 neighbours and stores them with one 16-byte store instead of 8 2-byte ones.
-        let per = if vel.size_bytes() == 2 && cols % 8 == 0 { 8 } else { 1 };
+        // (A plain copy of a global tile is the fallback of cp.async and TMA, for misaligned
+        // tensors: it stays one element per iteration, small code for a rare path.)
+        let copy = matches!(self.k.values[x].def, crate::ir::ValueDef::Result(d) if matches!(self.k.insts[d].op, Op::Load { .. }));
+        let per = if vel.size_bytes() == 2 && cols % 8 == 0 && !copy { 8 } else { 1 };
         let mut elementwise = |cg: &mut Self| {
             cg.cta_loop(rows * cols / per, &mut |cg, e| {
                 let r = cg.b.build_int_unsigned_div(e, cg.i32((cols / per) as i32), "r")?;
