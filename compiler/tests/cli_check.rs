@@ -56,10 +56,11 @@ fn smem_over_budget_is_rejected_by_check_with_the_breakdown() {
     }
     assert!(err.contains(&format!("= {need} bytes; limit {limit} bytes per CTA on sm_90a")), "{err}");
     // sm_100a: the accumulator is in tensor memory and tcgen05 reads both tiles in place (no
-    // operand staging); the 128 B header is not.
+    // operand staging), 128B-swizzled: the header (MMA mbarrier, TMEM slot) is 1024 bytes so
+    // that they start on a swizzle period.
     let (code, _, err) = tilec(&["check", "dsl-examples/negative/smem_overflow_gemm.tile", "--target", "sm_100a"]);
     assert_eq!(code, 1, "{err}");
-    let need = at + bt + 128;
+    let need = at + bt + 1024;
     assert!(err.contains(&format!("on sm_100a: {need} bytes per CTA")), "{need}:\n{err}");
     assert!(!err.contains("operand staging of this MMA"), "{err}");
     // The same limit `tilec build` would hit: it refuses before code generation.

@@ -124,3 +124,20 @@ fn gemm_metadata_and_ptx_carry_the_tensor_maps() {
     assert!(ptx.contains("mbarrier.try_wait.parity"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn operand_tiles_the_threads_write_are_swizzled_too() {
+    // K#1's ks = bf16(k̃) and qs (64 x 128: two 128B panels), db = bf16(d) (128 x 32: 64B
+    // panels) and dvb (64 x 32) are written by the threads, not TMA: swizzled all the same, so
+    // the 8 chunks of a row land in 8 bank groups.
+    let ps = plans(&example("k1_reverse_scan.tile"));
+    for (name, tp) in &ps {
+        let k = tilec::frontend::check_source(&example("k1_reverse_scan.tile"), &Options { deny_warnings: false, targets: vec![Target::Sm90a] });
+        let kernel = k.kernels().find(|pk| &pk.kernel.name == name).expect("kernel").kernel;
+        let sw = |n: &str| kernel.vars.iter().find(|(_, d)| d.name == n).and_then(|(v, _)| tp.tma.swizzle_of(v));
+        assert_eq!([sw("ks"), sw("qs"), sw("db"), sw("dvb")], [Some(Swizzle::B128), Some(Swizzle::B128), Some(Swizzle::B64), Some(Swizzle::B64)], "{name}");
+        // Plain tiles read element by element stay row-major.
+        assert_eq!([sw("kt"), sw("qt"), sw("dvt")], [None, None, None], "{name}");
+        assert_eq!(tp.header_bytes % 1024, 0);
+    }
+}

@@ -15,12 +15,17 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA", k.name, info.name, tp.smem_bytes(), info.smem_per_cta);
     if tp.header_bytes > 0 {
-        let tcgen05 = super::target_plan::uses_tensor_memory(k, info);
-        let what = match (tcgen05, tp.tma.is_empty()) {
-            (true, true) => "MMA mbarrier and TMEM address slot",
-            (true, false) => "MMA mbarrier and TMEM address slot, TMA ring mbarriers (from byte 16), aligned for swizzled tiles",
-            _ => "TMA ring mbarriers (from byte 16), aligned for swizzled tiles",
-        };
+        let mut parts = vec![];
+        if super::target_plan::uses_tensor_memory(k, info) {
+            parts.push("MMA mbarrier and TMEM address slot");
+        }
+        if !tp.tma.is_empty() {
+            parts.push("TMA ring mbarriers (from byte 16)");
+        }
+        if tp.tma.any_swizzled() {
+            parts.push("aligned for swizzled tiles");
+        }
+        let what = parts.join(", ");
         let _ = writeln!(s, "  {:>7}..{:<7} {:>7} B  reserved: {what}", 0, tp.header_bytes, tp.header_bytes);
     }
     let mut ps: Vec<&Placement> = tp.smem.placements.iter().collect();

@@ -76,6 +76,10 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     // CTA per SM took 1.97 ms against 1.28 ms with one stage at two.
     let mut pipelines = pipeline::candidates(k, &roles, &fusion);
     let mut tma = tma::plan(k, info, &roles, &pipelines);
+    if tma.any_swizzled() {
+        // Swizzle patterns are functions of the absolute address: the region starts aligned.
+        header_bytes = header_bytes.next_multiple_of(PERIOD_ALIGN);
+    }
     if !tma.is_empty() {
         // The TMA loops' mbarriers (8 B per stage, at most MAX_STAGES per loop) sit in a header
         // that keeps the planned region aligned for swizzled tiles.
@@ -113,10 +117,15 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let smem = match chosen {
         Some(smem) => smem,
         None => {
+            // Without pipelines, no TMA; operand tiles keep their swizzle.
             pipelines = SecondaryMap::new();
-            tma = TmaPlan::default();
+            tma = tma::plan(k, info, &roles, &pipelines);
             header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
-            smem_plan::plan(v, info, &roles, &fusion, &pipelines, &|_| None)
+            if tma.any_swizzled() {
+                header_bytes = header_bytes.next_multiple_of(PERIOD_ALIGN);
+            }
+            let swz = |v| tma.swizzle_of(v);
+            smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swz)
         }
     };
     tma.place_barriers(&pipelines);

@@ -76,7 +76,8 @@ pub struct TmaPlan {
     pub maps: Vec<TensorMapPlan>,
     /// TMA writes, by their `WriteVar` instruction.
     pub loads: SecondaryMap<Inst, Option<TmaLoad>>,
-    /// Variables kept in a swizzled layout.
+    /// Variables kept in a swizzled layout: those TMA fills, and the other operand tiles an MMA
+    /// can read swizzled (their writers store 16-byte chunks without bank conflicts).
     pub swizzle: SecondaryMap<Var, Option<Swizzle>>,
     /// Pipelined loops whose writes are all TMA, with the byte offset of their first full
     /// mbarrier in the shared-memory header (one 8-byte mbarrier per ring stage).
@@ -102,6 +103,12 @@ impl TmaPlan {
     /// Whether any loop uses TMA.
     pub fn is_empty(&self) -> bool {
         self.maps.is_empty()
+    }
+
+    /// Whether any variable is in a swizzled layout (then the planned region must start on a
+    /// [`crate::layout::swizzle::PERIOD_ALIGN`] boundary).
+    pub fn any_swizzled(&self) -> bool {
+        self.swizzle.values().any(Option::is_some)
     }
 
     /// Assigns each TMA loop its mbarriers' offset (after the pipelines' stages are chosen).
@@ -159,7 +166,35 @@ pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &Secon
         }
         out.loops[l] = Some(0);
     }
+    // Operand tiles the threads write (or cp.async fills) take the swizzled layout too where an
+    // MMA can read it: a row of 8 consecutive 16-byte chunks then lands in 8 different bank
+    // groups, where the core-matrix layout puts them 128 bytes apart, all in one (an 8-way
+    // conflict on every 16-byte store of a row).
+    for (v, d) in k.vars.iter() {
+        if out.swizzle[v].is_some() || !roles.is_tiled(v) || d.ty.elem().size_bytes() != 2 {
+            continue;
+        }
+        let Some((rows, cols)) = d.ty.shape() else { continue };
+        if let Some(sw) = Swizzle::for_cols(cols).filter(|&sw| rows % 8 == 0 && panels_fit(k, roles, v, sw, tcgen05)) {
+            out.swizzle[v] = Some(sw);
+        }
+    }
     out
+}
+
+/// Whether every MMA reading `v` as an MN-major B operand splits N on `sw`'s panel
+/// boundaries: wgmma in its accumulator's pieces, tcgen05 in pieces of 256 columns. (An A
+/// operand's units start at multiples of 64 rows, a whole number of panels in every mode.)
+fn panels_fit(k: &Kernel, roles: &VarRoles, v: Var, sw: Swizzle, tcgen05: bool) -> bool {
+    let mut ok = true;
+    k.walk(|i| {
+        if let Op::Mma { dst, b, .. } = k.insts[i].op {
+            if b.var == v && !b.transposed {
+                ok &= if tcgen05 { TCGEN05_MAX_N % sw.elems() == 0 } else { roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0) };
+            }
+        }
+    });
+    ok
 }
 
 /// The variable, tensor map and row count of pipelined write `w` if TMA can do it.
@@ -193,19 +228,7 @@ fn qualify(k: &Kernel, roles: &VarRoles, w: Inst, tcgen05: bool) -> Option<(Var,
     let mut box_dims = vec![1; index.len()];
     box_dims[ranges[0]] = rows;
     box_dims[index.len() - 1] = sw.map_or(cols, Swizzle::elems);
-    // Every MMA reading `v` as an MN-major B operand must split N on panel boundaries: wgmma
-    // in its accumulator's pieces, tcgen05 in pieces of 256 columns. (An A operand's units
-    // start at multiples of 64 rows, a whole number of panels in every mode.)
-    let mut ok = true;
-    if let Some(sw) = sw {
-        k.walk(|i| {
-            if let Op::Mma { dst, b, .. } = k.insts[i].op {
-                if b.var == v && !b.transposed {
-                    ok &= if tcgen05 { TCGEN05_MAX_N % sw.elems() == 0 } else { roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0) };
-                }
-            }
-        });
-    }
+    let ok = sw.is_none_or(|sw| panels_fit(k, roles, v, sw, tcgen05));
     ok.then_some((v, TensorMapPlan { param: *src, box_dims, swizzle: sw }, rows))
 }
 
