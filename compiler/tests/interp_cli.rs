@@ -200,3 +200,38 @@ fn dump_records_every_value_of_a_name_in_the_chosen_cta() {
     assert_eq!(run(&a), ExitCode::SUCCESS, "the unshadowed variable is dumped");
     assert_eq!(tilec_abi::st::read(&out).unwrap()["dump.a"].shape, vec![4, 4, 8]);
 }
+
+/// Issue 9, item 8: a grid the GPU cannot launch (y = 65,536 > 65,535) is refused by the
+/// interpreter and by the runtime's binder (`tilec-run` binds with `tilec_abi::bind::bind`
+/// before it opens a GPU) with the same message; one block less runs.
+#[test]
+fn a_grid_past_the_launch_limit_is_refused_by_interpreter_and_runtime_alike() {
+    let src = tmp("wide_grid.tile");
+    std::fs::write(&src, "kernel wide(x: f32[N, 8], y: out f32[N, 8]) grid(1, N) threads(32) {\n    let r = program_id(1);\n    store y[r..+1, :] = load x[r..+1, :];\n}\n").unwrap();
+    let inputs = |n: usize| {
+        let p = tmp(&format!("wide_grid_{n}.safetensors"));
+        tilec_abi::st::write(&p, &BTreeMap::from([("x".to_string(), tilec_abi::tensor::HostTensor::zeros(DType::F32, vec![n, 8]).unwrap())])).unwrap();
+        p
+    };
+    let want = "launch.grid[1] = `N` evaluates to 65536, outside 1..=65535";
+    let big = inputs(65_536);
+    let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--inputs", big.to_str().unwrap(), "--out", tmp("wide_grid.out.safetensors").to_str().unwrap()]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains(want), "{err}");
+    // The runtime's binder on the built artifact's metadata.
+    let dir = tmp("wide_grid_art");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, err) = tilec_bin(&["build", src.to_str().unwrap(), "--target", "sm_90a", "--no-ptxas", "-o", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let meta = tilec_abi::meta::KernelMeta::load(&dir.join("wide.sm_90a.meta.json")).unwrap();
+    let x = tilec_abi::st::read(&big).unwrap();
+    let args = tilec_abi::bind::Args::from_tensor_map(&meta, x);
+    let e = tilec_abi::bind::bind(&meta, &args).unwrap_err().to_string();
+    assert!(e.contains(want), "{e}");
+    // 65,535 rows: both accept (the interpreter runs it).
+    let ok = inputs(65_535);
+    let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--inputs", ok.to_str().unwrap(), "--out", tmp("wide_grid_ok.out.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let x = tilec_abi::st::read(&ok).unwrap();
+    assert!(tilec_abi::bind::bind(&meta, &tilec_abi::bind::Args::from_tensor_map(&meta, x)).is_ok());
+}
