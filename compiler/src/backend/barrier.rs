@@ -6,9 +6,19 @@ use super::emit::Codegen;
 use super::BackendError;
 
 impl<'ctx> Codegen<'ctx, '_> {
-    /// `bar.sync 0` over the whole CTA.
+    /// `bar.sync 0` over the whole CTA — unless the instruction just emitted in this block is
+    /// one: two barriers with nothing between them order nothing more than one (an MMA's
+    /// closing barrier, the barrier pass's and a refill's often meet).
     pub fn bar_sync(&self) -> Result<(), BackendError> {
-        self.call("llvm.nvvm.barrier.cta.sync.aligned.all", None, &[self.i32(0).into()])?;
+        const NAME: &str = "llvm.nvvm.barrier.cta.sync.aligned.all";
+        let last = self.b.get_insert_block().and_then(|bb| bb.get_last_instruction());
+        let repeated = last.is_some_and(|i| {
+            i.get_opcode() == inkwell::values::InstructionOpcode::Call
+                && i.get_operand(i.get_num_operands().saturating_sub(1)).and_then(|o| o.value()).is_some_and(|f| f.is_pointer_value() && f.into_pointer_value().get_name().to_str() == Ok(NAME))
+        });
+        if !repeated {
+            self.call(NAME, None, &[self.i32(0).into()])?;
+        }
         Ok(())
     }
 
