@@ -83,6 +83,9 @@ pub struct TargetInfo {
     pub mma: MmaSet,
     /// Whether TMA (`cp.async.bulk.tensor`) exists.
     pub tma: bool,
+    /// Most bytes of kernel parameters the PTX version emitted for this target allows (PTX ISA
+    /// "Kernel parameter size": 4,352 before PTX 8.1, 32,764 from 8.1; sm_90a emits 8.0).
+    pub max_param_bytes: u32,
 }
 
 const CC9_10_SMEM: u32 = 232_448;
@@ -103,6 +106,7 @@ static SM100A: TargetInfo = TargetInfo {
     max_grid: GRID,
     mma: MmaSet { mma_sync: true, wgmma: false, tcgen05: true },
     tma: true,
+    max_param_bytes: 32_764,
 };
 
 static SM90A: TargetInfo = TargetInfo {
@@ -120,6 +124,7 @@ static SM90A: TargetInfo = TargetInfo {
     max_grid: GRID,
     mma: MmaSet { mma_sync: true, wgmma: true, tcgen05: false },
     tma: true,
+    max_param_bytes: 4_352,
 };
 
 /// The target named `name` (`sm_100a`, `sm_90a`).

@@ -141,3 +141,28 @@ fn operand_tiles_the_threads_write_are_swizzled_too() {
         assert_eq!(tp.header_bytes % 1024, 0);
     }
 }
+
+#[test]
+fn tensor_maps_stay_within_the_kernel_parameter_space() {
+    // n tensors loaded in one loop: n maps of 128 bytes after the pointers and sizes. sm_90a
+    // emits PTX 8.0, whose kernels take at most 4,352 parameter bytes: 31 maps fit
+    // (8·32 + 4·2 = 264 → 320, + 31·128 = 4,288), 32 do not (4,416); that loop keeps cp.async.
+    // sm_100a (PTX 8.8, 32,764 bytes) takes all 32.
+    let src = |n: usize| {
+        let params: Vec<String> = (0..n).map(|i| format!("a{i}: bf16[M, K]")).collect();
+        let body: Vec<String> = (0..n).map(|i| format!("        let t{i}: smem = load a{i}[m0..+64, kk * 16..+16];\n        acc += t{i};")).collect();
+        format!("kernel many({}, y: out f32[M, 16]) grid(cdiv(M, 64)) threads(128) {{\n    let m0 = program_id(0) * 64;\n    let mut acc = zeros(64, 16);\n    for kk in 0..cdiv(K, 16) {{\n{}\n    }}\n    store y[m0..+64, :] = acc;\n}}\n", params.join(", "), body.join("\n"))
+    };
+    let maps = |n: usize, t: Target| {
+        let c = check_source(&src(n), &Options { deny_warnings: false, targets: vec![t] });
+        assert!(c.ok(), "{:?}", c.diags);
+        let k = c.kernels().next().expect("kernel");
+        let tp = k.target(t).expect("plan");
+        assert!(tp.pipelines.values().flatten().next().is_some(), "pipelined either way");
+        tp.tma.maps.len()
+    };
+    assert_eq!(Target::Sm90a.info().max_param_bytes, 4352);
+    assert_eq!(maps(31, Target::Sm90a), 31);
+    assert_eq!(maps(32, Target::Sm90a), 0);
+    assert_eq!(maps(32, Target::Sm100a), 32);
+}

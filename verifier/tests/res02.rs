@@ -61,6 +61,13 @@ fn each_budget_is_enforced() {
     m.tmem.as_mut().expect("tmem").buffers[2].live = [4, 9];
     assert_eq!(budgets(&m), vec!["tmem"]);
 
+    // A buffer offset near 2^32 must not wrap into the allocation (u32 overflow once passed).
+    let mut m = ok.clone();
+    let t = m.tmem.as_mut().expect("tmem");
+    t.buffers[0].offset = u32::MAX;
+    t.buffers[0].columns = 2;
+    assert!(budgets(&m).contains(&"tmem"), "{:?}", check_meta(&m));
+
     let mut m = ok;
     m.tmem = None; // a kernel without TMEM has no TMEM budget to break
     assert_eq!(check(&m).status, Status::Pass);
@@ -77,4 +84,27 @@ fn unreadable_or_wrong_version_metadata_is_reported() {
     std::fs::write(dir.join("v.meta.json"), text).expect("write");
     let g = check_path(&dir.join("v.meta.json"));
     assert!(g.detail.contains("schema_version 99"), "{}", g.detail);
+}
+
+#[test]
+fn metadata_the_runtime_refuses_is_refused_here_too() {
+    // RES-02 reads metadata with the runtime's loader: a v1 file with v2's tensor maps, or a
+    // box outside 1..=256, is an error, not a pass.
+    let dir = std::env::temp_dir().join(format!("kverify-res02-v2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let mut m = load_meta(&fixture("tmem_ok.meta.json")).expect("fixture");
+    let tensor = m.params.iter().find(|p| !p.shape.is_empty()).expect("a tensor").clone();
+    let rank = tensor.shape.len();
+    m.tensor_maps = vec![tilec_abi::meta::TensorMapMeta { tensor: tensor.name.clone(), box_dims: vec![0; rank], element_strides: vec![1; rank], swizzle: "none".into(), oob_fill: "zero".into() }];
+    m.schema_version = 2;
+    std::fs::write(dir.join("bad_box.meta.json"), m.to_json_string().expect("json")).expect("write");
+    let g = check_path(&dir.join("bad_box.meta.json"));
+    assert_eq!(g.status, Status::Fail);
+    assert!(g.detail.contains("1..=256"), "{}", g.detail);
+    m.tensor_maps.clear();
+    let text = m.to_json_string().expect("json").replace("\"schema_version\": 2", "\"schema_version\": 3").replace("\"kernel\":", "\"brand_new\": 1, \"kernel\":");
+    std::fs::write(dir.join("v3.meta.json"), text).expect("write");
+    let g = check_path(&dir.join("v3.meta.json"));
+    // The version is judged before the fields it may add.
+    assert!(g.detail.contains("schema_version 3"), "{}", g.detail);
 }

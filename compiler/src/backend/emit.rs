@@ -177,8 +177,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             if let ParamKind::Tensor { shape, .. } = &data.kind {
                 let mut dims = vec![];
                 for e in shape {
-                    let v = self.size_expr(e)?;
-                    dims.push(self.b.build_int_s_extend(v, i64t, "dim")?);
+                    dims.push(self.size_expr_i64(e)?);
                 }
                 let mut strides = vec![i64t.const_int(1, false); dims.len()];
                 for d in (0..dims.len().saturating_sub(1)).rev() {
@@ -539,13 +538,27 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         })
     }
 
-    /// Evaluates a size expression over the size arguments (i32).
-    pub fn size_expr(&self, e: &SizeExpr) -> Result<IntValue<'ctx>, BackendError> {
+    /// A size expression over the size arguments, evaluated in 64 bits: the extents of tensors, whose products (a shape
+    /// `B * T`, the row-major strides) pass 2³¹ on large inputs — the runtime's binder
+    /// evaluates them in 64 bits too (issue 9, item 8; fla-org/flash-linear-attention#1080 is
+    /// this class of bug).
+    pub fn size_expr_i64(&self, e: &SizeExpr) -> Result<IntValue<'ctx>, BackendError> {
+        self.size_expr_as(e, self.ctx.i64_type())
+    }
+
+    fn size_expr_as(&self, e: &SizeExpr, ty: inkwell::types::IntType<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         Ok(match e {
-            SizeExpr::Const(c) => self.i32(*c as i32),
-            SizeExpr::Sym(s) => *self.sizes.get(s.as_u32() as usize).ok_or_else(|| BackendError::Invalid(format!("unknown size {s}")))?,
+            SizeExpr::Const(c) => ty.const_int(*c as u64, true),
+            SizeExpr::Sym(s) => {
+                let v = *self.sizes.get(s.as_u32() as usize).ok_or_else(|| BackendError::Invalid(format!("unknown size {s}")))?;
+                if ty.get_bit_width() == 32 {
+                    v
+                } else {
+                    self.b.build_int_s_extend(v, ty, "size")?
+                }
+            }
             SizeExpr::Bin(op, a, b) => {
-                let (a, b) = (self.size_expr(a)?, self.size_expr(b)?);
+                let (a, b) = (self.size_expr_as(a, ty)?, self.size_expr_as(b, ty)?);
                 match op {
                     SizeOp::Add => self.b.build_int_add(a, b, "")?,
                     SizeOp::Sub => self.b.build_int_sub(a, b, "")?,
@@ -553,7 +566,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                     SizeOp::Div => self.b.build_int_signed_div(a, b, "")?,
                     SizeOp::Rem => self.b.build_int_signed_rem(a, b, "")?,
                     SizeOp::Cdiv => {
-                        let t = self.b.build_int_add(a, self.b.build_int_sub(b, self.i32(1), "")?, "")?;
+                        let t = self.b.build_int_add(a, self.b.build_int_sub(b, ty.const_int(1, false), "")?, "")?;
                         self.b.build_int_signed_div(t, b, "")?
                     }
                     SizeOp::Min | SizeOp::Max => {

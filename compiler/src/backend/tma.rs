@@ -40,7 +40,8 @@ pub fn mark_tensor_map_params<'ctx>(ctx: &'ctx inkwell::context::Context, func: 
 impl<'ctx> Codegen<'ctx, '_> {
     /// Whether the runtime encoded the tensor maps of `plan`'s writes (i1, uniform): each
     /// tensor's base is 16-byte aligned, every stride but the innermost is a multiple of 16
-    /// bytes, and no extent is 0 — the conditions `docs/metadata.md` states for the launcher.
+    /// bytes below 2^40, and every extent is in 1..=2^32 — exactly the conditions
+    /// `docs/metadata.md` states for the launcher (`runtime/src/tensor_map.rs`).
     pub fn tma_usable(&mut self, plan: &Pipeline) -> Result<IntValue<'ctx>, BackendError> {
         let i64t = self.ctx.i64_type();
         let mut bad = i64t.const_zero();
@@ -54,10 +55,16 @@ impl<'ctx> Codegen<'ctx, '_> {
             let rank = self.dims[p].len();
             for d in 0..rank {
                 if d + 1 < rank {
-                    bad = self.b.build_or(bad, self.b.build_int_mul(self.strides[p][d], size, "")?, "")?;
+                    let stride = self.b.build_int_mul(self.strides[p][d], size, "")?;
+                    bad = self.b.build_or(bad, stride, "")?;
+                    let below = self.b.build_int_compare(IntPredicate::ULT, stride, i64t.const_int(1 << 40, false), "")?;
+                    ok = self.b.build_and(ok, below, "")?;
                 }
-                let nonzero = self.b.build_int_compare(IntPredicate::NE, self.dims[p][d], i64t.const_zero(), "")?;
-                ok = self.b.build_and(ok, nonzero, "")?;
+                // An extent in 1..=2^32 (unsigned: a negative one fails too).
+                let dim = self.dims[p][d];
+                let nonzero = self.b.build_int_compare(IntPredicate::NE, dim, i64t.const_zero(), "")?;
+                let small = self.b.build_int_compare(IntPredicate::ULE, dim, i64t.const_int(1 << 32, false), "")?;
+                ok = self.b.build_and(ok, self.b.build_and(nonzero, small, "")?, "")?;
             }
         }
         let aligned = self.b.build_int_compare(IntPredicate::EQ, self.b.build_and(bad, i64t.const_int(15, false), "")?, i64t.const_zero(), "")?;

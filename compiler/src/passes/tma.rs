@@ -47,7 +47,7 @@ pub const MAX_RANK: usize = 5;
 pub const MAX_BOX: u32 = 256;
 
 /// One tensor map the kernel takes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorMapPlan {
     /// The tensor.
     pub param: Param,
@@ -147,10 +147,18 @@ pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &Secon
     if !(target.tma && (wgmma || tcgen05)) {
         return out;
     }
+    // Kernel parameters: 8 bytes per tensor pointer, 4 per scalar and size, then the maps, 128
+    // bytes each on a 64-byte boundary; past the target's parameter space a loop keeps cp.async.
+    let base: u32 = k.params.values().map(|p| if matches!(p.kind, ParamKind::Tensor { .. }) { 8 } else { 4 }).sum::<u32>() + 4 * k.sizes.len() as u32;
+    let param_bytes = |maps: usize| base.next_multiple_of(64) + 128 * maps as u32;
     for (l, p) in pipelines.iter() {
         let Some(p) = p else { continue };
         let loads: Option<Vec<(Var, TensorMapPlan, u32)>> = p.writes.iter().map(|&w| qualify(k, roles, w, tcgen05)).collect();
         let Some(loads) = loads else { continue };
+        let new_maps = loads.iter().filter(|(_, m, _)| !out.maps.contains(m)).map(|(_, m, _)| m).collect::<std::collections::HashSet<_>>().len();
+        if param_bytes(out.maps.len() + new_maps) > target.max_param_bytes {
+            continue;
+        }
         for (&w, (v, map, rows)) in p.writes.iter().zip(loads) {
             let idx = match out.maps.iter().position(|m| *m == map) {
                 Some(i) => i,

@@ -18,7 +18,7 @@
 use super::{Ctx, GateInfo, GateResult, Status};
 use serde::Serialize;
 use std::path::Path;
-use tilec_abi::meta::{KernelMeta, OLDEST_READ_VERSION, SCHEMA_VERSION};
+use tilec_abi::meta::{KernelMeta, SCHEMA_VERSION};
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {
@@ -51,6 +51,14 @@ pub enum MetaError {
         /// Cause.
         source: serde_json::Error,
     },
+    /// Metadata that parses but breaks the schema's rules (the loader's message).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// Path.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A schema version this verifier does not read.
     #[error("{path}: schema_version {found}, this kverify reads 1 to {expected}")]
     Version {
@@ -63,15 +71,18 @@ pub enum MetaError {
     },
 }
 
-/// Read and version-check a `*.meta.json` file.
+/// Read a `*.meta.json` file with the same loader as the runtime (`KernelMeta::from_json_str`:
+/// the version checked before anything else, then the schema, then validation), so RES-02 never
+/// judges metadata `tilec-run` would refuse.
 pub fn load_meta(path: &Path) -> Result<KernelMeta, MetaError> {
+    use tilec_abi::meta::MetaError as Abi;
     let p = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| MetaError::Io { path: p.clone(), source })?;
-    let meta: KernelMeta = serde_json::from_str(&text).map_err(|source| MetaError::Parse { path: p.clone(), source })?;
-    if !(OLDEST_READ_VERSION..=SCHEMA_VERSION).contains(&meta.schema_version) {
-        return Err(MetaError::Version { path: p, found: meta.schema_version, expected: SCHEMA_VERSION });
-    }
-    Ok(meta)
+    KernelMeta::from_json_str(&text).map_err(|e| match e {
+        Abi::Json(source) => MetaError::Parse { path: p.clone(), source },
+        Abi::UnsupportedVersion { found } => MetaError::Version { path: p.clone(), found: u32::try_from(found).unwrap_or(u32::MAX), expected: SCHEMA_VERSION },
+        other => MetaError::Invalid { path: p.clone(), message: other.to_string() },
+    })
 }
 
 /// One broken budget.
@@ -104,14 +115,16 @@ pub fn check_meta(meta: &KernelMeta) -> Vec<Violation> {
             push("tmem", format!("peak of {} live columns exceeds the {a}-column allocation", t.peak_columns));
         }
         for b in &t.buffers {
-            if b.offset + b.columns > a {
-                push("tmem", format!("buffer `{}` spans columns {}..{}, past the {a}-column allocation", b.name, b.offset, b.offset + b.columns));
+            if u64::from(b.offset) + u64::from(b.columns) > u64::from(a) {
+                push("tmem", format!("buffer `{}` spans columns {}..{}, past the {a}-column allocation", b.name, b.offset, u64::from(b.offset) + u64::from(b.columns)));
             }
         }
         for (i, x) in t.buffers.iter().enumerate() {
             for y in &t.buffers[i + 1..] {
                 let live = x.live[0] <= y.live[1] && y.live[0] <= x.live[1];
-                let cols = x.offset < y.offset + y.columns && y.offset < x.offset + x.columns;
+                // In 64 bits: a hostile offset near 2^32 must not wrap into range.
+                let (xo, xe, yo, ye) = (u64::from(x.offset), u64::from(x.offset) + u64::from(x.columns), u64::from(y.offset), u64::from(y.offset) + u64::from(y.columns));
+                let cols = xo < ye && yo < xe;
                 if live && cols {
                     push("tmem", format!("co-live buffers `{}` and `{}` overlap in columns", x.name, y.name));
                 }
