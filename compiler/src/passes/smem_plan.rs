@@ -61,7 +61,7 @@ pub struct Placement {
     pub live: (u32, u32),
     /// Ring stages of a software-pipelined variable (1 otherwise); `bytes` covers all of them.
     pub stages: u32,
-    /// The swizzle of a variable TMA fills ([`crate::passes::tma`]).
+    /// The swizzle of a variable in a swizzled layout ([`crate::passes::tma::TmaPlan::swizzle`]).
     pub swizzle: Option<Swizzle>,
 }
 
@@ -280,7 +280,7 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo, roles: &VarRoles)
 pub fn label(k: &Kernel, p: &Placement, target: &TargetInfo, roles: &VarRoles) -> (String, Span) {
     let (mut what, span) = describe(k, p.owner, target, roles);
     if let Some(sw) = p.swizzle {
-        what = what.replace("8x8 core-matrix layout", &format!("{}-swizzled panels filled by TMA", sw.name()));
+        what = what.replace("8x8 core-matrix layout", &format!("{}-swizzled panels", sw.name()));
     }
     if p.stages > 1 {
         (format!("{what}, a {}-stage ring (software pipeline)", p.stages), span)

@@ -21,9 +21,12 @@
 //! One tensor map per distinct (tensor, box, swizzle); the kernel receives them after its size
 //! arguments, and the runtime encodes them from the tensor's pointer and shape
 //! (`docs/metadata.md`, `tensor_maps`). Alignment is a run-time property, so the kernel tests it
-//! (base 16-byte aligned, every stride but the last a multiple of 16 bytes, no zero extent — the
-//! conditions under which the runtime encodes a map) and otherwise fills the same swizzled
-//! layout element by element.
+//! (base 16-byte aligned, every stride but the last a multiple of 16 bytes below 2⁴⁰, every
+//! extent in 1..=2³² — the conditions under which the runtime encodes a map) and otherwise
+//! fills the same layout element by element.
+//!
+//! The plan also gives every other operand tile a swizzled layout where its MMAs can read one
+//! ([`TmaPlan::swizzle`]), whoever fills it (the threads, or `cp.async`).
 
 use cranelift_entity::SecondaryMap;
 
