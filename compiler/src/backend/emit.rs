@@ -395,6 +395,12 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         Ok(())
     }
 
+    /// Runs `body` in thread 0 only (mbarrier set-up, TMA and tcgen05 issue, one-element stores).
+    pub fn on_thread0(&mut self, body: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>) -> Result<(), BackendError> {
+        let t0 = self.b.build_int_compare(IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
+        self.if_then(t0, body)
+    }
+
     /// Runs `body` only where `cond` holds (a one-armed `if`).
     pub fn if_then(&mut self, cond: IntValue<'ctx>, body: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>) -> Result<(), BackendError> {
         let then = self.ctx.append_basic_block(self.func, "then");

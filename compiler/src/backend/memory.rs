@@ -144,9 +144,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         };
         if rows * cols == 1 {
             // A single element: thread 0 writes it.
-            let t0 = self.b.build_int_compare(IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
             let z = self.i32(0);
-            self.if_then(t0, &mut |cg| body(cg, z))
+            self.on_thread0(&mut |cg| body(cg, z))
         } else {
             self.cta_loop(rows * cols, &mut body)
         }

@@ -82,8 +82,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// on a previous run's phases), thread 0 initialises, a barrier publishes.
     pub fn tma_init(&mut self, l: Inst, stages: u32) -> Result<(), BackendError> {
         self.bar_sync()?;
-        let is_t0 = self.b.build_int_compare(IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
-        self.if_then(is_t0, &mut |cg| {
+        self.on_thread0(&mut |cg| {
             for s in 0..stages {
                 let bar = cg.tma_barrier(l, cg.i32(s as i32))?;
                 cg.mbarrier_init(bar, 1)?;
@@ -99,8 +98,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// caller's CTA barrier made complete, before the async-proxy writes.
     pub fn tma_issue(&mut self, writes: &[Inst], dsts: &[IntValue<'ctx>], bar: PointerValue<'ctx>, after_reads: bool) -> Result<(), BackendError> {
         let bytes: u32 = writes.iter().filter_map(|&w| self.tp.tma.load(w)).map(|l| l.bytes).sum();
-        let is_t0 = self.b.build_int_compare(IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
-        self.if_then(is_t0, &mut |cg| {
+        self.on_thread0(&mut |cg| {
             if after_reads {
                 cg.fence_proxy_async()?;
             }

@@ -58,6 +58,22 @@ pub fn uses_tensor_memory(k: &Kernel, target: &TargetInfo) -> bool {
     target.tmem.is_some() && k.vars.values().any(|d| d.space == Space::Tmem)
 }
 
+/// Bytes reserved before the planned region: the tcgen05 MMA mbarrier and TMEM slot where the
+/// kernel uses tensor memory, the TMA loops' mbarriers from [`tma::BARRIER_OFFSET`] (room for
+/// the most a loop may take: a stage each, or a write each), and, when any tile is swizzled, a
+/// whole number of swizzle periods (the pattern is a function of the absolute address).
+fn header(k: &Kernel, info: &TargetInfo, tma: &TmaPlan, pipelines: &SecondaryMap<crate::ir::Inst, Option<pipeline::Pipeline>>) -> u32 {
+    let mut bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
+    if !tma.is_empty() {
+        let per_loop: u32 = pipelines.iter().filter(|(l, _)| tma.loop_barriers(*l).is_some()).filter_map(|(_, p)| p.as_ref()).map(|p| pipeline::MAX_STAGES.max(p.writes.len() as u32)).sum();
+        bytes = bytes.max(tma::BARRIER_OFFSET + 8 * per_loop);
+    }
+    if tma.any_swizzled() || !tma.is_empty() {
+        bytes = bytes.next_multiple_of(PERIOD_ALIGN);
+    }
+    bytes
+}
+
 /// Runs the per-target passes on a validated kernel whose TMEM plan has been made.
 ///
 /// # Errors
@@ -67,7 +83,6 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let info = target.info();
     let roles = VarRoles::compute(k, info);
     let fusion = fuse::analyze(k, info, &roles);
-    let mut header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
     // Software pipelines: the deepest ring whose plan fits the budget (4 stages down to 3 with
     // an MMA left in flight, then 3 down to 1 without); a kernel that does not fit even
     // without one gets the budget error of the plain plan. A loop whose MMAs cannot stay in
@@ -76,17 +91,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     // CTA per SM took 1.97 ms against 1.28 ms with one stage at two.
     let mut pipelines = pipeline::candidates(k, &roles, &fusion);
     let mut tma = tma::plan(k, info, &roles, &pipelines);
-    if tma.any_swizzled() {
-        // Swizzle patterns are functions of the absolute address: the region starts aligned.
-        header_bytes = header_bytes.next_multiple_of(PERIOD_ALIGN);
-    }
-    if !tma.is_empty() {
-        // The TMA loops' mbarriers (8 B per stage, at most MAX_STAGES per loop) sit in a header
-        // that keeps the planned region aligned for swizzled tiles.
-        let per_loop: u32 = pipelines.iter().filter(|(l, _)| tma.loop_barriers(*l).is_some()).filter_map(|(_, p)| p.as_ref()).map(|p| pipeline::MAX_STAGES.max(p.writes.len() as u32)).sum();
-        let need = tma::BARRIER_OFFSET + 8 * per_loop;
-        header_bytes = header_bytes.max(need.next_multiple_of(PERIOD_ALIGN));
-    }
+    let mut header_bytes = header(k, info, &tma, &pipelines);
     let swizzled = |v| tma.swizzle_of(v);
     let mut chosen = None;
     if pipelines.values().any(Option::is_some) {
@@ -120,10 +125,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
             // Without pipelines, no TMA; operand tiles keep their swizzle.
             pipelines = SecondaryMap::new();
             tma = tma::plan(k, info, &roles, &pipelines);
-            header_bytes = if uses_tensor_memory(k, info) { TCGEN05_HEADER_BYTES } else { 0 };
-            if tma.any_swizzled() {
-                header_bytes = header_bytes.next_multiple_of(PERIOD_ALIGN);
-            }
+            header_bytes = header(k, info, &tma, &pipelines);
             let swz = |v| tma.swizzle_of(v);
             smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swz)
         }

@@ -64,9 +64,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         // 3. One thread issues the MMAs and the commit.
         let base = self.tmem_base()?;
         let smem_addr = self.b.build_ptr_to_int(self.smem, self.ctx.i32_type(), "smem.addr")?;
-        let is_t0 = self.b.build_int_compare(inkwell::IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
         let bar = self.mbar()?;
-        self.if_then(is_t0, &mut |cg| {
+        self.on_thread0(&mut |cg| {
             let i64t = cg.ctx.i64_type();
             let desc = |cg: &Self, off: inkwell::values::IntValue<'ctx>, hi: u64| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
                 let addr = cg.b.build_int_add(smem_addr, off, "")?;

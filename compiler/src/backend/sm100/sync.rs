@@ -35,9 +35,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         let slot = self.entry_alloca(self.ctx.i32_type().into(), "mma.phase")?;
         self.b.build_store(slot, self.i32(0))?;
         self.mma_phase = Some(slot);
-        let is_t0 = self.b.build_int_compare(inkwell::IntPredicate::EQ, self.tid, self.i32(0), "t0")?;
         let bar = self.mbar()?;
-        self.if_then(is_t0, &mut |cg| cg.mbarrier_init(bar, 1))
+        self.on_thread0(&mut |cg| cg.mbarrier_init(bar, 1))
     }
 
     /// Every thread waits for the mbarrier's current phase to complete (`try_wait.parity` in a
