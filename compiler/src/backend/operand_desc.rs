@@ -10,7 +10,7 @@ use inkwell::values::IntValue;
 
 use crate::ir::MmaOperand;
 use crate::layout::staging::LBO;
-use crate::layout::swizzle::Swizzle;
+use crate::layout::swizzle::{OperandSteps, Swizzle};
 
 use super::descriptors::{smem_desc_fields, smem_desc_start};
 use super::emit::Codegen;
@@ -36,18 +36,22 @@ impl OperandDesc<'_> {
     /// pieces; A's units start at multiples of 64).
     pub fn origin_step(&self) -> u32 {
         match self.swizzle {
-            Some((sw, _)) if self.transposed => 8 * self.lbo / sw.elems(),
-            _ => self.sbo,
+            Some((sw, _)) => self.steps().origin_step(sw),
+            None => self.sbo,
         }
     }
 
-    /// Bytes from the operand's start to its K = 16 step `ks`.
+    /// Bytes from the operand's start to its K = 16 step `ks` (two K-adjacent core matrices,
+    /// 2·LBO, without swizzle).
     pub fn k_step_bytes(&self, ks: u32) -> u32 {
         match self.swizzle {
-            Some((sw, rows)) if !self.transposed => sw.k_step_kmajor(rows, ks),
-            Some(_) => ks * 2 * self.sbo,
+            Some((sw, rows)) => self.steps().k_step(sw, rows, ks),
             None => ks * 2 * self.lbo,
         }
+    }
+
+    fn steps(&self) -> OperandSteps {
+        OperandSteps { lbo: self.lbo, sbo: self.sbo, mn_major: self.transposed }
     }
 
     /// The descriptor's constant bits on sm_90: LBO, SBO and the swizzle mode (bits 62-63).

@@ -46,6 +46,29 @@ pub struct OperandSteps {
     pub mn_major: bool,
 }
 
+impl OperandSteps {
+    /// Bytes per 8 rows (A) or columns (B) of the operand's M/N dimension: SBO (8-row groups)
+    /// K-major; MN-major the panels of `P/2` are LBO apart, `8·LBO/(P/2)` per 8 — exact for an
+    /// origin on a panel boundary, the only kind a unit starts at.
+    pub fn origin_step(&self, sw: Swizzle) -> u32 {
+        if self.mn_major {
+            8 * self.lbo / sw.elems()
+        } else {
+            self.sbo
+        }
+    }
+
+    /// Bytes from the tile start to the K = 16 step `ks` of a tile of `rows` rows: inside and
+    /// across panels K-major ([`Swizzle::k_step_kmajor`]), 16 rows of `P` bytes MN-major.
+    pub fn k_step(&self, sw: Swizzle, rows: u32, ks: u32) -> u32 {
+        if self.mn_major {
+            ks * 2 * self.sbo
+        } else {
+            sw.k_step_kmajor(rows, ks)
+        }
+    }
+}
+
 impl Swizzle {
     /// The widest mode whose panel divides a row of `cols` 16-bit elements (`None` below 16).
     pub fn for_cols(cols: u32) -> Option<Swizzle> {
@@ -152,6 +175,34 @@ mod tests {
         // 8 rows, chunk 0: the 8 chunks land in 8 distinct 16-byte bank groups.
         let groups: std::collections::HashSet<u32> = (0..8).map(|r| (eval(swizzled_offset(&Eval, r, 0, 8, Swizzle::B128)) % 128) / 16).collect();
         assert_eq!(groups.len(), 8);
+    }
+
+    #[test]
+    fn descriptor_steps_land_where_the_layout_puts_the_elements() {
+        // Start addresses a descriptor is advanced to must be the byte offsets the writers
+        // (TMA, threads: `swizzled_offset`) give the first element of that step or unit. Rows
+        // that are multiples of 8 are unswizzled at chunk 0, so the offsets compare directly.
+        for sw in [Swizzle::B32, Swizzle::B64, Swizzle::B128] {
+            let (rows, cols) = (64, 4 * sw.elems());
+            // K-major (columns are K): step ks starts at column 16·ks of row 0; the unit at M/N
+            // row 8·g starts at row 8·g.
+            let km = sw.operand(rows, true);
+            for ks in 0..cols / 16 {
+                assert_eq!(km.k_step(sw, rows, ks), eval(swizzled_offset(&Eval, 0, 16 * ks, rows, sw)), "{sw:?} K-major step {ks}");
+            }
+            for g in 0..rows / 8 {
+                assert_eq!(g * km.origin_step(sw), eval(swizzled_offset(&Eval, 8 * g, 0, rows, sw)), "{sw:?} K-major row group {g}");
+            }
+            // MN-major (rows are K, columns M/N): step ks starts at row 16·ks; a unit at a
+            // panel-aligned column c starts at column c.
+            let mn = sw.operand(rows, false);
+            for ks in 0..rows / 16 {
+                assert_eq!(mn.k_step(sw, rows, ks), eval(swizzled_offset(&Eval, 16 * ks, 0, rows, sw)), "{sw:?} MN-major step {ks}");
+            }
+            for c in (0..cols).step_by(sw.elems() as usize) {
+                assert_eq!((c / 8) * mn.origin_step(sw), eval(swizzled_offset(&Eval, 0, c, rows, sw)), "{sw:?} MN-major column {c}");
+            }
+        }
     }
 
     #[test]
