@@ -63,12 +63,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             // after their last read ([`Codegen::refill_after`]).
             let (j, zero) = (self.iteration_at(&plan, lo, hi, self.i32(0))?, self.i32(0));
             let live = self.live_iteration(&plan, lo, hi, j)?;
-            self.if_then(live, &mut |cg| {
-                for w in 0..plan.writes.len() {
-                    cg.issue(i, &plan, tma_ok, j, zero, Some(w))?;
-                }
-                Ok(())
-            })?;
+            let all: Vec<usize> = (0..plan.writes.len()).collect();
+            self.if_then(live, &mut |cg| cg.issue(i, &plan, tma_ok, j, zero, Some(&all)))?;
         }
         // Prologue: iterations lo .. lo + D, one cp.async group each (empty past the end) or
         // one TMA stage each.
@@ -142,7 +138,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             return Ok(true);
         }
         let (s, dist) = (p.plan.stages, p.plan.distance());
-        let j = if p.plan.reverse { self.b.build_int_sub(p.iv, self.i32(dist as i32), "pf.iter")? } else { self.b.build_int_add(p.iv, self.i32(dist as i32), "pf.iter")? };
+        let j = self.iteration_ahead(&p, dist)?;
         let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
         let next = self.b.build_int_unsigned_rem(self.b.build_int_add(p.stage, self.i32(dist as i32), "")?, self.i32(s as i32), "pf.stage")?;
         self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, next, None))?;
@@ -169,6 +165,12 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(if plan.reverse { self.b.build_int_sub(self.b.build_int_sub(hi, self.i32(1), "")?, pos, "pf.iter")? } else { self.b.build_int_add(lo, pos, "pf.iter")? })
     }
 
+    /// The iteration `d` positions after the current one in execution order.
+    fn iteration_ahead(&self, p: &ActivePipeline<'ctx>, d: u32) -> Result<IntValue<'ctx>, BackendError> {
+        let d = self.i32(d as i32);
+        Ok(if p.plan.reverse { self.b.build_int_sub(p.iv, d, "pf.iter")? } else { self.b.build_int_add(p.iv, d, "pf.iter")? })
+    }
+
     /// Whether iteration `j` is one the loop runs (`lo <= j < hi`; only the far end can fail).
     fn live_iteration(&self, plan: &Pipeline, lo: IntValue<'ctx>, hi: IntValue<'ctx>, j: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         Ok(if plan.reverse { self.b.build_int_compare(IntPredicate::SGE, j, lo, "pf.live")? } else { self.b.build_int_compare(IntPredicate::SLT, j, hi, "pf.live")? })
@@ -177,8 +179,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Issues the pipelined tiles of iteration `j` into ring stage `stage` (no wait): TMA
     /// copies where `tma_ok` holds, complete element copies where it does not, `cp.async`
     /// groups in a loop without TMA.
-    /// With `only`, just that write, against its own mbarrier (an early refill).
-    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, tma_ok: Option<IntValue<'ctx>>, j: IntValue<'ctx>, stage: IntValue<'ctx>, only: Option<usize>) -> Result<(), BackendError> {
+    /// With `each`, just those writes, each against its own mbarrier (an early refill); the
+    /// index slice is evaluated once for all of them.
+    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, tma_ok: Option<IntValue<'ctx>>, j: IntValue<'ctx>, stage: IntValue<'ctx>, each: Option<&[usize]>) -> Result<(), BackendError> {
         let k = self.k;
         // Rebind the induction variable and re-evaluate the index slice at iteration j.
         let iv = k.insts[loop_inst].result;
@@ -193,8 +196,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             self.inst(si)?;
         }
-        let writes: Vec<Inst> = match only {
-            Some(w) => vec![plan.writes[w]],
+        let writes: Vec<Inst> = match each {
+            Some(ws) => ws.iter().map(|&w| plan.writes[w]).collect(),
             None => plan.writes.clone(),
         };
         let mut dsts = vec![];
@@ -210,10 +213,22 @@ impl<'ctx> Codegen<'ctx, '_> {
             Ok(())
         };
         match tma_ok {
-            Some(ok) => {
-                let bar = self.tma_barrier(loop_inst, only.map_or(stage, |w| self.i32(w as i32)))?;
-                self.if_else(ok, &mut |cg| cg.tma_issue(&writes, &dsts, bar, only.is_some()), &mut |cg| copies(cg, true))?;
-            }
+            Some(ok) => match each {
+                Some(ws) => {
+                    let mut issue = |cg: &mut Self| -> Result<(), BackendError> {
+                        for (n, &w) in ws.iter().enumerate() {
+                            let bar = cg.tma_barrier(loop_inst, cg.i32(w as i32))?;
+                            cg.tma_issue(&writes[n..=n], &dsts[n..=n], bar, true)?;
+                        }
+                        Ok(())
+                    };
+                    self.if_else(ok, &mut issue, &mut |cg| copies(cg, true))?;
+                }
+                None => {
+                    let bar = self.tma_barrier(loop_inst, stage)?;
+                    self.if_else(ok, &mut |cg| cg.tma_issue(&writes, &dsts, bar, false), &mut |cg| copies(cg, true))?;
+                }
+            },
             None => copies(self, false)?,
         }
         for (v, old) in saved.into_iter().rev() {
@@ -227,13 +242,11 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn refill_after(&mut self, i: Inst) -> Result<(), BackendError> {
         let Some(p) = self.pipes.last().filter(|p| p.early && p.plan.last_read.contains(&i)).cloned() else { return Ok(()) };
         self.bar_sync()?;
-        let j = if p.plan.reverse { self.b.build_int_sub(p.iv, self.i32(1), "pf.iter")? } else { self.b.build_int_add(p.iv, self.i32(1), "pf.iter")? };
+        let j = self.iteration_ahead(&p, 1)?;
         let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
         let zero = self.i32(0);
-        for (w, _) in p.plan.last_read.iter().enumerate().filter(|(_, &l)| l == i) {
-            self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, zero, Some(w)))?;
-        }
-        Ok(())
+        let ws: Vec<usize> = p.plan.last_read.iter().enumerate().filter(|(_, &l)| l == i).map(|(w, _)| w).collect();
+        self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, zero, Some(&ws)))
     }
 
     /// Absolute byte offset of stage `stage` of variable `v`'s ring.
