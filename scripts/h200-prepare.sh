@@ -16,7 +16,7 @@ for l in sys.stdin:
 d=.device; rm -rf "$d"; mkdir -p "$d/bin" "$d/art" "$d/io"
 cp "$t/release/tilec-run" "$t/release/kverify" "$d/bin/"; cp "$smoke" "$d/bin/gpu_smoke"
 tilec="$t/release/tilec"
-for f in dsl-examples/*.tile; do "$tilec" build "$f" --target sm_90a -o "$d/art" >/dev/null; done
+for f in dsl-examples/*.tile tests/gpu/*.tile; do "$tilec" build "$f" --target sm_90a -o "$d/art" >/dev/null; done
 cases=()
 case_() { # NAME FILE KERNEL SIZES...
   local name=$1 file=$2 kernel=$3; shift 3
@@ -34,6 +34,8 @@ case_ gemm_ragged dsl-examples/gemm.tile gemm --size M=200 --size K=136 --size N
 case_ k1s_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --size T=100 --size H=2 --size V=80 --scalar scale=0.088
 case_ k1c_t100 dsl-examples/k1_reverse_scan.tile k1_scan_channel --size B=1 --size T=100 --size H=2 --size V=80 --scalar scale=0.088
 case_ k2_t100 dsl-examples/k2_wy_vjp.tile k2_wy_vjp --size B=1 --size T=100 --size H=2
+# cp.async (no tensor map for rank 6) into swizzled operand tiles; K = 192: a partial ring.
+case_ rank6 tests/gpu/cp_async_swizzled.tile rank6 --size P=1 --size Q=1 --size R=1 --size S=1 --size M=128 --size K=192 --size N=128
 case_ reuse_m100 dsl-examples/tmem_reuse_disjoint.tile reuse_disjoint --size M=100
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
 du -sh "$d"
