@@ -55,7 +55,7 @@ pub fn gemm(acc_space: Space) -> Kernel {
     bld.effect(Op::Mma { dst: acc, a: MmaOperand { var: at, transposed: false }, b: MmaOperand { var: bt, transposed: false }, accumulate: true, negate: false });
     bld.switch_to(top);
     let r = bld.value(Op::ReadVar(acc), Type::tile(Elem::F32, 128, 64));
-    bld.effect(Op::Store { dst: c, index: vec![Index::Range { start: m0, len: 128 }, Index::Range { start: n0, len: 64 }], value: r });
+    bld.effect(Op::Store { dst: c, index: vec![Index::Range { start: m0, len: 128 }, Index::Range { start: n0, len: 64 }], value: r, mask: None });
     k
 }
 
@@ -83,9 +83,9 @@ pub fn elementwise() -> Kernel {
     let rowf = b.value(Op::Cast(row, Elem::F32), Type::tile(Elem::F32, 32, 1));
     let sum = b.value(Op::Binary(BinOp::Add, es, rowf), t);
     let yb = b.value(Op::Cast(sum, Elem::Bf16), Type::tile(Elem::Bf16, 32, 16));
-    b.effect(Op::Store { dst: y, index: vec![Index::Range { start: r0, len: 32 }, Index::Range { start: c0, len: 16 }], value: yb });
+    b.effect(Op::Store { dst: y, index: vec![Index::Range { start: r0, len: 32 }, Index::Range { start: c0, len: 16 }], value: yb, mask: None });
     let red = b.value(Op::Reduce(tilec::ir::ReduceOp::Sum, Axis::Row, xt), Type::tile(Elem::F32, 32, 1));
-    b.effect(Op::Store { dst: rs, index: vec![Index::Range { start: r0, len: 32 }], value: red });
+    b.effect(Op::Store { dst: rs, index: vec![Index::Range { start: r0, len: 32 }], value: red, mask: None });
     k
 }
 

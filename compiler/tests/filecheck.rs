@@ -310,6 +310,7 @@ fn covered(op: &Op) {
         Op::ConstInt(_) | Op::ConstFloat(_) | Op::ProgramId(_) | Op::Size(_) | Op::ScalarParam(_) | Op::Unary(..) | Op::Binary(..) => {}
         Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Reduce(..) | Op::Transpose(_) => {}
         Op::Load { .. } | Op::Store { .. } | Op::ReadVar(_) | Op::WriteVar(..) | Op::Mma { .. } | Op::For { .. } => {}
+        Op::Slice { .. } | Op::Insert { .. } | Op::Scan { .. } => {}
         Op::TmemAlloc { .. } | Op::TmemRelinquish | Op::TmemDealloc { .. } => {}
     }
 }
@@ -351,13 +352,15 @@ fn every_op_round_trips() {
         ops.extend([ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min].map(|r| Op::Reduce(r, ax, f)));
     }
     ops.extend([Op::Mask(TriMask::Lower), Op::Mask(TriMask::StrictLower)]);
+    ops.extend([Op::Slice { src: f, row: iv, col: i }, Op::Insert { base: f, value: iv, row: i, col: iv, rows: 3, cols: 5 }, Op::Scan { src: f, reverse: false }, Op::Scan { src: f, reverse: true }]);
     for (n, op) in ops.into_iter().enumerate() {
         b.value(op, if n % 2 == 0 { t } else { Type::Scalar(Elem::Bool) });
     }
     let index = vec![Index::Point(iv), Index::Range { start: i, len: 64 }];
     let v = b.value(Op::Load { src: p(0), index: index.clone() }, t);
-    b.effect(Op::Store { dst: p(1), index, value: v });
-    b.effect(Op::Store { dst: p(1), index: vec![], value: v });
+    b.effect(Op::Store { dst: p(1), index: index.clone(), value: v, mask: None });
+    b.effect(Op::Store { dst: p(1), index, value: v, mask: Some(iv) });
+    b.effect(Op::Store { dst: p(1), index: vec![], value: v, mask: None });
     b.effect(Op::WriteVar(r, v));
     b.switch_to(b.kernel.body);
     for (accumulate, negate) in [(false, false), (false, true), (true, false), (true, true)] {

@@ -84,7 +84,7 @@ fn gemm_kernel(out_elem: Elem, b_transposed: bool, acc_space: Space) -> Kernel {
     step(&mut b, kk, true);
     b.switch_to(top);
     let res = b.value(Op::ReadVar(acc), Type::tile(Elem::F32, BM, BN));
-    b.effect(Op::Store { dst: pc, index: vec![Index::Range { start: m0, len: BM }, Index::Range { start: n0, len: BN }], value: res });
+    b.effect(Op::Store { dst: pc, index: vec![Index::Range { start: m0, len: BM }, Index::Range { start: n0, len: BN }], value: res, mask: None });
     b.effect(Op::TmemDealloc { columns: 32 });
     k
 }

@@ -80,7 +80,7 @@ fn k1_kernel() -> Kernel {
         let last = bop(b, BinOp::Sub, end, one, I32);
         let glast = b.value(Op::Load { src: pg, index: vec![pt(bi), pt(last), pt(hi)] }, F32);
         let dcur = b.value(Op::ReadVar(d), tile(Elem::F32, K, BV));
-        b.effect(Op::Store { dst: pdh, index: vec![pt(bi), pt(n), pt(hi), rng(zero, K), rng(v0, BV)], value: dcur });
+        b.effect(Op::Store { dst: pdh, index: vec![pt(bi), pt(n), pt(hi), rng(zero, K), rng(v0, BV)], value: dcur, mask: None });
         // ks = bf16(k ⊙ select(valid, exp2(glast − gc), 0))
         let kt = b.value(Op::Load { src: pk, index: vec![pt(bi), rng(t0, C), pt(hi), rng(zero, K)] }, tile(Elem::Bf16, C, K));
         let diff = bop(b, BinOp::Sub, glast, gc, tile(Elem::F32, C, 1));
@@ -100,7 +100,7 @@ fn k1_kernel() -> Kernel {
         let sum = bop(b, BinOp::Add, acc, dvl, tile(Elem::F32, C, BV));
         b.effect(Op::WriteVar(dvn, sum));
         let dvv = b.value(Op::ReadVar(dvn), tile(Elem::F32, C, BV));
-        b.effect(Op::Store { dst: pdv2, index: vec![pt(bi), rng(t0, C), pt(hi), rng(v0, BV)], value: dvv });
+        b.effect(Op::Store { dst: pdv2, index: vec![pt(bi), rng(t0, C), pt(hi), rng(v0, BV)], value: dvv, mask: None });
         // d = d · exp2(glast)
         let eg = b.value(Op::Unary(UnOp::Exp2, glast), F32);
         let dd = bop(b, BinOp::Mul, dcur, eg, tile(Elem::F32, K, BV));
@@ -126,7 +126,7 @@ fn k1_kernel() -> Kernel {
     }
     b.switch_to(top);
     let dfin = b.value(Op::ReadVar(d), tile(Elem::F32, K, BV));
-    b.effect(Op::Store { dst: pdh0, index: vec![pt(bi), pt(hi), rng(zero, K), rng(v0, BV)], value: dfin });
+    b.effect(Op::Store { dst: pdh0, index: vec![pt(bi), pt(hi), rng(zero, K), rng(v0, BV)], value: dfin, mask: None });
     k
 }
 

@@ -21,7 +21,7 @@ fn one_cta(rows: u32, cols: u32, out: Elem, body: impl FnOnce(&mut Builder) -> V
     let mut b = Builder::new(&mut k);
     let v = body(&mut b);
     let z = b.iconst(0);
-    b.effect(Op::Store { dst: po, index: vec![Index::Range { start: z, len: rows }, Index::Range { start: z, len: cols }], value: v });
+    b.effect(Op::Store { dst: po, index: vec![Index::Range { start: z, len: rows }, Index::Range { start: z, len: cols }], value: v, mask: None });
     k
 }
 
@@ -95,14 +95,14 @@ fn out_of_bounds_points_load_zero_and_skip_stores() {
     let nm1 = bop(&mut b, BinOp::Sub, n, one, I32);
     let last = b.value(Op::Load { src: pi, index: vec![Index::Point(nm1)] }, F32);
     let s = bop(&mut b, BinOp::Add, past, last, F32);
-    b.effect(Op::Store { dst: po, index: vec![Index::Point(zero)], value: s });
+    b.effect(Op::Store { dst: po, index: vec![Index::Point(zero)], value: s, mask: None });
     let five = b.fconst(5.0);
-    b.effect(Op::Store { dst: po, index: vec![Index::Point(n)], value: five });
+    b.effect(Op::Store { dst: po, index: vec![Index::Point(n)], value: five, mask: None });
     let x = b.value(Op::Load { src: pi, index: vec![Index::Range { start: one, len: 4 }] }, Type::tile(Elem::F32, 4, 1));
     let two = b.fconst(2.0);
     let x2 = bop(&mut b, BinOp::Mul, x, two, Type::tile(Elem::F32, 4, 1));
     let xt = b.value(Op::Transpose(x2), Type::tile(Elem::F32, 1, 4)); // a row vector stores too
-    b.effect(Op::Store { dst: po, index: vec![Index::Range { start: one, len: 4 }], value: xt });
+    b.effect(Op::Store { dst: po, index: vec![Index::Range { start: one, len: 4 }], value: xt, mask: None });
     let inputs = BTreeMap::from([("x".to_string(), HostTensor::from_f32(DType::F32, vec![3], &[1.0, 2.0, 3.0]).unwrap())]);
     let o = run_kernel(&k, &inputs).unwrap()["o"].to_f64();
     assert_eq!(o, vec![3.0, 4.0, 6.0]);

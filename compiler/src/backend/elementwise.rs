@@ -176,6 +176,8 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let x = self.operand(*a, c, r)?;
                 self.convert(x, el(*a), out)?
             }
+            Op::Slice { src, row, col } => self.slice_element(i, *src, *row, *col, out, r, c)?,
+            Op::Insert { base, value, row, col, rows, cols } => self.insert_element(*base, *value, *row, *col, (*rows, *cols), out, r, c)?,
             Op::Load { src, index } => {
                 // Only reached for fused loads (see `fuse`).
                 let v = self.load_global(*src, index, r, c)?;

@@ -246,16 +246,25 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 let v = self.params[*p].ok_or_else(|| BackendError::Invalid(format!("parameter {p} is not a scalar")))?;
                 self.set(res, v)
             }
-            Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Transpose(_) => {
-                self.elementwise(i)
-            }
+            Op::Unary(..)
+            | Op::Binary(..)
+            | Op::Cmp(..)
+            | Op::Select(..)
+            | Op::Cast(..)
+            | Op::Splat(_)
+            | Op::Iota(_)
+            | Op::Mask(_)
+            | Op::Transpose(_)
+            | Op::Slice { .. }
+            | Op::Insert { .. } => self.elementwise(i),
+            Op::Scan { src, reverse } => self.scan(i, *src, *reverse),
             Op::Reduce(op, axis, v) => self.reduce(i, *op, *axis, *v),
             Op::Load { src, index } => self.load(i, *src, index),
             Op::Store { .. } | Op::WriteVar(..) if self.tp.fusion.frag_root(i).is_some() => {
                 let v = self.tp.fusion.frag_root(i).ok_or_else(|| BackendError::Invalid("fragment root".into()))?;
                 self.fragment_root(i, v)
             }
-            Op::Store { dst, index, value } => self.store(*dst, index, *value),
+            Op::Store { dst, index, value, mask } => self.store(*dst, index, *value, *mask),
             Op::ReadVar(v) => self.read_var(i, *v),
             Op::WriteVar(v, x) => self.write_var(*v, *x),
             Op::Mma { dst, a, b, accumulate, negate } => {

@@ -113,11 +113,32 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// Emits `Store`: writes the tile (or a scalar broadcast over the ranges) into a global
-    /// tensor, skipping elements outside it.
-    pub fn store(&mut self, dst: Param, index: &[Index], value: Value) -> Result<(), BackendError> {
+    /// Writes `v` (of element type `vel`) as tile element `(r, c)` of a store to `dst`, unless
+    /// the element is outside the tensor or its `mask` element is false.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn store_global_elem(&mut self, dst: Param, index: &[Index], mask: Option<Value>, v: BasicValueEnum<'ctx>, vel: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<(), BackendError> {
         let elem = self.tensor_elem(dst)?;
-        let lens: Vec<u32> = index.iter().filter_map(|ix| if let Index::Range { len, .. } = ix { Some(*len) } else { None }).collect();
+        let v = self.convert(v, vel, elem)?;
+        let v = self.to_storage(v, elem)?;
+        let (inb, ptr) = self.global_elem(dst, index, r, c)?;
+        let inb = match mask {
+            Some(m) => {
+                let keep = self.operand(m, r, c)?.into_int_value();
+                self.b.build_and(inb, keep, "keep")?
+            }
+            None => inb,
+        };
+        self.if_then(inb, &mut |cg| {
+            cg.b.build_store(ptr, v)?;
+            Ok(())
+        })
+    }
+
+    /// Emits `Store`: writes the tile (or a scalar broadcast over the ranges) into a global
+    /// tensor, skipping elements outside it and, with a `where` mask, elements whose mask is
+    /// false.
+    pub fn store(&mut self, dst: Param, index: &[Index], value: Value, mask: Option<Value>) -> Result<(), BackendError> {
+                let lens: Vec<u32> = index.iter().filter_map(|ix| if let Index::Range { len, .. } = ix { Some(*len) } else { None }).collect();
         let (rows, cols) = match lens.as_slice() {
             [] => (1, 1),
             [n] => (*n, 1),
@@ -134,13 +155,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
             let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
             let v = cg.operand(value, r, c)?;
-            let v = cg.convert(v, vel, elem)?;
-            let v = cg.to_storage(v, elem)?;
-            let (inb, ptr) = cg.global_elem(dst, index, r, c)?;
-            cg.if_then(inb, &mut |cg| {
-                cg.b.build_store(ptr, v)?;
-                Ok(())
-            })
+            cg.store_global_elem(dst, index, mask, v, vel, r, c)
         };
         if rows * cols == 1 {
             // A single element: thread 0 writes it.

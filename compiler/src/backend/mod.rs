@@ -6,7 +6,7 @@
 //! translates. Structure:
 //! * the core — [`emit`] (kernel signature, instruction walk, loops, buffer addressing, and the
 //!   [`crate::layout::IndexArith`] that layout maps emit through), [`elementwise`], [`reduce`],
-//!   [`memory`], [`math`] (accurate `exp2`/`log2`), [`barrier`], [`llvm`] (target machine, pass
+//!   [`memory`], [`view`] (sub-tile views, cumulative sums), [`math`] (accurate `exp2`/`log2`), [`barrier`], [`llvm`] (target machine, pass
 //!   pipeline, PTX emission, tcgen05 gate);
 //! * one [`lowering::Lowering`] per target for what differs: [`sm90`] (`mma.sync`; `tmem`
 //!   variables in shared memory) and [`sm100`] (`tcgen05.mma`, `tcgen05.ld/st`, the TMEM
@@ -34,6 +34,7 @@ pub(crate) mod pipeline;
 pub(crate) mod reduce;
 pub(crate) mod staging;
 pub(crate) mod tma;
+pub(crate) mod view;
 pub mod sm100;
 pub(crate) mod sm90;
 

@@ -216,6 +216,34 @@ pub fn reduce(op: ReduceOp, axis: Axis, a: &Val, ty: Type) -> Result<Val, ExecEr
     Ok(Val { elem: ty.elem(), shape: ty.shape().map(|(r, c)| (r as usize, c as usize)), data: out })
 }
 
+/// Cumulative sum of `a` down each column: row `r` of the result is `Σ_{s ≤ r} a[s]`
+/// (`Σ_{s ≥ r}` when `reverse`), folded one row at a time in that order in f32 (exactly for
+/// i32, which must stay in range) — the order the back ends use.
+pub fn scan(a: &Val, reverse: bool, ty: Type) -> Result<Val, ExecError> {
+    let (rows, cols) = a.dims();
+    if dims(ty) != (rows, cols) {
+        return Err(ExecError::Malformed(format!("scan of {} has result type {ty}", a.ty())));
+    }
+    let mut out = vec![S::I(0); rows * cols];
+    let order: Vec<usize> = if reverse { (0..rows).rev().collect() } else { (0..rows).collect() };
+    for c in 0..cols {
+        if a.elem == Elem::I32 {
+            let mut acc = 0i64;
+            for &r in &order {
+                acc = fit_i32(acc + a.data[r * cols + c].as_i64()?)?;
+                out[r * cols + c] = S::I(acc).convert(ty.elem())?;
+            }
+        } else {
+            let mut acc = 0.0f32;
+            for &r in &order {
+                acc += a.data[r * cols + c].as_f32()?;
+                out[r * cols + c] = S::F(acc).convert(ty.elem())?;
+            }
+        }
+    }
+    Ok(Val { elem: ty.elem(), shape: ty.shape().map(|(r, c)| (r as usize, c as usize)), data: out })
+}
+
 /// `(rows, cols)` of a type, scalars as `1 x 1`.
 pub fn dims(ty: Type) -> (usize, usize) {
     ty.shape().map(|(r, c)| (r as usize, c as usize)).unwrap_or((1, 1))

@@ -98,6 +98,23 @@ pub enum ExecError {
         /// Variable name.
         var: String,
     },
+    /// A view `t[r0..+R, c0..+C]` (read, or the block of a write) that does not lie inside the
+    /// tile.
+    #[error("the view [{row}..+{rows}, {col}..+{cols}] is outside the {tile_rows}x{tile_cols} tile")]
+    ViewOutOfBounds {
+        /// First row.
+        row: i64,
+        /// First column.
+        col: i64,
+        /// View rows.
+        rows: usize,
+        /// View columns.
+        cols: usize,
+        /// The tile's rows.
+        tile_rows: usize,
+        /// The tile's columns.
+        tile_cols: usize,
+    },
     /// Integer division or remainder by zero.
     #[error("integer division by zero")]
     DivisionByZero,

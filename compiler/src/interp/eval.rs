@@ -12,7 +12,7 @@ use tilec_abi::round::{f64_to_bf16, f64_to_f16};
 use super::bind::Bound;
 use super::dump::Watch;
 use crate::passes::var_roles::VarRoles;
-use super::elementwise::{binary, compare, dims, reduce, select, unary};
+use super::elementwise::{binary, compare, dims, reduce, scan, select, unary};
 use super::error::ExecError;
 use super::mma;
 use super::value::{Val, S};
@@ -30,6 +30,18 @@ pub struct Budget {
     pub limit: u64,
     /// Wall-clock deadline, checked every 4096 steps (`None`: none).
     pub deadline: Option<(std::time::Instant, std::time::Duration)>,
+}
+
+/// The origin `(row, col)` of a `view`-shaped block inside a tile of `tile` shape.
+///
+/// # Errors
+/// [`ExecError::ViewOutOfBounds`] unless the whole block lies inside the tile.
+fn view_origin(tile: (usize, usize), row: i64, col: i64, view: (usize, usize)) -> Result<(usize, usize), ExecError> {
+    let fits = |start: i64, len: usize, extent: usize| start >= 0 && start.checked_add(len as i64).is_some_and(|e| e <= extent as i64);
+    if !fits(row, view.0, tile.0) || !fits(col, view.1, tile.1) {
+        return Err(ExecError::ViewOutOfBounds { row, col, rows: view.0, cols: view.1, tile_rows: tile.0, tile_cols: tile.1 });
+    }
+    Ok((row as usize, col as usize))
 }
 
 /// The state of one CTA.
@@ -208,10 +220,35 @@ impl<'a> Cta<'a> {
                 }
                 Some(Val::build(t, |r, c| a.data[c * cols + r].convert(t.elem()))?)
             }
+            Op::Slice { src, row, col } => {
+                let (t, a) = (need()?, self.get(*src)?);
+                let (r0, c0) = (self.scalar(*row)?.as_i64()?, self.scalar(*col)?.as_i64()?);
+                let (r0, c0) = view_origin(a.dims(), r0, c0, dims(t))?;
+                let cols = a.dims().1;
+                Some(Val::build(t, |r, c| Ok(a.data[(r0 + r) * cols + c0 + c]))?)
+            }
+            Op::Insert { base, value, row, col, rows, cols } => {
+                let (t, b, v) = (need()?, self.get(*base)?, self.get(*value)?);
+                let (r0, c0) = (self.scalar(*row)?.as_i64()?, self.scalar(*col)?.as_i64()?);
+                let block = (*rows as usize, *cols as usize);
+                let (r0, c0) = view_origin(b.dims(), r0, c0, block)?;
+                let at = v.broadcaster(block)?;
+                let bcols = b.dims().1;
+                Some(Val::build(t, |r, c| {
+                    let inside = (r0..r0 + block.0).contains(&r) && (c0..c0 + block.1).contains(&c);
+                    let x = if inside { at(r - r0, c - c0) } else { b.data[r * bcols + c] };
+                    x.convert(t.elem())
+                })?)
+            }
+            Op::Scan { src, reverse } => Some(scan(self.get(*src)?, *reverse, need()?)?),
             Op::Load { src, index } => Some(self.load(*src, index, need()?)?),
-            Op::Store { dst, index, value } => {
+            Op::Store { dst, index, value, mask } => {
                 let v = self.get(*value)?.clone();
-                self.store(*dst, index, &v)?;
+                let m = match mask {
+                    Some(m) => Some(self.get(*m)?.clone()),
+                    None => None,
+                };
+                self.store(*dst, index, &v, m.as_ref())?;
                 None
             }
             Op::ReadVar(var) => Some(self.read_var(*var)?.clone()),
@@ -313,7 +350,7 @@ impl<'a> Cta<'a> {
         })
     }
 
-    fn store(&mut self, dst: crate::ir::Param, index: &[Index], v: &Val) -> Result<(), ExecError> {
+    fn store(&mut self, dst: crate::ir::Param, index: &[Index], v: &Val, mask: Option<&Val>) -> Result<(), ExecError> {
         let Region { dims: ix, shape: (rows, cols), ranges: nranges } = self.resolve(index)?;
         let g = self.bound.tensors[dst].as_mut().ok_or_else(|| ExecError::Malformed(format!("{dst} is not a tensor")))?;
         if g.shape.len() != index.len() {
@@ -322,8 +359,17 @@ impl<'a> Cta<'a> {
         // A single range takes a row vector `[1, n]` as well as a column vector `[n, 1]`.
         let row_vector = nranges == 1 && v.dims() == (1, rows) && rows != 1;
         let bc = if row_vector { None } else { Some(v.broadcaster((rows, cols))?) };
+        let keep = match mask {
+            Some(m) => Some(m.broadcaster((rows, cols))?),
+            None => None,
+        };
         for r in 0..rows {
             for c in 0..cols {
+                if let Some(keep) = &keep {
+                    if !keep(r, c).as_bool()? {
+                        continue;
+                    }
+                }
                 if let Some(o) = Self::offset(&ix, &g.shape, r, c) {
                     let s = match &bc {
                         Some(at) => at(r, c),

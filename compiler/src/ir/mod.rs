@@ -298,6 +298,45 @@ pub enum Op {
     Reduce(ReduceOp, Axis, Value),
     /// Transpose of a register tile.
     Transpose(Value),
+    /// A view of a tile: element `(r, c)` of the result is element `(row + r, col + c)` of `src`
+    /// (`row`, `col`: i32 scalars). The result type gives the view's extents; a scalar result
+    /// is the single element `(row, col)`. A view that does not lie inside `src` is an error at
+    /// run time (the interpreter stops; compiled code executes `trap`), never a masked read.
+    Slice {
+        /// The viewed tile.
+        src: Value,
+        /// First row of the view.
+        row: Value,
+        /// First column of the view.
+        col: Value,
+    },
+    /// `base` with the `rows x cols` block at `(row, col)` replaced by `value` (a tile of that
+    /// shape, or anything that broadcasts to it): the write `x[r0..+R, c0..+C] = value`. The
+    /// result has `base`'s type. A block outside `base` is an error at run time, as for
+    /// [`Op::Slice`].
+    Insert {
+        /// The tile written into.
+        base: Value,
+        /// The block's new contents.
+        value: Value,
+        /// First row of the block.
+        row: Value,
+        /// First column of the block.
+        col: Value,
+        /// Block rows.
+        rows: u32,
+        /// Block columns.
+        cols: u32,
+    },
+    /// Cumulative sum down each column (along the rows) of a tile, in f32 (i32 for i32 tiles):
+    /// row `r` holds `Σ_{s ≤ r}` (forward) or `Σ_{s ≥ r}` (reverse), added one row at a time
+    /// in that order (a deterministic fold; gdn-math.md §3.1, §4 B6).
+    Scan {
+        /// The tile.
+        src: Value,
+        /// Accumulate from the last row up (`rev_cumsum`).
+        reverse: bool,
+    },
     /// Load from a global tensor. Elements outside the tensor are 0 (masked partial tiles).
     Load {
         /// The tensor parameter.
@@ -313,6 +352,8 @@ pub enum Op {
         index: Vec<Index>,
         /// The tile (or scalar) to store; converted to the tensor's element type.
         value: Value,
+        /// `where mask`: only elements whose (broadcast) mask is true are written.
+        mask: Option<Value>,
     },
     /// Read a variable's current contents.
     ReadVar(Var),
@@ -362,8 +403,19 @@ impl Op {
     /// elementwise fusion may evaluate inside a consumer. Exhaustive, so a new op must decide.
     pub fn is_elementwise(&self) -> bool {
         match self {
-            Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Transpose(_) => true,
+            Op::Unary(..)
+            | Op::Binary(..)
+            | Op::Cmp(..)
+            | Op::Select(..)
+            | Op::Cast(..)
+            | Op::Splat(_)
+            | Op::Iota(_)
+            | Op::Mask(_)
+            | Op::Transpose(_)
+            | Op::Slice { .. }
+            | Op::Insert { .. } => true,
             Op::ConstInt(_)
+            | Op::Scan { .. }
             | Op::ConstFloat(_)
             | Op::ProgramId(_)
             | Op::Size(_)
@@ -452,16 +504,19 @@ impl Kernel {
             | Op::TmemAlloc { .. }
             | Op::TmemRelinquish
             | Op::TmemDealloc { .. } => vec![],
-            Op::Unary(_, a) | Op::Cast(a, _) | Op::Splat(a) | Op::Reduce(_, _, a) | Op::Transpose(a) => {
+            Op::Unary(_, a) | Op::Cast(a, _) | Op::Splat(a) | Op::Reduce(_, _, a) | Op::Transpose(a) | Op::Scan { src: a, .. } => {
                 vec![*a]
             }
+            Op::Slice { src, row, col } => vec![*src, *row, *col],
+            Op::Insert { base, value, row, col, .. } => vec![*base, *value, *row, *col],
             Op::WriteVar(_, a) => vec![*a],
             Op::Binary(_, a, b) | Op::Cmp(_, a, b) => vec![*a, *b],
             Op::Select(c, a, b) => vec![*c, *a, *b],
             Op::Load { index, .. } => index_values(index),
-            Op::Store { index, value, .. } => {
+            Op::Store { index, value, mask, .. } => {
                 let mut v = index_values(index);
                 v.push(*value);
+                v.extend(mask);
                 v
             }
             Op::For { lo, hi, .. } => vec![*lo, *hi],

@@ -499,8 +499,36 @@ impl KernelReader {
                 Op::Reduce(lookup(&REDUCEOPS, r).ok_or_else(bad)?, lookup(&AXES, ax).ok_or_else(bad)?, self.value(c)?)
             }
             ("transpose", "") => Op::Transpose(self.value(c)?),
+            ("slice", "") => {
+                let src = self.value(c)?;
+                c.expect("[")?;
+                let row = self.value(c)?;
+                let col = self.after(c, ",")?;
+                c.expect("]")?;
+                Op::Slice { src, row, col }
+            }
+            ("insert", "") => {
+                let base = self.value(c)?;
+                c.expect("[")?;
+                let row = self.value(c)?;
+                c.expect("..")?;
+                c.expect("+")?;
+                let rows = c.num("block rows")?;
+                let col = self.after(c, ",")?;
+                c.expect("..")?;
+                c.expect("+")?;
+                let cols = c.num("block columns")?;
+                c.expect("]")?;
+                Op::Insert { base, value: self.after(c, "=")?, row, col, rows, cols }
+            }
+            ("scan", "fwd") => Op::Scan { src: self.value(c)?, reverse: false },
+            ("scan", "rev") => Op::Scan { src: self.value(c)?, reverse: true },
             ("load", "") => Op::Load { src: self.param(c)?, index: self.index(c)? },
-            ("store", "") => Op::Store { dst: self.param(c)?, index: self.index(c)?, value: self.after(c, "=")? },
+            ("store", "") => {
+                let (dst, index, value) = (self.param(c)?, self.index(c)?, self.after(c, "=")?);
+                let mask = if c.eat_keyword("where") { Some(self.value(c)?) } else { None };
+                Op::Store { dst, index, value, mask }
+            }
             ("read", "") => Op::ReadVar(self.plain_var(c)?),
             ("write", "") => Op::WriteVar(self.plain_var(c)?, self.after(c, "=")?),
             ("mma", "") => {

@@ -197,6 +197,11 @@ impl Cx<'_> {
                         self.err(Some(i), format!("index {v} is not an i32 scalar"));
                     }
                 }
+                if let Op::Store { mask: Some(m), .. } = op {
+                    if self.ty(*m).is_some_and(|t| t.elem() != Elem::Bool) {
+                        self.err(Some(i), format!("store mask {m} is not bool"));
+                    }
+                }
                 if let (Op::Load { .. }, Some(r)) = (op, res) {
                     let expect = match ranges.as_slice() {
                         [] => None,
@@ -223,6 +228,33 @@ impl Cx<'_> {
                 }
             }
             Op::Mma { dst, a, b, .. } => self.mma(i, *dst, *a, *b),
+            Op::Slice { src, row, col } => {
+                self.indices(i, &[*row, *col]);
+                if let (Some(t), Some(r)) = (self.ty(*src), res) {
+                    let (sr, sc) = t.shape().unwrap_or((0, 0));
+                    let (vr, vc) = r.shape().unwrap_or((1, 1));
+                    if t.shape().is_none() || vr > sr || vc > sc || r.elem() != t.elem() {
+                        self.err(Some(i), format!("a {r} view of {t}"));
+                    }
+                }
+            }
+            Op::Insert { base, value, row, col, rows, cols } => {
+                self.indices(i, &[*row, *col]);
+                if let (Some(tb), Some(tv), Some(r)) = (self.ty(*base), self.ty(*value), res) {
+                    let (br, bc) = tb.shape().unwrap_or((0, 0));
+                    let fits = broadcast(tv, Type::tile(tv.elem(), *rows, *cols)).ok().flatten() == Some((*rows, *cols));
+                    if r != tb || *rows == 0 || *cols == 0 || *rows > br || *cols > bc || !fits {
+                        self.err(Some(i), format!("insert of {tv} as a {rows}x{cols} block of {tb} typed {r}"));
+                    }
+                }
+            }
+            Op::Scan { src, .. } => {
+                if let (Some(t), Some(r)) = (self.ty(*src), res) {
+                    if t.shape().is_none() || r.shape() != t.shape() || matches!(t.elem(), Elem::Bool) {
+                        self.err(Some(i), format!("scan of {t} typed {r}"));
+                    }
+                }
+            }
             Op::For { lo, hi, .. } => {
                 for v in [lo, hi] {
                     if self.ty(*v).is_some_and(|t| t != scalar_i32) {
@@ -231,6 +263,15 @@ impl Cx<'_> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// View coordinates are i32 scalars.
+    fn indices(&mut self, i: Inst, vs: &[Value]) {
+        for &v in vs {
+            if self.ty(v).is_some_and(|t| t != Type::Scalar(Elem::I32)) {
+                self.err(Some(i), format!("view index {v} is not an i32 scalar"));
+            }
         }
     }
 

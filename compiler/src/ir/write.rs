@@ -97,8 +97,14 @@ fn op_text(k: &Kernel, op: &Op) -> String {
         Op::Mask(m) => format!("mask.{}", if *m == TriMask::StrictLower { "strict_lower" } else { "lower" }),
         Op::Reduce(r, ax, a) => format!("reduce.{}.{} {a}", format!("{r:?}").to_lowercase(), axis(*ax)),
         Op::Transpose(a) => format!("transpose {a}"),
+        Op::Slice { src, row, col } => format!("slice {src}[{row}, {col}]"),
+        Op::Insert { base, value, row, col, rows, cols } => format!("insert {base}[{row}..+{rows}, {col}..+{cols}] = {value}"),
+        Op::Scan { src, reverse } => format!("scan.{} {src}", if *reverse { "rev" } else { "fwd" }),
         Op::Load { src, index } => format!("load {src}[{}]", index_text(index)),
-        Op::Store { dst, index, value } => format!("store {dst}[{}] = {value}", index_text(index)),
+        Op::Store { dst, index, value, mask } => match mask {
+            None => format!("store {dst}[{}] = {value}", index_text(index)),
+            Some(m) => format!("store {dst}[{}] = {value} where {m}", index_text(index)),
+        },
         Op::ReadVar(v) => format!("read {v}"),
         Op::WriteVar(v, x) => format!("write {v} = {x}"),
         Op::Mma { dst, a, b, accumulate, negate } => {

@@ -129,7 +129,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             }
             let uop = &k.insts[u].op;
             let consumer_ok = match uop {
-                Op::Transpose(_) | Op::Store { .. } | Op::WriteVar(..) | Op::Reduce(..) => true,
+                Op::Transpose(_) | Op::Store { .. } | Op::WriteVar(..) | Op::Reduce(..) | Op::Scan { .. } => true,
                 op if op.is_elementwise() => k.insts[u].result.and_then(|r| k.values[r].ty.shape()) == Some(vshape),
                 _ => false,
             };
@@ -190,7 +190,8 @@ fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, 
         match op {
             Op::Store { value, .. } => return (k.values[*value].ty.shape() == Some(vshape)).then_some(x),
             Op::WriteVar(w, _) => return ((*w == var || in_smem(*w)) && k.vars[*w].ty.shape() == Some(vshape)).then_some(x),
-            Op::Transpose(_) => return None,
+            // Index remaps: the element read is not the element written.
+            Op::Transpose(_) | Op::Slice { .. } | Op::Insert { .. } => return None,
             op if op.is_elementwise() => {}
             _ => return None,
         }

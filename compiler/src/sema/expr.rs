@@ -33,6 +33,7 @@ impl KernelLowering<'_> {
                     None
                 }
             },
+            ExprKind::Float(s) if s == "inf" => Some(self.b.fconst(f64::INFINITY)),
             ExprKind::Float(s) => match s.parse::<f64>().ok().filter(|v| v.is_finite() && v.abs() <= f32::MAX as f64) {
                 Some(v) => Some(self.b.fconst(v)),
                 None => {
@@ -78,6 +79,7 @@ impl KernelLowering<'_> {
                 Some(self.b.value(Op::Transpose(v), Type::tile(t.elem(), c, r)))
             }
             ExprKind::Load(t, index) => self.load(t, index, e.span),
+            ExprKind::Index(a, index) => self.view(a, index, e.span),
         }
     }
 
@@ -111,7 +113,12 @@ impl KernelLowering<'_> {
             Binding::Value(v) => v,
             Binding::Var(var, _) => {
                 let ty = self.b.kernel.vars[var].ty;
-                self.b.value(Op::ReadVar(var), ty)
+                let tile = self.b.value(Op::ReadVar(var), ty);
+                if !self.scalar_vars.contains(&var) {
+                    return Some(tile);
+                }
+                let z = self.b.iconst(0);
+                self.b.value(Op::Slice { src: tile, row: z, col: z }, Type::Scalar(ty.elem()))
             }
         })
     }
@@ -383,6 +390,19 @@ impl KernelLowering<'_> {
                 self.b.set_span(span);
                 Some(self.b.value(Op::Splat(v), Type::tile(e, r, c)))
             }
+            "cumsum" | "rev_cumsum" => {
+                if !arity(1, self) {
+                    return None;
+                }
+                let v = self.expr(&args[0])?;
+                let t = self.ty(v);
+                if t.shape().is_none() || t.elem() == Elem::Bool {
+                    return self.type_err(args[0].span, &format!("`{name}` needs a numeric tile (it sums down each column)"));
+                }
+                let e = if t.elem().is_float() { Elem::F32 } else { t.elem() };
+                self.b.set_span(span);
+                Some(self.b.value(Op::Scan { src: v, reverse: name == "rev_cumsum" }, t.with_elem(e)))
+            }
             "row_sum" | "col_sum" | "row_max" | "col_max" | "row_min" | "col_min" => {
                 if !arity(1, self) {
                     return None;
@@ -580,9 +600,9 @@ impl ir::CmpOp {
 }
 
 /// Every builtin function the language has (the E0306 note lists them).
-pub(super) const BUILTINS: [&str; 28] = [
+pub(super) const BUILTINS: [&str; 30] = [
     "program_id", "exp2", "log2", "exp", "abs", "sqrt", "min", "max", "fmin", "fmax", "cdiv", "select", "bf16", "f16", "f32", "i32", "zeros", "full",
-    "strict_lower", "lower", "row_index", "col_index", "row_sum", "col_sum", "row_max", "col_max", "row_min", "col_min",
+    "strict_lower", "lower", "row_index", "col_index", "row_sum", "col_sum", "row_max", "col_max", "row_min", "col_min", "cumsum", "rev_cumsum",
 ];
 
 /// Adds "did you mean" for the closest of `candidates` to `wrong` (Damerau–Levenshtein distance

@@ -8,6 +8,7 @@
 mod consts;
 mod expr;
 mod stmt;
+mod view;
 pub mod target;
 
 use std::collections::HashMap;
@@ -96,6 +97,8 @@ struct KernelLowering<'a> {
     lets: Vec<(ast::Ident, bool)>,
     consts: &'a HashMap<String, i64>,
     scopes: Vec<HashMap<String, (Binding, Span)>>,
+    /// Mutable scalars: `[1, 1]` register variables whose reads are scalars.
+    scalar_vars: std::collections::HashSet<Var>,
     diags: &'a mut Diagnostics,
 }
 
@@ -108,7 +111,7 @@ impl<'a> KernelLowering<'a> {
             global.insert(n.clone(), (Binding::Const(*v), Span::default()));
         }
         signature(k, consts, &mut kernel, &mut global, diags);
-        let mut cx = KernelLowering { b: Builder::new(&mut kernel), grid_rank: k.grid.len(), saw_parse_error: false, used: Default::default(), lets: vec![], consts, scopes: vec![global], diags };
+        let mut cx = KernelLowering { b: Builder::new(&mut kernel), grid_rank: k.grid.len(), saw_parse_error: false, used: Default::default(), lets: vec![], consts, scopes: vec![global], scalar_vars: Default::default(), diags };
         cx.block(&k.body);
         let saw_parse_error = cx.saw_parse_error;
         // Unused bindings are worth a warning only in a kernel that otherwise lowered cleanly: a

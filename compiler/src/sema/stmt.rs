@@ -18,6 +18,11 @@ struct MatMul<'e> {
     negate: bool,
 }
 
+/// Whether `e` is a matrix product (`a @ b` or its negation).
+pub(super) fn is_matmul(e: &Expr) -> bool {
+    as_matmul(e).is_some()
+}
+
 fn as_matmul(e: &Expr) -> Option<MatMul<'_>> {
     match &e.kind {
         ExprKind::Binary(BinOp::MatMul, a, b) => Some(MatMul { a, b, negate: false }),
@@ -31,8 +36,9 @@ impl KernelLowering<'_> {
         match s {
             Stmt::Error(_) => self.saw_parse_error = true,
             Stmt::Let { mutable, name, ann, value, span } => self.let_stmt(*mutable, name, ann.as_ref(), value, *span),
-            Stmt::Assign { name, op, value, span } => self.assign(name, *op, value, *span),
-            Stmt::Store { tensor, index, value, span } => {
+            Stmt::Assign { name, index, op, value, span } if !index.is_empty() => self.assign_view(name, index, *op, value, *span),
+            Stmt::Assign { name, op, value, span, .. } => self.assign(name, *op, value, *span),
+            Stmt::Store { tensor, index, value, mask, span } => {
                 let idx = self.indices(tensor, index, *span);
                 let v = self.expr(value);
                 let ((p, elem, output, idx, shape), v) = match (idx, v) {
@@ -64,8 +70,15 @@ impl KernelLowering<'_> {
                     }
                     _ => v,
                 };
+                let mask = match mask {
+                    None => None,
+                    Some(m) => match self.store_mask(m, shape) {
+                        Some(m) => Some(m),
+                        None => return,
+                    },
+                };
                 self.b.set_span(*span);
-                self.b.effect(Op::Store { dst: p, index: idx, value: v });
+                self.b.effect(Op::Store { dst: p, index: idx, value: v, mask });
             }
             Stmt::For { var, reverse, lo, hi, body, span } => {
                 let l = self.expr(lo);
@@ -192,12 +205,15 @@ impl KernelLowering<'_> {
                         self.error(Diagnostic::error(Code::BadSpace, format!("a scalar cannot live in {space}"), name.span, "only tiles have a memory space"));
                         return;
                     }
-                    // A mutable scalar is a 1x1 register variable read back as a tile; keep it
-                    // simple: scalars are immutable in this version.
-                    self.error(
-                        Diagnostic::error(Code::BadSpace, "mutable scalars are not supported", name.span, "use a 1x1 tile: full(1, 1, x)")
-                            .with_note("loop-carried state is a tile variable"),
-                    );
+                    // A mutable scalar is a [1, 1] register variable; `name` reads it back as a
+                    // scalar (an element view), assignments broadcast into it.
+                    self.b.set_span(name.span);
+                    let var = self.b.var(&name.name, Space::Reg, Type::tile(ty.elem(), 1, 1), name.span);
+                    self.scalar_vars.insert(var);
+                    self.b.set_span(span);
+                    let one = self.b.value(Op::Splat(v), Type::tile(ty.elem(), 1, 1));
+                    self.b.effect(Op::WriteVar(var, one));
+                    self.bind(name, Binding::Var(var, mutable));
                     return;
                 };
                 if space == Space::Tmem && r != 64 && r != 128 {
@@ -217,6 +233,22 @@ impl KernelLowering<'_> {
         }
     }
 
+    /// Lowers the mask of `store … where m;`: a bool that broadcasts to the stored `shape`.
+    fn store_mask(&mut self, m: &Expr, shape: Option<(u32, u32)>) -> Option<Value> {
+        let v = self.expr(m)?;
+        let t = self.ty(v);
+        if t.elem() != Elem::Bool {
+            self.error(Diagnostic::error(Code::TypeMismatch, format!("a store mask of type {t}"), m.span, "must be bool").with_note("e.g. `where row_index(C, 1) + t0 < T`"));
+            return None;
+        }
+        let (r, c) = shape.unwrap_or((1, 1));
+        if crate::ir::broadcast(t, Type::tile(Elem::Bool, r, c)).ok().flatten().map_or(t.shape().is_some(), |s| s != (r, c)) {
+            self.error(Diagnostic::error(Code::ShapeMismatch, format!("a {t} mask for a [{r}, {c}] store"), m.span, "does not broadcast to the stored tile"));
+            return None;
+        }
+        Some(v)
+    }
+
     /// Widens `v` to `ty`'s element type when needed (only exact conversions happen here).
     fn convert(&mut self, v: Value, ty: Type, span: Span) -> Value {
         let t = self.ty(v);
@@ -227,7 +259,7 @@ impl KernelLowering<'_> {
         self.b.value(Op::Cast(v, ty.elem()), t.with_elem(ty.elem()))
     }
 
-    fn mutable_var(&mut self, name: &ast::Ident) -> Option<Var> {
+    pub(super) fn mutable_var(&mut self, name: &ast::Ident) -> Option<Var> {
         match self.lookup(&name.name).cloned() {
             Some((Binding::Var(v, true), _)) => Some(v),
             Some((Binding::Poisoned, _)) => None,

@@ -125,10 +125,12 @@ pub enum Stmt {
         /// Whole statement.
         span: Span,
     },
-    /// `name op value;`
+    /// `name op value;` or, on a view of the variable, `name[index] op value;`
     Assign {
         /// The assigned name.
         name: Ident,
+        /// The view written (`x[r0..+16, :] = v`); empty for the whole variable.
+        index: Vec<IndexExpr>,
         /// `=`, `+=` or `-=`.
         op: AssignOp,
         /// The value.
@@ -144,6 +146,8 @@ pub enum Stmt {
         index: Vec<IndexExpr>,
         /// The stored value.
         value: Expr,
+        /// `where mask`: elements whose mask is false are not written.
+        mask: Option<Expr>,
         /// Whole statement.
         span: Span,
     },
@@ -280,16 +284,22 @@ fn take_children(kind: &mut ExprKind, out: &mut Vec<Expr>) {
         ExprKind::Binary(_, a, b) => out.extend([*a, *b]),
         ExprKind::Unary(_, a) | ExprKind::Field(a, _) => out.push(*a),
         ExprKind::Call(_, args) => out.extend(args),
-        ExprKind::Load(_, index) => {
-            for i in index {
-                match i {
-                    IndexExpr::Point(e) => out.push(e),
-                    IndexExpr::Range { start, len, .. } => out.extend([start, len]),
-                    IndexExpr::Full(_) => {}
-                }
-            }
+        ExprKind::Load(_, index) => push_indices(index, out),
+        ExprKind::Index(a, index) => {
+            out.push(*a);
+            push_indices(index, out);
         }
         ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Name(_) | ExprKind::Error => {}
+    }
+}
+
+fn push_indices(index: Vec<IndexExpr>, out: &mut Vec<Expr>) {
+    for i in index {
+        match i {
+            IndexExpr::Point(e) => out.push(e),
+            IndexExpr::Range { start, len, .. } => out.extend([start, len]),
+            IndexExpr::Full(_) => {}
+        }
     }
 }
 
@@ -312,6 +322,8 @@ pub enum ExprKind {
     Field(Box<Expr>, Ident),
     /// `load tensor[index]`.
     Load(Ident, Vec<IndexExpr>),
+    /// A view of an on-chip tile: `t[r0..+16, c0..+16]`, `t[i, :]`, `t[i, j]`.
+    Index(Box<Expr>, Vec<IndexExpr>),
     /// An expression that failed to parse (already reported).
     Error,
 }

@@ -79,19 +79,16 @@ fn stmts(body: &mut [Stmt], level: usize, diags: &mut Diagnostics) {
                 }
                 expr(value, diags);
             }
-            Stmt::Assign { value, .. } => expr(value, diags),
-            Stmt::Store { index, value, .. } => {
-                for i in index.iter_mut() {
-                    match i {
-                        IndexExpr::Point(e) => expr(e, diags),
-                        IndexExpr::Range { start, len, .. } => {
-                            expr(start, diags);
-                            expr(len, diags);
-                        }
-                        IndexExpr::Full(_) => {}
-                    }
-                }
+            Stmt::Assign { index, value, .. } => {
+                indices(index, diags);
                 expr(value, diags);
+            }
+            Stmt::Store { index, value, mask, .. } => {
+                indices(index, diags);
+                expr(value, diags);
+                if let Some(m) = mask {
+                    expr(m, diags);
+                }
             }
             Stmt::For { lo, hi, body, span, .. } => {
                 if level + 1 > MAX_LOOP_DEPTH {
@@ -108,6 +105,19 @@ fn stmts(body: &mut [Stmt], level: usize, diags: &mut Diagnostics) {
                 stmts(body, level + 1, diags);
             }
             Stmt::Error(_) => {}
+        }
+    }
+}
+
+fn indices(index: &mut [IndexExpr], diags: &mut Diagnostics) {
+    for i in index.iter_mut() {
+        match i {
+            IndexExpr::Point(e) => expr(e, diags),
+            IndexExpr::Range { start, len, .. } => {
+                expr(start, diags);
+                expr(len, diags);
+            }
+            IndexExpr::Full(_) => {}
         }
     }
 }
@@ -134,7 +144,10 @@ fn expr_depth(root: &Expr) -> usize {
             ExprKind::Binary(_, a, b) => stack.extend([(&**a, d + 1), (&**b, d + 1)]),
             ExprKind::Unary(_, a) | ExprKind::Field(a, _) => stack.push((a, d + 1)),
             ExprKind::Call(_, args) => stack.extend(args.iter().map(|a| (a, d + 1))),
-            ExprKind::Load(_, index) => {
+            ExprKind::Load(_, index) | ExprKind::Index(_, index) => {
+                if let ExprKind::Index(a, _) = &e.kind {
+                    stack.push((a, d + 1));
+                }
                 for i in index {
                     match i {
                         IndexExpr::Point(x) => stack.push((x, d + 1)),

@@ -46,6 +46,9 @@ pub enum Token {
     /// `rev`
     #[token("rev")]
     Rev,
+    /// `where` (a masked store)
+    #[token("where")]
+    Where,
     /// `load`
     #[token("load")]
     Load,
@@ -76,8 +79,9 @@ pub enum Token {
     /// A decimal integer literal (kept as text; range-checked by the parser actions).
     #[regex(r"[0-9]+", |lex| lex.slice().to_string(), priority = 3)]
     Int(String),
-    /// A float literal (`1.0`, `0.5e-3`, `1e6`).
+    /// A float literal (`1.0`, `0.5e-3`, `1e6`, and `inf`: positive infinity).
     #[regex(r"[0-9]+\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+", |lex| lex.slice().to_string())]
+    #[token("inf", |lex| lex.slice().to_string())]
     Float(String),
     /// `(`
     #[token("(")]
@@ -195,6 +199,7 @@ pub fn token_text(t: &Token) -> &'static str {
         Token::While => "while",
         Token::In => "in",
         Token::Rev => "rev",
+        Token::Where => "where",
         Token::Load => "load",
         Token::Store => "store",
         Token::Grid => "grid",

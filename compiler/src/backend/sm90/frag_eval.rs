@@ -10,7 +10,7 @@
 
 use inkwell::values::PointerValue;
 
-use crate::ir::{Inst, Op, ParamKind, Var};
+use crate::ir::{Inst, Op, Var};
 use crate::layout::wgmma::fragment_coords;
 
 use super::super::copy::TileLayout;
@@ -48,19 +48,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// One element `(r, c)` of root `op`; `slot` holds the accumulator's value there.
     fn fragment_element(&mut self, op: &Op, v: Var, slot: PointerValue<'ctx>, r: inkwell::values::IntValue<'ctx>, c: inkwell::values::IntValue<'ctx>) -> Result<(), BackendError> {
         match op {
-            Op::Store { dst, index, value } => {
-                let elem = match &self.k.params[*dst].kind {
-                    ParamKind::Tensor { elem, .. } => *elem,
-                    ParamKind::Scalar(_) => return Err(BackendError::Invalid("store to a scalar parameter".into())),
-                };
+            Op::Store { dst, index, value, mask } => {
                 let x = self.operand(*value, r, c)?;
-                let x = self.convert(x, self.res_elem(*value), elem)?;
-                let x = self.to_storage(x, elem)?;
-                let (inb, ptr) = self.global_elem(*dst, index, r, c)?;
-                self.if_then(inb, &mut |cg| {
-                    cg.b.build_store(ptr, x)?;
-                    Ok(())
-                })
+                self.store_global_elem(*dst, index, *mask, x, self.res_elem(*value), r, c)
             }
             Op::WriteVar(w, x) => {
                 let y = self.operand(*x, r, c)?;

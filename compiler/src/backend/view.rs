@@ -1,0 +1,116 @@
+//! Views of on-chip tiles (`Slice`: `t[r0..+R, c0..+C]`, `t[i, j]`; `Insert`: the block write
+//! `x[r0..+R, c0..+C] = v`) evaluated element by element, and the cumulative sum `Scan`.
+//!
+//! A view's origin is run-time data. A view outside its tile would read or write bytes of
+//! another buffer, so every evaluation checks it and a failing check executes `trap` (the
+//! launch fails with an illegal-instruction error) — the interpreter stops at the same view
+//! ([`crate::interp`], `ViewOutOfBounds`). Nothing is masked.
+
+use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::IntPredicate;
+
+use crate::ir::{Elem, Inst, Value};
+
+use super::elementwise::{class, Class};
+use super::emit::Codegen;
+use super::BackendError;
+
+impl<'ctx> Codegen<'ctx, '_> {
+    /// Traps unless `start..start + len` lies inside `0..extent` (signed `start`).
+    fn check_view(&self, start: IntValue<'ctx>, len: u32, extent: u32) -> Result<(), BackendError> {
+        // Unsigned `start <= extent - len` also rejects a negative start.
+        let ok = self.b.build_int_compare(IntPredicate::ULE, start, self.i32((extent - len.min(extent)) as i32), "view.ok")?;
+        let ok = if len > extent { self.ctx.bool_type().const_zero() } else { ok };
+        let trap = self.ctx.append_basic_block(self.func, "view.trap");
+        let join = self.ctx.append_basic_block(self.func, "view.ok");
+        self.b.build_conditional_branch(ok, join, trap)?;
+        self.b.position_at_end(trap);
+        self.call("llvm.trap", None, &[])?;
+        self.b.build_unreachable()?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// `(rows, cols)` of a value, scalars as `1 x 1`.
+    fn extent2(&self, v: Value) -> (u32, u32) {
+        self.k.values[v].ty.shape().unwrap_or((1, 1))
+    }
+
+    /// Element `(r, c)` of `Slice { src, row, col }` (result of type `out`): element
+    /// `(row + r, col + c)` of `src`.
+    pub(crate) fn slice_element(&self, i: Inst, src: Value, row: Value, col: Value, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("slice without a result".into()))?;
+        let (vr, vc) = self.extent2(res);
+        let (sr, sc) = self.extent2(src);
+        let (r0, c0) = (self.scalar(row)?.into_int_value(), self.scalar(col)?.into_int_value());
+        self.check_view(r0, vr, sr)?;
+        self.check_view(c0, vc, sc)?;
+        let rr = self.b.build_int_add(r0, r, "vr")?;
+        let cc = self.b.build_int_add(c0, c, "vc")?;
+        let x = self.operand(src, rr, cc)?;
+        self.convert(x, self.k.values[src].ty.elem(), out)
+    }
+
+    /// Element `(r, c)` of `Insert`: `value[r − row, c − col]` inside the block, else
+    /// `base[r, c]`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert_element(&self, base: Value, value: Value, row: Value, col: Value, block: (u32, u32), out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let (br, bc) = self.extent2(base);
+        let (r0, c0) = (self.scalar(row)?.into_int_value(), self.scalar(col)?.into_int_value());
+        self.check_view(r0, block.0, br)?;
+        self.check_view(c0, block.1, bc)?;
+        let dr = self.b.build_int_sub(r, r0, "ir")?;
+        let dc = self.b.build_int_sub(c, c0, "ic")?;
+        // Unsigned: a negative difference is outside too.
+        let in_r = self.b.build_int_compare(IntPredicate::ULT, dr, self.i32(block.0 as i32), "")?;
+        let in_c = self.b.build_int_compare(IntPredicate::ULT, dc, self.i32(block.1 as i32), "")?;
+        let inside = self.b.build_and(in_r, in_c, "inside")?;
+        // Outside the block the value is not read at all: its indices are clamped to (0, 0) so
+        // that a buffer read stays inside the buffer.
+        let zero = self.i32(0);
+        let vr = self.b.build_select(inside, dr, zero, "")?.into_int_value();
+        let vc = self.b.build_select(inside, dc, zero, "")?.into_int_value();
+        let x = self.operand(value, vr, vc)?;
+        let x = self.convert(x, self.k.values[value].ty.elem(), out)?;
+        let y = self.operand(base, r, c)?;
+        let y = self.convert(y, self.k.values[base].ty.elem(), out)?;
+        Ok(self.b.build_select(inside, x, y, "ins")?)
+    }
+
+    /// Emits `Scan`: thread `t` runs down columns `t, t + threads, …`, adding one row at a time
+    /// (from the last row up when `reverse`) and writing each partial sum — the interpreter's
+    /// order, so results are bit-identical.
+    pub fn scan(&mut self, i: Inst, src: Value, reverse: bool) -> Result<(), BackendError> {
+        let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("scan without a result".into()))?;
+        let out = self.k.values[res].ty.elem();
+        let (rows, cols) = self.shape_of(self.k.values[src].ty, "scan operand")?;
+        let inel = self.k.values[src].ty.elem();
+        let acc_elem = match class(inel) {
+            Class::Float => Elem::F32,
+            Class::Int => Elem::I32,
+            Class::Bool => return Err(self.unsupported("a cumulative sum of a bool tile")),
+        };
+        let dst = self.value_buf(res)?;
+        self.cta_loop(cols, &mut |cg, lane| {
+            let init: BasicValueEnum = if acc_elem == Elem::F32 { cg.ctx.f32_type().const_zero().into() } else { cg.i32(0).into() };
+            let slot = cg.entry_alloca(init.get_type(), "scan")?;
+            cg.b.build_store(slot, init)?;
+            let (zero, n) = (cg.i32(0), cg.i32(rows as i32));
+            let first = if reverse { cg.i32(rows as i32 - 1) } else { zero };
+            cg.counted_loop(zero, n, first, reverse, &mut |cg, r| {
+                let x = cg.operand(src, r, lane)?;
+                let x = cg.convert(x, inel, acc_elem)?;
+                let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
+                let next: BasicValueEnum = if acc_elem == Elem::F32 {
+                    cg.b.build_float_add(acc.into_float_value(), x.into_float_value(), "")?.into()
+                } else {
+                    cg.b.build_int_add(acc.into_int_value(), x.into_int_value(), "")?.into()
+                };
+                cg.b.build_store(slot, next)?;
+                let e = cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, lane, "")?;
+                let y = cg.convert(next, acc_elem, out)?;
+                cg.store_elem(dst, e, out, y)
+            })
+        })
+    }
+}
