@@ -21,7 +21,7 @@ cases=()
 case_() { # NAME FILE KERNEL SIZES...
   local name=$1 file=$2 kernel=$3; shift 3
   local args=(); for s in "$@"; do args+=("$s"); done
-  "$tilec" inputs "$file" --kernel "$kernel" "${args[@]}" --std 0.5 --seed 7 --out "$d/io/$name.in.safetensors" >/dev/null
+  "$tilec" inputs "$file" --kernel "$kernel" "${args[@]}" --std "${STD:-0.5}" --seed 7 --out "$d/io/$name.in.safetensors" >/dev/null
   local run=() prev=""; for s in "$@"; do [ "$prev" = --size ] && run+=(--size "$s"); prev=$s; done
   "$tilec" run --interp --target sm_90a "$file" --kernel "$kernel" --inputs "$d/io/$name.in.safetensors" --out "$d/io/$name.interp.safetensors" "${run[@]}" >/dev/null
   printf '%s\n' "${run[@]}" | paste -sd' ' > "$d/io/$name.flags"
@@ -37,5 +37,11 @@ case_ k2_t100 dsl-examples/k2_wy_vjp.tile k2_wy_vjp --size B=1 --size T=100 --si
 # cp.async (no tensor map for rank 6) into swizzled operand tiles; K = 192: a partial ring.
 case_ rank6 tests/gpu/cp_async_swizzled.tile rank6 --size P=1 --size Q=1 --size R=1 --size S=1 --size M=128 --size K=192 --size N=128
 case_ reuse_m100 dsl-examples/tmem_reuse_disjoint.tile reuse_disjoint --size M=100
+# Views, mutable scalars, cumsums, masked stores (issue 10); N = 40: a partial last tile.
+case_ views_n40 tests/gpu/views.tile views --size N=40
+# gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
+case_ cumsum_t100 dsl-examples/gdn.tile gate_cumsum --size B=2 --size T=100 --size H=3
+case_ cumsum_bwd_t100 dsl-examples/gdn.tile gate_cumsum_bwd --size B=2 --size T=100 --size H=3
+STD=0.1 case_ kkt_t100 dsl-examples/gdn.tile kkt_solve --size B=1 --size T=100 --size H=2
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
 du -sh "$d"

@@ -1,0 +1,157 @@
+//! `dsl-examples/gdn.tile` on the interpreter against kverify's fp64 chunkwise references
+//! (gdn-math.md §3.1, §3.2–3.3, §4 B6): the chunk-local gate cumsum, the blocked triangular
+//! inverse `Ai = (I + L)⁻¹` written with views, and the reverse cumsum dΓ → dg.
+//!
+//! Bounds are derived, not fitted: sequential f32 sums of n terms err by at most
+//! `γ_n Σ|x|` (γ_n = n·u/(1 − n·u), u = 2⁻²⁴; Higham, *Accuracy and Stability of Numerical
+//! Algorithms*, 2nd ed., §3.1); a triangular inverse computed by substitution in f32 errs by at
+//! most `γ_n |Ai| |I + L| |Ai|` elementwise (Higham Thm 8.5 and §14.2), where L's own f32 dot
+//! products are covered by using `β_i Σ_c |k_ic k_jc| e^(Γ_i−Γ_j)` in place of |L|; the bf16
+//! store adds half an ulp, at most 2⁻⁸|Ai|, and gradual underflow an absolute half step per
+//! operation.
+
+mod interp_common;
+
+use std::collections::BTreeMap;
+
+use interp_common::*;
+use kverify::recurrence::intra::{chunk_local_cumsum, reverse_chunk_local_cumsum};
+use kverify::recurrence::inverse::blocked_inverse;
+use kverify::recurrence::tensor::Mat;
+use tilec::interp::{run_kernel_with, Options};
+use tilec::ir::Kernel;
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
+
+const C: usize = 64;
+const KD: usize = 128;
+const U32: f64 = 1.0 / (1u64 << 24) as f64;
+
+fn gamma(n: usize) -> f64 {
+    n as f64 * U32 / (1.0 - n as f64 * U32)
+}
+
+fn kernel(name: &str) -> Kernel {
+    let path = format!("{}/../dsl-examples/gdn.tile", env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let checked = tilec::frontend::check_source(&src, &tilec::frontend::Options::default());
+    assert!(checked.ok(), "gdn.tile does not compile");
+    checked.module.kernels.into_iter().find(|k| k.name == name).unwrap_or_else(|| panic!("no kernel {name}"))
+}
+
+fn run(name: &str, inputs: BTreeMap<String, HostTensor>) -> BTreeMap<String, HostTensor> {
+    run_kernel_with(&kernel(name), &inputs, &Options::default()).unwrap_or_else(|e| panic!("{name}: {e}")).outputs
+}
+
+/// Per-token natural-log gates `[B, T, H]` in `(lo, 0]`.
+fn gates(rng: &mut Rng, n: usize, lo: f64) -> Vec<f64> {
+    (0..n).map(|_| lo * 0.5 * (1.0 + rng.uniform())).collect()
+}
+
+/// Column `(b, ·, h)` of a `[B, T, H]` tensor as a `[T, 1]` matrix.
+fn column(x: &[f64], t: usize, h: usize, b: usize, hi: usize) -> Mat {
+    Mat::from_vec(t, 1, (0..t).map(|ti| x[(b * t + ti) * h + hi]).collect())
+}
+
+#[test]
+fn gate_cumsum_and_its_reverse_match_fp64() {
+    let (b, t, h) = (2, 100, 3); // chunk 1 full, chunk 2 partial (36 rows)
+    let mut rng = Rng(11);
+    for lo in [-0.1, -25.0] {
+        let g = gates(&mut rng, b * t * h, lo);
+        let gt = HostTensor::from_f64(DType::F32, vec![b, t, h], &g).unwrap();
+        let g = gt.to_f64();
+        let gc = run("gate_cumsum", BTreeMap::from([("g".to_string(), gt.clone())]))["gc"].to_f64();
+        let dg = run("gate_cumsum_bwd", BTreeMap::from([("dgc".to_string(), gt)]))["dg"].to_f64();
+        for bi in 0..b {
+            for hi in 0..h {
+                let x = column(&g, t, h, bi, hi);
+                let fwd = chunk_local_cumsum(&x, C);
+                let rev = reverse_chunk_local_cumsum(&x, C);
+                for ti in 0..t {
+                    let (s, e) = (ti / C * C, (ti / C * C + C).min(t));
+                    let fwd_abs: f64 = (s..=ti).map(|r| x[(r, 0)].abs()).sum();
+                    let rev_abs: f64 = (ti..e).map(|r| x[(r, 0)].abs()).sum();
+                    let at = (bi * t + ti) * h + hi;
+                    let want = fwd[(ti, 0)] * std::f64::consts::LOG2_E;
+                    // n − 1 additions, then one multiply by log2 e (rounded to f32 once more).
+                    let bound = gamma(ti - s + 2) * fwd_abs * std::f64::consts::LOG2_E;
+                    assert!((gc[at] - want).abs() <= bound, "gc[{bi},{ti},{hi}] = {} vs {want} (bound {bound:e})", gc[at]);
+                    let bound = gamma(e - ti) * rev_abs;
+                    assert!((dg[at] - rev[(ti, 0)]).abs() <= bound, "dg[{bi},{ti},{hi}] = {} vs {} (bound {bound:e})", dg[at], rev[(ti, 0)]);
+                }
+            }
+        }
+    }
+}
+
+/// The blocked inverse of the kernel against kverify's fp64 `blocked_inverse` of the fp64 L
+/// built from the same (bf16 / f32) inputs, for a full and a partial chunk, weak and strong
+/// decay.
+#[test]
+fn kkt_solve_inverse_matches_fp64() {
+    let (b, t, h) = (1, 100, 2);
+    let mut rng = Rng(5);
+    for lo in [-0.1, -4.0] {
+        // Unit-norm keys (as l2norm gives them), rounded to bf16; β in (0, 1).
+        let mut kv = vec![0.0; b * t * h * KD];
+        for row in kv.chunks_mut(KD) {
+            let r: Vec<f64> = (0..KD).map(|_| rng.uniform()).collect();
+            let n = r.iter().map(|x| x * x).sum::<f64>().sqrt();
+            for (o, x) in row.iter_mut().zip(r) {
+                *o = x / n;
+            }
+        }
+        let kt = HostTensor::from_f64(DType::Bf16, vec![b, t, h, KD], &kv).unwrap();
+        let kv = kt.to_f64();
+        let beta: Vec<f64> = (0..b * t * h).map(|_| 0.5 * (1.0 + rng.uniform())).collect();
+        let bt = HostTensor::from_f64(DType::Bf16, vec![b, t, h], &beta).unwrap();
+        let beta = bt.to_f64();
+        let g = gates(&mut rng, b * t * h, lo);
+        let gc_t = run("gate_cumsum", BTreeMap::from([("g".to_string(), HostTensor::from_f64(DType::F32, vec![b, t, h], &g).unwrap())]))["gc"].clone();
+        let gc = gc_t.to_f64();
+        let out = run("kkt_solve", BTreeMap::from([("k".to_string(), kt), ("beta".to_string(), bt), ("gc".to_string(), gc_t)]));
+        let ai = out["ai"].to_f64();
+        assert_eq!(out["ai"].shape, [b, t, h, C]);
+        let mut worst = 0.0f64;
+        for hi in 0..h {
+            for s in (0..t).step_by(C) {
+                let e = (s + C).min(t);
+                let c = e - s;
+                // L and its magnitude bound in fp64 from the kernel's own inputs: the decay
+                // from the stored Γ2 (log2 units) exactly as the kernel reads it.
+                let at = |ti: usize| ti * h + hi;
+                let mut l = Mat::zeros(c, c);
+                let mut labs = Mat::zeros(c, c);
+                for i in 0..c {
+                    for j in 0..i {
+                        let (ki, kj) = (&kv[at(s + i) * KD..][..KD], &kv[at(s + j) * KD..][..KD]);
+                        let dec = (gc[at(s + i)] - gc[at(s + j)]).exp2();
+                        l[(i, j)] = beta[at(s + i)] * ki.iter().zip(kj).map(|(x, y)| x * y).sum::<f64>() * dec;
+                        labs[(i, j)] = beta[at(s + i)] * ki.iter().zip(kj).map(|(x, y)| (x * y).abs()).sum::<f64>() * dec;
+                    }
+                    labs[(i, i)] = 1.0;
+                }
+                let inv = blocked_inverse(&l);
+                let abs_inv = Mat::from_vec(c, c, inv.data.iter().map(|x| x.abs()).collect());
+                let env = abs_inv.matmul(&labs).matmul(&abs_inv);
+                // K terms of the dot, the exp2 (a few ulp), C of substitution and merge.
+                let gam = gamma(KD + C + 4);
+                for i in 0..c {
+                    for j in 0..C {
+                        let got = ai[at(s + i) * C + j];
+                        let want = if j < c { inv[(i, j)] } else { 0.0 };
+                        // Gradual underflow (strong decay reaches subnormals): each f32 operation
+                        // may add half a subnormal step, 2⁻¹⁵⁰, and the bf16 store half of its
+                        // own, 2⁻¹³⁴ (Higham §2.1, the η term).
+                        let underflow = (KD + C) as f64 * 2f64.powi(-150) + 2f64.powi(-134);
+                        let bound = if j < c { gam * env[(i, j)] + want.abs() / 256.0 + underflow } else { 0.0 };
+                        assert!((got - want).abs() <= bound, "decay {lo}: Ai[{}][{i},{j}] = {got} vs {want} (bound {bound:e})", s / C);
+                        worst = worst.max((got - want).abs());
+                    }
+                }
+            }
+        }
+        eprintln!("decay {lo}: max |Ai − Ai_fp64| = {worst:.3e}");
+    }
+}
