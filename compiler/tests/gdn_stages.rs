@@ -155,3 +155,70 @@ fn kkt_solve_inverse_matches_fp64() {
         eprintln!("decay {lo}: max |Ai − Ai_fp64| = {worst:.3e}");
     }
 }
+
+/// W = Ai X_k and U = Ai X_v (gdn-math.md §3.4) from a saved bf16 Ai, against fp64 products of
+/// the same stored inputs. Bound per element: the bf16 rounding of X (2⁻⁸ relative), the f32
+/// products and K-steps of the MMA (γ_{C+4}, the exp2 included), both against |Ai|·|X|; the
+/// bf16 store, 2⁻⁸|W|; gradual underflow as above.
+#[test]
+fn recompute_w_u_matches_fp64() {
+    let (b, t, h, vd) = (1, 100, 2, 128);
+    let mut rng = Rng(9);
+    let put = |rng: &mut Rng, dt: DType, shape: &[usize], scale: f64| random_tensor(rng, dt, shape, scale);
+    let (kt, kv) = put(&mut rng, DType::Bf16, &[b, t, h, KD], 1.0 / (KD as f64).sqrt());
+    let (vt, vv) = put(&mut rng, DType::Bf16, &[b, t, h, vd], 1.0);
+    let beta: Vec<f64> = (0..b * t * h).map(|_| 0.5 * (1.0 + rng.uniform())).collect();
+    let bt = HostTensor::from_f64(DType::Bf16, vec![b, t, h], &beta).unwrap();
+    let beta = bt.to_f64();
+    // A chunk-local Γ2 (log2 units) that decreases within each chunk.
+    let mut gc = vec![0.0; b * t * h];
+    for hi in 0..h {
+        let mut acc = 0.0;
+        for ti in 0..t {
+            acc = if ti % C == 0 { 0.0 } else { acc } - 0.2 * (1.0 + rng.uniform());
+            gc[ti * h + hi] = acc;
+        }
+    }
+    let gt = HostTensor::from_f64(DType::F32, vec![b, t, h], &gc).unwrap();
+    let gc = gt.to_f64();
+    // A saved inverse: unit lower triangular with small entries below the diagonal, rows of a
+    // partial chunk only up to its length (what kkt_solve stores).
+    let mut ai = vec![0.0; b * t * h * C];
+    for hi in 0..h {
+        for ti in 0..t {
+            let (r, c_len) = (ti % C, (t - ti / C * C).min(C));
+            for j in 0..c_len.min(r + 1) {
+                ai[(ti * h + hi) * C + j] = if j == r { 1.0 } else { 0.3 * rng.uniform() };
+            }
+        }
+    }
+    let ait = HostTensor::from_f64(DType::Bf16, vec![b, t, h, C], &ai).unwrap();
+    let ai = ait.to_f64();
+    let inputs = BTreeMap::from([("k".to_string(), kt), ("v".to_string(), vt), ("beta".to_string(), bt), ("gc".to_string(), gt), ("ai".to_string(), ait)]);
+    let out = run("recompute_w_u", inputs);
+    let underflow = (KD + C) as f64 * 2f64.powi(-150) + 2f64.powi(-134);
+    for (name, x_of, n) in [("w", &kv, KD), ("u", &vv, vd)] {
+        let got = out[name].to_f64();
+        let mut worst = 0.0f64;
+        for hi in 0..h {
+            for ti in 0..t {
+                let s = ti / C * C;
+                for col in 0..n {
+                    let (mut want, mut env) = (0.0, 0.0);
+                    for j in 0..C.min(t - s) {
+                        let tj = s + j;
+                        let scale = beta[tj * h + hi] * if name == "w" { gc[tj * h + hi].exp2() } else { 1.0 };
+                        let x = scale * x_of[(tj * h + hi) * n + col];
+                        want += ai[(ti * h + hi) * C + j] * x;
+                        env += (ai[(ti * h + hi) * C + j] * x).abs();
+                    }
+                    let bound = (1.0 / 256.0 + gamma(C + 4)) * env + want.abs() / 256.0 + underflow;
+                    let g = got[(ti * h + hi) * n + col];
+                    assert!((g - want).abs() <= bound, "{name}[{ti},{hi},{col}] = {g} vs {want} (bound {bound:e})");
+                    worst = worst.max((g - want).abs());
+                }
+            }
+        }
+        eprintln!("{name}: max |err| = {worst:.3e}");
+    }
+}

@@ -235,3 +235,47 @@ fn a_grid_past_the_launch_limit_is_refused_by_interpreter_and_runtime_alike() {
     let x = tilec_abi::st::read(&ok).unwrap();
     assert!(tilec_abi::bind::bind(&meta, &tilec_abi::bind::Args::from_tensor_map(&meta, x)).is_ok());
 }
+
+/// The varlen pattern of issue 10: one CTA per sequence, a whole chunk stored from the
+/// sequence's first token. Without a mask the first CTA's padding rows land in the second
+/// sequence — the interpreter reports the race, naming the element and both CTAs; with
+/// `where row_index(C, 1) < len` the same kernel runs clean and writes every row once.
+#[test]
+fn two_ctas_writing_one_element_is_reported_and_a_masked_store_avoids_it() {
+    let inp = tmp("varlen.in.safetensors");
+    let x = tilec_abi::tensor::HostTensor::from_f64(DType::F32, vec![100], &(0..100).map(f64::from).collect::<Vec<_>>()).unwrap();
+    let cu = tilec_abi::tensor::HostTensor::from_f64(DType::I32, vec![3], &[0.0, 40.0, 100.0]).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), x), ("cu".to_string(), cu)])).unwrap();
+    for (masked, name) in [(false, "race"), (true, "norace")] {
+        let src = tmp(&format!("{name}.tile"));
+        let mask = if masked { " where row_index(64, 1) < len" } else { "" };
+        std::fs::write(&src, format!("kernel {name}(x: f32[T], cu: i32[S], y: out f32[T]) grid(S - 1) threads(64) {{\n    let s0 = load cu[program_id(0)];\n    let len = load cu[program_id(0) + 1] - s0;\n    store y[s0..+64] = cumsum(load x[s0..+64]){mask};\n}}\n")).unwrap();
+        let out = tmp(&format!("{name}.out.safetensors"));
+        let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--inputs", inp.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        if !masked {
+            assert_eq!(code, 1, "{err}");
+            assert!(err.contains("element [40] of `y` was already written by CTA [0, 0, 0]"), "{err}");
+            assert!(err.contains("in CTA (1, 0, 0)"), "{err}");
+            continue;
+        }
+        assert_eq!(code, 0, "{err}");
+        let y = tilec_abi::st::read(&out).unwrap()["y"].to_f64();
+        // Each sequence's own prefix sums: sequence 2 restarts at token 40.
+        let want: Vec<f64> = (0..100).map(|t: usize| { let s = if t < 40 { 0 } else { 40 }; (s..=t).map(|v| v as f64).sum() }).collect();
+        assert_eq!(y, want);
+    }
+}
+
+/// A view whose run-time start leaves its tile stops the interpreter at the statement (the GPU
+/// executes `trap` there) instead of reading another buffer's bytes.
+#[test]
+fn a_view_outside_its_tile_is_a_run_time_error() {
+    let src = tmp("oob_view.tile");
+    std::fs::write(&src, "kernel oob_view(x: f32[16, 16], n: i32, y: out f32[16]) grid(1) threads(32) {\n    let t = load x[:, :];\n    store y[0..+4] = t[n..+4, 0];\n}\n").unwrap();
+    let inp = tmp("oob_view.in.safetensors");
+    let n = tilec_abi::tensor::HostTensor::from_f64(DType::I32, vec![], &[13.0]).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), tilec_abi::tensor::HostTensor::zeros(DType::F32, vec![16, 16]).unwrap()), ("n".to_string(), n)])).unwrap();
+    let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--inputs", inp.to_str().unwrap(), "--out", tmp("oob_view.out.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E0601]: the view [13..+4, 0..+1] is outside the 16x16 tile"), "{err}");
+}

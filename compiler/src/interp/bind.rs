@@ -29,6 +29,9 @@ pub struct Global {
     pub shape: Vec<usize>,
     /// Row-major elements, each exactly representable in `elem`.
     pub data: Vec<S>,
+    /// For an output: which CTA wrote each element in this launch (its linear index + 1; 0 for
+    /// none), so that a second CTA writing it is reported as a race.
+    pub writers: Vec<u32>,
 }
 
 /// Everything a kernel reads from the host.
@@ -153,7 +156,9 @@ pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<
                     Some(h) => to_elems(h, elem),
                     None => vec![if elem == Elem::I32 { S::I(0) } else { S::F(0.0) }; numel as usize],
                 };
-                tensors[pid] = Some(Global { elem, shape: t.shape.clone(), data });
+                let output = matches!(p.kind, ParamKind::Tensor { output: true, .. });
+                let writers = if output { vec![0; data.len()] } else { vec![] };
+                tensors[pid] = Some(Global { elem, shape: t.shape.clone(), data, writers });
             }
         }
     }

@@ -115,6 +115,17 @@ pub enum ExecError {
         /// The tile's columns.
         tile_cols: usize,
     },
+    /// Two CTAs of one launch wrote the same element of an output tensor: on a GPU the result
+    /// depends on which runs last (a write race), even when both happen to write the same value.
+    #[error("element {index:?} of `{tensor}` was already written by CTA {other:?} in this launch (a write race between CTAs)")]
+    WriteRace {
+        /// The tensor.
+        tensor: String,
+        /// The element's index.
+        index: Vec<usize>,
+        /// The CTA that wrote it first.
+        other: [i64; 3],
+    },
     /// Integer division or remainder by zero.
     #[error("integer division by zero")]
     DivisionByZero,

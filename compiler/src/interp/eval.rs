@@ -44,6 +44,28 @@ fn view_origin(tile: (usize, usize), row: i64, col: i64, view: (usize, usize)) -
     Ok((row as usize, col as usize))
 }
 
+/// The linear index of CTA `pid` in `grid` (x fastest), as a `u32` (grids are at most 2³² CTAs
+/// in the interpreter's element limit).
+fn linear_cta(pid: [i64; 3], grid: [i64; 3]) -> u32 {
+    (pid[0] + grid[0] * (pid[1] + grid[1] * pid[2])) as u32
+}
+
+/// Inverse of [`linear_cta`].
+fn pid_of(n: u32, grid: [i64; 3]) -> [i64; 3] {
+    let n = i64::from(n);
+    [n % grid[0].max(1), n / grid[0].max(1) % grid[1].max(1), n / (grid[0].max(1) * grid[1].max(1))]
+}
+
+/// The multi-index of flat offset `o` in a row-major tensor of `shape`.
+fn unflatten(mut o: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for (d, &n) in shape.iter().enumerate().rev() {
+        idx[d] = o % n.max(1);
+        o /= n.max(1);
+    }
+    idx
+}
+
 /// The state of one CTA.
 pub struct Cta<'a> {
     k: &'a Kernel,
@@ -352,6 +374,8 @@ impl<'a> Cta<'a> {
 
     fn store(&mut self, dst: crate::ir::Param, index: &[Index], v: &Val, mask: Option<&Val>) -> Result<(), ExecError> {
         let Region { dims: ix, shape: (rows, cols), ranges: nranges } = self.resolve(index)?;
+        let grid = self.bound.grid;
+        let me = linear_cta(self.pid, grid) + 1;
         let g = self.bound.tensors[dst].as_mut().ok_or_else(|| ExecError::Malformed(format!("{dst} is not a tensor")))?;
         if g.shape.len() != index.len() {
             return Err(ExecError::Malformed(format!("{} indices for a rank-{} tensor", index.len(), g.shape.len())));
@@ -371,6 +395,14 @@ impl<'a> Cta<'a> {
                     }
                 }
                 if let Some(o) = Self::offset(&ix, &g.shape, r, c) {
+                    match g.writers.get(o).copied() {
+                        Some(w) if w != 0 && w != me => {
+                            let tensor = self.k.params[dst].name.clone();
+                            return Err(ExecError::WriteRace { tensor, index: unflatten(o, &g.shape), other: pid_of(w - 1, grid) });
+                        }
+                        Some(_) => g.writers[o] = me,
+                        None => {}
+                    }
                     let s = match &bc {
                         Some(at) => at(r, c),
                         None => v.data[r],
