@@ -2,7 +2,8 @@
 # The main job on the shipped examples:
 #   1. tilec check every example, printing its TMEM plan (column map);
 #   2. show that the #904-class negative example is rejected (544 > 512 columns);
-#   3. tilec build the K#1 reverse state scan for sm_100a and sm_90a (PTX, cubin, metadata);
+#   3. tilec build the K#1 reverse state scan and gdn.tile's stages for sm_100a and sm_90a (PTX,
+#      cubin, metadata);
 #   4. kverify RES-02 on the built artifacts' metadata (TMEM budget, lifecycle, smem, spills).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,11 +21,13 @@ for f in dsl-examples/negative/*.tile; do
   echo "== tilec check $f   (must be rejected)"
   if "$bin/tilec" check "$f"; then echo "ERROR: $f was accepted"; exit 1; fi
 done
-out="$root/out/k1"
-echo "== tilec build dsl-examples/k1_reverse_scan.tile --target all -o $out"
-"$bin/tilec" build dsl-examples/k1_reverse_scan.tile --target all -o "$out"
-for m in "$out"/*.meta.json; do
-  echo "== kverify check --meta $m"
-  "$bin/kverify" check --meta "$m" --json "$out/$(basename "$m" .meta.json).res02.json"
+for ex in k1_reverse_scan gdn; do
+  out="$root/out/$ex"
+  echo "== tilec build dsl-examples/$ex.tile --target all -o $out"
+  "$bin/tilec" build "dsl-examples/$ex.tile" --target all -o "$out"
+  for m in "$out"/*.meta.json; do
+    echo "== kverify check --meta $m"
+    "$bin/kverify" check --meta "$m" --json "$out/$(basename "$m" .meta.json).res02.json"
+  done
 done
-echo "demo: ok (artifacts in $out)"
+echo "demo: ok (artifacts in $root/out/k1_reverse_scan and $root/out/gdn)"

@@ -246,17 +246,8 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 let v = self.params[*p].ok_or_else(|| BackendError::Invalid(format!("parameter {p} is not a scalar")))?;
                 self.set(res, v)
             }
-            Op::Unary(..)
-            | Op::Binary(..)
-            | Op::Cmp(..)
-            | Op::Select(..)
-            | Op::Cast(..)
-            | Op::Splat(_)
-            | Op::Iota(_)
-            | Op::Mask(_)
-            | Op::Transpose(_)
-            | Op::Slice { .. }
-            | Op::Insert { .. } => self.elementwise(i),
+            // Per-element operations (`Op::is_elementwise`, an exhaustive list in the IR).
+            op if op.is_elementwise() => self.elementwise(i),
             Op::Scan { src, reverse } => self.scan(i, *src, *reverse),
             Op::Reduce(op, axis, v) => self.reduce(i, *op, *axis, *v),
             Op::Load { src, index } => self.load(i, *src, index),
@@ -284,6 +275,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 let l = self.lowering;
                 l.tmem_dealloc(self, *columns)
             }
+            other => Err(BackendError::Invalid(format!("{other:?} has no emitter"))),
         }
     }
 
