@@ -50,6 +50,12 @@ pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
                     continue;
                 }
                 match eval_const(&c.value, &consts) {
+                    // A constant is an i32 wherever it is used: one outside i32 would wrap on the
+                    // GPU and stop the interpreter, so it is refused where it is defined.
+                    Ok(v) if i32::try_from(v).is_err() => diags.push(
+                        Diagnostic::error(Code::BadConst, format!("constant `{}` = {v} does not fit in i32", c.name.name), c.value.span, "outside -2147483648..=2147483647")
+                            .with_note("constants are i32 values (index arithmetic is i32)"),
+                    ),
                     Ok(v) => {
                         consts.insert(c.name.name.clone(), v);
                     }
@@ -75,6 +81,17 @@ pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
         }
     }
     (module, diags)
+}
+
+/// The help for a value of element type `from` where `to` is required.
+fn conversion_note(to: Elem, from: Elem) -> String {
+    if to == Elem::Bool || from == Elem::Bool {
+        "between bool and numbers there is no conversion: use select(cond, a, b), or a comparison".into()
+    } else if to.is_float() && from.is_float() {
+        format!("narrowing is an explicit rounding point: write {to}(...)")
+    } else {
+        format!("convert explicitly with {to}(...)")
+    }
 }
 
 fn dup(name: &ast::Ident, prev: Span) -> Diagnostic {

@@ -131,7 +131,7 @@ impl KernelLowering<'_> {
                 self.error(
                     Diagnostic::error(Code::TypeMismatch, format!("expected {elem}, found {}", t.elem()), value_span, format!("this is {}", t.elem()))
                         .with_label(e.span, "declared here")
-                        .with_note(format!("narrowing is an explicit rounding point: write {elem}(...)")),
+                        .with_note(super::conversion_note(elem, t.elem())),
                 );
                 return None;
             }
@@ -362,7 +362,7 @@ impl KernelLowering<'_> {
             self.error(
                 Diagnostic::error(Code::TypeMismatch, format!("expected {}, found {}", vd.ty.elem(), operand_elem), value.span, format!("this is {}", operand_elem))
                     .with_label(vd.span, "declared here")
-                    .with_note(format!("narrowing is an explicit rounding point: write {}(...)", vd.ty.elem())),
+                    .with_note(super::conversion_note(vd.ty.elem(), operand_elem)),
             );
             return;
         }

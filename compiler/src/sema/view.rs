@@ -130,8 +130,15 @@ impl KernelLowering<'_> {
             return;
         }
         let ve = vd.ty.elem();
-        if t.elem() == Elem::Bool || (t.elem() == Elem::I32) != (ve == Elem::I32) {
-            self.error(Diagnostic::error(Code::TypeMismatch, format!("assigning {} to a view of {}", t.elem(), vd.ty), value.span, "mismatched element types"));
+        if (t.elem() == Elem::Bool) != (ve == Elem::Bool) || (t.elem() == Elem::I32) != (ve == Elem::I32) {
+            self.error(
+                Diagnostic::error(Code::TypeMismatch, format!("assigning {} to a view of {}", t.elem(), vd.ty), value.span, "mismatched element types")
+                    .with_note("convert numbers with f32(..) / i32(..); between bool and numbers use select(..) or a comparison"),
+            );
+            return;
+        }
+        if t.elem() == Elem::Bool && op != AssignOp::Set {
+            self.error(Diagnostic::error(Code::TypeMismatch, "`+=` / `-=` on a bool view", value.span, "bool values do not add").with_note("use `x[..] = x[..] || e` instead"));
             return;
         }
         // `=` may widen exactly into f32; `+=`/`-=` add in f32 and round back, so the operand
@@ -140,7 +147,7 @@ impl KernelLowering<'_> {
             self.error(
                 Diagnostic::error(Code::TypeMismatch, format!("expected {ve}, found {}", t.elem()), value.span, format!("this is {}", t.elem()))
                     .with_label(vd.span, "declared here")
-                    .with_note(format!("narrowing is an explicit rounding point: write {ve}(...)")),
+                    .with_note(super::conversion_note(ve, t.elem())),
             );
             return;
         }
