@@ -8,7 +8,7 @@
 #     (with its two guardrail traps), and one relinquish (UVIRTCOUNT.DEALLOC.SMPOOL).
 # Kernels whose metadata has no TMEM plan are only checked to assemble.
 # Then the sm_90a (Hopper) path of every example: wgmma tensor-core instructions (HGMMA) in every
-# kernel with a register-resident accumulator, TMA copies (UTMALDG) in gemm and K#1, and no local
+# kernel with a register-resident accumulator (kernels without a matrix product: none needed), TMA copies (UTMALDG) in gemm and K#1, and no local
 # memory (LDL/STL: spills or a register array indexed at run time).
 #
 # Env: TILEC (tilec binary; default: cargo run -q -p tilec --), TILEC_PTXAS / TILEC_NVDISASM
@@ -49,6 +49,12 @@ check_sm_90a() {
   hgmma=$(count 'HGMMA' "$sass"); wg=$(count 'wgmma\.mma_async' "$ptx"); ldgsts=$(count 'LDGSTS' "$sass")
   utma=$(count 'UTMALDG' "$sass"); local_mem=$(count '\b(LDL|STL)\b' "$sass")
   msg="HGMMA=$hgmma (wgmma in PTX: $wg) UTMALDG=$utma LDGSTS=$ldgsts LDL/STL=$local_mem"
+  # A kernel without matrix products (no accumulator, so no TMEM plan in its sm_100a metadata)
+  # has no wgmma to check.
+  if ! grep -q '"tmem": {' "$dir/$k.sm_100a.meta.json"; then
+    if [ "$local_mem" -eq 0 ]; then echo "ok   $name/$k (sm_90a, no MMA): $msg"; else echo "FAIL $name/$k (sm_90a, no MMA): $msg"; fail=1; fi
+    return
+  fi
   if [ "$wg" -ge 1 ] && [ "$hgmma" -ge "$wg" ] && [ "$local_mem" -eq 0 ] && { [ "$name" != gemm ] && [ "$name" != k1_reverse_scan ] || [ "$utma" -ge 1 ]; }; then
     echo "ok   $name/$k (sm_90a): $msg"
   else
