@@ -176,7 +176,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let x = self.operand(*a, c, r)?;
                 self.convert(x, el(*a), out)?
             }
-            Op::Slice { src, row, col } => self.slice_element(i, *src, *row, *col, out, r, c)?,
+            Op::Slice { src, row, col } => self.slice_element(*src, *row, *col, out, r, c)?,
             Op::Insert { base, value, row, col, rows, cols } => self.insert_element(*base, *value, *row, *col, (*rows, *cols), out, r, c)?,
             Op::Load { src, index } => {
                 // Only reached for fused loads (see `fuse`).

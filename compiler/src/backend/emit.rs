@@ -225,6 +225,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     /// Dispatches one instruction to its family's emitter.
     pub(crate) fn inst(&mut self, i: Inst) -> Result<(), BackendError> {
         let k = self.k;
+        self.check_views(i)?;
         let res = k.insts[i].result;
         match &k.insts[i].op {
             Op::ConstInt(c) => self.set(res, self.i32(*c as i32).into()),

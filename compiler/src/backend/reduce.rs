@@ -58,7 +58,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         })
     }
 
-    fn fold(&self, op: ReduceOp, cl: Class, acc: BasicValueEnum<'ctx>, x: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+    /// `acc ∘ x` for reduction `op` on register class `cl` (also the cumulative sum's step).
+    pub(crate) fn fold(&self, op: ReduceOp, cl: Class, acc: BasicValueEnum<'ctx>, x: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
         let f32t = self.ctx.f32_type();
         Ok(match (op, cl) {
             (ReduceOp::Sum, Class::Float) => self.b.build_float_add(acc.into_float_value(), x.into_float_value(), "")?.into(),

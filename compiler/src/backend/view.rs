@@ -2,25 +2,55 @@
 //! `x[r0..+R, c0..+C] = v`) evaluated element by element, and the cumulative sum `Scan`.
 //!
 //! A view's origin is run-time data. A view outside its tile would read or write bytes of
-//! another buffer, so every evaluation checks it and a failing check executes `trap` (the
-//! launch fails with an illegal-instruction error) — the interpreter stops at the same view
+//! another buffer, so every instruction that evaluates views checks their origins first and a
+//! failing check executes `trap` (the launch fails) — the interpreter stops at the same view
 //! ([`crate::interp`], `ViewOutOfBounds`). Nothing is masked.
 
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
-use crate::ir::{Elem, Inst, Value};
+use crate::ir::{Elem, Inst, Op, ReduceOp, Value, ValueDef};
 
 use super::elementwise::{class, Class};
 use super::emit::Codegen;
 use super::BackendError;
 
 impl<'ctx> Codegen<'ctx, '_> {
-    /// Traps unless `start..start + len` lies inside `0..extent` (signed `start`).
-    fn check_view(&self, start: IntValue<'ctx>, len: u32, extent: u32) -> Result<(), BackendError> {
+    /// Traps unless every view instruction `i` evaluates — `i` itself, or a `Slice`/`Insert`
+    /// fused into it — lies inside its tile. Emitted once per instruction, before its element
+    /// loop: the origins are uniform scalars, so one test covers every element.
+    pub(crate) fn check_views(&self, i: Inst) -> Result<(), BackendError> {
+        let mut stack = vec![i];
+        while let Some(j) = stack.pop() {
+            match self.k.insts[j].op {
+                Op::Slice { src, row, col } => {
+                    let res = self.k.insts[j].result.ok_or_else(|| BackendError::Invalid("slice without a result".into()))?;
+                    let ((vr, vc), (sr, sc)) = (self.extent2(res), self.extent2(src));
+                    self.check_view(row, vr, sr)?;
+                    self.check_view(col, vc, sc)?;
+                }
+                Op::Insert { base, row, col, rows, cols, .. } => {
+                    let (br, bc) = self.extent2(base);
+                    self.check_view(row, rows, br)?;
+                    self.check_view(col, cols, bc)?;
+                }
+                _ => {}
+            }
+            for a in self.k.inst_args(j) {
+                if let (true, ValueDef::Result(d)) = (self.tp.fusion.is_fused(a), self.k.values[a].def) {
+                    stack.push(d);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Traps unless `start..start + len` lies inside `0..extent` (`start`: a signed i32 scalar;
+    /// `len <= extent`, which the IR validator guarantees).
+    fn check_view(&self, start: Value, len: u32, extent: u32) -> Result<(), BackendError> {
+        let start = self.scalar(start)?.into_int_value();
         // Unsigned `start <= extent - len` also rejects a negative start.
-        let ok = self.b.build_int_compare(IntPredicate::ULE, start, self.i32((extent - len.min(extent)) as i32), "view.ok")?;
-        let ok = if len > extent { self.ctx.bool_type().const_zero() } else { ok };
+        let ok = self.b.build_int_compare(IntPredicate::ULE, start, self.i32(extent.saturating_sub(len) as i32), "view.ok")?;
         let trap = self.ctx.append_basic_block(self.func, "view.trap");
         let join = self.ctx.append_basic_block(self.func, "view.ok");
         self.b.build_conditional_branch(ok, join, trap)?;
@@ -37,44 +67,41 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// Element `(r, c)` of `Slice { src, row, col }` (result of type `out`): element
-    /// `(row + r, col + c)` of `src`.
-    pub(crate) fn slice_element(&self, i: Inst, src: Value, row: Value, col: Value, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
-        let res = self.k.insts[i].result.ok_or_else(|| BackendError::Invalid("slice without a result".into()))?;
-        let (vr, vc) = self.extent2(res);
-        let (sr, sc) = self.extent2(src);
-        let (r0, c0) = (self.scalar(row)?.into_int_value(), self.scalar(col)?.into_int_value());
-        self.check_view(r0, vr, sr)?;
-        self.check_view(c0, vc, sc)?;
-        let rr = self.b.build_int_add(r0, r, "vr")?;
-        let cc = self.b.build_int_add(c0, c, "vc")?;
+    /// `(row + r, col + c)` of `src` ([`Codegen::check_views`] tested the origin).
+    pub(crate) fn slice_element(&self, src: Value, row: Value, col: Value, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let rr = self.b.build_int_add(self.scalar(row)?.into_int_value(), r, "vr")?;
+        let cc = self.b.build_int_add(self.scalar(col)?.into_int_value(), c, "vc")?;
         let x = self.operand(src, rr, cc)?;
         self.convert(x, self.k.values[src].ty.elem(), out)
     }
 
     /// Element `(r, c)` of `Insert`: `value[r − row, c − col]` inside the block, else
-    /// `base[r, c]`.
+    /// `base[r, c]`. Each side is evaluated only where it is taken (a branch, not a select):
+    /// a row written into a 64 x 64 tile computes its value 64 times, not 4096.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert_element(&self, base: Value, value: Value, row: Value, col: Value, block: (u32, u32), out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
-        let (br, bc) = self.extent2(base);
-        let (r0, c0) = (self.scalar(row)?.into_int_value(), self.scalar(col)?.into_int_value());
-        self.check_view(r0, block.0, br)?;
-        self.check_view(c0, block.1, bc)?;
-        let dr = self.b.build_int_sub(r, r0, "ir")?;
-        let dc = self.b.build_int_sub(c, c0, "ic")?;
+        let dr = self.b.build_int_sub(r, self.scalar(row)?.into_int_value(), "ir")?;
+        let dc = self.b.build_int_sub(c, self.scalar(col)?.into_int_value(), "ic")?;
         // Unsigned: a negative difference is outside too.
         let in_r = self.b.build_int_compare(IntPredicate::ULT, dr, self.i32(block.0 as i32), "")?;
         let in_c = self.b.build_int_compare(IntPredicate::ULT, dc, self.i32(block.1 as i32), "")?;
         let inside = self.b.build_and(in_r, in_c, "inside")?;
-        // Outside the block the value is not read at all: its indices are clamped to (0, 0) so
-        // that a buffer read stays inside the buffer.
-        let zero = self.i32(0);
-        let vr = self.b.build_select(inside, dr, zero, "")?.into_int_value();
-        let vc = self.b.build_select(inside, dc, zero, "")?.into_int_value();
-        let x = self.operand(value, vr, vc)?;
+        let (then, other, join) = (self.ctx.append_basic_block(self.func, "ins.block"), self.ctx.append_basic_block(self.func, "ins.base"), self.ctx.append_basic_block(self.func, "ins.join"));
+        self.b.build_conditional_branch(inside, then, other)?;
+        self.b.position_at_end(then);
+        let x = self.operand(value, dr, dc)?;
         let x = self.convert(x, self.k.values[value].ty.elem(), out)?;
+        let then_end = self.cur_block()?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(other);
         let y = self.operand(base, r, c)?;
         let y = self.convert(y, self.k.values[base].ty.elem(), out)?;
-        Ok(self.b.build_select(inside, x, y, "ins")?)
+        let other_end = self.cur_block()?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        let phi = self.b.build_phi(x.get_type(), "ins")?;
+        phi.add_incoming(&[(&x, then_end), (&y, other_end)]);
+        Ok(phi.as_basic_value())
     }
 
     /// Emits `Scan`: thread `t` runs down columns `t, t + threads, …`, adding one row at a time
@@ -101,11 +128,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let x = cg.operand(src, r, lane)?;
                 let x = cg.convert(x, inel, acc_elem)?;
                 let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
-                let next: BasicValueEnum = if acc_elem == Elem::F32 {
-                    cg.b.build_float_add(acc.into_float_value(), x.into_float_value(), "")?.into()
-                } else {
-                    cg.b.build_int_add(acc.into_int_value(), x.into_int_value(), "")?.into()
-                };
+                let next = cg.fold(ReduceOp::Sum, class(acc_elem), acc, x)?;
                 cg.b.build_store(slot, next)?;
                 let e = cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, lane, "")?;
                 let y = cg.convert(next, acc_elem, out)?;
