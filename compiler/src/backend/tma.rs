@@ -15,7 +15,7 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
-use crate::ir::{Index, Inst, Op, ValueDef};
+use crate::ir::{Index, Inst};
 use crate::passes::pipeline::Pipeline;
 
 use super::emit::Codegen;
@@ -115,14 +115,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let k = self.k;
         let load = self.tp.tma.load(w).cloned().ok_or_else(|| BackendError::Invalid(format!("{w} is not a TMA copy")))?;
         let map = &self.tp.tma.maps[load.map];
-        let Op::WriteVar(v, x) = k.insts[w].op else { return Err(BackendError::Invalid(format!("TMA {w} is not a variable write"))) };
-        let index = match k.values[x].def {
-            ValueDef::Result(d) => match &k.insts[d].op {
-                Op::Load { index, .. } => index.clone(),
-                _ => return Err(BackendError::Invalid(format!("TMA {w} does not write a load"))),
-            },
-            ValueDef::LoopIndex(_) => return Err(BackendError::Invalid(format!("TMA {w} does not write a load"))),
-        };
+        let (v, _, index) = k.written_load(w).ok_or_else(|| BackendError::Invalid(format!("TMA {w} does not write a load")))?;
         let rows = k.vars[v].ty.shape().map_or(0, |s| s.0);
         // Panels of a swizzled tile are `rows × P` bytes apart; a plain tile is one box.
         let (panel_elems, panel_bytes) = match map.swizzle {

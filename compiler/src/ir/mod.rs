@@ -27,7 +27,7 @@ pub mod write;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
 
 pub use entities::{Block, Inst, Param, SizeVar, Value, Var};
-pub use types::{broadcast, tmem_columns, Elem, SizeExpr, SizeOp, Space, Type};
+pub use types::{broadcast, broadcasts_to, tmem_columns, Elem, SizeExpr, SizeOp, Space, Type};
 
 use crate::diag::Span;
 
@@ -520,6 +520,17 @@ impl Kernel {
                 v
             }
             Op::For { lo, hi, .. } => vec![*lo, *hi],
+        }
+    }
+
+    /// `(v, t, index)` when instruction `w` is `WriteVar(v, load t[index])`: a global tile copied
+    /// into a variable (what the pipelining and TMA passes move ahead).
+    pub fn written_load(&self, w: Inst) -> Option<(Var, Param, &[Index])> {
+        let Op::WriteVar(v, x) = self.insts[w].op else { return None };
+        let ValueDef::Result(d) = self.values[x].def else { return None };
+        match &self.insts[d].op {
+            Op::Load { src, index } => Some((v, *src, index)),
+            _ => None,
         }
     }
 

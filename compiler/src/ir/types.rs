@@ -238,6 +238,12 @@ pub fn broadcast(a: Type, b: Type) -> Result<Option<(u32, u32)>, ()> {
     }
 }
 
+/// Whether a value of type `t` broadcasts to exactly a `shape` tile (NumPy rules, without
+/// growing it): a scalar always does, a tile when each dimension equals or is 1.
+pub fn broadcasts_to(t: Type, shape: (u32, u32)) -> bool {
+    broadcast(t, Type::tile(t.elem(), shape.0, shape.1)) == Ok(Some(shape))
+}
+
 /// TMEM columns a `rows x cols` tile of `elem` occupies: one 32-bit cell per element for 32-bit
 /// types, two 16-bit elements packed per cell otherwise (blackwell.md §1.1, §4.1).
 pub fn tmem_columns(elem: Elem, cols: u32) -> u32 {

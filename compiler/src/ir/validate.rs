@@ -242,8 +242,7 @@ impl Cx<'_> {
                 self.indices(i, &[*row, *col]);
                 if let (Some(tb), Some(tv), Some(r)) = (self.ty(*base), self.ty(*value), res) {
                     let (br, bc) = tb.shape().unwrap_or((0, 0));
-                    let fits = broadcast(tv, Type::tile(tv.elem(), *rows, *cols)).ok().flatten() == Some((*rows, *cols));
-                    if r != tb || *rows == 0 || *cols == 0 || *rows > br || *cols > bc || !fits {
+                    if r != tb || *rows == 0 || *cols == 0 || *rows > br || *cols > bc || !super::broadcasts_to(tv, (*rows, *cols)) {
                         self.err(Some(i), format!("insert of {tv} as a {rows}x{cols} block of {tb} typed {r}"));
                     }
                 }

@@ -35,6 +35,9 @@ pub struct Fusion {
     /// transpose on the way), so each thread evaluates exactly the elements whose accumulator
     /// values it holds, in registers (issue 9, item 1).
     pub frag_root: SecondaryMap<Inst, Option<crate::ir::Var>>,
+    /// For an instruction whose result is fused: the instruction of its block that evaluates it
+    /// (its consumer, or that consumer's own evaluator, transitively).
+    pub eval_at: SecondaryMap<Inst, Option<Inst>>,
 }
 
 impl Fusion {
@@ -46,6 +49,11 @@ impl Fusion {
     /// Whether `v` is fused.
     pub fn is_fused(&self, v: Value) -> bool {
         self.fused.get(v).copied().unwrap_or(false)
+    }
+
+    /// The instruction that evaluates instruction `i`: `i` itself unless its result is fused.
+    pub fn evaluated_at(&self, i: Inst) -> Inst {
+        self.eval_at.get(i).copied().flatten().unwrap_or(i)
     }
 
     /// The accumulator whose fragment order root instruction `i` is evaluated in, if any.
@@ -129,7 +137,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             }
             let uop = &k.insts[u].op;
             let consumer_ok = match uop {
-                Op::Transpose(_) | Op::Store { .. } | Op::WriteVar(..) | Op::Reduce(..) | Op::Scan { .. } => true,
+                Op::Transpose(_) | Op::WriteVar(..) | Op::Reduce(..) | Op::Scan { .. } => true,
+                // The stored value has the store's shape; a `where` mask may broadcast along it.
+                Op::Store { value, .. } => k.values[*value].ty.shape() == Some(vshape),
                 op if op.is_elementwise() => k.insts[u].result.and_then(|r| k.values[r].ty.shape()) == Some(vshape),
                 _ => false,
             };
@@ -170,6 +180,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             }
             out.fused[v] = true;
             eval_pos[i] = Some(end);
+            out.eval_at[i] = data.insts.get(end).copied();
             if let Some((root, var)) = frag {
                 out.frag_root[root] = Some(var);
             }

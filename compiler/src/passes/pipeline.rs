@@ -107,23 +107,15 @@ fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, 
     let mut inside = std::collections::HashSet::new();
     collect(k, body, &mut inside);
     let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false, reverse: false, last_read: vec![] };
-    let mut user: std::collections::HashMap<Value, Inst> = std::collections::HashMap::new();
-    for &u in top {
-        for a in k.inst_args(u) {
-            user.entry(a).or_insert(u);
-        }
-    }
     for (pos, &i) in top.iter().enumerate() {
-        let Op::WriteVar(v, x) = k.insts[i].op else { continue };
+        let (Op::WriteVar(_, x), Some((v, src, index))) = (&k.insts[i].op, k.written_load(i)) else { continue };
         // An operand tile, or a plain shared-memory tile read only element by element.
         let plain = k.vars[v].space == Space::Smem && roles.accumulator(v).is_none() && read_only_by_reads(k, v);
-        if !(roles.is_tiled(v) || plain) || !fusion.is_fused(x) || p.vars.contains(&v) {
+        if !(roles.is_tiled(v) || plain) || !fusion.is_fused(*x) || p.vars.contains(&v) {
             continue;
         }
-        let ValueDef::Result(d) = k.values[x].def else { continue };
-        let Op::Load { src, index } = &k.insts[d].op else { continue };
         let Some(shape) = k.vars[v].ty.shape() else { continue };
-        if !async_copyable(k, *src, index, shape, k.vars[v].ty.elem()) {
+        if !async_copyable(k, src, index, shape, k.vars[v].ty.elem()) {
             continue;
         }
         // Every access of v: in this body at top level, this write first and the only write.
@@ -149,7 +141,7 @@ fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, 
             let mut last = i;
             for &j in &top[pos + 1..] {
                 if k.inst_vars(j).0.contains(&v) {
-                    let e = evaluated_at(k, fusion, &user, j);
+                    let e = fusion.evaluated_at(j);
                     if top.iter().position(|&t| t == e) > top.iter().position(|&t| t == last) {
                         last = e;
                     }
@@ -184,20 +176,6 @@ fn read_only_by_reads(k: &Kernel, v: Var) -> bool {
         }
     });
     ok
-}
-
-/// The instruction that evaluates instruction `j`: itself, or for a fused result the consumer
-/// it is fused into, transitively (`user`: the block's consumer of each value; a fused value
-/// has one, in the same block).
-fn evaluated_at(k: &Kernel, fusion: &Fusion, user: &std::collections::HashMap<Value, Inst>, j: Inst) -> Inst {
-    let mut x = j;
-    while let Some(r) = k.insts[x].result.filter(|r| fusion.is_fused(*r)) {
-        match user.get(&r) {
-            Some(&u) => x = u,
-            None => break,
-        }
-    }
-    x
 }
 
 /// Every instruction of `b` and its nested blocks.

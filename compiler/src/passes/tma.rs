@@ -30,7 +30,7 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Index, Inst, Kernel, Op, Param, ParamKind, ValueDef, Var};
+use crate::ir::{Index, Inst, Kernel, Op, Param, ParamKind, Var};
 use crate::layout::swizzle::Swizzle;
 use crate::target::TargetInfo;
 
@@ -210,10 +210,8 @@ fn panels_fit(k: &Kernel, roles: &VarRoles, v: Var, sw: Swizzle, tcgen05: bool) 
 
 /// The variable, tensor map and row count of pipelined write `w` if TMA can do it.
 fn qualify(k: &Kernel, roles: &VarRoles, w: Inst, tcgen05: bool) -> Option<(Var, TensorMapPlan, u32)> {
-    let Op::WriteVar(v, x) = k.insts[w].op else { return None };
-    let ValueDef::Result(d) = k.values[x].def else { return None };
-    let Op::Load { src, index } = &k.insts[d].op else { return None };
-    let ParamKind::Tensor { elem, .. } = &k.params[*src].kind else { return None };
+    let (v, src, index) = k.written_load(w)?;
+    let ParamKind::Tensor { elem, .. } = &k.params[src].kind else { return None };
     let (rows, cols) = k.vars[v].ty.shape()?;
     let size = elem.size_bytes() as u32;
     if rows > MAX_BOX || index.len() > MAX_RANK || index.len() < 2 {
@@ -240,7 +238,7 @@ fn qualify(k: &Kernel, roles: &VarRoles, w: Inst, tcgen05: bool) -> Option<(Var,
     box_dims[ranges[0]] = rows;
     box_dims[index.len() - 1] = sw.map_or(cols, Swizzle::elems);
     let ok = sw.is_none_or(|sw| panels_fit(k, roles, v, sw, tcgen05));
-    ok.then_some((v, TensorMapPlan { param: *src, box_dims, swizzle: sw }, rows))
+    ok.then_some((v, TensorMapPlan { param: src, box_dims, swizzle: sw }, rows))
 }
 
 /// The metadata records of `plan`'s tensor maps (`docs/metadata.md`, `tensor_maps`).

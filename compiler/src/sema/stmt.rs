@@ -242,7 +242,7 @@ impl KernelLowering<'_> {
             return None;
         }
         let (r, c) = shape.unwrap_or((1, 1));
-        if crate::ir::broadcast(t, Type::tile(Elem::Bool, r, c)).ok().flatten().map_or(t.shape().is_some(), |s| s != (r, c)) {
+        if !crate::ir::broadcasts_to(t, (r, c)) {
             self.error(Diagnostic::error(Code::ShapeMismatch, format!("a {t} mask for a [{r}, {c}] store"), m.span, "does not broadcast to the stored tile"));
             return None;
         }

@@ -121,8 +121,7 @@ impl KernelLowering<'_> {
         let Some(v) = self.expr(value) else { return };
         let t = self.ty(v);
         let block = (r.len, c.len);
-        let fits = crate::ir::broadcast(t, Type::tile(t.elem(), block.0, block.1)).ok().flatten() == Some(block);
-        if !fits {
+        if !crate::ir::broadcasts_to(t, block) {
             self.error(
                 Diagnostic::error(Code::ShapeMismatch, format!("assigning {t} to a [{}, {}] view of `{}`", block.0, block.1, name.name), value.span, "value shape")
                     .with_label(vd.span, "declared here"),
