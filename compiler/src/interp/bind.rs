@@ -164,8 +164,10 @@ pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<
     }
     let grid = binding.grid.map(i64::from);
     let ctas = grid.iter().fold(1u128, |acc, &g| acc.saturating_mul(g as u128));
-    if ctas > u128::from(max_elements) {
-        return Err(InterpError::TooLarge { what: "the grid".into(), elements: ctas, limit: max_elements });
+    // CTAs are numbered in a u32 for the write-race record (Global::writers), 0 meaning none.
+    let limit = max_elements.min(u64::from(u32::MAX - 1));
+    if ctas > u128::from(limit) {
+        return Err(InterpError::TooLarge { what: "the grid".into(), elements: ctas, limit });
     }
     // The binder resolves every size a shape or the grid uses; a size only the body reads
     // must be given explicitly rather than silently read as 0.
