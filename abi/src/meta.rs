@@ -53,6 +53,17 @@ pub struct KernelMeta {
     pub tensor_maps: Vec<TensorMapMeta>,
 }
 
+/// Most dimensions of a tensor map (`cuTensorMapEncodeTiled`'s `tensorRank`).
+pub const TENSOR_MAP_MAX_RANK: usize = 5;
+/// Largest box extent of a tensor map in any dimension.
+pub const TENSOR_MAP_MAX_BOX: u32 = 256;
+/// Alignment in bytes of a mapped tensor's base address and of every stride but the innermost.
+pub const TENSOR_MAP_ALIGN: u64 = 16;
+/// Strides must lie below this many bytes.
+pub const TENSOR_MAP_STRIDE_LIMIT: u64 = 1 << 40;
+/// Extents must lie in `1..=TENSOR_MAP_MAX_EXTENT`.
+pub const TENSOR_MAP_MAX_EXTENT: u64 = 1 << 32;
+
 /// One `CUtensorMap` a kernel takes as a 128-byte, 64-byte-aligned `__grid_constant__`
 /// parameter, which the launcher encodes with `cuTensorMapEncodeTiled` from the named tensor's
 /// device pointer and bound shape (dense row-major: global dimensions are the shape reversed,

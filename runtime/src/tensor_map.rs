@@ -9,7 +9,7 @@
 //! encoded are the metadata's (and the kernel's run-time test): base 16-byte aligned, every
 //! passed stride a multiple of 16 bytes below 2⁴⁰, every extent in 1..=2³².
 
-use crate::meta::{DType, TensorMapMeta};
+use crate::meta::{DType, TensorMapMeta, TENSOR_MAP_ALIGN, TENSOR_MAP_MAX_EXTENT, TENSOR_MAP_STRIDE_LIMIT};
 
 /// `cuTensorMapEncodeTiled`'s arguments, innermost dimension first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,10 +32,10 @@ pub struct TiledEncoding {
 /// when the map cannot be encoded (the kernel then copies element by element).
 pub fn encoding(map: &TensorMapMeta, dtype: DType, shape: &[usize], base: u64) -> Option<TiledEncoding> {
     let rank = shape.len();
-    if rank == 0 || rank != map.box_dims.len() || base % 16 != 0 {
+    if rank == 0 || rank != map.box_dims.len() || base % TENSOR_MAP_ALIGN != 0 {
         return None;
     }
-    if shape.iter().any(|&d| d == 0 || d as u64 > 1 << 32) {
+    if shape.iter().any(|&d| d == 0 || d as u64 > TENSOR_MAP_MAX_EXTENT) {
         return None;
     }
     let size = dtype.size_bytes() as u64;
@@ -44,7 +44,7 @@ pub fn encoding(map: &TensorMapMeta, dtype: DType, shape: &[usize], base: u64) -
     let mut stride = size;
     for d in (1..rank).rev() {
         stride = stride.checked_mul(shape[d] as u64)?;
-        if stride % 16 != 0 || stride >= 1 << 40 {
+        if stride % TENSOR_MAP_ALIGN != 0 || stride >= TENSOR_MAP_STRIDE_LIMIT {
             return None;
         }
         global_strides.push(stride);

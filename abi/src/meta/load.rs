@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use super::{KernelMeta, OLDEST_READ_VERSION, SCHEMA_VERSION};
+use super::{KernelMeta, OLDEST_READ_VERSION, SCHEMA_VERSION, TENSOR_MAP_ALIGN, TENSOR_MAP_MAX_BOX, TENSOR_MAP_MAX_RANK};
 use crate::expr::{is_identifier, ExprError, SizeExpr};
 
 /// Most threads a CTA may have on every target this project builds for (sm_90a, sm_100a).
@@ -174,17 +174,17 @@ impl KernelMeta {
                 return Err(invalid(format!("tensor_maps[{i}].tensor `{}` is not a tensor parameter", t.tensor)));
             };
             let rank = p.shape.len();
-            if !(1..=5).contains(&rank) || t.box_dims.len() != rank || t.element_strides.len() != rank {
-                return Err(invalid(format!("tensor_maps[{i}]: box and element_strides need one entry per dimension of `{}` (rank {rank}, at most 5)", t.tensor)));
+            if !(1..=TENSOR_MAP_MAX_RANK).contains(&rank) || t.box_dims.len() != rank || t.element_strides.len() != rank {
+                return Err(invalid(format!("tensor_maps[{i}]: box and element_strides need one entry per dimension of `{}` (rank {rank}, at most {TENSOR_MAP_MAX_RANK})", t.tensor)));
             }
-            if t.box_dims.iter().any(|&b| !(1..=256).contains(&b)) || t.element_strides.iter().any(|&e| !(1..=8).contains(&e)) {
-                return Err(invalid(format!("tensor_maps[{i}]: box extents must lie in 1..=256 and element strides in 1..=8")));
+            if t.box_dims.iter().any(|&b| !(1..=TENSOR_MAP_MAX_BOX).contains(&b)) || t.element_strides.iter().any(|&e| !(1..=8).contains(&e)) {
+                return Err(invalid(format!("tensor_maps[{i}]: box extents must lie in 1..={TENSOR_MAP_MAX_BOX} and element strides in 1..=8")));
             }
             let Some(sw) = t.swizzle_bytes() else {
                 return Err(invalid(format!("tensor_maps[{i}].swizzle `{}` is not none, 32B, 64B or 128B", t.swizzle)));
             };
             let inner = u64::from(t.box_dims[rank - 1]) * p.dtype.size_bytes() as u64;
-            if inner % 16 != 0 || (sw > 0 && inner > u64::from(sw)) {
+            if inner % TENSOR_MAP_ALIGN != 0 || (sw > 0 && inner > u64::from(sw)) {
                 return Err(invalid(format!("tensor_maps[{i}]: the innermost box row is {inner} bytes; it must be a multiple of 16 and at most the swizzle width")));
             }
             if t.oob_fill != "zero" {

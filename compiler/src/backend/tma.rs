@@ -15,6 +15,8 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
+use tilec_abi::meta::{TENSOR_MAP_ALIGN, TENSOR_MAP_MAX_EXTENT, TENSOR_MAP_STRIDE_LIMIT};
+
 use crate::ir::{Index, Inst};
 use crate::passes::pipeline::Pipeline;
 
@@ -57,17 +59,17 @@ impl<'ctx> Codegen<'ctx, '_> {
                 if d + 1 < rank {
                     let stride = self.b.build_int_mul(self.strides[p][d], size, "")?;
                     bad = self.b.build_or(bad, stride, "")?;
-                    let below = self.b.build_int_compare(IntPredicate::ULT, stride, i64t.const_int(1 << 40, false), "")?;
+                    let below = self.b.build_int_compare(IntPredicate::ULT, stride, i64t.const_int(TENSOR_MAP_STRIDE_LIMIT, false), "")?;
                     ok = self.b.build_and(ok, below, "")?;
                 }
                 // An extent in 1..=2^32 (unsigned: a negative one fails too).
                 let dim = self.dims[p][d];
                 let nonzero = self.b.build_int_compare(IntPredicate::NE, dim, i64t.const_zero(), "")?;
-                let small = self.b.build_int_compare(IntPredicate::ULE, dim, i64t.const_int(1 << 32, false), "")?;
+                let small = self.b.build_int_compare(IntPredicate::ULE, dim, i64t.const_int(TENSOR_MAP_MAX_EXTENT, false), "")?;
                 ok = self.b.build_and(ok, self.b.build_and(nonzero, small, "")?, "")?;
             }
         }
-        let aligned = self.b.build_int_compare(IntPredicate::EQ, self.b.build_and(bad, i64t.const_int(15, false), "")?, i64t.const_zero(), "")?;
+        let aligned = self.b.build_int_compare(IntPredicate::EQ, self.b.build_and(bad, i64t.const_int(TENSOR_MAP_ALIGN - 1, false), "")?, i64t.const_zero(), "")?;
         Ok(self.b.build_and(ok, aligned, "tma.ok")?)
     }
 

@@ -44,10 +44,7 @@ pub const BARRIER_OFFSET: u32 = 16;
 /// Widest N of one `tcgen05.mma` (cta_group::1): the pieces an sm_100a MMA splits N into.
 pub const TCGEN05_MAX_N: u32 = 256;
 
-/// Most dimensions of a tensor map (`cuTensorMapEncodeTiled`'s `tensorRank`).
-pub const MAX_RANK: usize = 5;
-/// Largest box extent of a tensor map in any dimension.
-pub const MAX_BOX: u32 = 256;
+pub use tilec_abi::meta::{TENSOR_MAP_MAX_BOX as MAX_BOX, TENSOR_MAP_MAX_RANK as MAX_RANK};
 
 /// One tensor map the kernel takes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
