@@ -59,20 +59,13 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
             _ => String::new(),
         }
     };
-    let mut roots: Vec<(crate::ir::Inst, crate::ir::Var)> = vec![];
-    k.walk(|i| {
-        if let Some(v) = tp.fusion.frag_root(i) {
-            roots.push((i, v));
-        }
-    });
     k.walk(|i| {
         let conv = match &k.insts[i].op {
             Op::ReadVar(v) if tp.roles.accumulator(*v).is_some() => {
-                let fused = k.insts[i].result.is_some_and(|r| tp.fusion.is_fused(r));
-                // The root a fused read ends in: the first root after it reading this variable.
-                let root = roots.iter().find(|(r, w)| *w == *v && r.as_u32() > i.as_u32()).map(|(r, _)| *r);
-                Some(match (fused, root) {
-                    (true, Some(r)) => format!("`{}` read in its fragments, {} in fragment order by {r} (no shared memory)", k.vars[*v].name, root_of(r)),
+                // The root a fused read is evaluated in, when that is in the fragments' order.
+                let root = Some(tp.fusion.evaluated_at(i)).filter(|&r| r != i && tp.fusion.frag_root(r) == Some(*v));
+                Some(match root {
+                    Some(r) => format!("`{}` read in its fragments, {} in fragment order by {r} (no shared memory)", k.vars[*v].name, root_of(r)),
                     _ => format!("`{}` fragments written back to shared memory, then read", k.vars[*v].name),
                 })
             }
