@@ -5,7 +5,8 @@
 #   1. the runtime's GPU smoke tests (#[ignore]d in CI), run with --ignored;
 #   2. every sm_90a example artifact on the GPU through tilec-run, compared with the CPU
 #      interpreter's sm_90a numerics at odd sizes (bitwise count and max |difference|);
-#   3. kverify judging the sm_90a gemm artifact on the GPU (--tilec-artifact).
+#   3. a view outside its tile fails the launch (trap);
+#   4. kverify judging the sm_90a gemm artifact on the GPU (--tilec-artifact).
 set -uo pipefail
 d=.device; b=$d/bin; a=$d/art; io=$d/io
 out=${OUT:-/tmp/h200-check}; mkdir -p "$out"
@@ -19,6 +20,14 @@ for case in $(cat "$io/cases"); do
     || { echo "FAIL $name: tilec-run exit $?"; continue; }
   python3 scripts/h200_compare_outputs.py "$name" "$out/$name.gpu.safetensors" "$io/$name.interp.safetensors"
 done
+echo "== a view outside its tile traps"
+"$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n12.in.safetensors" --out "$out/view_trap12.safetensors" >/dev/null 2>&1 \
+  && echo "view_trap n=12 (inside): ran" || echo "FAIL view_trap n=12 (inside) did not run"
+if "$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n13.in.safetensors" --out "$out/view_trap13.safetensors" 2>"$out/view_trap13.err"; then
+  echo "FAIL view_trap n=13 (outside) ran instead of trapping"
+else
+  echo "view_trap n=13 (outside): launch failed as it must: $(tail -n1 "$out/view_trap13.err")"
+fi
 echo "== repeat 5x, bitwise"
 first=$(head -n1 "$io/cases"); kernel=${first%%@*}; name=${first#*@}
 for i in 1 2 3 4 5; do "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/rep$i.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >/dev/null; done

@@ -45,4 +45,6 @@ case_ cumsum_bwd_t100 dsl-examples/gdn.tile gate_cumsum_bwd --size B=2 --size T=
 STD=0.1 case_ kkt_t100 dsl-examples/gdn.tile kkt_solve --size B=1 --size T=100 --size H=2
 case_ wu_t100 dsl-examples/gdn.tile recompute_w_u --size B=1 --size T=100 --size H=2
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
+# A view outside its tile must trap on the GPU (the interpreter stops on n = 13, so no reference is made).
+for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out "$d/io/view_trap_n$n.in.safetensors" >/dev/null; done
 du -sh "$d"
