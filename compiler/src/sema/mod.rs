@@ -83,6 +83,13 @@ pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
     (module, diags)
 }
 
+/// Whether a value of element type `operand` may be assigned (`=`, `+=`, `-=`) into a variable
+/// of element type `var`: the same type, or any float into f32 (exact widening). `+=` into a
+/// bf16/f16 variable adds in f32 and rounds back, so its operand must already be bf16/f16.
+fn assignable(var: Elem, operand: Elem) -> bool {
+    operand == var || (var == Elem::F32 && operand.is_float())
+}
+
 /// The help for a value of element type `from` where `to` is required.
 fn conversion_note(to: Elem, from: Elem) -> String {
     if to == Elem::Bool || from == Elem::Bool {

@@ -354,11 +354,9 @@ impl KernelLowering<'_> {
             );
             return;
         }
-        let widening = vd.ty.elem() == Elem::F32 && matches!(t.elem(), Elem::Bf16 | Elem::F16 | Elem::F32);
         // `acc += y` on a bf16/f16 variable adds in f32 and rounds the sum back: allowed when the
         // operand already has the variable's type; an f32 operand needs an explicit bf16(...).
-        let compound_sum = op != AssignOp::Set && t.elem() == Elem::F32 && operand_elem == vd.ty.elem();
-        if t.elem() != vd.ty.elem() && !widening && !compound_sum {
+        if !super::assignable(vd.ty.elem(), operand_elem) {
             self.error(
                 Diagnostic::error(Code::TypeMismatch, format!("expected {}, found {}", vd.ty.elem(), operand_elem), value.span, format!("this is {}", operand_elem))
                     .with_label(vd.span, "declared here")

@@ -132,7 +132,7 @@ impl KernelLowering<'_> {
         if (t.elem() == Elem::Bool) != (ve == Elem::Bool) || (t.elem() == Elem::I32) != (ve == Elem::I32) {
             self.error(
                 Diagnostic::error(Code::TypeMismatch, format!("assigning {} to a view of {}", t.elem(), vd.ty), value.span, "mismatched element types")
-                    .with_note("convert numbers with f32(..) / i32(..); between bool and numbers use select(..) or a comparison"),
+                    .with_note(super::conversion_note(ve, t.elem())),
             );
             return;
         }
@@ -140,9 +140,7 @@ impl KernelLowering<'_> {
             self.error(Diagnostic::error(Code::TypeMismatch, "`+=` / `-=` on a bool view", value.span, "bool values do not add").with_note("use `x[..] = x[..] || e` instead"));
             return;
         }
-        // `=` may widen exactly into f32; `+=`/`-=` add in f32 and round back, so the operand
-        // must already have the variable's type (as for whole-variable assignment).
-        if t.elem() != ve && !(ve == Elem::F32 && t.elem().is_float()) {
+        if !super::assignable(ve, t.elem()) {
             self.error(
                 Diagnostic::error(Code::TypeMismatch, format!("expected {ve}, found {}", t.elem()), value.span, format!("this is {}", t.elem()))
                     .with_label(vd.span, "declared here")
