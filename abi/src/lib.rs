@@ -3,6 +3,7 @@
 //! Everything here is something two of those tools must agree on bit for bit, so it exists
 //! once:
 //! - [`meta`]: the `*.meta.json` artifact schema (`docs/metadata.md`), loading and validation.
+//! - [`plan`]: the `*.plan.json` schema of multi-kernel operators and their one executor.
 //! - [`expr`]: size expressions of shapes and grids, with the kernels' truncating division.
 //! - [`round`]: correctly rounded f32/f64 → bf16/f16 conversion.
 //! - [`tensor`]: host tensors (bf16 / f16 / f32 / i32), dense and row-major.
@@ -22,6 +23,7 @@ pub mod bind;
 pub mod expr;
 pub mod hash;
 pub mod meta;
+pub mod plan;
 pub mod rng;
 pub mod round;
 pub mod st;

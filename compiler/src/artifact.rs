@@ -14,7 +14,8 @@ use tilec_abi::meta::{
 };
 
 use crate::backend::{Compiled, Target};
-use crate::ir::{Elem, Kernel, Op, ParamKind};
+use crate::ir::{Elem, Kernel, Op, Operator, ParamKind};
+use tilec_abi::plan::{ArgBinding, BufferMeta, LaunchStep, OperatorPlan, PLAN_SCHEMA_VERSION};
 use crate::passes::tmem_plan::TmemPlan;
 
 /// Errors while producing artifacts.
@@ -225,6 +226,50 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         contract: Contract { no_spill: true, accumulator: DType::F32, reference: None, envelope: vec![] },
         files: m.files.clone(),
         tensor_maps: m.compiled.tensor_maps.clone(),
+    })
+}
+
+/// The plan of operator `op` for target `t` (`<operator>.<target>.plan.json`): its parameters
+/// as metadata records (`out` tensors [`Role::Output`]), its buffers with shape texts, and per
+/// launch the kernel's metadata file name and the argument routing.
+///
+/// # Errors
+/// [`ArtifactError::ParamType`] for a parameter or buffer without a schema dtype.
+pub fn operator_plan(op: &Operator, t: Target, source_path: &str, source: &[u8]) -> Result<OperatorPlan, ArtifactError> {
+    let mut params = vec![];
+    for d in &op.params {
+        params.push(match &d.kind {
+            ParamKind::Tensor { elem, shape, output } => ParamMeta {
+                name: d.name.clone(),
+                dtype: dtype(*elem).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?,
+                shape: shape.iter().map(|s| op.size_text(s)).collect(),
+                role: if *output { Role::Output } else { Role::Input },
+            },
+            ParamKind::Scalar(e) => ParamMeta { name: d.name.clone(), dtype: dtype(*e).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?, shape: vec![], role: Role::Input },
+        });
+    }
+    let mut buffers = vec![];
+    for b in &op.buffers {
+        buffers.push(BufferMeta { name: b.name.clone(), dtype: dtype(b.elem).ok_or_else(|| ArtifactError::ParamType(b.name.clone()))?, shape: b.shape.iter().map(|s| op.size_text(s)).collect() });
+    }
+    Ok(OperatorPlan {
+        schema_version: PLAN_SCHEMA_VERSION,
+        operator: op.name.clone(),
+        target: t.name().into(),
+        compiler: CompilerInfo { name: "tilec".into(), version: env!("CARGO_PKG_VERSION").into() },
+        source: SourceInfo { path: source_path.into(), hash: fnv1a64_hex(source) },
+        sizes: op.sizes.values().cloned().collect(),
+        params,
+        buffers,
+        launches: op
+            .launches
+            .iter()
+            .map(|l| LaunchStep {
+                kernel: l.kernel.clone(),
+                meta: format!("{}.{}.meta.json", l.kernel, t.name()),
+                args: l.args.iter().map(|(p, v)| ArgBinding { param: p.clone(), value: v.clone() }).collect(),
+            })
+            .collect(),
     })
 }
 

@@ -80,20 +80,31 @@ pub struct BuildReport {
     pub checked: Checked,
     /// Every (kernel, target) built.
     pub built: Vec<Built>,
+    /// Every (operator, target) plan.
+    pub plans: Vec<BuiltPlan>,
     /// Wall time of front end + code generation (no ptxas, no file writes).
     pub compile_time: Duration,
     /// Whether ptxas was found and ran.
     pub ptxas_ran: bool,
 }
 
-/// Builds a source text. `path` is recorded in the metadata.
+/// One operator plan for one target.
+#[derive(Debug)]
+pub struct BuiltPlan {
+    /// The plan.
+    pub plan: tilec_abi::plan::OperatorPlan,
+    /// `<operator>.<target>.plan.json`, when written.
+    pub file: Option<PathBuf>,
+}
+
+/// Builds a source text. `path` is recorded in the metadata; imports resolve from its directory.
 ///
 /// # Errors
 /// [`BuildError::Source`] with the diagnostics when the program has errors; back-end and
 /// artifact errors per kernel and target.
 pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
     let t0 = Instant::now();
-    let frontend = Options { targets: opts.targets.clone(), ..opts.frontend.clone() };
+    let frontend = Options { targets: opts.targets.clone(), ..opts.frontend.clone() }.for_file(Path::new(path));
     let checked = check_source(src, &frontend);
     if !checked.ok() {
         return Err(BuildError::Source(checked.diags));
@@ -148,9 +159,12 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
                 files.push(cubin);
             }
         }
+        // An imported kernel records the file it is defined in.
+        let origin = checked.module.kernels.iter().position(|x| x.name == k.name).and_then(|i| checked.origins[i]).map(|i| &checked.imports[i]);
+        let origin_path = origin.map(|f| f.path.display().to_string());
         let m = MetaInput {
-            source_path: path,
-            source: src.as_bytes(),
+            source_path: origin_path.as_deref().unwrap_or(path),
+            source: origin.map_or(src.as_bytes(), |f| f.src.as_bytes()),
             plan: Some(plan),
             target: t,
             compiled: &c,
@@ -164,7 +178,20 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
         }
         built.push(Built { kernel: k.name.clone(), target: t, compiled: c, meta, files });
     }
-    Ok(BuildReport { checked, built, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
+    let mut plans = vec![];
+    for op in &checked.module.operators {
+        for &t in &opts.targets {
+            let err = |source| BuildError::Artifact { kernel: op.name.clone(), target: t, source };
+            let plan = artifact::operator_plan(op, t, path, src.as_bytes()).map_err(err)?;
+            let mut file = None;
+            if let Some(dir) = &opts.out_dir {
+                let json = plan.to_json_string().map_err(|e| err(ArtifactError::Meta(e.to_string())))?;
+                file = Some(artifact::write(dir, &format!("{}.{}.plan.json", op.name, t.name()), json.as_bytes()).map_err(err)?);
+            }
+            plans.push(BuiltPlan { plan, file });
+        }
+    }
+    Ok(BuildReport { checked, built, plans, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
 }
 
 /// One code-generation job: a kernel on one target.

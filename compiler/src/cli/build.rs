@@ -117,6 +117,11 @@ pub fn run(a: &BuildArgs) -> ExitCode {
         let regs = b.meta.ptxas.as_ref().map(|p| format!(", {} registers, {} B spills", p.registers, p.spill_store_bytes)).unwrap_or_default();
         eprintln!("built {} for {}: {} B dynamic smem{regs}", b.kernel, b.target, b.compiled.smem_bytes);
     }
+    for p in &report.plans {
+        let kernels: Vec<&str> = p.plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+        let file = p.file.as_ref().map(|f| format!(" → {}", f.display())).unwrap_or_default();
+        eprintln!("planned operator {} for {}: {} launches ({}), {} buffers{file}", p.plan.operator, p.plan.target, kernels.len(), kernels.join(" → "), p.plan.buffers.len());
+    }
     if !report.ptxas_ran && !a.no_ptxas {
         eprintln!("note: ptxas not found (set TILEC_PTXAS or run scripts/setup.sh): no cubins");
     }

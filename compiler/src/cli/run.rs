@@ -37,8 +37,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// The kernel to run (needed when the file has more than one).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "operator")]
     pub kernel: Option<String>,
+    /// Run a multi-kernel operator of the file instead (its launches in order, buffers
+    /// allocated once); inputs and outputs are named after the operator's parameters.
+    #[arg(long, value_name = "NAME")]
+    pub operator: Option<String>,
     /// Fix a symbolic size that the inputs do not determine, e.g. `--size NT=4` (repeatable).
     #[arg(long = "size", value_name = "NAME=VALUE", value_parser = parse_size)]
     pub sizes: Vec<(String, i64)>,
@@ -105,7 +109,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let checked = check_source(&src, &Options::default());
+    let checked = check_source(&src, &Options::default().for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {
         eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));
@@ -114,25 +118,19 @@ pub fn run(a: &RunArgs) -> ExitCode {
         eprintln!("error: {name} does not compile");
         return ExitCode::from(1);
     }
+    let time_limit = (a.time_limit > 0.0 && a.time_limit.is_finite()).then(|| std::time::Duration::from_secs_f64(a.time_limit));
+    if let Some(op_name) = &a.operator {
+        let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, time_limit, ..InterpOptions::default() };
+        return run_operator_cli(&checked, op_name, inputs, &opts, a, &name, &src);
+    }
     let Some(kernel) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
         return ExitCode::from(2);
     };
-    let time_limit = (a.time_limit > 0.0 && a.time_limit.is_finite()).then(|| std::time::Duration::from_secs_f64(a.time_limit));
     let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, time_limit, dump: a.dump.clone(), dump_cta: a.dump_cta, ..InterpOptions::default() };
     let run = match run_kernel_with(kernel, &inputs, &opts) {
         Ok(r) => r,
-        Err(InterpError::Exec { kernel: kname, cta, inst, source }) => {
-            // A run-time failure points at the statement that failed, with the CTA.
-            let span = kernel.inst_spans.get(inst).copied().filter(|s| *s != Span::default()).unwrap_or(kernel.span);
-            let d = Diagnostic::error(Code::InterpRuntime, format!("{source}"), span, format!("while executing this in CTA ({}, {}, {})", cta[0], cta[1], cta[2]))
-                .with_note(format!("kernel `{kname}`, IR instruction {inst}"));
-            let mut ds = Diagnostics::default();
-            ds.push(d);
-            eprint!("{}", ds.render(&name, &src, std::io::stderr().is_terminal()));
-            return ExitCode::from(1);
-        }
         Err(e) => {
-            eprintln!("error: {e}");
+            report_failure(kernel, &e, &name, &src);
             return ExitCode::from(1);
         }
     };
@@ -154,5 +152,54 @@ pub fn run(a: &RunArgs) -> ExitCode {
         outs.join(", "),
         a.out.display()
     );
+    ExitCode::SUCCESS
+}
+
+/// Reports a failed interpreter run: a run-time failure points at the statement that failed,
+/// with the CTA; anything else is one line.
+fn report_failure(kernel: &crate::ir::Kernel, e: &InterpError, name: &str, src: &str) {
+    if let InterpError::Exec { kernel: kname, cta, inst, source } = e {
+        let span = kernel.inst_spans.get(*inst).copied().filter(|s| *s != Span::default()).unwrap_or(kernel.span);
+        let d = Diagnostic::error(Code::InterpRuntime, format!("{source}"), span, format!("while executing this in CTA ({}, {}, {})", cta[0], cta[1], cta[2]))
+            .with_note(format!("kernel `{kname}`, IR instruction {inst}"));
+        let mut ds = Diagnostics::default();
+        ds.push(d);
+        eprint!("{}", ds.render(name, src, std::io::stderr().is_terminal()));
+    } else {
+        eprintln!("error: {e}");
+    }
+}
+
+/// `tilec run --interp FILE --operator NAME`.
+fn run_operator_cli(checked: &crate::frontend::Checked, op_name: &str, inputs: tilec_abi::st::TensorMap, opts: &InterpOptions, a: &RunArgs, name: &str, src: &str) -> ExitCode {
+    let Some(op) = checked.module.operators.iter().find(|o| o.name == op_name) else {
+        let known: Vec<&str> = checked.module.operators.iter().map(|o| o.name.as_str()).collect();
+        eprintln!("error: {name} has no operator `{op_name}` (its operators: {})", if known.is_empty() { "none".into() } else { known.join(", ") });
+        return ExitCode::from(2);
+    };
+    let t0 = std::time::Instant::now();
+    let outs = match crate::interp::run_operator(&checked.module, op, inputs, opts) {
+        Ok(o) => o,
+        Err((e, failure)) => {
+            eprintln!("error: {e}");
+            if let Some(f) = failure {
+                if let Some(i) = checked.module.kernels.iter().position(|k| Some(&k.name) == op.launches.get(f.index).map(|l| &l.kernel)) {
+                    // The kernel's spans are in its own file (an import's, or this one).
+                    let k = &checked.module.kernels[i];
+                    match checked.origins[i].map(|j| &checked.imports[j]) {
+                        Some(file) => report_failure(k, &f.error, &file.path.display().to_string(), &file.src),
+                        None => report_failure(k, &f.error, name, src),
+                    }
+                }
+            }
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = tilec_abi::st::write(&a.out, &outs) {
+        eprintln!("error: output: {e}");
+        return ExitCode::from(2);
+    }
+    let list: Vec<String> = outs.iter().map(|(n, t)| format!("{n} {:?}{:?}", t.dtype, t.shape)).collect();
+    eprintln!("ok: operator {} ({} launches) in {:.2} s; wrote {} to {}", op.name, op.launches.len(), t0.elapsed().as_secs_f64(), list.join(", "), a.out.display());
     ExitCode::SUCCESS
 }

@@ -23,6 +23,9 @@ pub enum Code {
     AssignImmutable,
     /// E0205: a constant expression that cannot be evaluated (division by zero, overflow, symbol).
     BadConst,
+    /// E0206: an `import` that cannot be followed (unreadable, a cycle, a clash, or the imported
+    /// file does not compile).
+    BadImport,
     /// E0301: element types do not match.
     TypeMismatch,
     /// E0302: tile shapes do not match or cannot broadcast.
@@ -39,6 +42,9 @@ pub enum Code {
     BadTileShape,
     /// E0308: an `out` parameter the kernel never stores to.
     OutNeverStored,
+    /// E0309: an operator's dataflow is wrong: a buffer read before a launch writes it, an input
+    /// written, an output never written.
+    OperatorDataflow,
     /// E0401: an MMA shape that is illegal for the target.
     IllegalMmaShape,
     /// E0402: TMEM over budget (co-live buffers need more than 512 columns).
@@ -76,6 +82,7 @@ impl Code {
             Code::WrongKind => "E0203",
             Code::AssignImmutable => "E0204",
             Code::BadConst => "E0205",
+            Code::BadImport => "E0206",
             Code::TypeMismatch => "E0301",
             Code::ShapeMismatch => "E0302",
             Code::BadArguments => "E0303",
@@ -84,6 +91,7 @@ impl Code {
             Code::UnknownFunction => "E0306",
             Code::BadTileShape => "E0307",
             Code::OutNeverStored => "E0308",
+            Code::OperatorDataflow => "E0309",
             Code::IllegalMmaShape => "E0401",
             Code::TmemOverBudget => "E0402",
             Code::BadTmemBuffer => "E0403",

@@ -40,6 +40,7 @@ mod elementwise;
 mod error;
 mod eval;
 mod mma;
+pub mod operator;
 mod value;
 
 use std::collections::BTreeMap;
@@ -47,6 +48,7 @@ use std::collections::BTreeMap;
 use tilec_abi::tensor::HostTensor;
 
 pub use error::{ExecError, InterpError};
+pub use operator::{run_operator, LaunchFailure};
 
 use crate::backend::Target;
 use crate::ir::{validate, Kernel, ParamKind};

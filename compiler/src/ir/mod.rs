@@ -27,15 +27,20 @@ pub mod write;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
 
 pub use entities::{Block, Inst, Param, SizeVar, Value, Var};
+pub mod operator;
+pub use operator::{Buffer, Launch, Operator};
 pub use types::{broadcast, broadcasts_to, tmem_columns, Elem, SizeExpr, SizeOp, Space, Type};
 
 use crate::diag::Span;
 
-/// A compilation unit: the kernels of one `.tile` file.
+/// A compilation unit: the kernels and operators of one `.tile` file (with the kernels of the
+/// files it imports).
 #[derive(Clone, Debug, Default)]
 pub struct Module {
     /// Kernels in source order.
     pub kernels: Vec<Kernel>,
+    /// Operators in source order.
+    pub operators: Vec<Operator>,
 }
 
 /// One GPU kernel.

@@ -7,6 +7,7 @@
 
 mod consts;
 mod expr;
+mod operator;
 mod stmt;
 mod view;
 pub mod target;
@@ -35,8 +36,14 @@ enum Binding {
     Poisoned,
 }
 
-/// Lowers a parsed file to IR. Kernels with errors are left out of the module.
+/// Lowers a parsed file to IR. Kernels and operators with errors are left out of the module.
 pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
+    lower_with_imports(file, &[])
+}
+
+/// As [`lower`], with the kernels of the files `file` imports: operators may launch them, and a
+/// local kernel may not take one's name. They are not added to the returned module.
+pub fn lower_with_imports(file: &ast::File, imported: &[Kernel]) -> (Module, Diagnostics) {
     let mut diags = Diagnostics::new();
     let mut consts: HashMap<String, i64> = HashMap::new();
     let mut const_spans: HashMap<String, Span> = HashMap::new();
@@ -68,6 +75,13 @@ pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
                     diags.push(dup(&k.name, *prev));
                     continue;
                 }
+                if imported.iter().any(|i| i.name == k.name.name) {
+                    diags.push(
+                        Diagnostic::error(Code::DuplicateName, format!("kernel `{}` is also defined in an imported file", k.name.name), k.name.span, "redefined here")
+                            .with_note("help: kernel names are the artifacts' file names and must be unique across imports: rename one"),
+                    );
+                    continue;
+                }
                 kernel_names.insert(k.name.name.clone(), k.name.span);
                 let mut kd = Diagnostics::new();
                 let kernel = KernelLowering::run(k, &consts, &mut kd);
@@ -77,7 +91,22 @@ pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
                     module.kernels.push(kernel);
                 }
             }
-            ast::Item::Error(_) => {}
+            ast::Item::Import(_) | ast::Item::Operator(_) | ast::Item::Error(_) => {}
+        }
+    }
+    // Operators after every kernel: a launch may name a kernel defined further down.
+    let mut op_names: HashMap<String, Span> = HashMap::new();
+    for item in &file.items {
+        if let ast::Item::Operator(o) = item {
+            if let Some(prev) = op_names.get(&o.name.name).or_else(|| kernel_names.get(&o.name.name)) {
+                diags.push(dup(&o.name, *prev));
+                continue;
+            }
+            op_names.insert(o.name.name.clone(), o.name.span);
+            let kernels: Vec<&Kernel> = module.kernels.iter().chain(imported).collect();
+            if let Some(op) = operator::lower(o, &consts, &kernels, &mut diags) {
+                module.operators.push(op);
+            }
         }
     }
     (module, diags)
@@ -212,24 +241,60 @@ fn signature(
     scope: &mut HashMap<String, (Binding, Span)>,
     diags: &mut Diagnostics,
 ) {
-    // Symbolic sizes: bare names in tensor shapes that are not constants.
-    for p in &k.params {
+    let params = lower_params(&k.params, consts, &mut kernel.sizes, diags);
+    let sizes = kernel.sizes.clone();
+    let size_of = |n: &str| crate::ir::size_named(&sizes, n);
+    for (v, s) in sizes.iter() {
+        scope.insert(s.clone(), (Binding::Size(v), Span::default()));
+    }
+    for (data, name_span) in params {
+        let is_tensor = matches!(data.kind, ParamKind::Tensor { .. });
+        let name = data.name.clone();
+        let id = kernel.params.push(data);
+        scope.insert(name, (if is_tensor { Binding::Tensor(id) } else { Binding::Scalar(id) }, name_span));
+    }
+    if k.grid.is_empty() || k.grid.len() > 3 {
+        diags.push(Diagnostic::error(Code::BadLaunch, format!("grid has {} dimensions", k.grid.len()), k.grid_span, "expected 1 to 3"));
+    }
+    for (i, g) in k.grid.iter().take(3).enumerate() {
+        match size_expr(g, consts, &size_of) {
+            Ok(SizeExpr::Const(c)) if c <= 0 => diags.push(
+                Diagnostic::error(Code::BadLaunch, format!("grid dimension {i} is {c}"), g.span, "launches no CTA").with_note("help: a grid extent is at least 1"),
+            ),
+            Ok(e) => kernel.grid[i] = e,
+            Err(d) => diags.push(d),
+        }
+    }
+    if let Some(t) = &k.threads {
+        // A kernel is built for every target, so it must fit the smallest limit of them all.
+        let max = crate::target::Target::ALL.iter().map(|t| t.info().max_threads_per_cta).min().unwrap_or(1024);
+        match eval_const(t, consts) {
+            Ok(n) if n > 0 && n <= i64::from(max) && n % 32 == 0 => kernel.threads = n as u32,
+            Ok(n) => diags.push(Diagnostic::error(Code::BadLaunch, format!("{n} threads per CTA"), t.span, format!("must be a multiple of 32 in 32..={max}"))),
+            Err(d) => diags.push(d),
+        }
+    }
+}
+
+/// Lowers a kernel's or operator's parameter list: declares the symbolic sizes (bare names in
+/// tensor shapes that are not constants) in `sizes`, then each parameter with its element type
+/// and shape. A parameter with an error is reported and left out. Returns each parameter with
+/// the span of its name.
+pub(crate) fn lower_params(params: &[ast::ParamDecl], consts: &HashMap<String, i64>, sizes: &mut cranelift_entity::PrimaryMap<SizeVar, String>, diags: &mut Diagnostics) -> Vec<(ParamData, Span)> {
+    for p in params {
         for d in p.shape.iter().flatten() {
             if let ast::ExprKind::Name(n) = &d.kind {
                 if !consts.contains_key(n) {
-                    kernel.declare_size(n);
+                    crate::ir::declare_size(sizes, n);
                 }
             }
         }
     }
-    let sizes = kernel.sizes.clone();
-    let size_of = |n: &str| crate::ir::size_named(&sizes, n);
+    let size_of = |n: &str| crate::ir::size_named(sizes, n);
     let is_size = |n: &str| size_of(n).is_some();
-    for (v, s) in sizes.iter() {
-        scope.insert(s.clone(), (Binding::Size(v), Span::default()));
-    }
+    let mut out = vec![];
     let mut seen: HashMap<String, Span> = HashMap::new();
-    for p in &k.params {
+    for p in params {
         if let Some(prev) = seen.get(&p.name.name) {
             diags.push(dup(&p.name, *prev));
             continue;
@@ -265,31 +330,9 @@ fn signature(
                 ParamKind::Tensor { elem, shape, output: p.output }
             }
         };
-        let is_tensor = matches!(kind, ParamKind::Tensor { .. });
-        let id = kernel.params.push(ParamData { name: p.name.name.clone(), kind, span: p.span });
-        scope.insert(p.name.name.clone(), (if is_tensor { Binding::Tensor(id) } else { Binding::Scalar(id) }, p.name.span));
+        out.push((ParamData { name: p.name.name.clone(), kind, span: p.span }, p.name.span));
     }
-    if k.grid.is_empty() || k.grid.len() > 3 {
-        diags.push(Diagnostic::error(Code::BadLaunch, format!("grid has {} dimensions", k.grid.len()), k.grid_span, "expected 1 to 3"));
-    }
-    for (i, g) in k.grid.iter().take(3).enumerate() {
-        match size_expr(g, consts, &size_of) {
-            Ok(SizeExpr::Const(c)) if c <= 0 => diags.push(
-                Diagnostic::error(Code::BadLaunch, format!("grid dimension {i} is {c}"), g.span, "launches no CTA").with_note("help: a grid extent is at least 1"),
-            ),
-            Ok(e) => kernel.grid[i] = e,
-            Err(d) => diags.push(d),
-        }
-    }
-    if let Some(t) = &k.threads {
-        // A kernel is built for every target, so it must fit the smallest limit of them all.
-        let max = crate::target::Target::ALL.iter().map(|t| t.info().max_threads_per_cta).min().unwrap_or(1024);
-        match eval_const(t, consts) {
-            Ok(n) if n > 0 && n <= i64::from(max) && n % 32 == 0 => kernel.threads = n as u32,
-            Ok(n) => diags.push(Diagnostic::error(Code::BadLaunch, format!("{n} threads per CTA"), t.span, format!("must be a multiple of 32 in 32..={max}"))),
-            Err(d) => diags.push(d),
-        }
-    }
+    out
 }
 
 /// A kernel with tensor-memory tiles needs whole warpgroups: warp `w` reaches only TMEM lanes

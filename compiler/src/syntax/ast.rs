@@ -25,6 +25,10 @@ pub enum Item {
     Const(ConstDecl),
     /// `kernel name(...) grid(...) { ... }`
     Kernel(KernelDecl),
+    /// `import "file.tile";`
+    Import(ImportDecl),
+    /// `operator name(...) { buffers and launches }`
+    Operator(OperatorDecl),
     /// An item that failed to parse (already reported).
     Error(Span),
 }
@@ -56,6 +60,66 @@ pub struct KernelDecl {
     /// The body.
     pub body: Vec<Stmt>,
     /// The whole kernel.
+    pub span: Span,
+}
+
+/// `import "path";`: the kernels of another file, usable in this file's operators and built with
+/// it. The path is relative to the importing file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportDecl {
+    /// The path as written (between the quotes).
+    pub path: String,
+    /// Span of the string literal.
+    pub path_span: Span,
+    /// The whole item.
+    pub span: Span,
+}
+
+/// A multi-kernel operator: parameters as a kernel's, a body of intermediate buffers and launches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperatorDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Parameters (inputs, `out` tensors, scalars).
+    pub params: Vec<ParamDecl>,
+    /// Buffers and launches in source (= launch) order.
+    pub body: Vec<OpStmt>,
+    /// The whole operator.
+    pub span: Span,
+}
+
+/// A statement of an operator body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpStmt {
+    /// `let name: elem[shape];`: an intermediate buffer, allocated once per call.
+    Buffer(BufferDecl),
+    /// `kernel(arg, ...);`: a launch, arguments in the kernel's parameter order.
+    Launch(LaunchDecl),
+    /// A statement that failed to parse (already reported).
+    Error(Span),
+}
+
+/// An intermediate buffer of an operator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Element type name.
+    pub elem: Ident,
+    /// Shape over the operator's sizes and constants.
+    pub shape: Vec<Expr>,
+    /// The whole statement.
+    pub span: Span,
+}
+
+/// A kernel launch inside an operator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchDecl {
+    /// The kernel.
+    pub kernel: Ident,
+    /// One operator parameter or buffer per kernel parameter, in order.
+    pub args: Vec<Ident>,
+    /// The whole statement.
     pub span: Span,
 }
 

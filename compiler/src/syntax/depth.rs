@@ -13,7 +13,7 @@
 //! Nesting is measured without recursion; dropping a deep expression is iterative too
 //! (`impl Drop for Expr`).
 
-use super::ast::{Expr, ExprKind, File, IndexExpr, Item, Stmt};
+use super::ast::{Expr, ExprKind, File, IndexExpr, Item, OpStmt, Stmt};
 use super::lexer::Token;
 use crate::diag::{Code, Diagnostic, Diagnostics, Span};
 
@@ -63,7 +63,21 @@ pub fn limit(file: &mut File, diags: &mut Diagnostics) {
                 }
                 stmts(&mut k.body, 0, diags);
             }
-            Item::Error(_) => {}
+            Item::Operator(o) => {
+                for p in &mut o.params {
+                    for e in p.shape.iter_mut().flatten() {
+                        expr(e, diags);
+                    }
+                }
+                for st in &mut o.body {
+                    if let OpStmt::Buffer(b) = st {
+                        for e in &mut b.shape {
+                            expr(e, diags);
+                        }
+                    }
+                }
+            }
+            Item::Import(_) | Item::Error(_) => {}
         }
     }
 }

@@ -21,6 +21,15 @@ pub enum Token {
     /// `kernel`
     #[token("kernel")]
     Kernel,
+    /// `operator`: a multi-kernel operator.
+    #[token("operator")]
+    Operator,
+    /// `import`: kernels of another file.
+    #[token("import")]
+    Import,
+    /// A string literal (`"k1_reverse_scan.tile"`): the text between the quotes, no escapes.
+    #[regex(r#""[^"\n]*""#, |lex| { let s = lex.slice(); s[1..s.len() - 1].to_string() })]
+    Str(String),
     /// `let`
     #[token("let")]
     Let,
@@ -181,6 +190,7 @@ impl fmt::Display for Token {
         match self {
             Token::Ident(s) => write!(f, "identifier `{s}`"),
             Token::Int(s) | Token::Float(s) => write!(f, "number `{s}`"),
+            Token::Str(s) => write!(f, "string \"{s}\""),
             other => write!(f, "`{}`", token_text(other)),
         }
     }
@@ -191,6 +201,9 @@ pub fn token_text(t: &Token) -> &'static str {
     match t {
         Token::Const => "const",
         Token::Kernel => "kernel",
+        Token::Operator => "operator",
+        Token::Import => "import",
+        Token::Str(_) => "string",
         Token::Let => "let",
         Token::Mut => "mut",
         Token::For => "for",

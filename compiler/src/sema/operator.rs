@@ -1,0 +1,240 @@
+//! Operators: checks each launch against its kernel's signature and the operator's dataflow, and
+//! lowers the declaration to [`crate::ir::Operator`].
+//!
+//! Per launch argument: the name is an operator parameter or buffer (E0201); tensor against
+//! tensor and scalar against scalar (E0203); the same element type (E0301) and rank (E0302); the
+//! same extents as symbolic expressions (E0302) — the kernel's bare size names are bound to the
+//! operator's expressions they meet, and every dimension is then compared by evaluating both
+//! sides at several size assignments; a kernel `out` parameter is bound to an operator output or
+//! a buffer, never an input (E0309), and an input parameter reads an operator input or something
+//! an earlier launch wrote (E0309). Every output and buffer must be written by some launch.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cranelift_entity::PrimaryMap;
+
+use super::{lower_params, size_expr};
+use crate::diag::{Code, Diagnostic, Diagnostics, Span};
+use crate::ir::{Buffer, Elem, Kernel, Launch, Operator, ParamKind, SizeExpr, SizeVar};
+use crate::syntax::ast;
+
+/// What an operator-level name is.
+#[derive(Clone, Debug)]
+struct Slot {
+    elem: Elem,
+    /// `None` for a scalar.
+    shape: Option<Vec<SizeExpr>>,
+    role: Role,
+    span: Span,
+    written: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Role {
+    Input,
+    Output,
+    Buffer,
+}
+
+/// Size assignments at which symbolic extents are compared: small, odd, and past a chunk.
+const SAMPLES: [i64; 4] = [1, 3, 100, 2049];
+
+/// Lowers one operator. `kernels` are every kernel of the module (local and imported).
+/// Returns `None` (after reporting) when the operator has an error.
+pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernels: &[&Kernel], diags: &mut Diagnostics) -> Option<Operator> {
+    let errors_before = diags.error_count();
+    let mut sizes: PrimaryMap<SizeVar, String> = PrimaryMap::new();
+    let params = lower_params(&o.params, consts, &mut sizes, diags);
+    let mut slots: HashMap<String, Slot> = HashMap::new();
+    for (p, _) in &params {
+        let slot = match &p.kind {
+            ParamKind::Tensor { elem, shape, output } => Slot { elem: *elem, shape: Some(shape.clone()), role: if *output { Role::Output } else { Role::Input }, span: p.span, written: false },
+            ParamKind::Scalar(e) => Slot { elem: *e, shape: None, role: Role::Input, span: p.span, written: false },
+        };
+        slots.insert(p.name.clone(), slot);
+    }
+    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![] };
+    for st in &o.body {
+        match st {
+            ast::OpStmt::Buffer(b) => {
+                if let Some(prev) = slots.get(&b.name.name) {
+                    diags.push(super::dup(&b.name, prev.span));
+                    continue;
+                }
+                if consts.contains_key(&b.name.name) || crate::ir::size_named(&op.sizes, &b.name.name).is_some() {
+                    diags.push(Diagnostic::error(Code::DuplicateName, format!("buffer `{}` has the name of a size or constant", b.name.name), b.name.span, "rename this buffer"));
+                    continue;
+                }
+                let Some(elem) = Elem::from_name(&b.elem.name).filter(|e| *e != Elem::Bool) else {
+                    diags.push(Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", b.elem.name), b.elem.span, "expected bf16, f16, f32 or i32"));
+                    continue;
+                };
+                let size_of = |n: &str| crate::ir::size_named(&op.sizes, n);
+                let mut shape = vec![];
+                for d in &b.shape {
+                    match size_expr(d, consts, &size_of) {
+                        Ok(SizeExpr::Const(c)) if c <= 0 => diags.push(Diagnostic::error(Code::BadTileShape, format!("dimension {c} is not positive"), d.span, "here")),
+                        Ok(e) => shape.push(e),
+                        Err(e) => diags.push(e.with_note("help: a buffer's extents are expressions over the operator's sizes (the names in its parameters' shapes) and constants")),
+                    }
+                }
+                if b.shape.is_empty() {
+                    diags.push(Diagnostic::error(Code::BadIndex, "a buffer needs at least one dimension", b.span, "empty shape"));
+                }
+                slots.insert(b.name.name.clone(), Slot { elem, shape: Some(shape.clone()), role: Role::Buffer, span: b.name.span, written: false });
+                op.buffers.push(Buffer { name: b.name.name.clone(), elem, shape, span: b.span });
+            }
+            ast::OpStmt::Launch(l) => {
+                if let Some(launch) = launch(l, &op, kernels, &mut slots, diags) {
+                    op.launches.push(launch);
+                }
+            }
+            ast::OpStmt::Error(_) => {}
+        }
+    }
+    if !diags.has_errors_since(errors_before) {
+        for p in op.params.iter().map(|p| (&p.name, p.span)).chain(op.buffers.iter().map(|b| (&b.name, b.span))) {
+            let s = &slots[p.0];
+            if matches!(s.role, Role::Output | Role::Buffer) && !s.written {
+                let what = if s.role == Role::Output { "output" } else { "buffer" };
+                diags.push(
+                    Diagnostic::error(Code::OperatorDataflow, format!("{what} `{}` is never written by a launch", p.0), p.1, "declared here")
+                        .with_note("help: pass it to a kernel's `out` parameter, or remove it"),
+                );
+            }
+        }
+    }
+    if op.launches.is_empty() && !diags.has_errors_since(errors_before) {
+        diags.push(Diagnostic::error(Code::OperatorDataflow, format!("operator `{}` launches no kernel", op.name), o.name.span, "empty operator"));
+    }
+    (!diags.has_errors_since(errors_before)).then_some(op)
+}
+
+/// Checks one launch; marks what it writes.
+fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut HashMap<String, Slot>, diags: &mut Diagnostics) -> Option<Launch> {
+    let Some(k) = kernels.iter().find(|k| k.name == l.kernel.name) else {
+        let known: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+        diags.push(
+            Diagnostic::error(Code::UndefinedName, format!("no kernel `{}`", l.kernel.name), l.kernel.span, "not a kernel of this file or its imports")
+                .with_note(format!("kernels: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })),
+        );
+        return None;
+    };
+    let declared = |p: &crate::ir::ParamData| match &p.kind {
+        ParamKind::Tensor { elem, shape, output } => format!("{}: {}{elem}[{}]", p.name, if *output { "out " } else { "" }, shape.iter().map(|s| k.size_text(s)).collect::<Vec<_>>().join(", ")),
+        ParamKind::Scalar(e) => format!("{}: {e}", p.name),
+    };
+    let kparams: Vec<&crate::ir::ParamData> = k.params.values().collect();
+    if kparams.len() != l.args.len() {
+        diags.push(
+            Diagnostic::error(Code::BadArguments, format!("kernel `{}` takes {} arguments, this launch passes {}", k.name, kparams.len(), l.args.len()), l.span, "wrong number of arguments")
+                .with_note(format!("`{}`({})", k.name, kparams.iter().map(|p| declared(p)).collect::<Vec<_>>().join(", "))),
+        );
+        return None;
+    }
+    let errors_before = diags.error_count();
+    // Kernel size → the operator's expression it meets first (a bare size dimension).
+    let mut bound: BTreeMap<String, SizeExpr> = BTreeMap::new();
+    let mut pairs = vec![];
+    let mut writes = vec![];
+    for (kp, arg) in kparams.iter().zip(&l.args) {
+        let Some(slot) = slots.get(&arg.name) else {
+            diags.push(Diagnostic::error(Code::UndefinedName, format!("`{}` is not a parameter or buffer of operator `{}`", arg.name, op.name), arg.span, "unknown name"));
+            continue;
+        };
+        let note = || format!("`{}` declares `{}`", k.name, declared(kp));
+        let (kelem, kshape, kout) = match &kp.kind {
+            ParamKind::Tensor { elem, shape, output } => (*elem, Some(shape), *output),
+            ParamKind::Scalar(e) => (*e, None, false),
+        };
+        match (kshape, &slot.shape) {
+            (Some(_), None) | (None, Some(_)) => {
+                let (want, got) = if kshape.is_some() { ("tensor", "scalar") } else { ("scalar", "tensor") };
+                diags.push(Diagnostic::error(Code::WrongKind, format!("`{}` is a {got}, but `{}` of `{}` is a {want}", arg.name, kp.name, k.name), arg.span, format!("a {got}")).with_note(note()));
+                continue;
+            }
+            _ => {}
+        }
+        if kelem != slot.elem {
+            diags.push(Diagnostic::error(Code::TypeMismatch, format!("`{}` is {}, but `{}` of `{}` is {kelem}", arg.name, slot.elem, kp.name, k.name), arg.span, format!("{} here", slot.elem)).with_note(note()));
+            continue;
+        }
+        if let (Some(ks), Some(os)) = (kshape, &slot.shape) {
+            if ks.len() != os.len() {
+                diags.push(Diagnostic::error(Code::ShapeMismatch, format!("`{}` has rank {}, but `{}` of `{}` has rank {}", arg.name, os.len(), kp.name, k.name, ks.len()), arg.span, "wrong rank").with_note(note()));
+                continue;
+            }
+            for (kd, od) in ks.iter().zip(os) {
+                if let SizeExpr::Sym(s) = kd {
+                    bound.entry(k.sizes[*s].clone()).or_insert_with(|| od.clone());
+                }
+            }
+            pairs.push((kp, arg, ks.clone(), os.clone()));
+        }
+        if kout {
+            match slot.role {
+                Role::Input => {
+                    diags.push(
+                        Diagnostic::error(Code::OperatorDataflow, format!("launch of `{}` writes operator input `{}`", k.name, arg.name), arg.span, format!("`{}` is an `out` parameter of `{}`", kp.name, k.name))
+                            .with_label(slot.span, "an input of the operator")
+                            .with_note("help: write into a buffer (`let name: elem[shape];`) or an `out` parameter of the operator"),
+                    );
+                    continue;
+                }
+                Role::Output | Role::Buffer => writes.push(arg.name.clone()),
+            }
+        } else if slot.role != Role::Input && !slot.written {
+            diags.push(
+                Diagnostic::error(Code::OperatorDataflow, format!("`{}` is read by `{}` before any launch writes it", arg.name, k.name), arg.span, format!("read as `{}`", kp.name))
+                    .with_label(slot.span, "declared here")
+                    .with_note("help: launch the kernel that produces it first"),
+            );
+            continue;
+        }
+    }
+    // Extents: every dimension, the kernel's side written in the operator's sizes.
+    for (kp, arg, ks, os) in pairs {
+        for (i, (kd, od)) in ks.iter().zip(&os).enumerate() {
+            if let Some(differs) = differs(k, kd, op, od, &bound) {
+                diags.push(
+                    Diagnostic::error(Code::ShapeMismatch, format!("dimension {i} of `{}` is `{}`, but `{}` of `{}` needs `{}`", arg.name, op.size_text(od), kp.name, k.name, k.size_text(kd)), arg.span, "extent differs")
+                        .with_note(format!("with the kernel's sizes bound by this launch ({}), they differ at {differs}", bound.iter().map(|(n, e)| format!("{n} = {}", op.size_text(e))).collect::<Vec<_>>().join(", "))),
+                );
+                break;
+            }
+        }
+    }
+    if diags.has_errors_since(errors_before) {
+        return None;
+    }
+    for w in writes {
+        if let Some(s) = slots.get_mut(&w) {
+            s.written = true;
+        }
+    }
+    Some(Launch { kernel: k.name.clone(), args: kparams.iter().zip(&l.args).map(|(p, a)| (p.name.clone(), a.name.clone())).collect(), span: l.span })
+}
+
+/// Whether kernel extent `kd` (its sizes replaced through `bound`) and operator extent `od`
+/// differ at one of the sample size assignments: the assignment where they do, as text.
+/// `None` when they agree everywhere or the kernel's side names a size no dimension binds
+/// (the run-time binder checks those).
+fn differs(k: &Kernel, kd: &SizeExpr, op: &Operator, od: &SizeExpr, bound: &BTreeMap<String, SizeExpr>) -> Option<String> {
+    let parse = |t: String| tilec_abi::expr::SizeExpr::parse(&t).ok();
+    let kexpr = parse(k.size_text(kd))?;
+    let oexpr = parse(op.size_text(od))?;
+    for (n, &base) in SAMPLES.iter().enumerate() {
+        // Different sizes get different values (base, base + 1, ...) so that swapped sizes differ.
+        let env: BTreeMap<String, i64> = op.sizes.values().enumerate().map(|(i, s)| (s.clone(), base + i as i64 * (n as i64 + 1))).collect();
+        let mut kenv = BTreeMap::new();
+        for (name, e) in bound {
+            let Ok(v) = parse(op.size_text(e))?.eval(&env) else { return None };
+            kenv.insert(name.clone(), v);
+        }
+        let (Ok(a), Ok(b)) = (kexpr.eval(&kenv), oexpr.eval(&env)) else { return None };
+        if a != b {
+            return Some(env.iter().map(|(s, v)| format!("{s} = {v}")).collect::<Vec<_>>().join(", "));
+        }
+    }
+    None
+}
