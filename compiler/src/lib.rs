@@ -24,3 +24,4 @@ pub mod cli;
 pub mod backend;
 pub mod artifact;
 pub mod build;
+pub mod verify;

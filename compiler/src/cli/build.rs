@@ -5,7 +5,13 @@
 //! `--emit` additionally prints the IR, the PTX or the TMEM plan on stdout, and `llvm` writes
 //! `<kernel>.<target>.ll`.
 //!
-//! Exit codes: 0 — built; 1 — the program has errors or code generation failed; 2 — the file
+//! Per operator and target it writes `<operator>.<target>.plan.json`. `--verify` then runs every
+//! operator that declares `contract(member)` on the interpreter at small shapes and judges each
+//! output against kverify's fp64 oracle ([`crate::verify`]), printing the error, the derived
+//! bound, the margin and a verdict per output.
+//!
+//! Exit codes: 0 — built (and verified); 1 — the program has errors, code generation failed or a
+//! verified output is outside its bound; 2 — the file
 //! could not be read, an output could not be written, or ptxas failed.
 
 use std::io::IsTerminal;
@@ -54,6 +60,10 @@ pub struct BuildArgs {
     /// Colour diagnostics (default: when stderr is a terminal).
     #[arg(long)]
     pub color: Option<bool>,
+    /// Verify every operator with a `contract` against kverify's fp64 oracle on the interpreter
+    /// (exit 1 on a violation).
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// Runs `tilec build`.
@@ -126,5 +136,47 @@ pub fn run(a: &BuildArgs) -> ExitCode {
         eprintln!("note: ptxas not found (set TILEC_PTXAS or run scripts/setup.sh): no cubins");
     }
     eprintln!("compile time (front end + code generation, no ptxas): {:.1} ms", report.compile_time.as_secs_f64() * 1e3);
+    if a.verify {
+        return verify(&report.checked);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--verify`: judges every operator with a contract; prints one line per output and case.
+fn verify(checked: &crate::frontend::Checked) -> ExitCode {
+    let mut violations = 0;
+    let mut judged = 0;
+    for op in &checked.module.operators {
+        let Some(model) = op.contract else {
+            eprintln!("verify: operator {} declares no contract: not judged", op.name);
+            continue;
+        };
+        let opts = crate::interp::Options::default();
+        println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the interpreter ({} numerics):", op.name, model.name(), opts.target);
+        println!("  {:<28} {:<7} {:>17} {:>9} {:>8}  verdict", "case", "output", "max|err|/max|ref|", "bound", "margin");
+        match crate::verify::verify_operator(&checked.module, op, &opts) {
+            Ok(js) => {
+                for j in &js {
+                    judged += 1;
+                    let verdict = if j.ok() { "ok" } else { "VIOLATION" };
+                    violations += usize::from(!j.ok());
+                    println!("  {:<28} {:<7} {:>17.3e} {:>9.2e} {:>7.1}×  {verdict}", j.case, j.output, j.error, j.bound, j.bound / j.error);
+                }
+                if let Some(j) = js.first() {
+                    println!("  bound = {} √R u with R = {} rounding points at the largest case (u = 2⁻⁸, bf16)", crate::verify::LAMBDA, js.iter().map(|j| j.roundings).max().unwrap_or(j.roundings));
+                }
+                println!("  not run: varlen (cu_seqlens) — the operator takes no cu_seqlens");
+            }
+            Err(e) => {
+                eprintln!("error: verify: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    if violations > 0 {
+        eprintln!("error: verify: {violations} of {judged} outputs outside their bound");
+        return ExitCode::from(1);
+    }
+    eprintln!("verify: {judged} outputs judged, all within their bounds");
     ExitCode::SUCCESS
 }

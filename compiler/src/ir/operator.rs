@@ -23,6 +23,8 @@ pub struct Operator {
     pub buffers: Vec<Buffer>,
     /// Launches in order.
     pub launches: Vec<Launch>,
+    /// The recurrence member whose oracle judges the operator (`contract(gdn)`), if declared.
+    pub contract: Option<kverify::recurrence::family::Model>,
 }
 
 /// An intermediate buffer.

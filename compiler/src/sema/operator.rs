@@ -53,7 +53,17 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         };
         slots.insert(p.name.clone(), slot);
     }
-    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![] };
+    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None };
+    if let Some(c) = &o.contract {
+        use kverify::recurrence::family::Model;
+        match Model::ALL.iter().find(|m| m.name() == c.name && **m != Model::General) {
+            Some(m) => op.contract = Some(*m),
+            None => diags.push(
+                Diagnostic::error(Code::UndefinedName, format!("no recurrence member `{}` to verify against", c.name), c.span, "unknown contract")
+                    .with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's gradients, with fla's tensor names)"),
+            ),
+        }
+    }
     for st in &o.body {
         match st {
             ast::OpStmt::Buffer(b) => {

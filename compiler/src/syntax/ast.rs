@@ -82,6 +82,8 @@ pub struct OperatorDecl {
     pub name: Ident,
     /// Parameters (inputs, `out` tensors, scalars).
     pub params: Vec<ParamDecl>,
+    /// `contract(model)`: the recurrence member whose fp64 oracle judges it (`--verify`).
+    pub contract: Option<Ident>,
     /// Buffers and launches in source (= launch) order.
     pub body: Vec<OpStmt>,
     /// The whole operator.

@@ -24,6 +24,9 @@ pub enum Token {
     /// `operator`: a multi-kernel operator.
     #[token("operator")]
     Operator,
+    /// `contract`: what an operator is verified against.
+    #[token("contract")]
+    Contract,
     /// `import`: kernels of another file.
     #[token("import")]
     Import,
@@ -203,6 +206,7 @@ pub fn token_text(t: &Token) -> &'static str {
         Token::Kernel => "kernel",
         Token::Operator => "operator",
         Token::Import => "import",
+        Token::Contract => "contract",
         Token::Str(_) => "string",
         Token::Let => "let",
         Token::Mut => "mut",
