@@ -2,8 +2,10 @@
 # The main job on the shipped examples:
 #   1. tilec check every example, printing its TMEM plan (column map);
 #   2. show that the #904-class negative example is rejected (544 > 512 columns);
-#   3. tilec build the K#1 reverse state scan and gdn.tile's stages for sm_100a and sm_90a (PTX,
-#      cubin, metadata);
+#   3. tilec build the K#1 reverse state scan, and gdn.tile — the GDN backward operator, its
+#      stages and the K#1/K#2 kernels it imports — for sm_100a and sm_90a (PTX, cubin, metadata,
+#      gdn_bwd.<target>.plan.json) with --verify: the operator runs on the interpreter and every
+#      gradient is judged against kverify's fp64 oracle;
 #   4. kverify RES-02 on the built artifacts' metadata (TMEM budget, lifecycle, smem, spills).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,8 +25,10 @@ for f in dsl-examples/negative/*.tile; do
 done
 for ex in k1_reverse_scan gdn; do
   out="$root/out/$ex"
-  echo "== tilec build dsl-examples/$ex.tile --target all -o $out"
-  "$bin/tilec" build "dsl-examples/$ex.tile" --target all -o "$out"
+  verify=()
+  [ "$ex" = gdn ] && verify=(--verify)
+  echo "== tilec build dsl-examples/$ex.tile --target all -o $out ${verify[*]}"
+  "$bin/tilec" build "dsl-examples/$ex.tile" --target all -o "$out" "${verify[@]}"
   for m in "$out"/*.meta.json; do
     echo "== kverify check --meta $m"
     "$bin/kverify" check --meta "$m" --json "$out/$(basename "$m" .meta.json).res02.json"

@@ -21,11 +21,13 @@ pub struct Options {
     /// The directory `import "path";` is relative to: the importing file's. `None` (a source
     /// text without a file) refuses imports (E0206).
     pub import_dir: Option<PathBuf>,
+    /// The checked file itself (so that it cannot import itself).
+    pub file: Option<PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { deny_warnings: false, targets: Target::ALL.to_vec(), import_dir: None }
+        Options { deny_warnings: false, targets: Target::ALL.to_vec(), import_dir: None, file: None }
     }
 }
 
@@ -33,6 +35,7 @@ impl Options {
     /// These options for the file at `path`: imports resolve from its directory.
     pub fn for_file(mut self, path: &Path) -> Options {
         self.import_dir = Some(path.parent().map(Path::to_path_buf).unwrap_or_default());
+        self.file = Some(path.to_path_buf());
         self
     }
 }
@@ -97,7 +100,8 @@ impl Checked {
 
 /// Checks a source text. Never panics on any input.
 pub fn check_source(src: &str, opts: &Options) -> Checked {
-    check_importing(src, opts, &mut vec![])
+    let mut stack: Vec<PathBuf> = opts.file.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
+    check_importing(src, opts, &mut stack)
 }
 
 /// Reads and checks the file at `path` (imports resolve from its directory).

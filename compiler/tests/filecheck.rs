@@ -278,8 +278,7 @@ fn wrong_expectations_fail() {
 // The text form round-trips: print → read → print is the identity.
 
 fn check_file(path: &std::path::Path) -> tilec::frontend::Checked {
-    let src = std::fs::read_to_string(path).expect("example");
-    tilec::frontend::check_source(&src, &tilec::frontend::Options::default())
+    tilec::frontend::check_file(path, &tilec::frontend::Options::default()).expect("example").1
 }
 
 #[test]

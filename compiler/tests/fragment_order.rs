@@ -8,7 +8,7 @@ use tilec::ir::Op;
 
 /// `(kernel, root instruction's op name, accumulator name)` of every fragment-order root.
 fn roots(src: &str) -> Vec<(String, String, String)> {
-    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a] });
+    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
     assert!(c.ok(), "{:?}", c.diags);
     let mut out = vec![];
     for pk in c.kernels() {

@@ -32,9 +32,8 @@ fn gamma(n: usize) -> f64 {
 }
 
 fn kernel(name: &str) -> Kernel {
-    let path = format!("{}/../dsl-examples/gdn.tile", env!("CARGO_MANIFEST_DIR"));
-    let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let checked = tilec::frontend::check_source(&src, &tilec::frontend::Options::default());
+    let path = std::path::PathBuf::from(format!("{}/../dsl-examples/gdn.tile", env!("CARGO_MANIFEST_DIR")));
+    let (_, checked) = tilec::frontend::check_file(&path, &tilec::frontend::Options::default()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert!(checked.ok(), "gdn.tile does not compile");
     checked.module.kernels.into_iter().find(|k| k.name == name).unwrap_or_else(|| panic!("no kernel {name}"))
 }
@@ -62,7 +61,17 @@ fn gate_cumsum_and_its_reverse_match_fp64() {
         let gt = HostTensor::from_f64(DType::F32, vec![b, t, h], &g).unwrap();
         let g = gt.to_f64();
         let gc = run("gate_cumsum", BTreeMap::from([("g".to_string(), gt.clone())]))["gc"].to_f64();
-        let dg = run("gate_cumsum_bwd", BTreeMap::from([("dgc".to_string(), gt)]))["dg"].to_f64();
+        // combine: dg = rev_cumsum(dg1 + dg2); dg2 = 0 here, and dk = dk1 + dk2 is checked below.
+        let zeros = HostTensor::zeros(DType::F32, vec![b, t, h]).unwrap();
+        let ks = vec![b, t, h, KD];
+        let (dk1, dk1v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
+        let (dk2, dk2v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
+        let out = run("combine", BTreeMap::from([("dg1".to_string(), gt), ("dg2".to_string(), zeros), ("dk1".to_string(), dk1), ("dk2".to_string(), dk2)]));
+        let dg = out["dg"].to_f64();
+        // One f32 addition: the correctly rounded sum.
+        for ((got, a), b2) in out["dk"].to_f64().iter().zip(&dk1v).zip(&dk2v) {
+            assert_eq!(*got, f64::from((*a as f32) + (*b2 as f32)));
+        }
         for bi in 0..b {
             for hi in 0..h {
                 let x = column(&g, t, h, bi, hi);

@@ -54,7 +54,11 @@ fn generated_ptx_matches_the_golden_files() {
         let stem = path.file_stem().and_then(|s| s.to_str()).expect("utf-8 file name").to_string();
         let report = build_source(&src, &path.display().to_string(), &opts).unwrap_or_else(|e| panic!("{stem}: {e}"));
         let dir = root().join("tests/golden/ptx").join(&stem);
-        for b in &report.built {
+        // Imported kernels have their golden files under the file that defines them.
+        let own = |name: &str| report.checked.module.kernels.iter().zip(&report.checked.origins).any(|(k, o)| k.name == name && o.is_none());
+        let mut expected = std::collections::BTreeSet::new();
+        for b in report.built.iter().filter(|b| own(&b.kernel)) {
+            expected.insert(format!("{}.{}.ptx", b.kernel, b.target));
             let file = dir.join(format!("{}.{}.ptx", b.kernel, b.target));
             if bless {
                 std::fs::create_dir_all(&dir).expect("create golden dir");
@@ -66,6 +70,17 @@ fn generated_ptx_matches_the_golden_files() {
                 Ok(want) if want == b.compiled.ptx => {}
                 Ok(want) => failures.push(format!("{}: PTX changed; {}", file.display(), first_difference(&want, &b.compiled.ptx))),
                 Err(e) => failures.push(format!("{}: no golden file ({e})", file.display())),
+            }
+        }
+        // A golden file no kernel produces any more is stale (a renamed or removed kernel).
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !expected.contains(&name) {
+                if bless {
+                    std::fs::remove_file(entry.path()).expect("remove stale golden file");
+                } else {
+                    failures.push(format!("{}: stale golden file (no kernel builds it)", entry.path().display()));
+                }
             }
         }
     }

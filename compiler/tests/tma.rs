@@ -9,7 +9,7 @@ use tilec::layout::swizzle::Swizzle;
 use tilec::passes::target_plan::TargetPlan;
 
 fn plans(src: &str) -> Vec<(String, TargetPlan)> {
-    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a] });
+    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
     assert!(c.ok(), "{:?}", c.diags);
     c.kernels().map(|k| (k.kernel.name.clone(), k.target(Target::Sm90a).expect("sm_90a plan").clone())).collect()
 }
@@ -133,7 +133,7 @@ fn operand_tiles_the_threads_write_are_swizzled_too() {
     // the 8 chunks of a row land in 8 bank groups.
     let ps = plans(&example("k1_reverse_scan.tile"));
     for (name, tp) in &ps {
-        let k = tilec::frontend::check_source(&example("k1_reverse_scan.tile"), &Options { deny_warnings: false, targets: vec![Target::Sm90a] });
+        let k = tilec::frontend::check_source(&example("k1_reverse_scan.tile"), &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
         let kernel = k.kernels().find(|pk| &pk.kernel.name == name).expect("kernel").kernel;
         let sw = |n: &str| kernel.vars.iter().find(|(_, d)| d.name == n).and_then(|(v, _)| tp.tma.swizzle_of(v));
         assert_eq!([sw("ks"), sw("qs"), sw("db"), sw("dvb")], [Some(Swizzle::B128), Some(Swizzle::B128), Some(Swizzle::B64), Some(Swizzle::B64)], "{name}");
@@ -155,7 +155,7 @@ fn tensor_maps_stay_within_the_kernel_parameter_space() {
         format!("kernel many({}, y: out f32[M, 16]) grid(cdiv(M, 64)) threads(128) {{\n    let m0 = program_id(0) * 64;\n    let mut acc = zeros(64, 16);\n    for kk in 0..cdiv(K, 16) {{\n{}\n    }}\n    store y[m0..+64, :] = acc;\n}}\n", params.join(", "), body.join("\n"))
     };
     let maps = |n: usize, t: Target| {
-        let c = check_source(&src(n), &Options { deny_warnings: false, targets: vec![t] });
+        let c = check_source(&src(n), &Options { deny_warnings: false, targets: vec![t], ..Options::default() });
         assert!(c.ok(), "{:?}", c.diags);
         let k = c.kernels().next().expect("kernel");
         let tp = k.target(t).expect("plan");

@@ -44,7 +44,7 @@ fn matches(e: &Expect, d: &Diagnostic, line: usize) -> bool {
 
 fn check_file(path: &Path) -> Result<(), String> {
     let src = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let checked = check_source(&src, &Options::default());
+    let checked = check_source(&src, &Options::default().for_file(path));
     let expects = expectations(&src);
     let diags: Vec<&Diagnostic> = checked.diags.iter().collect();
     let mut used = vec![false; diags.len()];
@@ -100,7 +100,7 @@ fn negative_examples_report_expected_diagnostics() {
 fn shipped_examples_check_cleanly() {
     for f in fixtures("dsl-examples") {
         let src = std::fs::read_to_string(&f).unwrap();
-        let checked = check_source(&src, &Options { deny_warnings: true, ..Options::default() });
+        let checked = check_source(&src, &Options { deny_warnings: true, ..Options::default() }.for_file(&f));
         assert!(checked.ok(), "{}:\n{}", f.display(), checked.diags.render("x", &src, false));
         assert!(!checked.module.kernels.is_empty());
     }

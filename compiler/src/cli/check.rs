@@ -66,7 +66,7 @@ pub fn run(a: &CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty(), targets: a.target.targets(), import_dir: None }.for_file(&a.file));
+    let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty(), targets: a.target.targets(), ..Options::default() }.for_file(&a.file));
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {

@@ -72,7 +72,7 @@ pub fn run(a: &InputsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let checked = check_source(&src, &Options::default());
+    let checked = check_source(&src, &Options::default().for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.ok() {
         eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));
