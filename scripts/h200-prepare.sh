@@ -44,7 +44,19 @@ case_ cumsum_t100 dsl-examples/gdn.tile gate_cumsum --size B=2 --size T=100 --si
 case_ combine_t100 dsl-examples/gdn.tile combine --size B=2 --size T=100 --size H=3
 STD=0.1 case_ kkt_t100 dsl-examples/gdn.tile kkt_solve --size B=1 --size T=100 --size H=2
 case_ wu_t100 dsl-examples/gdn.tile recompute_w_u --size B=1 --size T=100 --size H=2
+case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --size H=2
+case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=2 --scalar scale=0.088
+case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=2 --scalar scale=0.088
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
 # A view outside its tile must trap on the GPU (the interpreter stops on n = 13, so no reference is made).
 for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out "$d/io/view_trap_n$n.in.safetensors" >/dev/null; done
+# The whole GDN backward (operator gdn_bwd) at B=1 T=256 H=2 K=V=128: inputs rounded to the
+# operator's dtypes, the fp64 oracle (token-serial GDN) of exactly those values, and the
+# interpreter's outputs (the GPU's must equal them bitwise).
+g="$d/gdn"; mkdir -p "$g"
+"$t/release/kverify" ref --model gdn --batch 1 --heads 2 --seq-len 256 --dk 128 --dv 128 --seed 7 --method serial --out "$g/raw.safetensors" >/dev/null
+scale=$(python3 scripts/gdn_case.py "$g/raw.safetensors" "$g/in.safetensors" "$g/rounded.safetensors")
+"$t/release/kverify" ref --model gdn --inputs "$g/rounded.safetensors" --scale "$scale" --method serial --out "$g/ref.safetensors" >/dev/null
+"$tilec" run --interp --target sm_90a dsl-examples/gdn.tile --operator gdn_bwd --inputs "$g/in.safetensors" --out "$g/interp.safetensors" >/dev/null
+rm "$g/raw.safetensors" "$g/rounded.safetensors"
 du -sh "$d"

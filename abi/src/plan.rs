@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::bind::{self, Args, BindError, Signature};
+use crate::bind::{self, Args, BindError, BoundArg, Scalar, Signature};
 use crate::expr::{ExprError, SizeExpr};
 use crate::meta::{CompilerInfo, DType, ParamMeta, Role, SourceInfo};
 use crate::st::TensorMap;
@@ -193,58 +193,155 @@ impl OperatorPlan {
     }
 }
 
-/// Runs one launch of a plan: receives the kernel's arguments by parameter name (scalars as
-/// one-element tensors) and returns its `out` tensors by parameter name.
+/// One argument of a launch, in the kernel's parameter order.
+#[derive(Debug)]
+pub enum LaunchArg<'b, B> {
+    /// A tensor: the operator parameter or buffer's memory, with its dtype and shape.
+    Tensor {
+        /// The kernel's parameter.
+        param: &'b str,
+        /// Element type.
+        dtype: DType,
+        /// Extents.
+        shape: &'b [usize],
+        /// Its memory (the launch may write it).
+        buf: &'b mut B,
+    },
+    /// A scalar operator parameter.
+    Scalar {
+        /// The kernel's parameter.
+        param: &'b str,
+        /// Its value.
+        value: Scalar,
+    },
+}
+
+/// Where a plan's tensors live and how its kernels run: host memory and the interpreter, or
+/// device memory and a GPU. [`execute`] owns the order of everything; a launcher only moves
+/// bytes and launches.
 pub trait Launcher {
-    /// Launches `step` with `args`.
+    /// One tensor's memory.
+    type Buf;
+    /// Copies a caller's tensor in.
+    ///
+    /// # Errors
+    /// As text; the executor adds the tensor's name.
+    fn upload(&mut self, t: &HostTensor) -> Result<Self::Buf, String>;
+    /// Allocates a zero-filled tensor.
+    ///
+    /// # Errors
+    /// As text.
+    fn zeros(&mut self, dtype: DType, shape: &[usize]) -> Result<Self::Buf, String>;
+    /// Launches `step` with `args` (in the kernel's parameter order); returns when its outputs
+    /// are in the buffers.
     ///
     /// # Errors
     /// Anything that stops the launch, as text (the executor adds the launch and kernel).
-    fn launch(&mut self, step: &LaunchStep, args: TensorMap) -> Result<TensorMap, String>;
+    fn launch(&mut self, step: &LaunchStep, args: &mut [LaunchArg<'_, Self::Buf>]) -> Result<(), String>;
+    /// Copies a tensor out.
+    ///
+    /// # Errors
+    /// As text.
+    fn download(&mut self, buf: &Self::Buf, dtype: DType, shape: &[usize]) -> Result<HostTensor, String>;
+}
+
+/// The values of a kernel's bare-name size dimensions, read from the extents of the tensors
+/// passed to it (`shapes`: kernel parameter → extents). A launcher that binds a kernel without
+/// host tensors passes these as explicit sizes.
+pub fn kernel_sizes(params: &[ParamMeta], shapes: &BTreeMap<&str, &[usize]>) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for p in params {
+        let Some(shape) = shapes.get(p.name.as_str()) else { continue };
+        for (text, &extent) in p.shape.iter().zip(shape.iter()) {
+            if let Ok(e) = SizeExpr::parse(text) {
+                if let Some(s) = e.as_symbol() {
+                    out.entry(s.to_string()).or_insert(extent as u64);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Executes `plan` on `inputs` (tensors and scalars by operator parameter name, scalars as
 /// one-element tensors; `out` parameters may be left out). Returns every `out` parameter.
 ///
 /// # Errors
-/// [`PlanError::Bind`] before any launch when the inputs do not fit (naming the tensor); buffer
-/// errors; [`PlanError::Launch`] for a failed launch.
-pub fn execute(plan: &OperatorPlan, inputs: TensorMap, launcher: &mut dyn Launcher) -> Result<TensorMap, PlanError> {
+/// [`PlanError::Bind`] before anything is copied or launched when the inputs do not fit
+/// (naming the tensor); buffer errors; [`PlanError::Launch`] for a failed launch.
+pub fn execute<L: Launcher>(plan: &OperatorPlan, inputs: TensorMap, launcher: &mut L) -> Result<TensorMap, PlanError> {
     plan.validate()?;
+    let op = || plan.operator.clone();
     let grid = ["1".to_string(), "1".to_string(), "1".to_string()];
     let sig = plan.signature(&grid);
-    let args = Args::from_tensor_map(sig, inputs.clone());
-    let bound = bind::bind(sig, &args).map_err(|source| PlanError::Bind { operator: plan.operator.clone(), source })?;
+    let args = Args::from_tensor_map(sig, inputs);
+    let bound = bind::bind(sig, &args).map_err(|source| PlanError::Bind { operator: op(), source })?;
     let env: BTreeMap<String, i64> = bound.sizes.iter().map(|(k, v)| (k.clone(), i64::try_from(*v).unwrap_or(i64::MAX))).collect();
-    let mut values: TensorMap = inputs;
-    for t in bound.outputs() {
-        if t.data.is_none() {
-            let z = HostTensor::zeros(t.dtype, t.shape.clone()).map_err(|source| PlanError::Alloc { operator: plan.operator.clone(), buffer: t.name.clone(), source })?;
-            values.insert(t.name.clone(), z);
+    let mut scalars: BTreeMap<String, Scalar> = BTreeMap::new();
+    // Every tensor value: (dtype, shape, memory).
+    let mut values: BTreeMap<String, (DType, Vec<usize>, L::Buf)> = BTreeMap::new();
+    let alloc_err = |buffer: &str, message: String| PlanError::Launch { operator: op(), index: 0, kernel: format!("(allocating `{buffer}`)"), message };
+    for a in &bound.args {
+        match a {
+            BoundArg::Scalar { name, value } => {
+                scalars.insert(name.clone(), *value);
+            }
+            BoundArg::Tensor(t) => {
+                let buf = match t.data {
+                    Some(h) => launcher.upload(h),
+                    None => launcher.zeros(t.dtype, &t.shape),
+                }
+                .map_err(|m| alloc_err(&t.name, m))?;
+                values.insert(t.name.clone(), (t.dtype, t.shape.clone(), buf));
+            }
         }
     }
     for b in &plan.buffers {
         let mut shape = vec![];
         for d in &b.shape {
-            let v = SizeExpr::parse(d).and_then(|e| e.eval(&env)).map_err(|source| PlanError::BufferShape { operator: plan.operator.clone(), buffer: b.name.clone(), source })?;
-            shape.push(usize::try_from(v).unwrap_or(0));
+            let v = SizeExpr::parse(d).and_then(|e| e.eval(&env)).map_err(|source| PlanError::BufferShape { operator: op(), buffer: b.name.clone(), source })?;
+            shape.push(usize::try_from(v).map_err(|_| PlanError::Invalid { operator: op(), message: format!("buffer `{}`: extent `{d}` = {v} is negative", b.name) })?);
         }
-        let z = HostTensor::zeros(b.dtype, shape).map_err(|source| PlanError::Alloc { operator: plan.operator.clone(), buffer: b.name.clone(), source })?;
-        values.insert(b.name.clone(), z);
+        crate::tensor::numel(&shape).map_err(|source| PlanError::Alloc { operator: op(), buffer: b.name.clone(), source })?;
+        let buf = launcher.zeros(b.dtype, &shape).map_err(|m| alloc_err(&b.name, m))?;
+        values.insert(b.name.clone(), (b.dtype, shape, buf));
     }
     for (index, step) in plan.launches.iter().enumerate() {
-        let mut args = TensorMap::new();
+        let fail = |message: String| PlanError::Launch { operator: op(), index, kernel: step.kernel.clone(), message };
+        // Take each tensor out of the table for the launch (a value passed twice is refused:
+        // the launch would alias it), then put them all back.
+        let mut taken: Vec<(String, (DType, Vec<usize>, L::Buf))> = vec![];
         for a in &step.args {
-            if let Some(t) = values.get(&a.value) {
-                args.insert(a.param.clone(), t.clone());
+            if let Some(v) = values.remove(&a.value) {
+                taken.push((a.value.clone(), v));
+            } else if !scalars.contains_key(&a.value) {
+                let e = fail(format!("`{}` is passed twice (or is not a value of the plan)", a.value));
+                values.extend(taken);
+                return Err(e);
             }
         }
-        let outs = launcher.launch(step, args).map_err(|message| PlanError::Launch { operator: plan.operator.clone(), index, kernel: step.kernel.clone(), message })?;
-        for (param, t) in outs {
-            if let Some(a) = step.args.iter().find(|a| a.param == param) {
-                values.insert(a.value.clone(), t);
+        let result = {
+            let mut args: Vec<LaunchArg<'_, L::Buf>> = vec![];
+            let mut slots: BTreeMap<&str, &mut (DType, Vec<usize>, L::Buf)> = taken.iter_mut().map(|(n, v)| (n.as_str(), v)).collect();
+            for a in &step.args {
+                if let Some(v) = scalars.get(&a.value) {
+                    args.push(LaunchArg::Scalar { param: &a.param, value: *v });
+                } else if let Some(slot) = slots.remove(a.value.as_str()) {
+                    let (dtype, shape, buf) = slot;
+                    args.push(LaunchArg::Tensor { param: &a.param, dtype: *dtype, shape, buf });
+                }
             }
+            launcher.launch(step, &mut args)
+        };
+        values.extend(taken);
+        result.map_err(fail)?;
+    }
+    let mut out = TensorMap::new();
+    for p in plan.params.iter().filter(|p| p.role != Role::Input) {
+        if let Some((dtype, shape, buf)) = values.get(&p.name) {
+            let t = launcher.download(buf, *dtype, shape).map_err(|m| PlanError::Launch { operator: op(), index: plan.launches.len(), kernel: format!("(reading `{}`)", p.name), message: m })?;
+            out.insert(p.name.clone(), t);
         }
     }
-    Ok(plan.params.iter().filter(|p| p.role != Role::Input).filter_map(|p| values.remove(&p.name).map(|t| (p.name.clone(), t))).collect())
+    Ok(out)
 }

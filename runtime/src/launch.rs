@@ -111,12 +111,12 @@ fn driver_msg(e: &DriverError) -> String {
     format!("{name}: {desc}")
 }
 
-fn driver_err(op: &str, e: DriverError) -> RuntimeError {
+pub(crate) fn driver_err(op: &str, e: DriverError) -> RuntimeError {
     RuntimeError::Driver { op: op.to_string(), message: driver_msg(&e) }
 }
 
 /// Runs `f`, turning a cudarc panic into [`RuntimeError::DriverPanic`].
-fn guarded<T>(op: &str, f: impl FnOnce() -> Result<T, RuntimeError>) -> Result<T, RuntimeError> {
+pub(crate) fn guarded<T>(op: &str, f: impl FnOnce() -> Result<T, RuntimeError>) -> Result<T, RuntimeError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
         let message = payload
             .downcast_ref::<String>()
@@ -223,8 +223,8 @@ impl BenchTimes {
 /// A GPU with its primary context and default stream.
 #[derive(Debug)]
 pub struct Gpu {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
 }
 
 impl Gpu {
@@ -344,8 +344,8 @@ impl Gpu {
     pub fn run(&self, kernel: &Kernel, args: &Args) -> Result<RunOutput, RuntimeError> {
         let binding = bind(&kernel.meta, args)?;
         guarded("run", || {
-            let mut dev = self.upload(&binding)?;
-            self.launch(kernel, &binding, &mut dev)?;
+            let dev = self.upload(&binding)?;
+            self.launch(kernel, &binding, &dev.iter().collect::<Vec<_>>())?;
             self.stream.synchronize().map_err(|e| driver_err("kernel execution (stream synchronize)", e))?;
             let outputs = self.download(&binding, &dev)?;
             Ok(RunOutput { outputs, grid: binding.grid, sizes: binding.sizes.clone() })
@@ -360,14 +360,15 @@ impl Gpu {
     pub fn bench(&self, kernel: &Kernel, args: &Args, iters: usize) -> Result<BenchTimes, RuntimeError> {
         let binding = bind(&kernel.meta, args)?;
         guarded("bench", || {
-            let mut dev = self.upload(&binding)?;
-            self.launch(kernel, &binding, &mut dev)?;
+            let dev = self.upload(&binding)?;
+            let dev: Vec<&CudaSlice<u8>> = dev.iter().collect();
+            self.launch(kernel, &binding, &dev)?;
             let ev = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| driver_err("cuEventCreate", e));
             let mut pairs = Vec::with_capacity(iters);
             for _ in 0..iters {
                 let (start, end) = (ev()?, ev()?);
                 start.record(&self.stream).map_err(|e| driver_err("cuEventRecord", e))?;
-                self.launch(kernel, &binding, &mut dev)?;
+                self.launch(kernel, &binding, &dev)?;
                 end.record(&self.stream).map_err(|e| driver_err("cuEventRecord", e))?;
                 pairs.push((start, end));
             }
@@ -396,7 +397,9 @@ impl Gpu {
         Ok(bufs)
     }
 
-    fn launch(&self, kernel: &Kernel, binding: &Binding<'_>, dev: &mut [CudaSlice<u8>]) -> Result<(), RuntimeError> {
+    /// Launches `kernel` with `binding`'s scalars and `dev` (one buffer per tensor argument, in
+    /// argument order); does not wait.
+    pub(crate) fn launch(&self, kernel: &Kernel, binding: &Binding<'_>, dev: &[&CudaSlice<u8>]) -> Result<(), RuntimeError> {
         // Scalars are passed by address; keep them alive in typed slots for the builder.
         // 16-bit floats go as their bit pattern (u16), which has the same size and bytes.
         let (mut f32s, mut i32s, mut u16s) = (Vec::new(), Vec::new(), Vec::new());
@@ -418,7 +421,7 @@ impl Gpu {
             // `next()` cannot run dry; a `None` would mean a bug here, reported as an error.
             let missing = || RuntimeError::Driver { op: "argument marshalling".into(), message: "internal mismatch".into() };
             match arg {
-                BoundArg::Tensor(_) => builder.arg(bufs.next().ok_or_else(missing)?),
+                BoundArg::Tensor(_) => builder.arg(*bufs.next().ok_or_else(missing)?),
                 BoundArg::Scalar { value: Scalar::F32(_), .. } => builder.arg(fi.next().ok_or_else(missing)?),
                 BoundArg::Scalar { value: Scalar::I32(_), .. } => builder.arg(ii.next().ok_or_else(missing)?),
                 BoundArg::Scalar { .. } => builder.arg(ui.next().ok_or_else(missing)?),
@@ -442,7 +445,7 @@ impl Gpu {
     /// The kernel's tensor maps (metadata `tensor_maps`), encoded for the uploaded tensors; a
     /// map whose tensor does not meet the encoding conditions is 128 zero bytes, which the
     /// kernel's own run-time test never uses ([`crate::tensor_map`]).
-    fn tensor_maps(&self, kernel: &Kernel, binding: &Binding<'_>, dev: &[CudaSlice<u8>]) -> Result<Vec<TensorMapArg>, RuntimeError> {
+    fn tensor_maps(&self, kernel: &Kernel, binding: &Binding<'_>, dev: &[&CudaSlice<u8>]) -> Result<Vec<TensorMapArg>, RuntimeError> {
         let tensors: Vec<&crate::bind::BoundTensor<'_>> = binding.args.iter().filter_map(|a| match a {
             BoundArg::Tensor(t) => Some(t),
             BoundArg::Scalar { .. } => None,

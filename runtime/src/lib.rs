@@ -19,5 +19,7 @@ pub mod artifact;
 pub mod tensor_map;
 #[cfg(feature = "cuda")]
 pub mod launch;
+pub mod plan;
 
 pub use tilec_abi::{bind, expr, meta, round, st, tensor};
+pub use tilec_abi::plan as plan_schema;

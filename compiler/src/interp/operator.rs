@@ -2,8 +2,11 @@
 //! ([`crate::artifact::operator_plan`]) executed by the one plan executor
 //! ([`tilec_abi::plan::execute`]), each launch a whole-grid interpreter run of the module's kernel.
 
-use tilec_abi::plan::{execute, LaunchStep, Launcher, PlanError};
+use tilec_abi::bind::Scalar;
+use tilec_abi::meta::DType;
+use tilec_abi::plan::{execute, LaunchArg, LaunchStep, Launcher, PlanError};
 use tilec_abi::st::TensorMap;
+use tilec_abi::tensor::HostTensor;
 
 use super::{run_kernel_with, InterpError, Options};
 use crate::ir::{Kernel, Module, Operator};
@@ -25,12 +28,38 @@ struct Interp<'a> {
 }
 
 impl Launcher for Interp<'_> {
-    fn launch(&mut self, step: &LaunchStep, args: TensorMap) -> Result<TensorMap, String> {
+    type Buf = HostTensor;
+
+    fn upload(&mut self, t: &HostTensor) -> Result<HostTensor, String> {
+        Ok(t.clone())
+    }
+
+    fn zeros(&mut self, dtype: DType, shape: &[usize]) -> Result<HostTensor, String> {
+        HostTensor::zeros(dtype, shape.to_vec()).map_err(|e| e.to_string())
+    }
+
+    fn launch(&mut self, step: &LaunchStep, args: &mut [LaunchArg<'_, HostTensor>]) -> Result<(), String> {
         let index = self.index;
         self.index += 1;
         let k: &Kernel = self.module.kernels.iter().find(|k| k.name == step.kernel).ok_or_else(|| format!("no kernel `{}` in the module", step.kernel))?;
-        match run_kernel_with(k, &args, self.opts) {
-            Ok(run) => Ok(run.outputs),
+        let mut inputs = TensorMap::new();
+        for a in args.iter() {
+            match a {
+                LaunchArg::Tensor { param, buf, .. } => inputs.insert(param.to_string(), (**buf).clone()),
+                LaunchArg::Scalar { param, value } => inputs.insert(param.to_string(), scalar_tensor(*value)),
+            };
+        }
+        match run_kernel_with(k, &inputs, self.opts) {
+            Ok(mut run) => {
+                for a in args.iter_mut() {
+                    if let LaunchArg::Tensor { param, buf, .. } = a {
+                        if let Some(t) = run.outputs.remove(*param) {
+                            **buf = t;
+                        }
+                    }
+                }
+                Ok(())
+            }
             Err(e) => {
                 let msg = e.to_string();
                 self.failure = Some(LaunchFailure { index, error: e });
@@ -38,6 +67,21 @@ impl Launcher for Interp<'_> {
             }
         }
     }
+
+    fn download(&mut self, buf: &HostTensor, _: DType, _: &[usize]) -> Result<HostTensor, String> {
+        Ok(buf.clone())
+    }
+}
+
+/// A scalar as the one-element tensor the interpreter's binder takes.
+fn scalar_tensor(v: Scalar) -> HostTensor {
+    let (dtype, bytes) = match v {
+        Scalar::F32(x) => (DType::F32, x.to_le_bytes().to_vec()),
+        Scalar::I32(x) => (DType::I32, x.to_le_bytes().to_vec()),
+        Scalar::F16(x) => (DType::F16, x.to_le_bytes().to_vec()),
+        Scalar::Bf16(x) => (DType::Bf16, x.to_le_bytes().to_vec()),
+    };
+    HostTensor { dtype, shape: vec![], bytes }
 }
 
 /// Runs operator `op` of `module` on `inputs` (tensors and scalars by the operator's parameter

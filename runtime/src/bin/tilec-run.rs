@@ -10,6 +10,11 @@
 //! tensors named like the parameter, or with `--scalar NAME=VALUE`; sizes no tensor reveals
 //! with `--size NAME=VALUE`. Exit status: 0 ok, 1 error, 2 usage, 3 nondeterministic outputs,
 //! 4 no GPU that can run the artifact (no driver, no device, or a device of another architecture).
+//!
+//! Given an operator plan (`<operator>.<target>.plan.json`) instead of kernel metadata, it runs
+//! the whole operator as one call (tensors stay on the device between launches) with inputs and
+//! outputs named after the operator's parameters; `--repeat N` checks N runs bitwise, `--bench`
+//! prints each kernel's median device time and their sum over N runs.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +22,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use tilec_runtime::artifact::Artifact;
 use tilec_runtime::bind::{Args, Scalar};
-use tilec_runtime::launch::{CodeKind, Gpu, RuntimeError};
+use tilec_runtime::launch::{BenchTimes, CodeKind, Gpu, RuntimeError};
 use tilec_runtime::meta::{DType, KernelMeta};
 use tilec_runtime::round::{f64_to_bf16, f64_to_f16};
 use tilec_runtime::st::{self, TensorMap};
@@ -98,7 +103,69 @@ fn first_difference(a: &TensorMap, b: &TensorMap) -> Option<String> {
     None
 }
 
+fn run_plan(cli: &Cli) -> Result<u8, CliError> {
+    let text = std::fs::read_to_string(&cli.meta).map_err(|e| CliError::Usage(format!("{}: {e}", cli.meta.display())))?;
+    let plan = tilec_runtime::plan_schema::OperatorPlan::from_json(&text).map_err(|e| CliError::Usage(e.to_string()))?;
+    let dir = cli.meta.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let inputs = st::read(&cli.inputs)?;
+    let code = match cli.code.as_str() {
+        "ptx" => CodeKind::Ptx,
+        "cubin" => CodeKind::Cubin,
+        _ => CodeKind::Auto,
+    };
+    let gpu = Gpu::open(cli.device)?;
+    let launches: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    println!("operator {} ({}) on {}: {} launches ({})", plan.operator, plan.target, gpu.name()?, launches.len(), launches.join(" → "));
+    let once = |timed: bool| {
+        gpu.run_plan(&plan, &dir, inputs.clone(), code, timed).map_err(|(e, r)| match r {
+            Some(r) => CliError::Runtime(r),
+            None => CliError::Usage(e.to_string()),
+        })
+    };
+    let first = once(false)?;
+    st::write(&cli.out, &first.outputs)?;
+    let names: Vec<&str> = first.outputs.keys().map(String::as_str).collect();
+    println!("wrote {} ({})", cli.out.display(), names.join(", "));
+    let mut status = 0;
+    if let (Some(n), false) = (cli.repeat, cli.bench) {
+        let mut diff = None;
+        for _ in 1..n {
+            diff = first_difference(&first.outputs, &once(false)?.outputs);
+            if diff.is_some() {
+                break;
+            }
+        }
+        match diff {
+            None => println!("repeat: {n} runs, outputs bitwise identical"),
+            Some(d) => {
+                println!("repeat: {n} runs, outputs NOT bitwise identical: {d}");
+                status = 3;
+            }
+        }
+    }
+    if cli.bench {
+        let n = cli.repeat.unwrap_or(20);
+        let mut per: Vec<Vec<f32>> = vec![vec![]; plan.launches.len()];
+        let mut totals = vec![];
+        for _ in 0..n {
+            let r = once(true)?;
+            totals.push(r.kernel_ms.iter().map(|(_, t)| t).sum::<f32>());
+            for (i, (_, t)) in r.kernel_ms.iter().enumerate() {
+                per[i].push(*t);
+            }
+        }
+        for (l, ts) in plan.launches.iter().zip(per) {
+            println!("bench: {:<16} median {:.4} ms", l.kernel, BenchTimes { ms: ts }.median_ms().unwrap_or(0.0));
+        }
+        println!("bench: operator {} {n} runs, median sum of kernel times {:.4} ms", plan.operator, BenchTimes { ms: totals }.median_ms().unwrap_or(0.0));
+    }
+    Ok(status)
+}
+
 fn run(cli: &Cli) -> Result<u8, CliError> {
+    if cli.meta.to_string_lossy().ends_with(".plan.json") {
+        return run_plan(cli);
+    }
     let artifact = Artifact::open(&cli.meta)?;
     let meta = &artifact.meta;
     let mut args = Args::from_tensor_map(meta, st::read(&cli.inputs)?);

@@ -1,0 +1,128 @@
+# H200: the gdn_bwd operator of dsl-examples/gdn.tile (the whole GDN backward, 9 launches) run by
+# `tilec-run <plan>`, beside fla 0.6.0's chunk_gated_delta_rule backward (Triton), in one run:
+#   1. accuracy at B=1 T=256 H=2 K=V=128 on the inputs scripts/h200-prepare.sh made (rounded to
+#      the operator's dtypes): every gradient's max|err| / max|ref| against kverify's fp64 oracle
+#      (token-serial GDN) for tilec and for fla on the same inputs; tilec's five runs bitwise
+#      identical; tilec's GPU outputs against the CPU interpreter's (bitwise);
+#   2. speed at B=8 T=2048 H=16 K=V=128 (inputs generated here): tilec's median sum of kernel
+#      times (CUDA events per launch) and fla's backward (triton.testing.do_bench over
+#      torch.autograd.grad of (o, h_T)), with tilec's gradients against fla's.
+# Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --case DIR [--work /tmp/gdn]
+# Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
+import argparse, json, os, re, subprocess, time
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file, load_file
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--tilec-run", required=True)
+ap.add_argument("--art", required=True)
+ap.add_argument("--case", required=True)
+ap.add_argument("--work", default="/tmp/gdn")
+ap.add_argument("--repeat", type=int, default=10)
+ap.add_argument("--speed-t", type=int, default=2048)
+args = ap.parse_args()
+os.makedirs(args.work, exist_ok=True)
+dev = "cuda"
+rows = []
+OUTF = os.path.join(os.environ.get("OUT", "."), "gdn_bwd.json")
+PLAN = os.path.join(args.art, "gdn_bwd.sm_90a.plan.json")
+GRADS = ["dq", "dk", "dv", "dg", "dbeta", "ds0"]
+
+
+def emit(r):
+    rows.append(r)
+    print(json.dumps(r), flush=True)
+    json.dump(rows, open(OUTF, "w"), indent=1)
+
+
+def tilec(inputs, out, *extra):
+    p = subprocess.run([args.tilec_run, PLAN, "--inputs", inputs, "--out", out, "--code", "cubin", *extra], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"tilec-run failed ({p.returncode}): {p.stdout[-1500:]} {p.stderr[-1500:]}")
+    return p.stdout
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+
+
+def fla_fn():
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
+    import fla.ops.common.chunk_o as _co
+    _co.TRITON_ABOVE_3_7_1 = True  # the #640 Hopper guard, as bench/h200_tilec_vs_anchors.py
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    return chunk_gated_delta_rule
+
+
+def fla_grads(x, scale):
+    """fla's forward with autograd, then the gradients of Σ o·do + Σ h_T·dht; returns (grads, bwd)."""
+    f = fla_fn()
+    leaves = {n: x[n].detach().clone().requires_grad_(True) for n in ["q", "k", "v", "g", "beta", "s0"]}
+    o, ht = f(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"], scale=scale, initial_state=leaves["s0"], output_final_state=True)
+    order = ["q", "k", "v", "g", "beta", "s0"]
+    bwd = lambda: torch.autograd.grad((o, ht), [leaves[n] for n in order], (x["do"], x["dht"]), retain_graph=True)
+    g = bwd()
+    return dict(zip(["dq", "dk", "dv", "dg", "dbeta", "ds0"], g)), bwd
+
+
+emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
+
+# ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
+fin = os.path.join(args.case, "in.safetensors")
+ref = load_file(os.path.join(args.case, "ref.safetensors"))
+interp = load_file(os.path.join(args.case, "interp.safetensors"))
+fout = os.path.join(args.work, "acc_out.safetensors")
+res = {"case": "gdn_bwd accuracy B=1 T=256 H=2 K=V=128"}
+try:
+    txt = tilec(fin, fout, "--repeat", "5")
+    res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
+    out = load_file(fout)
+    res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in GRADS}
+    res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
+    res["gpu_vs_interpreter_equal_elements"] = {n: f"{int((out[n].view(torch.int32) == interp[n].view(torch.int32)).sum())}/{out[n].numel()}" for n in GRADS}
+    res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in GRADS}
+except Exception as e:
+    res["tilec_error"] = repr(e)[:2000]
+try:
+    x = {k: v.to(dev) for k, v in load_file(fin).items()}
+    fg, _ = fla_grads(x, float(x["scale"]))
+    res["fla_relerr_vs_oracle"] = {n: rel(fg[n].cpu(), ref[n]) for n in GRADS}
+    res["fla_worst"] = max(res["fla_relerr_vs_oracle"].values())
+except Exception as e:
+    res["fla_error"] = repr(e)[:2000]
+emit(res)
+
+# ---- 2. speed beside fla ------------------------------------------------------------------------
+B, T, H, K, V = 8, args.speed_t, 16, 128, 128
+g_ = torch.Generator(device=dev).manual_seed(3)
+rn = lambda *s: torch.randn(*s, device=dev, generator=g_)
+x = {"q": rn(B, T, H, K).to(torch.bfloat16), "k": F.normalize(rn(B, T, H, K), dim=-1).to(torch.bfloat16), "v": rn(B, T, H, V).to(torch.bfloat16),
+     "g": F.logsigmoid(rn(B, T, H)).float(), "beta": torch.sigmoid(rn(B, T, H)).to(torch.bfloat16), "s0": rn(B, H, K, V).float(),
+     "do": rn(B, T, H, V).to(torch.bfloat16), "dht": rn(B, H, K, V).float()}
+scale = K ** -0.5
+fin = os.path.join(args.work, "speed_in.safetensors")
+save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
+fout = os.path.join(args.work, "speed_out.safetensors")
+res = {"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}"}
+try:
+    txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat))
+    res["tilec_kernels_ms"] = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
+    res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
+except Exception as e:
+    res["tilec_error"] = repr(e)[:2000]
+try:
+    from triton.testing import do_bench
+    t0 = time.time()
+    fg, bwd = fla_grads(x, scale)
+    torch.cuda.synchronize()
+    res["fla_first_call_s"] = time.time() - t0
+    res["fla_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
+    if "tilec_ms" in res:
+        res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_bwd_ms"]
+        out = load_file(fout)
+        res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
+except Exception as e:
+    res["fla_error"] = repr(e)[:2000]
+emit(res)

@@ -1,0 +1,33 @@
+"""Turns `kverify ref` fp64 inputs into an operator call of gdn.tile's `gdn_bwd`.
+
+    python3 scripts/gdn_case.py RAW.safetensors IN.safetensors ROUNDED.safetensors
+
+Reads the generated fp64 inputs (fla names), rounds each to the dtype the operator takes
+(q, k, v, beta, do: bf16; g, s0, dht: f32; scale: f32 = f32(K^-0.5); kverify's `dst` is
+fla's `dht`), writes the operator's
+inputs to IN, and the rounded values back as fp64 to ROUNDED — the file `kverify ref --inputs`
+judges, so that input rounding is never charged. Prints the f32 scale (pass it as --scale).
+"""
+
+import sys
+
+import numpy as np
+
+import tilec_io
+
+raw_path, in_path, rounded_path = sys.argv[1:4]
+raw = tilec_io.read(raw_path)
+dtypes = {"q": tilec_io.bfloat16, "k": tilec_io.bfloat16, "v": tilec_io.bfloat16, "beta": tilec_io.bfloat16, "do": tilec_io.bfloat16,
+          "g": np.float32, "s0": np.float32, "dht": np.float32}
+kverify_name = {"dht": "dst"}  # kverify calls fla's `dht` (the final state's seed) `dst`
+inputs, rounded = {}, {}
+for name, dt in dtypes.items():
+    src = kverify_name.get(name, name)
+    x = raw[src].astype(dt)  # round to nearest even
+    inputs[name] = x
+    rounded[src] = x.astype(np.float64)
+scale = np.float32(raw["q"].shape[-1] ** -0.5)
+inputs["scale"] = scale
+tilec_io.write(in_path, inputs)
+tilec_io.write(rounded_path, rounded)
+print(repr(float(scale)))
