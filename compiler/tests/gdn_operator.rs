@@ -61,7 +61,7 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
 fn a_sign_flip_in_dg_fails_verification() {
     let dir = std::env::temp_dir().join(format!("tilec-gdn-flip-{}", std::process::id()));
     // B4's intra-chunk term of dΓ₁ (gdn-math.md §4 B4) with its sign flipped.
-    let p = mutated(&dir, "dgc += row_sum(ds2) - col_sum(ds2).T;", "dgc -= row_sum(ds2) - col_sum(ds2).T;");
+    let p = mutated(&dir, "row_sum(qs * dqc) + row_sum(ds2) - col_sum(ds2).T;", "row_sum(qs * dqc) - row_sum(ds2) + col_sum(ds2).T;");
     let js = judge(&check(&p));
     let bad: Vec<_> = js.iter().filter(|j| !j.ok()).map(|j| j.output.as_str()).collect();
     assert!(bad.contains(&"dg"), "the flipped dg passed: {js:?}");
