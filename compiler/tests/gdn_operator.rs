@@ -19,7 +19,11 @@ fn check(path: &Path) -> Checked {
 }
 
 fn judge(c: &Checked) -> Vec<Judgement> {
-    let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").expect("operator gdn_bwd");
+    judge_op(c, "gdn_bwd")
+}
+
+fn judge_op(c: &Checked, name: &str) -> Vec<Judgement> {
+    let op = c.module.operators.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("operator {name}"));
     verify_operator(&c.module, op, &tilec::interp::Options::default()).expect("verify runs")
 }
 
@@ -40,7 +44,7 @@ fn mutated(dir: &Path, from: &str, to: &str) -> PathBuf {
 fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
     let c = check(&examples().join("gdn.tile"));
     // The operator's kernels include the imported ones, and the plan names them in launch order.
-    let op = &c.module.operators[0];
+    let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
     let order: Vec<&str> = op.launches.iter().map(|l| l.kernel.as_str()).collect();
     assert_eq!(order, ["gate_cumsum", "kkt_solve", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
     let js = judge(&c);
@@ -72,4 +76,68 @@ fn a_sign_flip_in_dg_fails_verification() {
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.lines().any(|l| l.contains(" dg ") && l.ends_with("VIOLATION")), "{stdout}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// SSD/Mamba-2 and linear attention run the same stage kernels with other operator wiring
+/// (b = 0, w = 1: W = 0, U = V; LA also Γ = 0): every gradient within its bound, and the
+/// members' outputs are what their oracles return (dg for SSD, none for LA).
+#[test]
+fn ssd_and_la_share_the_stage_kernels_and_meet_their_bounds() {
+    let c = check(&examples().join("gdn.tile"));
+    for (name, outputs) in [("ssd_bwd", vec!["dq", "dk", "dv", "dg", "ds0"]), ("la_bwd", vec!["dq", "dk", "dv", "ds0"])] {
+        let op = c.module.operators.iter().find(|o| o.name == name).unwrap();
+        // No kernel of their own: every launch is a kernel gdn_bwd launches too.
+        let gdn: Vec<&str> = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap().launches.iter().map(|l| l.kernel.as_str()).collect();
+        assert!(op.launches.iter().all(|l| gdn.contains(&l.kernel.as_str())), "{name} launches a kernel gdn_bwd does not");
+        let js = judge_op(&c, name);
+        let got: Vec<&str> = js.iter().map(|j| j.output.as_str()).collect();
+        assert_eq!(got, [outputs.clone(), outputs.clone()].concat(), "{name}: one judgement per output and case");
+        for j in &js {
+            assert!(j.ok() && j.error > 1e-5, "{name} {} {}: {:e} (bound {:e})", j.case, j.output, j.error, j.bound);
+        }
+    }
+}
+
+/// Inputs that do not fit are refused before any launch, naming the tensor: a wrong dtype, a
+/// wrong extent, and an unsupported K (the file is built for K = 128).
+#[test]
+fn bad_operator_inputs_are_refused_naming_the_tensor() {
+    use kverify::recurrence::family::Model;
+    use kverify::recurrence::io::{generate, Dims};
+    use tilec_abi::meta::DType;
+    use tilec_abi::tensor::HostTensor;
+    let c = check(&examples().join("gdn.tile"));
+    let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
+    let p = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 128, dv: 128 }, 1, None, None).unwrap();
+    let t = |x: &kverify::recurrence::Tensor, dt| HostTensor::from_f64(dt, x.shape.clone(), &x.data).unwrap();
+    let good = || {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("q".to_string(), t(&p.q, DType::Bf16));
+        m.insert("k".to_string(), t(&p.k, DType::Bf16));
+        m.insert("v".to_string(), t(&p.v, DType::Bf16));
+        m.insert("g".to_string(), t(p.g.as_ref().unwrap(), DType::F32));
+        m.insert("beta".to_string(), t(p.beta.as_ref().unwrap(), DType::Bf16));
+        m.insert("s0".to_string(), t(&p.s0, DType::F32));
+        m.insert("do".to_string(), t(&p.d_o, DType::Bf16));
+        m.insert("dht".to_string(), t(&p.dst, DType::F32));
+        m.insert("scale".to_string(), HostTensor::from_f64(DType::F32, vec![], &[0.088]).unwrap());
+        m
+    };
+    let run = |m| tilec::interp::run_operator(&c.module, op, m, &tilec::interp::Options::default()).map(|_| ()).map_err(|(e, f)| (e.to_string(), f.is_some()));
+    assert!(run(good()).is_ok());
+    let mut m = good();
+    m.insert("beta".into(), t(p.beta.as_ref().unwrap(), DType::F32));
+    let (e, launched) = run(m).unwrap_err();
+    assert!(e.contains("`beta`") && e.contains("Bf16") && !launched, "{e}");
+    let mut m = good();
+    m.insert("g".into(), HostTensor::zeros(DType::F32, vec![1, 11, 2]).unwrap());
+    let (e, _) = run(m).unwrap_err();
+    assert!(e.contains("`g`") && e.contains("11"), "{e}");
+    // K = 64: the file's kernels are built for K = 128.
+    let p64 = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 64, dv: 128 }, 1, None, None).unwrap();
+    let mut m = good();
+    m.insert("q".into(), t(&p64.q, DType::Bf16));
+    let (e, _) = run(m).unwrap_err();
+    eprintln!("{e}");
+    assert!(e.contains("`q`") && e.contains("128") && e.contains("64"), "{e}");
 }

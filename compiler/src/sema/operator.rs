@@ -91,7 +91,19 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                 if b.shape.is_empty() {
                     diags.push(Diagnostic::error(Code::BadIndex, "a buffer needs at least one dimension", b.span, "empty shape"));
                 }
-                slots.insert(b.name.name.clone(), Slot { elem, shape: Some(shape.clone()), role: Role::Buffer, span: b.name.span, written: false });
+                // `= 0` says the zeros are meant: launches may read the buffer unwritten.
+                let zeroed = match &b.init {
+                    None => false,
+                    Some(e) if matches!(super::eval_const(e, consts), Ok(0)) => true,
+                    Some(e) => {
+                        diags.push(
+                            Diagnostic::error(Code::BadConst, "a buffer can only be initialised to 0", e.span, "not 0")
+                                .with_note("help: buffers are zero-filled once per call; any other contents must come from a launch"),
+                        );
+                        continue;
+                    }
+                };
+                slots.insert(b.name.name.clone(), Slot { elem, shape: Some(shape.clone()), role: Role::Buffer, span: b.name.span, written: zeroed });
                 op.buffers.push(Buffer { name: b.name.name.clone(), elem, shape, span: b.span });
             }
             ast::OpStmt::Launch(l) => {

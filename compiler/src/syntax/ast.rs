@@ -110,6 +110,8 @@ pub struct BufferDecl {
     pub elem: Ident,
     /// Shape over the operator's sizes and constants.
     pub shape: Vec<Expr>,
+    /// `= 0`: a buffer of zeros that launches may read without one writing it first.
+    pub init: Option<Expr>,
     /// The whole statement.
     pub span: Span,
 }

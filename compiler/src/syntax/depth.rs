@@ -71,7 +71,7 @@ pub fn limit(file: &mut File, diags: &mut Diagnostics) {
                 }
                 for st in &mut o.body {
                     if let OpStmt::Buffer(b) = st {
-                        for e in &mut b.shape {
+                        for e in b.shape.iter_mut().chain(b.init.as_mut()) {
                             expr(e, diags);
                         }
                     }
