@@ -7,7 +7,8 @@
 #   2. speed at B=8 T=2048 H=16 K=V=128 (inputs generated here): tilec's median sum of kernel
 #      times (CUDA events per launch) and fla's backward (triton.testing.do_bench over
 #      torch.autograd.grad of (o, h_T)), with tilec's gradients against fla's.
-# Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --case DIR [--work /tmp/gdn]
+#   Also the same accuracy check for ssd_bwd and la_bwd (the same stage kernels, other wiring).
+# Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
 import argparse, json, os, re, subprocess, time
 import torch
@@ -17,7 +18,7 @@ from safetensors.torch import save_file, load_file
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
 ap.add_argument("--art", required=True)
-ap.add_argument("--case", required=True)
+ap.add_argument("--cases", required=True, help="folder with one sub-folder per member (gdn, ssd, la) from h200-prepare.sh")
 ap.add_argument("--work", default="/tmp/gdn")
 ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
@@ -36,8 +37,8 @@ def emit(r):
     json.dump(rows, open(OUTF, "w"), indent=1)
 
 
-def tilec(inputs, out, *extra):
-    p = subprocess.run([args.tilec_run, PLAN, "--inputs", inputs, "--out", out, "--code", "cubin", *extra], capture_output=True, text=True)
+def tilec(inputs, out, *extra, plan=PLAN):
+    p = subprocess.run([args.tilec_run, plan, "--inputs", inputs, "--out", out, "--code", "cubin", *extra], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"tilec-run failed ({p.returncode}): {p.stdout[-1500:]} {p.stderr[-1500:]}")
     return p.stdout
@@ -70,29 +71,33 @@ def fla_grads(x, scale):
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
 # ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
-fin = os.path.join(args.case, "in.safetensors")
-ref = load_file(os.path.join(args.case, "ref.safetensors"))
-interp = load_file(os.path.join(args.case, "interp.safetensors"))
-fout = os.path.join(args.work, "acc_out.safetensors")
-res = {"case": "gdn_bwd accuracy B=1 T=256 H=2 K=V=128"}
-try:
-    txt = tilec(fin, fout, "--repeat", "5")
-    res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
-    out = load_file(fout)
-    res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in GRADS}
-    res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
-    res["gpu_vs_interpreter_equal_elements"] = {n: f"{int((out[n].view(torch.int32) == interp[n].view(torch.int32)).sum())}/{out[n].numel()}" for n in GRADS}
-    res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in GRADS}
-except Exception as e:
-    res["tilec_error"] = repr(e)[:2000]
-try:
-    x = {k: v.to(dev) for k, v in load_file(fin).items()}
-    fg, _ = fla_grads(x, float(x["scale"]))
-    res["fla_relerr_vs_oracle"] = {n: rel(fg[n].cpu(), ref[n]) for n in GRADS}
-    res["fla_worst"] = max(res["fla_relerr_vs_oracle"].values())
-except Exception as e:
-    res["fla_error"] = repr(e)[:2000]
-emit(res)
+for member in ["gdn", "ssd", "la"]:
+    case = os.path.join(args.cases, member)
+    fin = os.path.join(case, "in.safetensors")
+    ref = load_file(os.path.join(case, "ref.safetensors"))
+    interp = load_file(os.path.join(case, "interp.safetensors"))
+    fout = os.path.join(args.work, f"acc_{member}.safetensors")
+    res = {"case": f"{member}_bwd accuracy B=1 T=256 H=2 K=V=128"}
+    grads = [n for n in GRADS if n in interp]
+    try:
+        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(args.art, f"{member}_bwd.sm_90a.plan.json"))
+        res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
+        out = load_file(fout)
+        res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
+        res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
+        res["gpu_vs_interpreter_equal_elements"] = {n: f"{int((out[n].view(torch.int16 if out[n].element_size() == 2 else torch.int32) == interp[n].view(torch.int16 if out[n].element_size() == 2 else torch.int32)).sum())}/{out[n].numel()}" for n in grads}
+        res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in grads}
+    except Exception as e:
+        res["tilec_error"] = repr(e)[:2000]
+    if member == "gdn":
+        try:
+            x = {k: v.to(dev) for k, v in load_file(fin).items()}
+            fg, _ = fla_grads(x, float(x["scale"]))
+            res["fla_relerr_vs_oracle"] = {n: rel(fg[n].cpu(), ref[n]) for n in grads}
+            res["fla_worst"] = max(res["fla_relerr_vs_oracle"].values())
+        except Exception as e:
+            res["fla_error"] = repr(e)[:2000]
+    emit(res)
 
 # ---- 2. speed beside fla ------------------------------------------------------------------------
 B, T, H, K, V = 8, args.speed_t, 16, 128, 128

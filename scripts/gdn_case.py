@@ -1,4 +1,4 @@
-"""Turns `kverify ref` fp64 inputs into an operator call of gdn.tile's `gdn_bwd`.
+"""Turns `kverify ref` fp64 inputs into a call of one of gdn.tile's operators (gdn_bwd, ssd_bwd, la_bwd).
 
     python3 scripts/gdn_case.py RAW.safetensors IN.safetensors ROUNDED.safetensors
 
@@ -23,6 +23,8 @@ kverify_name = {"dht": "dst"}  # kverify calls fla's `dht` (the final state's se
 inputs, rounded = {}, {}
 for name, dt in dtypes.items():
     src = kverify_name.get(name, name)
+    if src not in raw:
+        continue  # a member without this input (LA: no g; LA, SSD: no beta)
     x = raw[src].astype(dt)  # round to nearest even
     inputs[name] = x
     rounded[src] = x.astype(np.float64)

@@ -50,13 +50,16 @@ case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=2 
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
 # A view outside its tile must trap on the GPU (the interpreter stops on n = 13, so no reference is made).
 for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out "$d/io/view_trap_n$n.in.safetensors" >/dev/null; done
-# The whole GDN backward (operator gdn_bwd) at B=1 T=256 H=2 K=V=128: inputs rounded to the
-# operator's dtypes, the fp64 oracle (token-serial GDN) of exactly those values, and the
-# interpreter's outputs (the GPU's must equal them bitwise).
-g="$d/gdn"; mkdir -p "$g"
-"$t/release/kverify" ref --model gdn --batch 1 --heads 2 --seq-len 256 --dk 128 --dv 128 --seed 7 --method serial --out "$g/raw.safetensors" >/dev/null
-scale=$(python3 scripts/gdn_case.py "$g/raw.safetensors" "$g/in.safetensors" "$g/rounded.safetensors")
-"$t/release/kverify" ref --model gdn --inputs "$g/rounded.safetensors" --scale "$scale" --method serial --out "$g/ref.safetensors" >/dev/null
-"$tilec" run --interp --target sm_90a dsl-examples/gdn.tile --operator gdn_bwd --inputs "$g/in.safetensors" --out "$g/interp.safetensors" >/dev/null
-rm "$g/raw.safetensors" "$g/rounded.safetensors"
+# The whole backward of GDN, SSD and LA (gdn.tile's operators) at B=1 T=256 H=2 K=V=128: inputs
+# rounded to the operator's dtypes, the fp64 oracle (the member's token-serial definition) of
+# exactly those values, and the interpreter's outputs.
+for m in gdn ssd la; do
+  g="$d/rec/$m"; mkdir -p "$g"
+  "$t/release/kverify" ref --model $m --batch 1 --heads 2 --seq-len 256 --dk 128 --dv 128 --seed 7 --method serial --out "$g/raw.safetensors" >/dev/null
+  scale=$(python3 scripts/gdn_case.py "$g/raw.safetensors" "$g/in.safetensors" "$g/rounded.safetensors")
+  "$t/release/kverify" ref --model $m --inputs "$g/rounded.safetensors" --scale "$scale" --method serial --out "$g/ref.safetensors" >/dev/null
+  "$tilec" run --interp --target sm_90a dsl-examples/gdn.tile --operator ${m}_bwd --inputs "$g/in.safetensors" --out "$g/interp.safetensors" 2>/dev/null
+  rm "$g/raw.safetensors" "$g/rounded.safetensors"
+  python3 -c 'import sys, tilec_io; p = sys.argv[1]; tilec_io.write(p, {k: v for k, v in tilec_io.read(p).items() if k.startswith("d") and k not in ("do", "dst")})' "$g/ref.safetensors"
+done
 du -sh "$d"
