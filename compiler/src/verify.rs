@@ -48,11 +48,33 @@ pub struct Case {
     pub heads: usize,
     /// Generator seed.
     pub seed: u64,
+    /// What is changed in the generated inputs.
+    pub tweak: Tweak,
 }
 
-/// The shapes `--verify` runs: a single token, and a partial last chunk over two batch entries.
-pub const CASES: [Case; 2] =
-    [Case { name: "T=1", batch: 1, seq_len: 1, heads: 2, seed: 1 }, Case { name: "T=100 (partial chunk), B=2", batch: 2, seq_len: 100, heads: 2, seed: 2 }];
+/// A change to generated inputs that reaches an edge of the algorithm.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Tweak {
+    /// The inputs as generated.
+    None,
+    /// g = 0: no decay (every e^Γ is 1).
+    ZeroGate,
+    /// β = 0: no delta rule (L = 0, (I + L)⁻¹ = I, W = 0, U = 0).
+    ZeroBeta,
+    /// g − 25 per token: e^Γ underflows within a chunk; the masked upper triangle of
+    /// e^(Γ_i − Γ_j) overflows and must never be read.
+    StrongDecay,
+}
+
+/// The shapes `--verify` runs: a single token; a partial last chunk over two batch entries;
+/// and, at T = 100, no decay, no delta rule and strong decay (members without g or β skip those).
+pub const CASES: [Case; 5] = [
+    Case { name: "T=1", batch: 1, seq_len: 1, heads: 2, seed: 1, tweak: Tweak::None },
+    Case { name: "T=100 (partial chunk), B=2", batch: 2, seq_len: 100, heads: 2, seed: 2, tweak: Tweak::None },
+    Case { name: "T=100, g=0", batch: 1, seq_len: 100, heads: 2, seed: 3, tweak: Tweak::ZeroGate },
+    Case { name: "T=100, beta=0", batch: 1, seq_len: 100, heads: 2, seed: 4, tweak: Tweak::ZeroBeta },
+    Case { name: "T=100, g-25 (strong decay)", batch: 1, seq_len: 100, heads: 2, seed: 5, tweak: Tweak::StrongDecay },
+];
 
 /// The verdict on one output at one shape.
 #[derive(Clone, Debug)]
@@ -61,8 +83,10 @@ pub struct Judgement {
     pub case: String,
     /// The output parameter.
     pub output: String,
-    /// `max|got − ref| / max|ref|`.
+    /// `max|got − ref| / max|ref|` (the absolute error when the reference is all zeros).
     pub error: f64,
+    /// `max|ref|`.
+    pub reference_max: f64,
     /// The derived bound on it.
     pub bound: f64,
     /// Rounding points counted for the bound.
@@ -126,12 +150,23 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
     for case in &CASES {
         let mut p = generate(model, Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd }, case.seed, None, None)
             .map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
+        match case.tweak {
+            Tweak::None => {}
+            Tweak::ZeroGate | Tweak::StrongDecay => match p.g.as_mut() {
+                Some(g) => g.data.iter_mut().for_each(|x| *x = if case.tweak == Tweak::ZeroGate { 0.0 } else { *x - 25.0 }),
+                None => continue,
+            },
+            Tweak::ZeroBeta => match p.beta.as_mut() {
+                Some(b) => b.data.iter_mut().for_each(|x| *x = 0.0),
+                None => continue,
+            },
+        }
         let inputs = inputs(op, &mut p).map_err(sig)?;
         let got = run_operator(module, op, inputs, opts).map_err(|(e, _)| VerifyError::Run(e.to_string()))?;
         let oracle = |p: &Problem| run(p, Method::Serial, 64).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() });
         let want = oracle(&p)?;
         let (roundings, u) = rounding_points(module, op);
-        let nudged = oracle(&perturbed(&p, u, case.seed))?;
+        let nudged = oracle(&perturbed(op, &p, case.seed))?;
         for param in op.params.iter().filter(|p| matches!(p.kind, ParamKind::Tensor { output: true, .. })) {
             let reference = gradient(&want, &param.name).ok_or_else(|| sig(format!("output `{}` is not a gradient the oracle computes (dq, dk, dv, dg, dbeta, db, dw, ds0)", param.name)))?;
             let t = got.get(&param.name).ok_or_else(|| VerifyError::Run(format!("output `{}` missing", param.name)))?;
@@ -143,7 +178,7 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             // κu: how far the exact gradient moves when every input moves by one rounding.
             let moved = gradient(&nudged, &param.name).map_or(0.0, |n| rel(n.data.iter().zip(&reference.data).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max)));
             let sensitivity = moved.max(u);
-            out.push(Judgement { case: case.name.into(), output: param.name.clone(), error, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
+            out.push(Judgement { case: case.name.into(), output: param.name.clone(), error, reference_max: scale, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
         }
     }
     Ok(out)
@@ -203,17 +238,32 @@ fn gradient<'a>(r: &'a Results, name: &str) -> Option<&'a Tensor> {
     }
 }
 
-/// The problem with every input element multiplied by `1 + u ξ`, ξ uniform in [−1, 1] (seeded):
-/// one rounding's worth of backward error on every input.
-fn perturbed(p: &Problem, u: f64, seed: u64) -> Problem {
+/// The problem with every input element multiplied by `1 + u ξ`, ξ uniform in [−1, 1] (seeded),
+/// u the unit roundoff of the dtype the operator takes that input in: one rounding's worth of
+/// backward error on every input. (An f32 gate moves by 2⁻²⁴, not by a bf16 step: its rounding
+/// in the kernels happens in bf16 products, which the bf16 inputs' perturbation covers.)
+fn perturbed(op: &Operator, p: &Problem, seed: u64) -> Problem {
+    let unit = |name: &str| {
+        let elem = op.params.iter().find(|q| q.name == name).map(|q| match &q.kind {
+            ParamKind::Tensor { elem, .. } => *elem,
+            ParamKind::Scalar(e) => *e,
+        });
+        match elem {
+            Some(Elem::Bf16) => 2f64.powi(-8),
+            Some(Elem::F16) => 2f64.powi(-11),
+            _ => 2f64.powi(-24),
+        }
+    };
     let mut rng = tilec_abi::rng::NormalRng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut q = p.clone();
-    let mut nudge = |t: &mut Tensor| t.data.iter_mut().for_each(|x| *x *= 1.0 + u * (2.0 * rng.uniform_open0() - 1.0));
-    for t in [&mut q.q, &mut q.k, &mut q.v, &mut q.s0, &mut q.d_o, &mut q.dst] {
-        nudge(t);
+    let mut nudge = |t: &mut Tensor, u: f64| t.data.iter_mut().for_each(|x| *x *= 1.0 + u * (2.0 * rng.uniform_open0() - 1.0));
+    for (name, t) in [("q", &mut q.q), ("k", &mut q.k), ("v", &mut q.v), ("s0", &mut q.s0), ("do", &mut q.d_o), ("dht", &mut q.dst)] {
+        nudge(t, unit(name));
     }
-    for t in [&mut q.g, &mut q.beta, &mut q.b, &mut q.w].into_iter().flatten() {
-        nudge(t);
+    for (name, t) in [("g", &mut q.g), ("beta", &mut q.beta), ("b", &mut q.b), ("w", &mut q.w)] {
+        if let Some(t) = t {
+            nudge(t, unit(name));
+        }
     }
     q
 }
