@@ -163,7 +163,7 @@ fn verify(checked: &crate::frontend::Checked) -> ExitCode {
                     println!("  {:<28} {:<7} {:>17.3e} {:>9.2e} {:>7.1}×  {verdict}", j.case, j.output, j.error, j.bound, j.bound / j.error);
                 }
                 if let Some(j) = js.first() {
-                    println!("  bound = {} √R κu: R = {} rounding points in the launched kernels; κu = the oracle's change under a one-rounding (u = 2⁻⁸) perturbation of every input, at least u", crate::verify::LAMBDA, j.roundings);
+                    println!("  bound = {} √R κu: R = {} rounding points in the launched kernels; κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2⁻⁸)", crate::verify::LAMBDA, j.roundings);
                 }
                 println!("  not run: varlen (cu_seqlens) — the operator takes no cu_seqlens");
             }
