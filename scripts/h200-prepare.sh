@@ -42,7 +42,8 @@ case_ views_n40 tests/gpu/views.tile views --size N=40
 # gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
 case_ cumsum_t100 dsl-examples/gdn.tile gate_cumsum --size B=2 --size T=100 --size H=3
 case_ combine_t100 dsl-examples/gdn.tile combine --size B=2 --size T=100 --size H=3
-STD=0.1 case_ kkt_t100 dsl-examples/gdn.tile kkt_solve --size B=1 --size T=100 --size H=2
+STD=0.1 case_ kkt_t100 dsl-examples/gdn.tile kkt --size B=1 --size T=100 --size H=2
+case_ tril_t100 dsl-examples/gdn.tile solve_tril --size B=1 --size T=100 --size H=2
 case_ wu_t100 dsl-examples/gdn.tile recompute_w_u --size B=1 --size T=100 --size H=2
 case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --size H=2
 case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=2 --scalar scale=0.088

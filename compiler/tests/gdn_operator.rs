@@ -46,7 +46,7 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
     // The operator's kernels include the imported ones, and the plan names them in launch order.
     let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
     let order: Vec<&str> = op.launches.iter().map(|l| l.kernel.as_str()).collect();
-    assert_eq!(order, ["gate_cumsum", "kkt_solve", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
+    assert_eq!(order, ["gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
     let js = judge(&c);
     // Five cases × six gradients.
     assert_eq!(js.len(), 30);
@@ -81,7 +81,11 @@ fn a_sign_flip_in_dg_fails_verification() {
         let bad: Vec<_> = js.iter().filter(|j| !j.ok()).map(|j| j.output.as_str()).collect();
         assert!(bad.contains(&"dg"), "{tag}: the flipped dg passed: {js:?}");
         assert!(bad.iter().all(|o| *o == "dg"), "{tag}: only dg is wrong, but {bad:?} failed");
-        // The CLI exits 1 and names the violation.
+        if tag != "b4" {
+            std::fs::remove_dir_all(&dir).ok();
+            continue;
+        }
+        // The CLI exits 1 and names the violation (once: it verifies every operator of the file).
         let out = Command::new(env!("CARGO_BIN_EXE_tilec")).arg("build").arg(&p).args(["--target", "sm_90a", "--no-ptxas", "--verify", "-o"]).arg(dir.join("out")).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -103,25 +107,34 @@ fn strong_decay_dg_is_accurate() {
     }
 }
 
-/// SSD/Mamba-2 and linear attention run the same stage kernels with other operator wiring
-/// (b = 0, w = 1: W = 0, U = V; LA also Γ = 0): every gradient within its bound, and the
-/// members' outputs are what their oracles return (dg for SSD, none for LA).
+/// The other four members from the same source: SSD/Mamba-2 and LA run gdn_bwd's stage kernels
+/// with other wiring (b = 0, w = 1: W = 0, U = V; LA also Γ = 0); KDA runs the per-channel
+/// stages with gdn_bwd's wiring, GLA the per-channel stages with SSD's. Every gradient within
+/// its bound, and each member returns what its oracle does (no dg for LA, no dβ without β).
 #[test]
-fn ssd_and_la_share_the_stage_kernels_and_meet_their_bounds() {
+fn the_other_members_share_the_stage_kernels_and_meet_their_bounds() {
     let c = check(&examples().join("gdn.tile"));
-    for (name, outputs) in [("ssd_bwd", vec!["dq", "dk", "dv", "dg", "ds0"]), ("la_bwd", vec!["dq", "dk", "dv", "ds0"])] {
+    let launches = |name: &str| -> Vec<String> { c.module.operators.iter().find(|o| o.name == name).unwrap().launches.iter().map(|l| l.kernel.clone()).collect() };
+    let members = [
+        ("ssd_bwd", "gdn_bwd", vec!["dq", "dk", "dv", "dg", "ds0"], 4),
+        ("la_bwd", "gdn_bwd", vec!["dq", "dk", "dv", "ds0"], 2),
+        ("gla_bwd", "kda_bwd", vec!["dq", "dk", "dv", "dg", "ds0"], 4),
+        ("kda_bwd", "kda_bwd", vec!["dq", "dk", "dv", "dg", "dbeta", "ds0"], 5),
+    ];
+    for (name, shares, outputs, cases) in members {
         let op = c.module.operators.iter().find(|o| o.name == name).unwrap();
-        // No kernel of their own: every launch is a kernel gdn_bwd launches too.
-        let gdn: Vec<&str> = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap().launches.iter().map(|l| l.kernel.as_str()).collect();
-        assert!(op.launches.iter().all(|l| gdn.contains(&l.kernel.as_str())), "{name} launches a kernel gdn_bwd does not");
+        // No kernel of its own: every launch is one `shares` makes too.
+        let base = launches(shares);
+        assert!(op.launches.iter().all(|l| base.contains(&l.kernel)), "{name} launches a kernel {shares} does not");
         let js = judge_op(&c, name);
-        // One judgement per output and case; LA has no g or β, so only two cases apply to it
-        // (SSD: four, no β = 0).
-        let cases = if name == "la_bwd" { 2 } else { 4 };
+        // One judgement per output and case; cases that change g or β skip members without them.
         let got: Vec<&str> = js.iter().map(|j| j.output.as_str()).collect();
         assert_eq!(got, outputs.repeat(cases), "{name}: one judgement per output and case");
         for j in &js {
-            assert!(j.ok() && j.error > 1e-5 && j.reference_max > 0.0, "{name} {} {}: {:e} (bound {:e})", j.case, j.output, j.error, j.bound);
+            // Nonzero unless the gradient is exactly zero (β = 0: dk = dv = 0). Under strong
+            // per-channel decay GLA's dq is its f32 diagonal term alone: errors near 1e-7 there.
+            let exact_zero = j.reference_max == 0.0 && j.error == 0.0 && j.case.contains("beta=0");
+            assert!(j.ok() && (j.error > 0.0 || exact_zero), "{name} {} {}: {:e} (bound {:e})", j.case, j.output, j.error, j.bound);
         }
     }
 }

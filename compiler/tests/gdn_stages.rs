@@ -98,7 +98,7 @@ fn gate_cumsum_and_its_reverse_match_fp64() {
 /// built from the same (bf16 / f32) inputs, for a full and a partial chunk, weak and strong
 /// decay.
 #[test]
-fn kkt_solve_inverse_matches_fp64() {
+fn kkt_and_solve_tril_inverse_matches_fp64() {
     let (b, t, h) = (1, 100, 2);
     let mut rng = Rng(5);
     for lo in [-0.1, -4.0] {
@@ -119,7 +119,9 @@ fn kkt_solve_inverse_matches_fp64() {
         let g = gates(&mut rng, b * t * h, lo);
         let gc_t = run("gate_cumsum", BTreeMap::from([("g".to_string(), HostTensor::from_f64(DType::F32, vec![b, t, h], &g).unwrap())]))["gc"].clone();
         let gc = gc_t.to_f64();
-        let out = run("kkt_solve", BTreeMap::from([("k".to_string(), kt), ("beta".to_string(), bt), ("gc".to_string(), gc_t)]));
+        // kkt builds L, solve_tril inverts it (the two stages gdn_bwd launches).
+        let lm = run("kkt", BTreeMap::from([("k".to_string(), kt), ("beta".to_string(), bt), ("gc".to_string(), gc_t)]))["l"].clone();
+        let out = run("solve_tril", BTreeMap::from([("lt".to_string(), lm)]));
         let ai = out["ai"].to_f64();
         assert_eq!(out["ai"].shape, [b, t, h, C]);
         let mut worst = 0.0f64;
@@ -191,7 +193,7 @@ fn recompute_w_u_matches_fp64() {
     let gt = HostTensor::from_f64(DType::F32, vec![b, t, h], &gc).unwrap();
     let gc = gt.to_f64();
     // A saved inverse: unit lower triangular with small entries below the diagonal, rows of a
-    // partial chunk only up to its length (what kkt_solve stores).
+    // partial chunk only up to its length (what solve_tril stores).
     let mut ai = vec![0.0; b * t * h * C];
     for hi in 0..h {
         for ti in 0..t {
