@@ -7,7 +7,7 @@
 #   2. speed at B=8 T=2048 H=16 K=V=128 (inputs generated here): tilec's median sum of kernel
 #      times (CUDA events per launch) and fla's backward (triton.testing.do_bench over
 #      torch.autograd.grad of (o, h_T)), with tilec's gradients against fla's.
-#   Also the same accuracy check for ssd_bwd and la_bwd (the same stage kernels, other wiring).
+#   Also the same accuracy check for ssd_bwd, la_bwd, gla_bwd and kda_bwd (the same source).
 # Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
 import argparse, json, os, re, subprocess, time
@@ -18,7 +18,7 @@ from safetensors.torch import save_file, load_file
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
 ap.add_argument("--art", required=True)
-ap.add_argument("--cases", required=True, help="folder with one sub-folder per member (gdn, ssd, la) from h200-prepare.sh")
+ap.add_argument("--cases", required=True, help="folder with one sub-folder per member (gdn, ssd, la, gla, kda) from h200-prepare.sh")
 ap.add_argument("--work", default="/tmp/gdn")
 ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
@@ -71,7 +71,7 @@ def fla_grads(x, scale):
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
 # ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
-for member in ["gdn", "ssd", "la"]:
+for member in ["gdn", "ssd", "la", "gla", "kda"]:
     case = os.path.join(args.cases, member)
     fin = os.path.join(case, "in.safetensors")
     ref = load_file(os.path.join(case, "ref.safetensors"))

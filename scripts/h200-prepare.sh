@@ -54,7 +54,7 @@ for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out 
 # The whole backward of GDN, SSD and LA (gdn.tile's operators) at B=1 T=256 H=2 K=V=128: inputs
 # rounded to the operator's dtypes, the fp64 oracle (the member's token-serial definition) of
 # exactly those values, and the interpreter's outputs.
-for m in gdn ssd la; do
+for m in gdn ssd la gla kda; do
   g="$d/rec/$m"; mkdir -p "$g"
   "$t/release/kverify" ref --model $m --batch 1 --heads 2 --seq-len 256 --dk 128 --dv 128 --seed 7 --method serial --out "$g/raw.safetensors" >/dev/null
   scale=$(python3 scripts/gdn_case.py "$g/raw.safetensors" "$g/in.safetensors" "$g/rounded.safetensors")
