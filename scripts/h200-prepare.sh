@@ -63,4 +63,6 @@ for m in gdn ssd la gla kda; do
   rm "$g/raw.safetensors" "$g/rounded.safetensors"
   python3 -c 'import sys, tilec_io; p = sys.argv[1]; tilec_io.write(p, {k: v for k, v in tilec_io.read(p).items() if k.startswith("d") and k not in ("do", "dst")})' "$g/ref.safetensors"
 done
+# Debug symbols would take the carry past its 64 MiB (gpu_smoke alone is 36 MB with them).
+strip "$d/bin/"* 2>/dev/null || true
 du -sh "$d"
