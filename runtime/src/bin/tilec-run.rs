@@ -103,6 +103,19 @@ fn first_difference(a: &TensorMap, b: &TensorMap) -> Option<String> {
     None
 }
 
+/// Runs `again` until `n` runs in all (with the first) and compares each with `first` bitwise;
+/// prints the verdict and returns the exit status (0, or 3 when outputs differ).
+fn repeat_check(first: &TensorMap, n: usize, mut again: impl FnMut() -> Result<TensorMap, CliError>) -> Result<u8, CliError> {
+    for _ in 1..n {
+        if let Some(d) = first_difference(first, &again()?) {
+            println!("repeat: {n} runs, outputs NOT bitwise identical: {d}");
+            return Ok(3);
+        }
+    }
+    println!("repeat: {n} runs, outputs bitwise identical");
+    Ok(0)
+}
+
 fn run_plan(cli: &Cli) -> Result<u8, CliError> {
     let text = std::fs::read_to_string(&cli.meta).map_err(|e| CliError::Usage(format!("{}: {e}", cli.meta.display())))?;
     let plan = tilec_runtime::plan_schema::OperatorPlan::from_json(&text).map_err(|e| CliError::Usage(e.to_string()))?;
@@ -128,20 +141,7 @@ fn run_plan(cli: &Cli) -> Result<u8, CliError> {
     println!("wrote {} ({})", cli.out.display(), names.join(", "));
     let mut status = 0;
     if let (Some(n), false) = (cli.repeat, cli.bench) {
-        let mut diff = None;
-        for _ in 1..n {
-            diff = first_difference(&first.outputs, &once(false)?.outputs);
-            if diff.is_some() {
-                break;
-            }
-        }
-        match diff {
-            None => println!("repeat: {n} runs, outputs bitwise identical"),
-            Some(d) => {
-                println!("repeat: {n} runs, outputs NOT bitwise identical: {d}");
-                status = 3;
-            }
-        }
+        status = repeat_check(&first.outputs, n, || Ok(once(false)?.outputs))?;
     }
     if cli.bench {
         let n = cli.repeat.unwrap_or(20);
@@ -216,21 +216,7 @@ fn run(cli: &Cli) -> Result<u8, CliError> {
 
     let mut status = 0;
     if let (Some(n), false) = (cli.repeat, cli.bench) {
-        let mut diff = None;
-        for _ in 1..n {
-            let again = gpu.run(&kernel, &args)?;
-            diff = first_difference(&first.outputs, &again.outputs);
-            if diff.is_some() {
-                break;
-            }
-        }
-        match diff {
-            None => println!("repeat: {n} runs, outputs bitwise identical"),
-            Some(d) => {
-                println!("repeat: {n} runs, outputs NOT bitwise identical: {d}");
-                status = 3;
-            }
-        }
+        status = repeat_check(&first.outputs, n, || Ok(gpu.run(&kernel, &args)?.outputs))?;
     }
     if cli.bench {
         let n = cli.repeat.unwrap_or(20);
