@@ -117,12 +117,22 @@ pub fn run(a: &CheckArgs) -> ExitCode {
         if a.emit.is_empty() {
             let kernels: Vec<String> = checked
                 .kernels()
-                .map(|pk| {
+                .zip(&checked.origins)
+                .filter(|(_, o)| o.is_none())
+                .map(|(pk, _)| {
                     let smem: Vec<String> = pk.targets.iter().map(|t| format!("{} B smem on {}", t.smem_bytes(), t.target)).collect();
                     format!("{} (TMEM {} columns; {})", pk.kernel.name, pk.tmem.alloc_columns, smem.join(", "))
                 })
                 .collect();
-            let what = if kernels.is_empty() { "no kernels".to_string() } else { kernels.join(", ") };
+            let mut what = if kernels.is_empty() { "no kernels".to_string() } else { kernels.join(", ") };
+            let imported: Vec<&str> = checked.module.kernels.iter().zip(&checked.origins).filter(|(_, o)| o.is_some()).map(|(k, _)| k.name.as_str()).collect();
+            if !imported.is_empty() {
+                what.push_str(&format!("; imported: {}", imported.join(", ")));
+            }
+            for op in &checked.module.operators {
+                let contract = op.contract.map(|m| format!(", contract {}", m.name())).unwrap_or_default();
+                what.push_str(&format!("; operator {} ({} launches, {} buffers{contract})", op.name, op.launches.len(), op.buffers.len()));
+            }
             eprintln!("ok: {name}: {what}; {warnings} warning{}", if warnings == 1 { "" } else { "s" });
         }
         ExitCode::SUCCESS
