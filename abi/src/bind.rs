@@ -97,6 +97,24 @@ impl Args {
     }
 }
 
+/// The lower-case word for a role in messages.
+fn role_word(r: Role) -> &'static str {
+    match r {
+        Role::Input => "input",
+        Role::Output => "output",
+        Role::Inout => "inout",
+    }
+}
+
+/// `expr = value`, or just the value when the expression is that number.
+fn extent_text(expr: &str, value: i64) -> String {
+    if expr.trim() == value.to_string() {
+        value.to_string()
+    } else {
+        format!("{expr} = {value}")
+    }
+}
+
 /// A tensor parameter after binding.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoundTensor<'a> {
@@ -146,7 +164,7 @@ pub struct Binding<'a> {
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum BindError {
     /// A supplied tensor, scalar or size the signature does not have.
-    #[error("kernel `{kernel}` has no {kind} `{name}` (its {kind}s: {known})")]
+    #[error("`{kernel}` has no {kind} `{name}` (its {kind}s: {known})")]
     Unknown {
         /// Kernel name.
         kernel: String,
@@ -158,7 +176,7 @@ pub enum BindError {
         known: String,
     },
     /// A required parameter was not supplied.
-    #[error("missing {role:?} parameter `{param}`: expected {expected}")]
+    #[error("missing {} parameter `{param}`: expected {expected}", role_word(*role))]
     Missing {
         /// Parameter name.
         param: String,
@@ -216,7 +234,7 @@ pub enum BindError {
         second_value: u64,
     },
     /// A dimension written as an expression does not match the supplied extent.
-    #[error("parameter `{param}` dim {dim}: expected {expr} = {expected}, found {found}")]
+    #[error("parameter `{param}` dim {dim}: expected {}, found {found}", extent_text(expr, *expected))]
     WrongExtent {
         /// Parameter name.
         param: String,

@@ -263,6 +263,20 @@ pub fn kernel_sizes(params: &[ParamMeta], shapes: &BTreeMap<&str, &[usize]>) -> 
     out
 }
 
+/// Checks `inputs` against the operator's parameters (what [`execute`] does before anything
+/// else), without a launcher: for callers that want argument mistakes reported before they
+/// acquire a GPU.
+///
+/// # Errors
+/// [`PlanError::Bind`] naming the tensor, or an invalid plan.
+pub fn check_inputs(plan: &OperatorPlan, inputs: &TensorMap) -> Result<(), PlanError> {
+    plan.validate()?;
+    let grid = ["1".to_string(), "1".to_string(), "1".to_string()];
+    let sig = plan.signature(&grid);
+    let args = Args::from_tensor_map(sig, inputs.clone());
+    bind::bind(sig, &args).map(|_| ()).map_err(|source| PlanError::Bind { operator: plan.operator.clone(), source })
+}
+
 /// Executes `plan` on `inputs` (tensors and scalars by operator parameter name, scalars as
 /// one-element tensors; `out` parameters may be left out). Returns every `out` parameter.
 ///

@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::diag::{Code, Diagnostic, Diagnostics};
+use crate::diag::Diagnostics;
+use crate::imports::ImportCtx;
 use crate::ir::{validate, Kernel, Module};
 use crate::passes::target_plan::{self, TargetPlan};
 use crate::passes::{lints, tmem_plan};
@@ -66,6 +67,9 @@ pub struct Checked {
     /// Per kernel of `module`: `None` for this file's own, else the index in `imports` of the
     /// file that defines it. Imported kernels come after the file's own.
     pub origins: Vec<Option<usize>>,
+    /// Kernels of files reached again through another import path (a diamond): visible to this
+    /// file's operators, but built and listed in `module` only once, from the first path.
+    pub reused_imports: Vec<Kernel>,
 }
 
 /// One checked kernel with all of its plans.
@@ -100,8 +104,8 @@ impl Checked {
 
 /// Checks a source text. Never panics on any input.
 pub fn check_source(src: &str, opts: &Options) -> Checked {
-    let mut stack: Vec<PathBuf> = opts.file.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
-    check_importing(src, opts, &mut stack)
+    let stack: Vec<PathBuf> = opts.file.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
+    check_importing(src, opts, &mut ImportCtx { stack, done: Default::default() })
 }
 
 /// Reads and checks the file at `path` (imports resolve from its directory).
@@ -114,76 +118,13 @@ pub fn check_file(path: &Path, opts: &Options) -> std::io::Result<(String, Check
     Ok((src, checked))
 }
 
-/// What the imports of one file contribute: their checked kernels with plans.
-#[derive(Default)]
-struct Imports {
-    kernels: Vec<Kernel>,
-    plans: Vec<tmem_plan::TmemPlan>,
-    target_plans: Vec<Vec<TargetPlan>>,
-    files: Vec<Imported>,
-    origins: Vec<Option<usize>>,
-}
-
-/// Checks every `import` of `file` (recursively; `stack` holds the files being checked, to
-/// refuse a cycle). An import that fails is one E0206 at its path.
-fn imports(file: &crate::syntax::ast::File, opts: &Options, stack: &mut Vec<PathBuf>, diags: &mut Diagnostics) -> Imports {
-    let mut out = Imports::default();
-    for item in &file.items {
-        let crate::syntax::ast::Item::Import(i) = item else { continue };
-        let err = |msg: String, label: &str| Diagnostic::error(Code::BadImport, msg, i.path_span, label.to_string());
-        let Some(dir) = &opts.import_dir else {
-            diags.push(err(format!("cannot import \"{}\" from a source text that has no file", i.path), "no directory to resolve it from").with_note("help: check or build the file by its path"));
-            continue;
-        };
-        let path = dir.join(&i.path);
-        let canon = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-        if stack.contains(&canon) {
-            diags.push(err(format!("\"{}\" imports itself (through {})", i.path, stack.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" → ")), "import cycle"));
-            continue;
-        }
-        if out.files.iter().any(|f| std::fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone()) == canon) {
-            continue; // already imported (directly or through another import)
-        }
-        let src = match std::fs::read(&path) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-            Err(e) => {
-                diags.push(err(format!("cannot read {}: {e}", path.display()), "imported here").with_note("help: the path is relative to the importing file's directory"));
-                continue;
-            }
-        };
-        stack.push(canon);
-        let sub = check_importing(&src, &Options { deny_warnings: false, ..opts.clone() }.for_file(&path), stack);
-        stack.pop();
-        if !sub.ok() {
-            let first = sub.diags.iter().find(|d| d.severity == crate::diag::Severity::Error).map(|d| format!("{}: {}", d.code.as_str(), d.message)).unwrap_or_default();
-            diags.push(
-                err(format!("imported file {} does not compile", path.display()), "imported here")
-                    .with_note(format!("its first error: {first}"))
-                    .with_note(format!("help: run `tilec check {}` for every diagnostic", path.display())),
-            );
-            continue;
-        }
-        let base = out.files.len();
-        out.files.push(Imported { path: path.clone(), src });
-        out.files.extend(sub.imports.iter().cloned());
-        for ((k, origin), (plan, tp)) in sub.module.kernels.into_iter().zip(sub.origins).zip(sub.plans.into_iter().zip(sub.target_plans)) {
-            if out.kernels.iter().any(|o| o.name == k.name) {
-                diags.push(err(format!("kernel `{}` of {} is already imported from another file", k.name, path.display()), "imported here").with_note("help: kernel names must be unique across imports"));
-                continue;
-            }
-            out.origins.push(Some(origin.map_or(base, |j| base + 1 + j)));
-            out.kernels.push(k);
-            out.plans.push(plan);
-            out.target_plans.push(tp);
-        }
-    }
-    out
-}
-
-fn check_importing(src: &str, opts: &Options, stack: &mut Vec<PathBuf>) -> Checked {
+/// Checks a source text inside an import graph walk (`ctx`: the files being checked, and those
+/// already checked).
+pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) -> Checked {
     let (file, mut diags) = crate::syntax::parse(src);
-    let imported = imports(&file, opts, stack, &mut diags);
-    let (mut module, sema_diags) = crate::sema::lower_with_imports(&file, &imported.kernels);
+    let imported = crate::imports::resolve(&file, opts, ctx, &mut diags);
+    let visible: Vec<Kernel> = imported.kernels.iter().chain(&imported.reused).cloned().collect();
+    let (mut module, sema_diags) = crate::sema::lower_with_imports(&file, &visible);
     diags.extend(sema_diags);
     if let Err(errs) = validate::validate_module(&module) {
         // Lowering produced invalid IR: a compiler bug. Report it instead of continuing.
@@ -191,7 +132,7 @@ fn check_importing(src: &str, opts: &Options, stack: &mut Vec<PathBuf>) -> Check
             let span = module.kernels.iter().find(|k| k.name == e.kernel).map(|k| internal_span(k, &e)).unwrap_or_default();
             diags.push(internal_error(&e, span));
         }
-        return Checked { module: Module::default(), plans: vec![], target_plans: vec![], diags, imports: vec![], origins: vec![] };
+        return Checked { module: Module::default(), plans: vec![], target_plans: vec![], diags, imports: vec![], origins: vec![], reused_imports: vec![] };
     }
     let mut plans = vec![];
     let mut target_plans = vec![];
@@ -247,7 +188,7 @@ fn check_importing(src: &str, opts: &Options, stack: &mut Vec<PathBuf>) -> Check
     if opts.deny_warnings {
         diags.deny_warnings();
     }
-    Checked { module, plans, target_plans, diags, imports: imported.files, origins }
+    Checked { module, plans, target_plans, diags, imports: imported.files, origins, reused_imports: imported.reused }
 }
 
 /// The source span of a validation error: its instruction's, else the kernel's.

@@ -12,14 +12,17 @@
 //! **Metric**: per output, `max|got − ref| / max|ref|` (the metric the anchors fla and FlashQLA
 //! are measured with, issue 10).
 //!
-//! **Bound** (derived from the program, not chosen): an output computed through `R` rounding
-//! points of unit roundoff `u` (the narrowest float the chain rounds to) has relative error at
-//! most `λ √R u` with high probability (Higham & Mary, "A New Approach to Probabilistic Rounding
-//! Error Analysis", SIAM J. Sci. Comput. 41(5), 2019, Thm 2.4; λ = 4, as kverify's ORD-01).
+//! **Bound** (derived from the program, not chosen): `λ √R κu`. An output computed through `R`
+//! rounding points of unit roundoff `u` (the narrowest float the chain rounds to) has relative
+//! error at most `λ √R u` times its condition with high probability (Higham & Mary, "A New
+//! Approach to Probabilistic Rounding Error Analysis", SIAM J. Sci. Comput. 41(5), 2019,
+//! Thm 2.4; λ = 4, as kverify's ORD-01). `κu` — the condition times u — is measured on the
+//! oracle itself: its relative change when every input moves by one rounding of the dtype the
+//! operator takes it in (never below u).
 //! `R` is counted from the operator's IR: every narrowing conversion (`bf16(…)`, `f16(…)`) and
 //! every store of a wider value into a narrower tensor, in every launched kernel, once per
-//! launch; a site inside a loop counts once per chunk of the longest sequence (`⌈T/16⌉`, the
-//! most iterations any chunk loop makes at the smallest chunk size). The f32 accumulation error
+//! launch (a site inside a loop counts once: a loop's iterations round different data, and the
+//! decays damp what earlier iterations carry forward). The f32 accumulation error
 //! (`γ_n` with u = 2⁻²⁴) is below the bf16 term by orders of magnitude and is covered by it.
 
 use std::collections::BTreeMap;
@@ -91,6 +94,8 @@ pub struct Judgement {
     pub bound: f64,
     /// Rounding points counted for the bound.
     pub roundings: usize,
+    /// Unit roundoff of the narrowest float the operator rounds to (the floor of `sensitivity`).
+    pub unit: f64,
     /// κu: the oracle's relative change of this output when every input is perturbed by one
     /// rounding (at least u).
     pub sensitivity: f64,
@@ -171,14 +176,18 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             let reference = gradient(&want, &param.name).ok_or_else(|| sig(format!("output `{}` is not a gradient the oracle computes (dq, dk, dv, dg, dbeta, db, dw, ds0)", param.name)))?;
             let t = got.get(&param.name).ok_or_else(|| VerifyError::Run(format!("output `{}` missing", param.name)))?;
             let g = t.to_f64();
-            let err = g.iter().zip(&reference.data).map(|(a, b)| (a - b).abs()).fold(0.0, |m: f64, e| if e.is_nan() { f64::NAN } else { m.max(e) });
+            if g.len() != reference.data.len() {
+                return Err(VerifyError::Run(format!("output `{}` has {} elements, the oracle's {}", param.name, g.len(), reference.data.len())));
+            }
+            // A NaN anywhere makes the error NaN (f64::max would drop it), and NaN fails `ok()`.
+            let err = g.iter().zip(&reference.data).map(|(a, b)| (a - b).abs()).fold(0.0, |m: f64, e| if m.is_nan() || e.is_nan() { f64::NAN } else { m.max(e) });
             let scale = reference.data.iter().map(|x| x.abs()).fold(0.0, f64::max);
             let rel = |e: f64| if scale > 0.0 { e / scale } else { e };
             let error = rel(err);
             // κu: how far the exact gradient moves when every input moves by one rounding.
             let moved = gradient(&nudged, &param.name).map_or(0.0, |n| rel(n.data.iter().zip(&reference.data).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max)));
             let sensitivity = moved.max(u);
-            out.push(Judgement { case: case.name.into(), output: param.name.clone(), error, reference_max: scale, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
+            out.push(Judgement { case: case.name.into(), output: param.name.clone(), error, reference_max: scale, unit: u, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
         }
     }
     Ok(out)
@@ -271,7 +280,7 @@ fn perturbed(op: &Operator, p: &Problem, seed: u64) -> Problem {
 /// `(R, u)`: the rounding points of the operator (see the module docs) and the unit roundoff
 /// of the narrowest float they round to.
 pub fn rounding_points(module: &Module, op: &Operator) -> (usize, f64) {
-    let per_loop = 1;
+    let per_loop = 1; // see the module docs: a loop's sites count once
     let mut r = 0;
     let mut u: f64 = f64::from(f32::EPSILON) / 2.0;
     for l in &op.launches {

@@ -203,5 +203,5 @@ fn gemm_rejects_inconsistent_inputs() {
     let mut bad = c.inputs;
     bad.remove("a");
     let e = tilec::interp::run_kernel(&k, &bad).unwrap_err();
-    assert_eq!(e.to_string(), "missing Input parameter `a`: expected bf16 tensor [M, K]");
+    assert_eq!(e.to_string(), "missing input parameter `a`: expected bf16 tensor [M, K]");
 }

@@ -113,7 +113,7 @@ fn missing_parameter() {
     let mut args = good_args();
     args.scalars.clear();
     let e = bind(&meta, &args).unwrap_err();
-    assert_eq!(e.to_string(), "missing Input parameter `scale`: expected f32 scalar");
+    assert_eq!(e.to_string(), "missing input parameter `scale`: expected f32 scalar");
 }
 
 #[test]

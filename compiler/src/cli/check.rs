@@ -131,7 +131,8 @@ pub fn run(a: &CheckArgs) -> ExitCode {
             }
             for op in &checked.module.operators {
                 let contract = op.contract.map(|m| format!(", contract {}", m.name())).unwrap_or_default();
-                what.push_str(&format!("; operator {} ({} launches, {} buffers{contract})", op.name, op.launches.len(), op.buffers.len()));
+                let (nl, nb) = (op.launches.len(), op.buffers.len());
+                what.push_str(&format!("; operator {} ({nl} launch{}, {nb} buffer{}{contract})", op.name, if nl == 1 { "" } else { "es" }, if nb == 1 { "" } else { "s" }));
             }
             eprintln!("ok: {name}: {what}; {warnings} warning{}", if warnings == 1 { "" } else { "s" });
         }

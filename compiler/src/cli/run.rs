@@ -40,7 +40,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "operator")]
     pub kernel: Option<String>,
     /// Run a multi-kernel operator of the file instead (its launches in order, buffers
-    /// allocated once); inputs and outputs are named after the operator's parameters.
+    /// allocated once); inputs and outputs are named after the operator's parameters, its sizes
+    /// come from them (no --size), and --max-steps / --time-limit bound the whole call.
     #[arg(long, value_name = "NAME")]
     pub operator: Option<String>,
     /// Fix a symbolic size that the inputs do not determine, e.g. `--size NT=4` (repeatable).
@@ -61,7 +62,7 @@ pub struct RunArgs {
     /// Record every value of the `let` binding or variable NAME in the CTA of `--dump-cta`
     /// (repeatable). The output file gets `dump.NAME`, shape [records, rows, cols], one record
     /// per time the value is computed or the variable written (per loop iteration).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "operator")]
     pub dump: Vec<String>,
     /// The CTA whose values `--dump` records, as `program_id` x,y,z (missing ones are 0).
     #[arg(long, value_name = "X,Y,Z", default_value = "0,0,0", value_parser = parse_cta, requires = "dump", allow_hyphen_values = true)]
@@ -120,7 +121,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
     }
     let time_limit = (a.time_limit > 0.0 && a.time_limit.is_finite()).then(|| std::time::Duration::from_secs_f64(a.time_limit));
     if let Some(op_name) = &a.operator {
-        let opts = InterpOptions { max_steps: a.max_steps, sizes: a.sizes.iter().cloned().collect::<BTreeMap<_, _>>(), target: a.target, time_limit, ..InterpOptions::default() };
+        let opts = InterpOptions { max_steps: a.max_steps, target: a.target, time_limit, ..InterpOptions::default() };
         return run_operator_cli(&checked, op_name, inputs, &opts, a, &name, &src);
     }
     let Some(kernel) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
@@ -181,8 +182,13 @@ fn run_operator_cli(checked: &crate::frontend::Checked, op_name: &str, inputs: t
     let outs = match crate::interp::run_operator(&checked.module, op, inputs, opts) {
         Ok(o) => o,
         Err((e, failure)) => {
-            eprintln!("error: {e}");
+            // A failed launch is reported once, at the statement that failed; anything else
+            // (inputs refused before any launch, a buffer too large) as a line.
+            if failure.is_none() {
+                eprintln!("error: {e}");
+            }
             if let Some(f) = failure {
+                eprintln!("error: operator `{}`, launch {} (`{}`) failed:", op.name, f.index, op.launches.get(f.index).map_or("?", |l| l.kernel.as_str()));
                 if let Some(i) = checked.module.kernels.iter().position(|k| Some(&k.name) == op.launches.get(f.index).map(|l| &l.kernel)) {
                     // The kernel's spans are in its own file (an import's, or this one).
                     let k = &checked.module.kernels[i];

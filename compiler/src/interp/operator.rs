@@ -25,16 +25,33 @@ struct Interp<'a> {
     opts: &'a Options,
     index: usize,
     failure: Option<LaunchFailure>,
+    /// Steps left of the whole call's budget ([`Options::max_steps`] is for the operator).
+    steps_left: u64,
+    /// When the whole call's [`Options::time_limit`] runs out.
+    deadline: Option<std::time::Instant>,
+}
+
+impl Interp<'_> {
+    /// Refuses a tensor past the interpreter's element limit before allocating it.
+    fn fits(&self, shape: &[usize]) -> Result<(), String> {
+        let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64));
+        match n {
+            Some(n) if n <= self.opts.max_elements => Ok(()),
+            _ => Err(format!("a tensor of shape {shape:?} is larger than the interpreter's limit of {} elements", self.opts.max_elements)),
+        }
+    }
 }
 
 impl Launcher for Interp<'_> {
     type Buf = HostTensor;
 
     fn upload(&mut self, t: &HostTensor) -> Result<HostTensor, String> {
+        self.fits(&t.shape)?;
         Ok(t.clone())
     }
 
     fn zeros(&mut self, dtype: DType, shape: &[usize]) -> Result<HostTensor, String> {
+        self.fits(shape)?;
         HostTensor::zeros(dtype, shape.to_vec()).map_err(|e| e.to_string())
     }
 
@@ -49,8 +66,15 @@ impl Launcher for Interp<'_> {
                 LaunchArg::Scalar { param, value } => inputs.insert(param.to_string(), scalar_tensor(*value)),
             };
         }
-        match run_kernel_with(k, &inputs, self.opts) {
+        // The step budget and the time limit are the whole call's: each launch gets what is left.
+        let mut opts = self.opts.clone();
+        opts.max_steps = self.steps_left;
+        if let Some(d) = self.deadline {
+            opts.time_limit = Some(d.saturating_duration_since(std::time::Instant::now()).max(std::time::Duration::from_millis(1)));
+        }
+        match run_kernel_with(k, &inputs, &opts) {
             Ok(mut run) => {
+                self.steps_left = self.steps_left.saturating_sub(run.steps);
                 for a in args.iter_mut() {
                     if let LaunchArg::Tensor { param, buf, .. } = a {
                         if let Some(t) = run.outputs.remove(*param) {
@@ -86,6 +110,8 @@ fn scalar_tensor(v: Scalar) -> HostTensor {
 
 /// Runs operator `op` of `module` on `inputs` (tensors and scalars by the operator's parameter
 /// names, scalars as one-element tensors). Returns the operator's `out` tensors.
+/// [`Options::max_steps`] and [`Options::time_limit`] bound the whole call (all launches);
+/// [`Options::max_elements`] every tensor and buffer, checked before it is allocated.
 ///
 /// # Errors
 /// The executor's [`PlanError`] (inputs refused before any launch, naming the tensor; a buffer
@@ -93,6 +119,7 @@ fn scalar_tensor(v: Scalar) -> HostTensor {
 /// launch when there is one.
 pub fn run_operator(module: &Module, op: &Operator, inputs: TensorMap, opts: &Options) -> Result<TensorMap, (PlanError, Option<LaunchFailure>)> {
     let plan = crate::artifact::operator_plan(op, opts.target, "", &[]).map_err(|e| (PlanError::Invalid { operator: op.name.clone(), message: e.to_string() }, None))?;
-    let mut l = Interp { module, opts, index: 0, failure: None };
+    let deadline = opts.time_limit.map(|t| std::time::Instant::now() + t);
+    let mut l = Interp { module, opts, index: 0, failure: None, steps_left: opts.max_steps, deadline };
     execute(&plan, inputs, &mut l).map_err(|e| (e, l.failure.take()))
 }

@@ -96,15 +96,27 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel]) -> (Module, Dia
     }
     // Operators after every kernel: a launch may name a kernel defined further down.
     let mut op_names: HashMap<String, Span> = HashMap::new();
+    let failed: Vec<String> = kernel_names.keys().filter(|n| !module.kernels.iter().any(|k| &k.name == *n)).cloned().collect();
     for item in &file.items {
         if let ast::Item::Operator(o) = item {
             if let Some(prev) = op_names.get(&o.name.name).or_else(|| kernel_names.get(&o.name.name)) {
-                diags.push(dup(&o.name, *prev));
+                diags.push(
+                    Diagnostic::error(Code::DuplicateName, format!("`{}` is defined twice", o.name.name), o.name.span, "redefined here")
+                        .with_label(*prev, "first defined here")
+                        .with_note("help: kernels and operators share one namespace (their artifacts' file names): rename one"),
+                );
+                continue;
+            }
+            if imported.iter().any(|k| k.name == o.name.name) {
+                diags.push(
+                    Diagnostic::error(Code::DuplicateName, format!("operator `{}` has the name of an imported kernel", o.name.name), o.name.span, "rename this operator")
+                        .with_note("help: kernels and operators share one namespace (their artifacts' file names)"),
+                );
                 continue;
             }
             op_names.insert(o.name.name.clone(), o.name.span);
             let kernels: Vec<&Kernel> = module.kernels.iter().chain(imported).collect();
-            if let Some(op) = operator::lower(o, &consts, &kernels, &mut diags) {
+            if let Some(op) = operator::lower(o, &consts, &kernels, &failed, &mut diags) {
                 module.operators.push(op);
             }
         }

@@ -27,6 +27,8 @@ struct Slot {
     role: Role,
     span: Span,
     written: bool,
+    /// Its declaration had an error (already reported): uses are not checked again.
+    poisoned: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -41,15 +43,17 @@ const SAMPLES: [i64; 4] = [1, 3, 100, 2049];
 
 /// Lowers one operator. `kernels` are every kernel of the module (local and imported).
 /// Returns `None` (after reporting) when the operator has an error.
-pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernels: &[&Kernel], diags: &mut Diagnostics) -> Option<Operator> {
+/// `unchecked`: kernel names declared in this file whose kernels failed to lower (a launch of
+/// one is not checked: its error is already reported).
+pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernels: &[&Kernel], unchecked: &[String], diags: &mut Diagnostics) -> Option<Operator> {
     let errors_before = diags.error_count();
     let mut sizes: PrimaryMap<SizeVar, String> = PrimaryMap::new();
     let params = lower_params(&o.params, consts, &mut sizes, diags);
     let mut slots: HashMap<String, Slot> = HashMap::new();
     for (p, _) in &params {
         let slot = match &p.kind {
-            ParamKind::Tensor { elem, shape, output } => Slot { elem: *elem, shape: Some(shape.clone()), role: if *output { Role::Output } else { Role::Input }, span: p.span, written: false },
-            ParamKind::Scalar(e) => Slot { elem: *e, shape: None, role: Role::Input, span: p.span, written: false },
+            ParamKind::Tensor { elem, shape, output } => Slot { elem: *elem, shape: Some(shape.clone()), role: if *output { Role::Output } else { Role::Input }, span: p.span, written: false, poisoned: false },
+            ParamKind::Scalar(e) => Slot { elem: *e, shape: None, role: Role::Input, span: p.span, written: false, poisoned: false },
         };
         slots.insert(p.name.clone(), slot);
     }
@@ -75,38 +79,64 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                     diags.push(Diagnostic::error(Code::DuplicateName, format!("buffer `{}` has the name of a size or constant", b.name.name), b.name.span, "rename this buffer"));
                     continue;
                 }
+                let poison = |slots: &mut HashMap<String, Slot>| {
+                    slots.insert(b.name.name.clone(), Slot { elem: Elem::F32, shape: None, role: Role::Buffer, span: b.name.span, written: true, poisoned: true });
+                };
                 let Some(elem) = Elem::from_name(&b.elem.name).filter(|e| *e != Elem::Bool) else {
                     diags.push(Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", b.elem.name), b.elem.span, "expected bf16, f16, f32 or i32"));
+                    poison(&mut slots);
                     continue;
                 };
                 let size_of = |n: &str| crate::ir::size_named(&op.sizes, n);
                 let mut shape = vec![];
+                let mut bad = false;
                 for d in &b.shape {
                     match size_expr(d, consts, &size_of) {
-                        Ok(SizeExpr::Const(c)) if c <= 0 => diags.push(Diagnostic::error(Code::BadTileShape, format!("dimension {c} is not positive"), d.span, "here")),
+                        Ok(SizeExpr::Const(c)) if c <= 0 => {
+                            diags.push(Diagnostic::error(Code::BadTileShape, format!("dimension {c} is not positive"), d.span, "here"));
+                            bad = true;
+                        }
                         Ok(e) => shape.push(e),
-                        Err(e) => diags.push(e.with_note("help: a buffer's extents are expressions over the operator's sizes (the names in its parameters' shapes) and constants")),
+                        Err(e) => {
+                            diags.push(e.with_note("help: a buffer's extents are expressions over the operator's sizes (the names in its parameters' shapes) and constants"));
+                            bad = true;
+                        }
                     }
                 }
                 if b.shape.is_empty() {
                     diags.push(Diagnostic::error(Code::BadIndex, "a buffer needs at least one dimension", b.span, "empty shape"));
+                    bad = true;
                 }
                 // `= 0` says the zeros are meant: launches may read the buffer unwritten.
                 let zeroed = match &b.init {
                     None => false,
-                    Some(e) if matches!(super::eval_const(e, consts), Ok(0)) => true,
+                    Some(e) if is_zero(e, consts) => true,
                     Some(e) => {
                         diags.push(
                             Diagnostic::error(Code::BadConst, "a buffer can only be initialised to 0", e.span, "not 0")
                                 .with_note("help: buffers are zero-filled once per call; any other contents must come from a launch"),
                         );
-                        continue;
+                        bad = true;
+                        true
                     }
                 };
-                slots.insert(b.name.name.clone(), Slot { elem, shape: Some(shape.clone()), role: Role::Buffer, span: b.name.span, written: zeroed });
+                if bad {
+                    poison(&mut slots);
+                    continue;
+                }
+                slots.insert(b.name.name.clone(), Slot { elem, shape: Some(shape.clone()), role: Role::Buffer, span: b.name.span, written: zeroed, poisoned: false });
                 op.buffers.push(Buffer { name: b.name.name.clone(), elem, shape, span: b.span });
             }
             ast::OpStmt::Launch(l) => {
+                if unchecked.contains(&l.kernel.name) {
+                    // Its kernel has an error (reported); count what it would write as written.
+                    for a in &l.args {
+                        if let Some(s) = slots.get_mut(&a.name) {
+                            s.written = true;
+                        }
+                    }
+                    continue;
+                }
                 if let Some(launch) = launch(l, &op, kernels, &mut slots, diags) {
                     op.launches.push(launch);
                 }
@@ -114,7 +144,10 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
             ast::OpStmt::Error(_) => {}
         }
     }
-    if !diags.has_errors_since(errors_before) {
+    // A statement that failed to parse may be the launch that writes an output: no "never
+    // written" report then (one mistake, one diagnostic).
+    let parse_error = o.body.iter().any(|st| matches!(st, ast::OpStmt::Error(_)));
+    if !diags.has_errors_since(errors_before) && !parse_error {
         for p in op.params.iter().map(|p| (&p.name, p.span)).chain(op.buffers.iter().map(|b| (&b.name, b.span))) {
             let s = &slots[p.0];
             if matches!(s.role, Role::Output | Role::Buffer) && !s.written {
@@ -159,11 +192,30 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
     let mut bound: BTreeMap<String, SizeExpr> = BTreeMap::new();
     let mut pairs = vec![];
     let mut writes = vec![];
+    let mut seen: HashMap<&str, Span> = HashMap::new();
     for (kp, arg) in kparams.iter().zip(&l.args) {
         let Some(slot) = slots.get(&arg.name) else {
             diags.push(Diagnostic::error(Code::UndefinedName, format!("`{}` is not a parameter or buffer of operator `{}`", arg.name, op.name), arg.span, "unknown name"));
             continue;
         };
+        if let Some(prev) = seen.insert(arg.name.as_str(), arg.span) {
+            if slot.shape.is_some() {
+                diags.push(
+                    Diagnostic::error(Code::OperatorDataflow, format!("`{}` is passed twice to `{}`", arg.name, k.name), arg.span, "again here")
+                        .with_label(prev, "first here")
+                        .with_note("a launch receives each tensor once (a kernel's parameters never alias)")
+                        .with_note("help: copy it into a second buffer first, or pass a different tensor"),
+                );
+                continue;
+            }
+        }
+        // Written by this launch (even if the argument has an error below: no cascade).
+        if matches!(kp.kind, ParamKind::Tensor { output: true, .. }) && slot.role != Role::Input {
+            writes.push(arg.name.clone());
+        }
+        if slot.poisoned {
+            continue;
+        }
         let note = || format!("`{}` declares `{}`", k.name, declared(kp));
         let (kelem, kshape, kout) = match &kp.kind {
             ParamKind::Tensor { elem, shape, output } => (*elem, Some(shape), *output),
@@ -203,7 +255,7 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
                     );
                     continue;
                 }
-                Role::Output | Role::Buffer => writes.push(arg.name.clone()),
+                Role::Output | Role::Buffer => {}
             }
         } else if slot.role != Role::Input && !slot.written {
             diags.push(
@@ -218,21 +270,24 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
     for (kp, arg, ks, os) in pairs {
         for (i, (kd, od)) in ks.iter().zip(&os).enumerate() {
             if let Some(differs) = differs(k, kd, op, od, &bound) {
+                let needs = substitute(kd, k, &bound).map(|e| op.size_text(&e)).unwrap_or_else(|| k.size_text(kd));
                 diags.push(
-                    Diagnostic::error(Code::ShapeMismatch, format!("dimension {i} of `{}` is `{}`, but `{}` of `{}` needs `{}`", arg.name, op.size_text(od), kp.name, k.name, k.size_text(kd)), arg.span, "extent differs")
+                    Diagnostic::error(Code::ShapeMismatch, format!("dimension {i} of `{}` is `{}`, but `{}` of `{}` needs `{}` here", arg.name, op.size_text(od), kp.name, k.name, needs), arg.span, "extent differs")
                         .with_note(format!("with the kernel's sizes bound by this launch ({}), they differ at {differs}", bound.iter().map(|(n, e)| format!("{n} = {}", op.size_text(e))).collect::<Vec<_>>().join(", "))),
                 );
                 break;
             }
         }
     }
-    if diags.has_errors_since(errors_before) {
-        return None;
-    }
-    for w in writes {
-        if let Some(s) = slots.get_mut(&w) {
+    // What the launch writes counts as written even when it has an error, so that a later read
+    // is not reported as well.
+    for w in &writes {
+        if let Some(s) = slots.get_mut(w) {
             s.written = true;
         }
+    }
+    if diags.has_errors_since(errors_before) {
+        return None;
     }
     Some(Launch { kernel: k.name.clone(), args: kparams.iter().zip(&l.args).map(|(p, a)| (p.name.clone(), a.name.clone())).collect(), span: l.span })
 }
@@ -259,4 +314,22 @@ fn differs(k: &Kernel, kd: &SizeExpr, op: &Operator, od: &SizeExpr, bound: &BTre
         }
     }
     None
+}
+
+/// Whether a buffer initialiser is the constant zero (`0`, `0.0`, `1 - 1`, …).
+fn is_zero(e: &ast::Expr, consts: &HashMap<String, i64>) -> bool {
+    match &e.kind {
+        ast::ExprKind::Float(f) => f.parse::<f64>().is_ok_and(|v| v == 0.0),
+        _ => matches!(super::eval_const(e, consts), Ok(0)),
+    }
+}
+
+/// The kernel extent `kd` written in the operator's sizes: every kernel size replaced by the
+/// operator expression this launch binds it to (`None` when one is unbound).
+fn substitute(kd: &SizeExpr, k: &Kernel, bound: &BTreeMap<String, SizeExpr>) -> Option<SizeExpr> {
+    Some(match kd {
+        SizeExpr::Const(c) => SizeExpr::Const(*c),
+        SizeExpr::Sym(s) => bound.get(&k.sizes[*s])?.clone(),
+        SizeExpr::Bin(op, a, b) => SizeExpr::Bin(*op, Box::new(substitute(a, k, bound)?), Box::new(substitute(b, k, bound)?)),
+    })
 }

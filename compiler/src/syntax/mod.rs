@@ -94,6 +94,7 @@ fn expected_list(expected: &[String]) -> String {
         .iter()
         .map(|e| match e.as_str() {
             "IDENT" => "identifier".to_string(),
+            "STR" => "a string literal (`\"file.tile\"`)".to_string(),
             "INT" => "integer".to_string(),
             "FLOAT" => "float".to_string(),
             other => format!("`{}`", other.trim_matches('"')),

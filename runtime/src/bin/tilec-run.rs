@@ -30,7 +30,8 @@ use tilec_runtime::st::{self, TensorMap};
 #[derive(Parser, Debug)]
 #[command(name = "tilec-run", version, about = "Launch a tilec artifact on a GPU")]
 struct Cli {
-    /// The artifact's `<kernel>.meta.json`; code files are looked up next to it.
+    /// The artifact's `<kernel>.meta.json`, or an operator's `<operator>.<target>.plan.json`;
+    /// code and kernel metadata files are looked up next to it.
     meta: PathBuf,
     /// Input tensors (and optionally scalars) by parameter name.
     #[arg(long)]
@@ -121,6 +122,14 @@ fn run_plan(cli: &Cli) -> Result<u8, CliError> {
     let plan = tilec_runtime::plan_schema::OperatorPlan::from_json(&text).map_err(|e| CliError::Usage(e.to_string()))?;
     let dir = cli.meta.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let inputs = st::read(&cli.inputs)?;
+    if !cli.scalars.is_empty() || !cli.sizes.is_empty() {
+        return Err(CliError::Usage("--scalar and --size are not used with a plan: give scalars in the inputs file (one-element tensors named like the parameter); the operator's sizes come from its inputs".into()));
+    }
+    // Argument mistakes are reported on any machine, before a GPU is needed.
+    tilec_runtime::plan_schema::check_inputs(&plan, &inputs).map_err(|e| match e {
+        tilec_runtime::plan_schema::PlanError::Bind { source, .. } => CliError::Runtime(RuntimeError::from(source)),
+        other => CliError::Usage(other.to_string()),
+    })?;
     let code = match cli.code.as_str() {
         "ptx" => CodeKind::Ptx,
         "cubin" => CodeKind::Cubin,
