@@ -20,7 +20,7 @@ pub mod syntax;
 pub mod sema;
 pub mod passes;
 pub mod frontend;
-mod imports;
+pub mod imports;
 pub mod cli;
 pub mod backend;
 pub mod artifact;

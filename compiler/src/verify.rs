@@ -179,8 +179,7 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             if g.len() != reference.data.len() {
                 return Err(VerifyError::Run(format!("output `{}` has {} elements, the oracle's {}", param.name, g.len(), reference.data.len())));
             }
-            // A NaN anywhere makes the error NaN (f64::max would drop it), and NaN fails `ok()`.
-            let err = g.iter().zip(&reference.data).map(|(a, b)| (a - b).abs()).fold(0.0, |m: f64, e| if m.is_nan() || e.is_nan() { f64::NAN } else { m.max(e) });
+            let err = max_abs_diff(&g, &reference.data);
             let scale = reference.data.iter().map(|x| x.abs()).fold(0.0, f64::max);
             let rel = |e: f64| if scale > 0.0 { e / scale } else { e };
             let error = rel(err);
@@ -321,4 +320,28 @@ fn count(k: &Kernel, b: crate::ir::Block, times: usize, per_loop: usize, r: &mut
 /// Whether converting a float of type `from` to `to` rounds (a narrowing float conversion).
 fn wider(from: Elem, to: Elem) -> bool {
     from.is_float() && to.is_float() && from.size_bytes() > to.size_bytes()
+}
+
+/// `max_i |a_i − b_i|`, NaN when any difference is NaN (`f64::max` would drop it), so that a
+/// NaN output fails [`Judgement::ok`].
+pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, |m: f64, e| if m.is_nan() || e.is_nan() { f64::NAN } else { m.max(e) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nan_anywhere_is_a_violation() {
+        assert_eq!(max_abs_diff(&[1.0, 2.0], &[1.5, 2.0]), 0.5);
+        for pos in 0..3 {
+            let mut a = vec![1.0, 2.0, 3.0];
+            a[pos] = f64::NAN;
+            let e = max_abs_diff(&a, &[1.0, 2.5, 3.0]);
+            assert!(e.is_nan(), "NaN at {pos} lost: {e}");
+            let j = Judgement { case: "c".into(), output: "o".into(), error: e, reference_max: 1.0, unit: 1.0, bound: 1.0, roundings: 1, sensitivity: 1.0 };
+            assert!(!j.ok());
+        }
+    }
 }
