@@ -45,7 +45,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub operator: Option<String>,
     /// Fix a symbolic size that the inputs do not determine, e.g. `--size NT=4` (repeatable).
-    #[arg(long = "size", value_name = "NAME=VALUE", value_parser = parse_size)]
+    #[arg(long = "size", value_name = "NAME=VALUE", value_parser = parse_size, conflicts_with = "operator")]
     pub sizes: Vec<(String, i64)>,
     /// Instruction budget over the whole grid (a runaway loop stops with an error).
     #[arg(long, default_value_t = InterpOptions::default().max_steps)]

@@ -1,0 +1,100 @@
+//! `tilec run --interp --operator` and `tilec build` on a small two-kernel operator: the plan file,
+//! the values (y = 2x + 1 through a buffer), inputs refused before any launch, and a failed launch
+//! reported once at its statement.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
+
+const SRC: &str = "\
+kernel scale2(x: f32[N], y: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+    let i0 = program_id(0) * 128;
+    store y[i0..+128] = load x[i0..+128] * 2.0;
+}
+kernel addone(y: f32[N], z: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+    let i0 = program_id(0) * 128;
+    store z[i0..+128] = load y[i0..+128] + 1.0;
+}
+kernel overflow(y: f32[N], z: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+    let i0 = program_id(0) * 128;
+    let big = 2147483647;
+    store z[i0..+128] = load y[i0..+128] + f32(big + i0 + 1);
+}
+operator twostep(x: f32[N], z: out f32[N]) {
+    let y: f32[N];
+    scale2(x, y);
+    addone(y, z);
+}
+operator faulty(x: f32[N], z: out f32[N]) {
+    let y: f32[N];
+    scale2(x, y);
+    overflow(y, z);
+}
+";
+
+fn tilec() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tilec"))
+}
+
+fn setup(tag: &str) -> (PathBuf, PathBuf) {
+    let d = std::env::temp_dir().join(format!("tilec-opcli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("ops.tile");
+    std::fs::write(&f, SRC).unwrap();
+    (d, f)
+}
+
+fn inputs(d: &Path, x: &[f64], dtype: DType) -> PathBuf {
+    let p = d.join("in.safetensors");
+    let m = std::collections::BTreeMap::from([("x".to_string(), HostTensor::from_f64(dtype, vec![x.len()], x).unwrap())]);
+    tilec_abi::st::write(&p, &m).unwrap();
+    p
+}
+
+#[test]
+fn an_operator_runs_builds_and_refuses_bad_inputs() {
+    let (d, f) = setup("run");
+    let x: Vec<f64> = (0..300).map(|i| i as f64 * 0.25 - 7.0).collect();
+    let inp = inputs(&d, &x, DType::F32);
+    let out = d.join("out.safetensors");
+    let o = tilec().args(["run", "--interp"]).arg(&f).args(["--operator", "twostep", "--inputs"]).arg(&inp).arg("--out").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let z = tilec_abi::st::read(&out).unwrap()["z"].to_f64();
+    assert_eq!(z, x.iter().map(|v| 2.0 * v + 1.0).collect::<Vec<_>>());
+
+    // The plan beside the kernels, per target, naming the launches in order.
+    let o = tilec().arg("build").arg(&f).args(["--target", "sm_90a", "--no-ptxas", "-o"]).arg(d.join("art")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan = tilec_abi::plan::OperatorPlan::from_json(&std::fs::read_to_string(d.join("art/twostep.sm_90a.plan.json")).unwrap()).unwrap();
+    let order: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(order, ["scale2", "addone"]);
+    assert_eq!(plan.buffers[0].shape, ["N"]);
+    assert!(d.join("art").join(&plan.launches[0].meta).exists());
+
+    // A wrong dtype is refused before any launch, naming the tensor (exit 1, no output written).
+    let bad = inputs(&d, &x, DType::Bf16);
+    std::fs::remove_file(&out).ok();
+    let o = tilec().args(["run", "--interp"]).arg(&f).args(["--operator", "twostep", "--inputs"]).arg(&bad).arg("--out").arg(&out).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("`x`") && err.contains("Bf16") && !out.exists(), "{err}");
+    // --size is the inputs' business for an operator.
+    let o = tilec().args(["run", "--interp"]).arg(&f).args(["--operator", "twostep", "--size", "N=3", "--inputs"]).arg(&inp).arg("--out").arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn a_failed_launch_is_reported_once_at_its_statement() {
+    let (d, f) = setup("fail");
+    let inp = inputs(&d, &[1.0; 10], DType::F32);
+    let o = tilec().args(["run", "--interp"]).arg(&f).args(["--operator", "faulty", "--inputs"]).arg(&inp).arg("--out").arg(d.join("o.st")).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("launch 1 (`overflow`)"), "{err}");
+    assert!(err.contains("E0601") && err.contains("ops.tile:12"), "the statement that failed: {err}");
+    assert_eq!(err.matches("overflow").count(), err.lines().filter(|l| l.contains("overflow")).count());
+    std::fs::remove_dir_all(&d).ok();
+}
