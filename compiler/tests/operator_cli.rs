@@ -98,3 +98,26 @@ fn a_failed_launch_is_reported_once_at_its_statement() {
     assert_eq!(err.matches("overflow").count(), err.lines().filter(|l| l.contains("overflow")).count());
     std::fs::remove_dir_all(&d).ok();
 }
+
+#[test]
+fn tilec_inputs_makes_an_operators_inputs() {
+    let (d, f) = setup("inputs");
+    let inp = d.join("gen.safetensors");
+    let o = tilec().arg("inputs").arg(&f).args(["--operator", "twostep", "--size", "N=200", "--seed", "3", "--out"]).arg(&inp).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = tilec_abi::st::read(&inp).unwrap();
+    // The operator's inputs only (its `out` z is not written), with its shapes.
+    assert_eq!(m.keys().collect::<Vec<_>>(), ["x"]);
+    assert_eq!(m["x"].shape, [200]);
+    let out = d.join("out.safetensors");
+    let o = tilec().args(["run", "--interp"]).arg(&f).args(["--operator", "twostep", "--inputs"]).arg(&inp).arg("--out").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let z = tilec_abi::st::read(&out).unwrap()["z"].to_f64();
+    let x = m["x"].to_f64();
+    assert!(z.iter().zip(&x).all(|(z, x)| *z == f64::from((2.0 * *x as f32) + 1.0)));
+    // A size the operator lacks, and a missing one, are refused by name.
+    let o = tilec().arg("inputs").arg(&f).args(["--operator", "twostep", "--size", "Q=1", "--out"]).arg(&inp).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("operator `twostep` has no size `Q`"));
+    std::fs::remove_dir_all(&d).ok();
+}

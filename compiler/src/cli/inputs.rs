@@ -1,7 +1,7 @@
-//! `tilec inputs FILE [--kernel NAME] --size NAME=VALUE... [--seed N] [--std X]
-//! [--scalar NAME=VALUE]... --out IN.safetensors`: writes random inputs for one kernel, named
-//! after its parameters, with their exact dtypes (bf16/f16 rounded to nearest even) and shapes,
-//! ready for `tilec run --interp` and `tilec-run`.
+//! `tilec inputs FILE [--kernel NAME | --operator NAME] --size NAME=VALUE... [--seed N] [--std X]
+//! [--scalar NAME=VALUE]... --out IN.safetensors`: writes random inputs for one kernel or
+//! operator, named after its parameters, with their exact dtypes (bf16/f16 rounded to nearest
+//! even) and shapes, ready for `tilec run --interp` and `tilec-run`.
 //!
 //! Tensors get independent normal values N(0, std²) from the project's seeded generator
 //! ([`tilec_abi::rng::NormalRng`], the one kverify draws from too), so the same seed gives the
@@ -26,7 +26,7 @@ use tilec_abi::tensor::HostTensor;
 
 use super::run::parse_size;
 use crate::frontend::{check_source, Options};
-use crate::interp::bind::{dtype_of, eval_size};
+use crate::interp::bind::dtype_of;
 use crate::ir::{Elem, ParamKind};
 
 /// Arguments of `tilec inputs`.
@@ -35,8 +35,11 @@ pub struct InputsArgs {
     /// The .tile file.
     pub file: PathBuf,
     /// Kernel to make inputs for (needed when the file has several).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "operator")]
     pub kernel: Option<String>,
+    /// A multi-kernel operator of the file to make inputs for instead.
+    #[arg(long)]
+    pub operator: Option<String>,
     /// A symbolic size, e.g. `--size T=100` (repeatable; every size of an input is needed).
     #[arg(long = "size", value_name = "NAME=VALUE", value_parser = parse_size)]
     pub sizes: Vec<(String, i64)>,
@@ -79,20 +82,34 @@ pub fn run(a: &InputsArgs) -> ExitCode {
         eprintln!("error: {name} does not compile");
         return ExitCode::from(1);
     }
-    let Some(k) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
-        return ExitCode::from(2);
+    // What inputs are made for: a kernel's or an operator's parameters and sizes.
+    let (what, params, size_names, size_text): (String, Vec<&crate::ir::ParamData>, Vec<String>, Box<dyn Fn(&crate::ir::SizeExpr) -> String>) = match &a.operator {
+        Some(op_name) => {
+            let Some(op) = checked.module.operators.iter().find(|o| &o.name == op_name) else {
+                let known: Vec<&str> = checked.module.operators.iter().map(|o| o.name.as_str()).collect();
+                eprintln!("error: {name} has no operator `{op_name}` (its operators: {})", if known.is_empty() { "none".into() } else { known.join(", ") });
+                return ExitCode::from(2);
+            };
+            (format!("operator `{}`", op.name), op.params.iter().collect(), op.sizes.values().cloned().collect(), Box::new(move |e| op.size_text(e)))
+        }
+        None => {
+            let Some(k) = super::select_kernel(&checked.module.kernels, a.kernel.as_deref(), &name) else {
+                return ExitCode::from(2);
+            };
+            (format!("kernel `{}`", k.name), k.params.values().collect(), k.sizes.values().cloned().collect(), Box::new(move |e| k.size_text(e)))
+        }
     };
+    let eval_size = |d: &crate::ir::SizeExpr, env: &BTreeMap<String, i64>| tilec_abi::expr::SizeExpr::parse(&size_text(d))?.eval(env);
     let sizes: BTreeMap<String, i64> = a.sizes.iter().cloned().collect();
-    if let Some(unknown) = sizes.keys().find(|s| k.size_named(s).is_none()) {
-        let names: Vec<&str> = k.sizes.values().map(String::as_str).collect();
-        eprintln!("error: kernel `{}` has no size `{unknown}` (its sizes: {})", k.name, names.join(", "));
+    if let Some(unknown) = sizes.keys().find(|s| !size_names.contains(s)) {
+        eprintln!("error: {what} has no size `{unknown}` (its sizes: {})", size_names.join(", "));
         return ExitCode::from(2);
     }
     let scalars: BTreeMap<String, f64> = a.scalars.iter().cloned().collect();
     let mut rng = NormalRng::new(a.seed);
     let mut out = TensorMap::new();
     let mut missing: Vec<String> = vec![];
-    for p in k.params.values() {
+    for p in params {
         let (elem, shape) = match &p.kind {
             ParamKind::Tensor { output: true, .. } => continue,
             ParamKind::Tensor { elem, shape, .. } => (*elem, Some(shape)),
@@ -107,17 +124,17 @@ pub fn run(a: &InputsArgs) -> ExitCode {
             Some(shape) => {
                 let mut dims = vec![];
                 for d in shape {
-                    match eval_size(k, d, &sizes) {
+                    match eval_size(d, &sizes) {
                         Ok(v) if v >= 0 => dims.push(v),
                         Ok(v) => {
-                            eprintln!("error: `{}` dimension `{}` evaluates to {v}, a negative extent", p.name, k.size_text(d));
+                            eprintln!("error: `{}` dimension `{}` evaluates to {v}, a negative extent", p.name, size_text(d));
                             return ExitCode::from(2);
                         }
                         // Collected, so that one message can name every size still needed.
                         Err(ExprError::UnknownSymbol { .. }) => {
-                            let text = k.size_text(d);
+                            let text = size_text(d);
                             let used = tilec_abi::expr::SizeExpr::parse(&text).map(|e| e.symbols()).unwrap_or_default();
-                            for s in k.sizes.values().filter(|s| used.contains(*s) && !sizes.contains_key(*s)) {
+                            for s in size_names.iter().filter(|s| used.contains(*s) && !sizes.contains_key(*s)) {
                                 if !missing.contains(s) {
                                     missing.push(s.clone());
                                 }
@@ -153,7 +170,7 @@ pub fn run(a: &InputsArgs) -> ExitCode {
     }
     if !missing.is_empty() {
         let flags: Vec<String> = missing.iter().map(|s| format!("--size {s}=<n>")).collect();
-        eprintln!("error: kernel `{}` needs the sizes {}: give {}", k.name, missing.join(", "), flags.join(" "));
+        eprintln!("error: {what} needs the sizes {}: give {}", missing.join(", "), flags.join(" "));
         return ExitCode::from(2);
     }
     if let Err(e) = tilec_abi::st::write(&a.out, &out) {
@@ -163,6 +180,6 @@ pub fn run(a: &InputsArgs) -> ExitCode {
     for (n, t) in &out {
         eprintln!("  {n:<8} {:?} {:?}", t.dtype, t.shape);
     }
-    eprintln!("wrote {} inputs of kernel `{}` to {}", out.len(), k.name, a.out.display());
+    eprintln!("wrote {} inputs of {what} to {}", out.len(), a.out.display());
     ExitCode::SUCCESS
 }
