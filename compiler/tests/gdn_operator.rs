@@ -30,7 +30,7 @@ fn judge_op(c: &Checked, name: &str) -> Vec<Judgement> {
 /// gdn.tile with `from` replaced by `to` (exactly once), beside copies of the files it imports.
 fn mutated(dir: &Path, from: &str, to: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    for f in ["k1_reverse_scan.tile", "k2_wy_vjp.tile"] {
+    for f in ["k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile"] {
         std::fs::copy(examples().join(f), dir.join(f)).unwrap();
     }
     let src = std::fs::read_to_string(examples().join("gdn.tile")).unwrap();
