@@ -124,7 +124,8 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
     let (file, mut diags) = crate::syntax::parse(src);
     let imported = crate::imports::resolve(&file, opts, ctx, &mut diags);
     let visible: Vec<Kernel> = imported.kernels.iter().chain(&imported.reused).cloned().collect();
-    let (mut module, sema_diags) = crate::sema::lower_with_imports(&file, &visible);
+    let imports_failed = diags.iter().any(|d| d.code == crate::diag::Code::BadImport);
+    let (mut module, sema_diags) = crate::sema::lower_with_imports(&file, &visible, imports_failed);
     diags.extend(sema_diags);
     if let Err(errs) = validate::validate_module(&module) {
         // Lowering produced invalid IR: a compiler bug. Report it instead of continuing.

@@ -88,12 +88,24 @@ pub(crate) fn resolve(file: &ast::File, opts: &Options, ctx: &mut ImportCtx, dia
         ctx.stack.pop();
         if !sub.ok() {
             ctx.done.insert(canon, vec![]);
-            let first = sub.diags.iter().find(|d| d.severity == crate::diag::Severity::Error).map(|d| format!("{}: {}", d.code.as_str(), d.message)).unwrap_or_default();
-            diags.push(
-                err(format!("imported file {} does not compile", path.display()), "imported here")
-                    .with_note(format!("its first error: {first}"))
-                    .with_note(format!("help: run `tilec check {}` for every diagnostic", path.display())),
-            );
+            let first = sub.diags.iter().find(|d| d.severity == crate::diag::Severity::Error);
+            let mut d = err(format!("imported file {} does not compile", path.display()), "imported here");
+            match first {
+                // A failed import of its own: pass the root cause up, not the next file of the chain.
+                Some(f) if f.code == Code::BadImport && f.notes.iter().any(|n| n.starts_with("its first error") || n.starts_with("the root cause")) => {
+                    for n in &f.notes {
+                        d = d.with_note(n.clone());
+                    }
+                }
+                Some(f) if f.code == Code::BadImport => {
+                    d = d.with_note(format!("the root cause, in the imports of {}: {}", path.display(), f.message));
+                }
+                Some(f) => {
+                    d = d.with_note(format!("its first error: {}: {}", f.code.as_str(), f.message)).with_note(format!("help: run `tilec check {}` for every diagnostic", path.display()));
+                }
+                None => {}
+            }
+            diags.push(d);
             continue;
         }
         let visible: Vec<Kernel> = sub.module.kernels.iter().chain(&sub.reused_imports).cloned().collect();

@@ -35,6 +35,12 @@ use tilec_abi::tensor::HostTensor;
 use crate::interp::{run_operator, Options};
 use crate::ir::{Elem, Kernel, Module, Op, Operator, ParamKind, SizeExpr};
 
+/// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`).
+pub const INPUT_NAMES: [&str; 11] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "scale"];
+
+/// The gradient names an operator with a contract returns (fla's).
+pub const OUTPUT_NAMES: [&str; 8] = ["dq", "dk", "dv", "dg", "dbeta", "db", "dw", "ds0"];
+
 /// λ of the probabilistic bound.
 pub const LAMBDA: f64 = 4.0;
 

@@ -106,6 +106,11 @@ pub fn run(a: &InputsArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let scalars: BTreeMap<String, f64> = a.scalars.iter().cloned().collect();
+    let scalar_names: Vec<&str> = params.iter().filter(|p| matches!(p.kind, ParamKind::Scalar(_))).map(|p| p.name.as_str()).collect();
+    if let Some(unknown) = scalars.keys().find(|s| !scalar_names.contains(&s.as_str())) {
+        eprintln!("error: {what} has no scalar parameter `{unknown}` (its scalars: {})", if scalar_names.is_empty() { "none".to_string() } else { scalar_names.join(", ") });
+        return ExitCode::from(2);
+    }
     let mut rng = NormalRng::new(a.seed);
     let mut out = TensorMap::new();
     let mut missing: Vec<String> = vec![];

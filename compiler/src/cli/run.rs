@@ -206,6 +206,7 @@ fn run_operator_cli(checked: &crate::frontend::Checked, op_name: &str, inputs: t
         return ExitCode::from(2);
     }
     let list: Vec<String> = outs.iter().map(|(n, t)| format!("{n} {:?}{:?}", t.dtype, t.shape)).collect();
-    eprintln!("ok: operator {} ({} launches) in {:.2} s; wrote {} to {}", op.name, op.launches.len(), t0.elapsed().as_secs_f64(), list.join(", "), a.out.display());
+    let n = op.launches.len();
+    eprintln!("ok: operator {} ({n} launch{}) in {:.2} s; wrote {} to {}", op.name, if n == 1 { "" } else { "es" }, t0.elapsed().as_secs_f64(), list.join(", "), a.out.display());
     ExitCode::SUCCESS
 }

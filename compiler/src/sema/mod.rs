@@ -38,12 +38,14 @@ enum Binding {
 
 /// Lowers a parsed file to IR. Kernels and operators with errors are left out of the module.
 pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
-    lower_with_imports(file, &[])
+    lower_with_imports(file, &[], false)
 }
 
 /// As [`lower`], with the kernels of the files `file` imports: operators may launch them, and a
 /// local kernel may not take one's name. They are not added to the returned module.
-pub fn lower_with_imports(file: &ast::File, imported: &[Kernel]) -> (Module, Diagnostics) {
+/// `imports_failed`: an import failed (already reported), so a launch of an unknown kernel is not
+/// reported again.
+pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed: bool) -> (Module, Diagnostics) {
     let mut diags = Diagnostics::new();
     let mut consts: HashMap<String, i64> = HashMap::new();
     let mut const_spans: HashMap<String, Span> = HashMap::new();
@@ -116,7 +118,7 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel]) -> (Module, Dia
             }
             op_names.insert(o.name.name.clone(), o.name.span);
             let kernels: Vec<&Kernel> = module.kernels.iter().chain(imported).collect();
-            if let Some(op) = operator::lower(o, &consts, &kernels, &failed, &mut diags) {
+            if let Some(op) = operator::lower(o, &consts, &kernels, &failed, imports_failed, &mut diags) {
                 module.operators.push(op);
             }
         }

@@ -45,8 +45,14 @@ const SAMPLES: [i64; 4] = [1, 3, 100, 2049];
 /// Returns `None` (after reporting) when the operator has an error.
 /// `unchecked`: kernel names declared in this file whose kernels failed to lower (a launch of
 /// one is not checked: its error is already reported).
-pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernels: &[&Kernel], unchecked: &[String], diags: &mut Diagnostics) -> Option<Operator> {
+/// `imports_failed`: an import of the file failed (reported): a launch of a kernel not found may
+/// be one of its kernels, so it is not reported again.
+pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernels: &[&Kernel], unchecked: &[String], imports_failed: bool, diags: &mut Diagnostics) -> Option<Operator> {
     let errors_before = diags.error_count();
+    // A statement that failed to parse may be the buffer or launch a later check would miss:
+    // no reports that follow from it (one mistake, one diagnostic).
+    let parse_error = o.body.iter().any(|st| matches!(st, ast::OpStmt::Error(_)));
+    let mut skipped = false;
     let mut sizes: PrimaryMap<SizeVar, String> = PrimaryMap::new();
     let params = lower_params(&o.params, consts, &mut sizes, diags);
     let mut slots: HashMap<String, Slot> = HashMap::new();
@@ -61,7 +67,20 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
     if let Some(c) = &o.contract {
         use kverify::recurrence::family::Model;
         match Model::ALL.iter().find(|m| m.name() == c.name && **m != Model::General) {
-            Some(m) => op.contract = Some(*m),
+            Some(m) => {
+                op.contract = Some(*m);
+                // --verify matches parameters by fla's names: refuse others here, not there.
+                for p in &op.params {
+                    let output = matches!(p.kind, ParamKind::Tensor { output: true, .. });
+                    let names: &[&str] = if output { &crate::verify::OUTPUT_NAMES } else { &crate::verify::INPUT_NAMES };
+                    if !names.contains(&p.name.as_str()) {
+                        diags.push(
+                            Diagnostic::error(Code::UndefinedName, format!("`{}` is not one of fla's {} names, which `contract({})` judges by", p.name, if output { "gradient" } else { "input" }, c.name), p.span, "not matched to the oracle")
+                                .with_note(format!("help: name it one of {}", names.join(", "))),
+                        );
+                    }
+                }
+            }
             None => diags.push(
                 Diagnostic::error(Code::UndefinedName, format!("no recurrence member `{}` to verify against", c.name), c.span, "unknown contract")
                     .with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's gradients, with fla's tensor names)"),
@@ -128,7 +147,9 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                 op.buffers.push(Buffer { name: b.name.name.clone(), elem, shape, span: b.span });
             }
             ast::OpStmt::Launch(l) => {
-                if unchecked.contains(&l.kernel.name) {
+                let unknown = !kernels.iter().any(|k| k.name == l.kernel.name);
+                if unchecked.contains(&l.kernel.name) || (imports_failed && unknown) {
+                    skipped = true;
                     // Its kernel has an error (reported); count what it would write as written.
                     for a in &l.args {
                         if let Some(s) = slots.get_mut(&a.name) {
@@ -137,16 +158,13 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                     }
                     continue;
                 }
-                if let Some(launch) = launch(l, &op, kernels, &mut slots, diags) {
+                if let Some(launch) = launch(l, &op, kernels, &mut slots, parse_error, diags) {
                     op.launches.push(launch);
                 }
             }
             ast::OpStmt::Error(_) => {}
         }
     }
-    // A statement that failed to parse may be the launch that writes an output: no "never
-    // written" report then (one mistake, one diagnostic).
-    let parse_error = o.body.iter().any(|st| matches!(st, ast::OpStmt::Error(_)));
     if !diags.has_errors_since(errors_before) && !parse_error {
         for p in op.params.iter().map(|p| (&p.name, p.span)).chain(op.buffers.iter().map(|b| (&b.name, b.span))) {
             let s = &slots[p.0];
@@ -159,15 +177,18 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
             }
         }
     }
-    if op.launches.is_empty() && !diags.has_errors_since(errors_before) {
+    if op.launches.is_empty() && !parse_error && !skipped && !diags.has_errors_since(errors_before) {
         diags.push(Diagnostic::error(Code::OperatorDataflow, format!("operator `{}` launches no kernel", op.name), o.name.span, "empty operator"));
     }
     (!diags.has_errors_since(errors_before)).then_some(op)
 }
 
 /// Checks one launch; marks what it writes.
-fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut HashMap<String, Slot>, diags: &mut Diagnostics) -> Option<Launch> {
+fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut HashMap<String, Slot>, parse_error: bool, diags: &mut Diagnostics) -> Option<Launch> {
     let Some(k) = kernels.iter().find(|k| k.name == l.kernel.name) else {
+        if parse_error {
+            return None;
+        }
         let known: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
         diags.push(
             Diagnostic::error(Code::UndefinedName, format!("no kernel `{}`", l.kernel.name), l.kernel.span, "not a kernel of this file or its imports")
@@ -195,11 +216,16 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
     let mut seen: HashMap<&str, Span> = HashMap::new();
     for (kp, arg) in kparams.iter().zip(&l.args) {
         let Some(slot) = slots.get(&arg.name) else {
-            diags.push(Diagnostic::error(Code::UndefinedName, format!("`{}` is not a parameter or buffer of operator `{}`", arg.name, op.name), arg.span, "unknown name"));
+            if !parse_error {
+                diags.push(Diagnostic::error(Code::UndefinedName, format!("`{}` is not a parameter or buffer of operator `{}`", arg.name, op.name), arg.span, "unknown name"));
+            }
             continue;
         };
-        if let Some(prev) = seen.insert(arg.name.as_str(), arg.span) {
-            if slot.shape.is_some() {
+        // A tensor passed twice (each time to a tensor parameter: a tensor given for a scalar is
+        // the kind error below).
+        let tensor_param = matches!(kp.kind, ParamKind::Tensor { .. });
+        if slot.shape.is_some() && tensor_param {
+            if let Some(prev) = seen.insert(arg.name.as_str(), arg.span) {
                 diags.push(
                     Diagnostic::error(Code::OperatorDataflow, format!("`{}` is passed twice to `{}`", arg.name, k.name), arg.span, "again here")
                         .with_label(prev, "first here")
