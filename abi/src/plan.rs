@@ -277,6 +277,9 @@ pub fn check_inputs(plan: &OperatorPlan, inputs: &TensorMap) -> Result<(), PlanE
     bind::bind(sig, &args).map(|_| ()).map_err(|source| PlanError::Bind { operator: plan.operator.clone(), source })
 }
 
+/// A tensor during execution: its dtype, extents and the launcher's memory.
+type Value<B> = (DType, Vec<usize>, B);
+
 /// Executes `plan` on `inputs` (tensors and scalars by operator parameter name, scalars as
 /// one-element tensors; `out` parameters may be left out). Returns every `out` parameter.
 ///
@@ -293,7 +296,7 @@ pub fn execute<L: Launcher>(plan: &OperatorPlan, inputs: TensorMap, launcher: &m
     let env: BTreeMap<String, i64> = bound.sizes.iter().map(|(k, v)| (k.clone(), i64::try_from(*v).unwrap_or(i64::MAX))).collect();
     let mut scalars: BTreeMap<String, Scalar> = BTreeMap::new();
     // Every tensor value: (dtype, shape, memory).
-    let mut values: BTreeMap<String, (DType, Vec<usize>, L::Buf)> = BTreeMap::new();
+    let mut values: BTreeMap<String, Value<L::Buf>> = BTreeMap::new();
     let alloc_err = |buffer: &str, message: String| PlanError::Launch { operator: op(), index: 0, kernel: format!("(allocating `{buffer}`)"), message };
     for a in &bound.args {
         match a {
@@ -324,7 +327,7 @@ pub fn execute<L: Launcher>(plan: &OperatorPlan, inputs: TensorMap, launcher: &m
         let fail = |message: String| PlanError::Launch { operator: op(), index, kernel: step.kernel.clone(), message };
         // Take each tensor out of the table for the launch (a value passed twice is refused:
         // the launch would alias it), then put them all back.
-        let mut taken: Vec<(String, (DType, Vec<usize>, L::Buf))> = vec![];
+        let mut taken: Vec<(String, Value<L::Buf>)> = vec![];
         for a in &step.args {
             if let Some(v) = values.remove(&a.value) {
                 taken.push((a.value.clone(), v));
@@ -336,7 +339,7 @@ pub fn execute<L: Launcher>(plan: &OperatorPlan, inputs: TensorMap, launcher: &m
         }
         let result = {
             let mut args: Vec<LaunchArg<'_, L::Buf>> = vec![];
-            let mut slots: BTreeMap<&str, &mut (DType, Vec<usize>, L::Buf)> = taken.iter_mut().map(|(n, v)| (n.as_str(), v)).collect();
+            let mut slots: BTreeMap<&str, &mut Value<L::Buf>> = taken.iter_mut().map(|(n, v)| (n.as_str(), v)).collect();
             for a in &step.args {
                 if let Some(v) = scalars.get(&a.value) {
                     args.push(LaunchArg::Scalar { param: &a.param, value: *v });
