@@ -33,7 +33,7 @@ use kverify::recurrence::tensor::Tensor;
 use tilec_abi::tensor::HostTensor;
 
 use crate::interp::{run_operator, Options};
-use crate::ir::{Elem, Kernel, Module, Op, Operator, ParamKind, SizeExpr};
+use crate::ir::{Elem, Module, Op, Operator, ParamKind, SizeExpr};
 
 /// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`).
 pub const INPUT_NAMES: [&str; 11] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "scale"];
@@ -157,6 +157,7 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
         }
     };
     let (kd, vd) = (last_dim("q")?, last_dim("v")?);
+    let (roundings, u) = rounding_points(module, op);
     let mut out = vec![];
     for case in &CASES {
         let mut p = generate(model, Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd }, case.seed, None, None)
@@ -176,7 +177,6 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
         let got = run_operator(module, op, inputs, opts).map_err(|(e, _)| VerifyError::Run(e.to_string()))?;
         let oracle = |p: &Problem| run(p, Method::Serial, 64).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() });
         let want = oracle(&p)?;
-        let (roundings, u) = rounding_points(module, op);
         let nudged = oracle(&perturbed(op, &p, case.seed))?;
         for param in op.params.iter().filter(|p| matches!(p.kind, ParamKind::Tensor { output: true, .. })) {
             let reference = gradient(&want, &param.name).ok_or_else(|| sig(format!("output `{}` is not a gradient the oracle computes (dq, dk, dv, dg, dbeta, db, dw, ds0)", param.name)))?;
@@ -190,7 +190,7 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             let rel = |e: f64| if scale > 0.0 { e / scale } else { e };
             let error = rel(err);
             // κu: how far the exact gradient moves when every input moves by one rounding.
-            let moved = gradient(&nudged, &param.name).map_or(0.0, |n| rel(n.data.iter().zip(&reference.data).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max)));
+            let moved = gradient(&nudged, &param.name).map_or(0.0, |n| rel(max_abs_diff(&n.data, &reference.data)));
             let sensitivity = moved.max(u);
             out.push(Judgement { case: case.name.into(), output: param.name.clone(), error, reference_max: scale, unit: u, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
         }
@@ -217,18 +217,10 @@ fn inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String, HostTensor>
             m.insert(param.name.clone(), s);
             continue;
         }
-        let t: &mut Tensor = match param.name.as_str() {
-            "q" => &mut p.q,
-            "k" => &mut p.k,
-            "v" => &mut p.v,
-            "g" => p.g.as_mut().ok_or("the member has no gate g")?,
-            "beta" => p.beta.as_mut().ok_or("the member has no beta")?,
-            "b" => p.b.as_mut().ok_or("the member has no erase gate b")?,
-            "w" => p.w.as_mut().ok_or("the member has no write gate w")?,
-            "s0" => &mut p.s0,
-            "do" => &mut p.d_o,
-            "dht" => &mut p.dst,
-            other => return Err(format!("input `{other}` is not one of fla's names (q, k, v, g, beta, b, w, s0, do, dht, scale)")),
+        let file_name = kverify_name(&param.name);
+        let mut named = p.named_inputs_mut();
+        let Some((_, t)) = named.iter_mut().find(|(n, _)| *n == file_name) else {
+            return Err(format!("the member has no input `{}` (fla's names: {})", param.name, INPUT_NAMES.join(", ")));
         };
         let h = HostTensor::from_f64(dt, t.shape.clone(), &t.data).map_err(|e| format!("`{}`: {e}", param.name))?;
         t.data = h.to_f64();
@@ -239,16 +231,27 @@ fn inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String, HostTensor>
 
 /// The oracle's gradient for an output name.
 fn gradient<'a>(r: &'a Results, name: &str) -> Option<&'a Tensor> {
-    match name {
-        "dq" => Some(&r.dq),
-        "dk" => Some(&r.dk),
-        "dv" => Some(&r.dv),
-        "dg" => r.dg.as_ref(),
-        "dbeta" => r.dbeta.as_ref(),
-        "db" => r.db.as_ref(),
-        "dw" => r.dw.as_ref(),
-        "ds0" => Some(&r.ds0),
-        _ => None,
+    r.named().into_iter().find(|(n, _)| *n == name && OUTPUT_NAMES.contains(n)).map(|(_, t)| t)
+}
+
+/// kverify's file name of an fla input name (fla's `dht` is kverify's `dst`).
+fn kverify_name(fla: &str) -> &str {
+    if fla == "dht" {
+        "dst"
+    } else {
+        fla
+    }
+}
+
+/// Unit roundoff of a float element type (kverify's table, Higham Table 2.1); `None` for
+/// non-floats.
+fn unit_roundoff(e: Elem) -> Option<f64> {
+    use kverify::tensor::DType as D;
+    match e {
+        Elem::Bf16 => Some(D::Bf16.unit_roundoff()),
+        Elem::F16 => Some(D::F16.unit_roundoff()),
+        Elem::F32 => Some(D::F32.unit_roundoff()),
+        Elem::I32 | Elem::Bool => None,
     }
 }
 
@@ -257,70 +260,45 @@ fn gradient<'a>(r: &'a Results, name: &str) -> Option<&'a Tensor> {
 /// backward error on every input. (An f32 gate moves by 2⁻²⁴, not by a bf16 step: its rounding
 /// in the kernels happens in bf16 products, which the bf16 inputs' perturbation covers.)
 fn perturbed(op: &Operator, p: &Problem, seed: u64) -> Problem {
-    let unit = |name: &str| {
-        let elem = op.params.iter().find(|q| q.name == name).map(|q| match &q.kind {
+    let unit = |file_name: &str| {
+        let elem = op.params.iter().find(|q| kverify_name(&q.name) == file_name).map(|q| match &q.kind {
             ParamKind::Tensor { elem, .. } => *elem,
             ParamKind::Scalar(e) => *e,
         });
-        match elem {
-            Some(Elem::Bf16) => 2f64.powi(-8),
-            Some(Elem::F16) => 2f64.powi(-11),
-            _ => 2f64.powi(-24),
-        }
+        elem.and_then(unit_roundoff).unwrap_or(kverify::tensor::DType::F32.unit_roundoff())
     };
     let mut rng = tilec_abi::rng::NormalRng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut q = p.clone();
-    let mut nudge = |t: &mut Tensor, u: f64| t.data.iter_mut().for_each(|x| *x *= 1.0 + u * (2.0 * rng.uniform_open0() - 1.0));
-    for (name, t) in [("q", &mut q.q), ("k", &mut q.k), ("v", &mut q.v), ("s0", &mut q.s0), ("do", &mut q.d_o), ("dht", &mut q.dst)] {
-        nudge(t, unit(name));
-    }
-    for (name, t) in [("g", &mut q.g), ("beta", &mut q.beta), ("b", &mut q.b), ("w", &mut q.w)] {
-        if let Some(t) = t {
-            nudge(t, unit(name));
-        }
+    for (name, t) in q.named_inputs_mut() {
+        let u = unit(name);
+        t.data.iter_mut().for_each(|x| *x *= 1.0 + u * (2.0 * rng.uniform_open0() - 1.0));
     }
     q
 }
 
-/// `(R, u)`: the rounding points of the operator (see the module docs) and the unit roundoff
-/// of the narrowest float they round to.
+/// `(R, u)`: the rounding points of the operator (see the module docs: each site once) and the
+/// unit roundoff of the narrowest float they round to (f32's when there is none).
 pub fn rounding_points(module: &Module, op: &Operator) -> (usize, f64) {
-    let per_loop = 1; // see the module docs: a loop's sites count once
     let mut r = 0;
-    let mut u: f64 = f64::from(f32::EPSILON) / 2.0;
+    let mut u = kverify::tensor::DType::F32.unit_roundoff();
     for l in &op.launches {
         let Some(k) = module.kernels.iter().find(|k| k.name == l.kernel) else { continue };
-        count(k, k.body, 1, per_loop, &mut r, &mut u);
+        k.walk(|i| {
+            let narrowed = match &k.insts[i].op {
+                Op::Cast(v, e) if wider(k.value_type(*v).elem(), *e) => Some(*e),
+                Op::Store { dst, value, .. } => match &k.params[*dst].kind {
+                    ParamKind::Tensor { elem, .. } if wider(k.value_type(*value).elem(), *elem) => Some(*elem),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(x) = narrowed.and_then(unit_roundoff) {
+                r += 1;
+                u = u.max(x);
+            }
+        });
     }
     (r.max(1), u)
-}
-
-fn count(k: &Kernel, b: crate::ir::Block, times: usize, per_loop: usize, r: &mut usize, u: &mut f64) {
-    let narrow = |e: Elem| match e {
-        Elem::Bf16 => Some(2f64.powi(-8)),
-        Elem::F16 => Some(2f64.powi(-11)),
-        _ => None,
-    };
-    for &i in &k.blocks[b].insts {
-        match &k.insts[i].op {
-            Op::Cast(v, e) if wider(k.value_type(*v).elem(), *e) => {
-                if let Some(x) = narrow(*e) {
-                    *r += times;
-                    *u = u.max(x);
-                }
-            }
-            Op::Store { dst, value, .. } => {
-                if let ParamKind::Tensor { elem, .. } = &k.params[*dst].kind {
-                    if let Some(x) = narrow(*elem).filter(|_| wider(k.value_type(*value).elem(), *elem)) {
-                        *r += times;
-                        *u = u.max(x);
-                    }
-                }
-            }
-            Op::For { body, .. } => count(k, *body, times * per_loop, per_loop, r, u),
-            _ => {}
-        }
-    }
 }
 
 /// Whether converting a float of type `from` to `to` rounds (a narrowing float conversion).

@@ -75,6 +75,20 @@ pub struct Results {
     pub ds0: Tensor,
 }
 
+impl Results {
+    /// Every tensor present under its file name (`o`, `st`, `dq`, `dk`, `dv`, `ds0`, then `dg`,
+    /// `db`, `dw`, `dbeta` when the model has them) — the names [`super::io::write`] uses.
+    pub fn named(&self) -> Vec<(&'static str, &Tensor)> {
+        let mut v = vec![("o", &self.o), ("st", &self.st), ("dq", &self.dq), ("dk", &self.dk), ("dv", &self.dv), ("ds0", &self.ds0)];
+        for (name, t) in [("dg", &self.dg), ("db", &self.db), ("dw", &self.dw), ("dbeta", &self.dbeta)] {
+            if let Some(t) = t {
+                v.push((name, t));
+            }
+        }
+        v
+    }
+}
+
 /// Sizes `(B, T, H, K, V)` of a problem, read from `q` and `v`; all zero when either is not 4-D.
 pub fn dims(p: &Problem) -> (usize, usize, usize, usize, usize) {
     let s = &p.q.shape;
@@ -85,6 +99,30 @@ pub fn dims(p: &Problem) -> (usize, usize, usize, usize, usize) {
 }
 
 impl Problem {
+    /// Every input tensor present under its file name (`q`, `k`, `v`, `s0`, `do`, `dst`, then
+    /// `g`, `b`, `w`, `beta` when the model has them) — the names [`super::io::write`] and
+    /// [`super::io::read_problem`] use (fla calls `dst` `dht`).
+    pub fn named_inputs(&self) -> Vec<(&'static str, &Tensor)> {
+        let mut v = vec![("q", &self.q), ("k", &self.k), ("v", &self.v), ("s0", &self.s0), ("do", &self.d_o), ("dst", &self.dst)];
+        for (name, t) in [("g", &self.g), ("b", &self.b), ("w", &self.w), ("beta", &self.beta)] {
+            if let Some(t) = t {
+                v.push((name, t));
+            }
+        }
+        v
+    }
+
+    /// [`Problem::named_inputs`], writable.
+    pub fn named_inputs_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
+        let mut v = vec![("q", &mut self.q), ("k", &mut self.k), ("v", &mut self.v), ("s0", &mut self.s0), ("do", &mut self.d_o), ("dst", &mut self.dst)];
+        for (name, t) in [("g", &mut self.g), ("b", &mut self.b), ("w", &mut self.w), ("beta", &mut self.beta)] {
+            if let Some(t) = t {
+                v.push((name, t));
+            }
+        }
+        v
+    }
+
     /// `(batch index, start, end)` of every sequence: `(b, 0, T)` for each b, or with
     /// `cu_seqlens` `(0, c_n, c_{n+1})` for each n.
     ///

@@ -178,18 +178,8 @@ fn index_vector(t: &RawTensor) -> Result<Vec<usize>, RecurrenceError> {
 ///
 /// Errors: I/O or serialisation failure.
 pub fn write(path: &Path, p: &Problem, r: &Results, metadata: HashMap<String, String>) -> Result<(), RecurrenceError> {
-    let mut named: Vec<(&str, &Tensor)> = vec![("q", &p.q), ("k", &p.k), ("v", &p.v), ("s0", &p.s0), ("do", &p.d_o), ("dst", &p.dst)];
-    for (name, t) in [("g", &p.g), ("b", &p.b), ("w", &p.w), ("beta", &p.beta)] {
-        if let Some(t) = t {
-            named.push((name, t));
-        }
-    }
-    named.extend([("o", &r.o), ("st", &r.st), ("dq", &r.dq), ("dk", &r.dk), ("dv", &r.dv), ("ds0", &r.ds0)]);
-    for (name, t) in [("dg", &r.dg), ("db", &r.db), ("dw", &r.dw), ("dbeta", &r.dbeta)] {
-        if let Some(t) = t {
-            named.push((name, t));
-        }
-    }
+    let mut named = p.named_inputs();
+    named.extend(r.named());
     let mut file = RawFile { tensors: BTreeMap::new(), metadata: metadata.into_iter().collect() };
     for (n, t) in named {
         let bytes = t.data.iter().flat_map(|x| x.to_le_bytes()).collect();
