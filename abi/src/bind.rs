@@ -53,6 +53,20 @@ impl Scalar {
     }
 }
 
+/// A scalar as the rank-0 tensor files carry it in (the inverse of the decoding in
+/// [`Args::from_tensor_map`]).
+impl From<Scalar> for HostTensor {
+    fn from(v: Scalar) -> HostTensor {
+        let bytes = match v {
+            Scalar::F32(x) => x.to_le_bytes().to_vec(),
+            Scalar::I32(x) => x.to_le_bytes().to_vec(),
+            Scalar::F16(x) => x.to_le_bytes().to_vec(),
+            Scalar::Bf16(x) => x.to_le_bytes().to_vec(),
+        };
+        HostTensor { dtype: v.dtype(), shape: vec![], bytes }
+    }
+}
+
 /// What the caller supplies for one launch.
 #[derive(Debug, Clone, Default)]
 pub struct Args {

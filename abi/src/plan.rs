@@ -12,7 +12,7 @@
 //! kernel's outputs, which replace those tensors. The result holds the operator's `out`
 //! parameters.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -21,7 +21,7 @@ use crate::bind::{self, Args, BindError, BoundArg, Scalar, Signature};
 use crate::expr::{ExprError, SizeExpr};
 use crate::meta::{CompilerInfo, DType, ParamMeta, Role, SourceInfo};
 use crate::st::TensorMap;
-use crate::tensor::{HostTensor, TensorError};
+use crate::tensor::HostTensor;
 
 /// Version of the plan schema; readers refuse other versions.
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
@@ -118,15 +118,15 @@ pub enum PlanError {
         /// The evaluator's error.
         source: ExprError,
     },
-    /// A buffer could not be allocated.
-    #[error("operator `{operator}`: buffer `{buffer}`: {source}")]
-    Alloc {
+    /// A tensor or buffer could not be allocated, copied in or copied out.
+    #[error("operator `{operator}`: tensor `{tensor}`: {message}")]
+    Memory {
         /// Operator name.
         operator: String,
-        /// Buffer name.
-        buffer: String,
-        /// Why.
-        source: TensorError,
+        /// The parameter or buffer.
+        tensor: String,
+        /// Why (the launcher's or the shape check's message).
+        message: String,
     },
     /// A launch failed; earlier launches ran.
     #[error("operator `{operator}`, launch {index} (`{kernel}`): {message}")]
@@ -177,20 +177,42 @@ impl OperatorPlan {
                 return Err(invalid(format!("`{n}` is declared twice")));
             }
         }
+        let scalars: BTreeSet<&String> = self.params.iter().filter(|p| p.shape.is_empty()).map(|p| &p.name).collect();
         for (i, l) in self.launches.iter().enumerate() {
+            let mut seen = BTreeSet::new();
             for a in &l.args {
                 if !names.contains(&a.value) {
                     return Err(invalid(format!("launch {i} (`{}`) passes `{}`, which is neither a parameter nor a buffer", l.kernel, a.value)));
+                }
+                // A kernel's tensor parameters never alias (a scalar may be passed twice).
+                if !scalars.contains(&a.value) && !seen.insert(&a.value) {
+                    return Err(invalid(format!("launch {i} (`{}`) passes tensor `{}` twice", l.kernel, a.value)));
                 }
             }
         }
         Ok(())
     }
 
-    /// The parameters as a binder signature (no grid of its own).
+    /// The caller's tensors as binder arguments: a one-element tensor named like a scalar
+    /// parameter becomes that scalar (how files carry scalars).
+    pub fn args(&self, tensors: TensorMap) -> Args {
+        Args::from_tensor_map(self.signature(&grid_of_one()), tensors)
+    }
+
+    /// Binds `args` against the parameters: dtypes, ranks and extents checked, sizes inferred.
+    fn bind<'a>(&self, args: &'a Args) -> Result<bind::Binding<'a>, PlanError> {
+        bind::bind(self.signature(&grid_of_one()), args).map_err(|source| PlanError::Bind { operator: self.operator.clone(), source })
+    }
+
+    /// The parameters as a binder signature (an operator has no grid of its own).
     fn signature<'a>(&'a self, grid: &'a [String; 3]) -> Signature<'a> {
         Signature { kernel: &self.operator, sizes: &self.sizes, params: &self.params, grid, block_threads: 32, dynamic_smem_bytes: 0, envelope: &[] }
     }
+}
+
+/// The grid `[1, 1, 1]` of an operator's signature.
+fn grid_of_one() -> [String; 3] {
+    ["1".to_string(), "1".to_string(), "1".to_string()]
 }
 
 /// One argument of a launch, in the kernel's parameter order.
@@ -263,41 +285,36 @@ pub fn kernel_sizes(params: &[ParamMeta], shapes: &BTreeMap<&str, &[usize]>) -> 
     out
 }
 
-/// Checks `inputs` against the operator's parameters (what [`execute`] does before anything
-/// else), without a launcher: for callers that want argument mistakes reported before they
-/// acquire a GPU.
+/// Checks `args` ([`OperatorPlan::args`]) against the operator's parameters — what [`execute`]
+/// does before anything else — without a launcher: for callers that want argument mistakes
+/// reported before they acquire a GPU.
 ///
 /// # Errors
 /// [`PlanError::Bind`] naming the tensor, or an invalid plan.
-pub fn check_inputs(plan: &OperatorPlan, inputs: &TensorMap) -> Result<(), PlanError> {
+pub fn check_inputs(plan: &OperatorPlan, args: &Args) -> Result<(), PlanError> {
     plan.validate()?;
-    let grid = ["1".to_string(), "1".to_string(), "1".to_string()];
-    let sig = plan.signature(&grid);
-    let args = Args::from_tensor_map(sig, inputs.clone());
-    bind::bind(sig, &args).map(|_| ()).map_err(|source| PlanError::Bind { operator: plan.operator.clone(), source })
+    plan.bind(args).map(|_| ())
 }
 
 /// A tensor during execution: its dtype, extents and the launcher's memory.
 type Value<B> = (DType, Vec<usize>, B);
 
-/// Executes `plan` on `inputs` (tensors and scalars by operator parameter name, scalars as
-/// one-element tensors; `out` parameters may be left out). Returns every `out` parameter.
+/// Executes `plan` on `args` ([`OperatorPlan::args`]: tensors and scalars by operator parameter
+/// name; `out` parameters may be left out). Returns every `out` parameter. The caller's tensors
+/// are read, not copied, until the launcher uploads them.
 ///
 /// # Errors
 /// [`PlanError::Bind`] before anything is copied or launched when the inputs do not fit
-/// (naming the tensor); buffer errors; [`PlanError::Launch`] for a failed launch.
-pub fn execute<L: Launcher>(plan: &OperatorPlan, inputs: TensorMap, launcher: &mut L) -> Result<TensorMap, PlanError> {
+/// (naming the tensor); [`PlanError::Memory`] for a tensor that cannot be allocated or copied;
+/// [`PlanError::Launch`] for a failed launch.
+pub fn execute<L: Launcher>(plan: &OperatorPlan, args: &Args, launcher: &mut L) -> Result<TensorMap, PlanError> {
     plan.validate()?;
     let op = || plan.operator.clone();
-    let grid = ["1".to_string(), "1".to_string(), "1".to_string()];
-    let sig = plan.signature(&grid);
-    let args = Args::from_tensor_map(sig, inputs);
-    let bound = bind::bind(sig, &args).map_err(|source| PlanError::Bind { operator: op(), source })?;
+    let bound = plan.bind(args)?;
     let env: BTreeMap<String, i64> = bound.sizes.iter().map(|(k, v)| (k.clone(), i64::try_from(*v).unwrap_or(i64::MAX))).collect();
+    let memory = |tensor: &str, message: String| PlanError::Memory { operator: op(), tensor: tensor.to_string(), message };
     let mut scalars: BTreeMap<String, Scalar> = BTreeMap::new();
-    // Every tensor value: (dtype, shape, memory).
     let mut values: BTreeMap<String, Value<L::Buf>> = BTreeMap::new();
-    let alloc_err = |buffer: &str, message: String| PlanError::Launch { operator: op(), index: 0, kernel: format!("(allocating `{buffer}`)"), message };
     for a in &bound.args {
         match a {
             BoundArg::Scalar { name, value } => {
@@ -308,7 +325,7 @@ pub fn execute<L: Launcher>(plan: &OperatorPlan, inputs: TensorMap, launcher: &m
                     Some(h) => launcher.upload(h),
                     None => launcher.zeros(t.dtype, &t.shape),
                 }
-                .map_err(|m| alloc_err(&t.name, m))?;
+                .map_err(|m| memory(&t.name, m))?;
                 values.insert(t.name.clone(), (t.dtype, t.shape.clone(), buf));
             }
         }
@@ -317,48 +334,120 @@ pub fn execute<L: Launcher>(plan: &OperatorPlan, inputs: TensorMap, launcher: &m
         let mut shape = vec![];
         for d in &b.shape {
             let v = SizeExpr::parse(d).and_then(|e| e.eval(&env)).map_err(|source| PlanError::BufferShape { operator: op(), buffer: b.name.clone(), source })?;
-            shape.push(usize::try_from(v).map_err(|_| PlanError::Invalid { operator: op(), message: format!("buffer `{}`: extent `{d}` = {v} is negative", b.name) })?);
+            shape.push(usize::try_from(v).map_err(|_| memory(&b.name, format!("extent `{d}` = {v} is negative")))?);
         }
-        crate::tensor::numel(&shape).map_err(|source| PlanError::Alloc { operator: op(), buffer: b.name.clone(), source })?;
-        let buf = launcher.zeros(b.dtype, &shape).map_err(|m| alloc_err(&b.name, m))?;
+        crate::tensor::numel(&shape).map_err(|e| memory(&b.name, e.to_string()))?;
+        let buf = launcher.zeros(b.dtype, &shape).map_err(|m| memory(&b.name, m))?;
         values.insert(b.name.clone(), (b.dtype, shape, buf));
     }
     for (index, step) in plan.launches.iter().enumerate() {
-        let fail = |message: String| PlanError::Launch { operator: op(), index, kernel: step.kernel.clone(), message };
-        // Take each tensor out of the table for the launch (a value passed twice is refused:
-        // the launch would alias it), then put them all back.
-        let mut taken: Vec<(String, Value<L::Buf>)> = vec![];
-        for a in &step.args {
-            if let Some(v) = values.remove(&a.value) {
-                taken.push((a.value.clone(), v));
-            } else if !scalars.contains_key(&a.value) {
-                let e = fail(format!("`{}` is passed twice (or is not a value of the plan)", a.value));
-                values.extend(taken);
-                return Err(e);
-            }
-        }
+        // Take each tensor out of the table for the launch (validate() refused a tensor passed
+        // twice, so each is taken once), then put them all back.
+        let mut taken: Vec<(&str, Value<L::Buf>)> = step.args.iter().filter_map(|a| values.remove(&a.value).map(|v| (a.value.as_str(), v))).collect();
         let result = {
+            let mut slots: BTreeMap<&str, &mut Value<L::Buf>> = taken.iter_mut().map(|(n, v)| (*n, v)).collect();
             let mut args: Vec<LaunchArg<'_, L::Buf>> = vec![];
-            let mut slots: BTreeMap<&str, &mut Value<L::Buf>> = taken.iter_mut().map(|(n, v)| (n.as_str(), v)).collect();
             for a in &step.args {
                 if let Some(v) = scalars.get(&a.value) {
                     args.push(LaunchArg::Scalar { param: &a.param, value: *v });
-                } else if let Some(slot) = slots.remove(a.value.as_str()) {
-                    let (dtype, shape, buf) = slot;
+                } else if let Some((dtype, shape, buf)) = slots.remove(a.value.as_str()) {
                     args.push(LaunchArg::Tensor { param: &a.param, dtype: *dtype, shape, buf });
                 }
             }
             launcher.launch(step, &mut args)
         };
-        values.extend(taken);
-        result.map_err(fail)?;
+        values.extend(taken.into_iter().map(|(n, v)| (n.to_string(), v)));
+        result.map_err(|message| PlanError::Launch { operator: op(), index, kernel: step.kernel.clone(), message })?;
     }
     let mut out = TensorMap::new();
     for p in plan.params.iter().filter(|p| p.role != Role::Input) {
         if let Some((dtype, shape, buf)) = values.get(&p.name) {
-            let t = launcher.download(buf, *dtype, shape).map_err(|m| PlanError::Launch { operator: op(), index: plan.launches.len(), kernel: format!("(reading `{}`)", p.name), message: m })?;
-            out.insert(p.name.clone(), t);
+            out.insert(p.name.clone(), launcher.download(buf, *dtype, shape).map_err(|m| memory(&p.name, m))?);
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> OperatorPlan {
+        let t = |name: &str, role| ParamMeta { name: name.into(), dtype: DType::F32, shape: vec!["N".into()], role };
+        OperatorPlan {
+            schema_version: PLAN_SCHEMA_VERSION,
+            operator: "op".into(),
+            target: "sm_90a".into(),
+            compiler: CompilerInfo { name: "tilec".into(), version: "0".into() },
+            source: SourceInfo { path: "x.tile".into(), hash: "0".into() },
+            sizes: vec!["N".into()],
+            params: vec![t("x", Role::Input), ParamMeta { name: "s".into(), dtype: DType::F32, shape: vec![], role: Role::Input }, t("y", Role::Output)],
+            buffers: vec![BufferMeta { name: "t".into(), dtype: DType::F32, shape: vec!["2 * N".into()] }],
+            launches: vec![LaunchStep { kernel: "k".into(), meta: "k.sm_90a.meta.json".into(), args: vec![ArgBinding { param: "a".into(), value: "x".into() }, ArgBinding { param: "b".into(), value: "y".into() }] }],
+        }
+    }
+
+    #[test]
+    fn validation_refuses_aliases_and_unknown_values_but_not_a_repeated_scalar() {
+        assert!(plan().validate().is_ok());
+        let mut p = plan();
+        p.launches[0].args.push(ArgBinding { param: "c".into(), value: "x".into() });
+        assert!(matches!(p.validate(), Err(PlanError::Invalid { message, .. }) if message.contains("passes tensor `x` twice")));
+        let mut p = plan();
+        p.launches[0].args.extend([ArgBinding { param: "c".into(), value: "s".into() }, ArgBinding { param: "d".into(), value: "s".into() }]);
+        assert!(p.validate().is_ok());
+        let mut p = plan();
+        p.launches[0].args[1].value = "nothing".into();
+        assert!(matches!(p.validate(), Err(PlanError::Invalid { message, .. }) if message.contains("neither a parameter nor a buffer")));
+        let json = plan().to_json_string().unwrap().replace("\"schema_version\": 1", "\"schema_version\": 2");
+        assert!(matches!(OperatorPlan::from_json(&json), Err(PlanError::Schema(m)) if m.contains("schema version 2")));
+    }
+
+    /// A launcher on host memory that records what it is given: y = x + s, and t's shape.
+    struct Host(Vec<String>);
+
+    impl Launcher for Host {
+        type Buf = Vec<f32>;
+        fn upload(&mut self, t: &HostTensor) -> Result<Vec<f32>, String> {
+            Ok(t.to_f32())
+        }
+        fn zeros(&mut self, _: DType, shape: &[usize]) -> Result<Vec<f32>, String> {
+            self.0.push(format!("zeros {shape:?}"));
+            Ok(vec![0.0; shape.iter().product()])
+        }
+        fn launch(&mut self, step: &LaunchStep, args: &mut [LaunchArg<'_, Vec<f32>>]) -> Result<(), String> {
+            self.0.push(step.kernel.clone());
+            let x = match &args[0] {
+                LaunchArg::Tensor { buf, .. } => (*buf).clone(),
+                LaunchArg::Scalar { .. } => return Err("x is a tensor".into()),
+            };
+            let LaunchArg::Scalar { value: Scalar::F32(s), .. } = args[2] else { return Err("s is an f32 scalar".into()) };
+            let LaunchArg::Tensor { buf, .. } = &mut args[1] else { return Err("y is a tensor".into()) };
+            **buf = x.iter().map(|v| v + s).collect();
+            Ok(())
+        }
+        fn download(&mut self, buf: &Vec<f32>, dtype: DType, shape: &[usize]) -> Result<HostTensor, String> {
+            HostTensor::from_f32(dtype, shape.to_vec(), buf).map_err(|e| e.to_string())
+        }
+    }
+
+    #[test]
+    fn execution_binds_allocates_routes_and_returns_the_outputs() {
+        let mut p = plan();
+        p.launches[0].args.push(ArgBinding { param: "c".into(), value: "s".into() });
+        let x = HostTensor::from_f32(DType::F32, vec![3], &[1.0, 2.0, 3.0]).unwrap();
+        let args = p.args(TensorMap::from([("x".into(), x), ("s".into(), HostTensor::from(Scalar::F32(0.5)))]));
+        let mut l = Host(vec![]);
+        let out = execute(&p, &args, &mut l).unwrap();
+        assert_eq!(out.keys().collect::<Vec<_>>(), ["y"]);
+        assert_eq!(out["y"].to_f32(), [1.5, 2.5, 3.5]);
+        // y allocated with the bound N = 3, the buffer with its expression 2 * N, then one launch.
+        assert_eq!(l.0, ["zeros [3]", "zeros [6]", "k"]);
+        // A wrong dtype is refused before anything is allocated, naming the tensor.
+        let bad = HostTensor::from_f32(DType::Bf16, vec![3], &[1.0, 2.0, 3.0]).unwrap();
+        let mut l = Host(vec![]);
+        let e = execute(&p, &p.args(TensorMap::from([("x".into(), bad), ("s".into(), HostTensor::from(Scalar::F32(0.5)))])), &mut l).unwrap_err();
+        assert!(matches!(&e, PlanError::Bind { .. }) && e.to_string().contains("`x`"), "{e}");
+        assert!(l.0.is_empty());
+    }
 }

@@ -7,10 +7,11 @@
 //! follow from the sizes the routed tensors' extents give ([`tilec_abi::plan::kernel_sizes`]),
 //! and the bound shape must equal the routed tensor's (an error naming the parameter otherwise).
 //! With timing on, CUDA events around each launch give per-kernel times; each launch is
-//! synchronised so a fault is reported at the kernel that caused it.
+//! synchronised so a fault is reported at the kernel that caused it. A [`PlanRunner`] loads each
+//! kernel's module once and keeps it for every later run (`tilec-run --repeat/--bench`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaSlice;
@@ -32,17 +33,29 @@ pub struct PlanRun {
     pub kernel_ms: Vec<(String, f32)>,
 }
 
-struct Device<'g> {
-    gpu: &'g Gpu,
-    dir: PathBuf,
+/// Runs one plan, any number of times, with its kernels' modules loaded once.
+#[derive(Debug)]
+pub struct PlanRunner<'a> {
+    gpu: &'a Gpu,
+    plan: &'a OperatorPlan,
+    dir: &'a Path,
     code: CodeKind,
+    /// Loaded kernels by name (loaded at their first launch).
     kernels: HashMap<String, Kernel>,
+}
+
+/// One call's launcher: the runner's kernels, and what this call records.
+struct Device<'r, 'g> {
+    gpu: &'g Gpu,
+    dir: &'r Path,
+    code: CodeKind,
+    kernels: &'r mut HashMap<String, Kernel>,
     timed: bool,
     kernel_ms: Vec<(String, f32)>,
     error: Option<RuntimeError>,
 }
 
-impl Device<'_> {
+impl Device<'_, '_> {
     fn keep<T>(&mut self, r: Result<T, RuntimeError>) -> Result<T, String> {
         r.map_err(|e| {
             let msg = e.to_string();
@@ -51,18 +64,14 @@ impl Device<'_> {
         })
     }
 
-    fn kernel(&mut self, step: &LaunchStep) -> Result<&Kernel, RuntimeError> {
-        if !self.kernels.contains_key(&step.kernel) {
-            let artifact = Artifact::open(&self.dir.join(&step.meta))?;
-            let k = self.gpu.load(&artifact, self.code)?;
-            self.kernels.insert(step.kernel.clone(), k);
-        }
-        Ok(&self.kernels[&step.kernel])
-    }
-
     fn run_step(&mut self, step: &LaunchStep, args: &mut [LaunchArg<'_, CudaSlice<u8>>]) -> Result<(), RuntimeError> {
         let (gpu, timed) = (self.gpu, self.timed);
-        let kernel = self.kernel(step)?.clone();
+        if !self.kernels.contains_key(&step.kernel) {
+            let artifact = Artifact::open(&self.dir.join(&step.meta))?;
+            let k = gpu.load(&artifact, self.code)?;
+            self.kernels.insert(step.kernel.clone(), k);
+        }
+        let kernel = &self.kernels[&step.kernel];
         // Bind without host data: every tensor as an output (so it need not be supplied), its
         // extents from the sizes the routed tensors give.
         let params: Vec<_> = kernel.meta.params.iter().cloned().map(|mut p| {
@@ -103,7 +112,7 @@ impl Device<'_> {
             let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| driver_err("cuEventCreate", e));
             let (start, end) = (ev()?, ev()?);
             start.record(&gpu.stream).map_err(|e| driver_err("cuEventRecord", e))?;
-            gpu.launch(&kernel, &binding, &dev)?;
+            gpu.launch(kernel, &binding, &dev)?;
             end.record(&gpu.stream).map_err(|e| driver_err("cuEventRecord", e))?;
             gpu.stream.synchronize().map_err(|e| driver_err(&format!("kernel `{}` (stream synchronize)", step.kernel), e))?;
             if timed {
@@ -115,7 +124,7 @@ impl Device<'_> {
     }
 }
 
-impl Launcher for Device<'_> {
+impl Launcher for Device<'_, '_> {
     type Buf = CudaSlice<u8>;
 
     fn upload(&mut self, t: &HostTensor) -> Result<CudaSlice<u8>, String> {
@@ -149,15 +158,22 @@ impl Launcher for Device<'_> {
 }
 
 impl Gpu {
-    /// Executes `plan` (its kernels' metadata and code in `dir`) on `inputs`. With `timed`,
-    /// each launch's device time is recorded.
+    /// A runner for `plan`, whose kernels' metadata and code are in `dir`.
+    pub fn plan_runner<'a>(&'a self, plan: &'a OperatorPlan, dir: &'a Path, code: CodeKind) -> PlanRunner<'a> {
+        PlanRunner { gpu: self, plan, dir, code, kernels: HashMap::new() }
+    }
+}
+
+impl PlanRunner<'_> {
+    /// Executes the plan on `args` ([`OperatorPlan::args`]). With `timed`, each launch's device
+    /// time is recorded.
     ///
     /// # Errors
-    /// The plan's own errors (inputs refused before anything is copied, naming the tensor), or
+    /// The plan's own errors (inputs refused before anything is copied, naming the tensor), with
     /// the GPU's error for the launch or copy that failed.
-    pub fn run_plan(&self, plan: &OperatorPlan, dir: &Path, inputs: TensorMap, code: CodeKind, timed: bool) -> Result<PlanRun, (PlanError, Option<RuntimeError>)> {
-        let mut d = Device { gpu: self, dir: dir.to_path_buf(), code, kernels: HashMap::new(), timed, kernel_ms: vec![], error: None };
-        match execute(plan, inputs, &mut d) {
+    pub fn run(&mut self, args: &Args, timed: bool) -> Result<PlanRun, (PlanError, Option<RuntimeError>)> {
+        let mut d = Device { gpu: self.gpu, dir: self.dir, code: self.code, kernels: &mut self.kernels, timed, kernel_ms: vec![], error: None };
+        match execute(self.plan, args, &mut d) {
             Ok(outputs) => Ok(PlanRun { outputs, kernel_ms: d.kernel_ms }),
             Err(e) => Err((e, d.error.take())),
         }

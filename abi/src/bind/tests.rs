@@ -350,3 +350,17 @@ fn an_output_whose_byte_count_would_wrap_is_refused() {
     let e = bind(&meta, &axpb_args()).unwrap_err();
     assert!(e.to_string().contains("4398046511104 bytes, the limit is 1099511627776"), "{e}");
 }
+
+#[test]
+fn a_scalar_round_trips_through_its_file_tensor() {
+    let values = [Scalar::F32(0.088), Scalar::I32(-7), Scalar::F16(f16::from_f32(1.5)), Scalar::Bf16(bf16::from_f32(-2.25))];
+    for v in values {
+        let t = HostTensor::from(v);
+        assert_eq!((t.dtype, t.shape.as_slice()), (v.dtype(), &[][..]));
+        let params = [ParamMeta { name: "s".into(), dtype: v.dtype(), shape: vec![], role: Role::Input }];
+        let grid = ["1".to_string(), "1".to_string(), "1".to_string()];
+        let sig = Signature { kernel: "k", sizes: &[], params: &params, grid: &grid, block_threads: 32, dynamic_smem_bytes: 0, envelope: &[] };
+        let args = Args::from_tensor_map(sig, TensorMap::from([("s".to_string(), t)]));
+        assert_eq!(args.scalars["s"], v);
+    }
+}

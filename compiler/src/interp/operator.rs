@@ -2,7 +2,6 @@
 //! ([`crate::artifact::operator_plan`]) executed by the one plan executor
 //! ([`tilec_abi::plan::execute`]), each launch a whole-grid interpreter run of the module's kernel.
 
-use tilec_abi::bind::Scalar;
 use tilec_abi::meta::DType;
 use tilec_abi::plan::{execute, LaunchArg, LaunchStep, Launcher, PlanError};
 use tilec_abi::st::TensorMap;
@@ -59,11 +58,13 @@ impl Launcher for Interp<'_> {
         let index = self.index;
         self.index += 1;
         let k: &Kernel = self.module.kernels.iter().find(|k| k.name == step.kernel).ok_or_else(|| format!("no kernel `{}` in the module", step.kernel))?;
+        // The tensors move into the kernel's inputs and back (no copy per launch); an output
+        // replaces the tensor it is bound to.
         let mut inputs = TensorMap::new();
-        for a in args.iter() {
+        for a in args.iter_mut() {
             match a {
-                LaunchArg::Tensor { param, buf, .. } => inputs.insert(param.to_string(), (**buf).clone()),
-                LaunchArg::Scalar { param, value } => inputs.insert(param.to_string(), scalar_tensor(*value)),
+                LaunchArg::Tensor { param, buf, dtype, .. } => inputs.insert(param.to_string(), std::mem::replace(&mut **buf, HostTensor { dtype: *dtype, shape: vec![0], bytes: vec![] })),
+                LaunchArg::Scalar { param, value } => inputs.insert(param.to_string(), HostTensor::from(*value)),
             };
         }
         // The step budget and the time limit are the whole call's: each launch gets what is left.
@@ -72,19 +73,23 @@ impl Launcher for Interp<'_> {
         if let Some(d) = self.deadline {
             opts.time_limit = Some(d.saturating_duration_since(std::time::Instant::now()).max(std::time::Duration::from_millis(1)));
         }
-        match run_kernel_with(k, &inputs, &opts) {
-            Ok(mut run) => {
+        let (mut outputs, failure) = match run_kernel_with(k, &inputs, &opts) {
+            Ok(run) => {
                 self.steps_left = self.steps_left.saturating_sub(run.steps);
-                for a in args.iter_mut() {
-                    if let LaunchArg::Tensor { param, buf, .. } = a {
-                        if let Some(t) = run.outputs.remove(*param) {
-                            **buf = t;
-                        }
-                    }
-                }
-                Ok(())
+                (run.outputs, None)
             }
-            Err(e) => {
+            Err(e) => (TensorMap::new(), Some(e)),
+        };
+        for a in args.iter_mut() {
+            if let LaunchArg::Tensor { param, buf, .. } = a {
+                if let Some(t) = outputs.remove(*param).or_else(|| inputs.remove(*param)) {
+                    **buf = t;
+                }
+            }
+        }
+        match failure {
+            None => Ok(()),
+            Some(e) => {
                 let msg = e.to_string();
                 self.failure = Some(LaunchFailure { index, error: e });
                 Err(msg)
@@ -95,17 +100,6 @@ impl Launcher for Interp<'_> {
     fn download(&mut self, buf: &HostTensor, _: DType, _: &[usize]) -> Result<HostTensor, String> {
         Ok(buf.clone())
     }
-}
-
-/// A scalar as the one-element tensor the interpreter's binder takes.
-fn scalar_tensor(v: Scalar) -> HostTensor {
-    let (dtype, bytes) = match v {
-        Scalar::F32(x) => (DType::F32, x.to_le_bytes().to_vec()),
-        Scalar::I32(x) => (DType::I32, x.to_le_bytes().to_vec()),
-        Scalar::F16(x) => (DType::F16, x.to_le_bytes().to_vec()),
-        Scalar::Bf16(x) => (DType::Bf16, x.to_le_bytes().to_vec()),
-    };
-    HostTensor { dtype, shape: vec![], bytes }
 }
 
 /// Runs operator `op` of `module` on `inputs` (tensors and scalars by the operator's parameter
@@ -121,5 +115,5 @@ pub fn run_operator(module: &Module, op: &Operator, inputs: TensorMap, opts: &Op
     let plan = crate::artifact::operator_plan(op, opts.target, "", &[]).map_err(|e| (PlanError::Invalid { operator: op.name.clone(), message: e.to_string() }, None))?;
     let deadline = opts.time_limit.map(|t| std::time::Instant::now() + t);
     let mut l = Interp { module, opts, index: 0, failure: None, steps_left: opts.max_steps, deadline };
-    execute(&plan, inputs, &mut l).map_err(|e| (e, l.failure.take()))
+    execute(&plan, &plan.args(inputs), &mut l).map_err(|e| (e, l.failure.take()))
 }

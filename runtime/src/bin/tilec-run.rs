@@ -121,12 +121,12 @@ fn run_plan(cli: &Cli) -> Result<u8, CliError> {
     let text = std::fs::read_to_string(&cli.meta).map_err(|e| CliError::Usage(format!("{}: {e}", cli.meta.display())))?;
     let plan = tilec_runtime::plan_schema::OperatorPlan::from_json(&text).map_err(|e| CliError::Usage(e.to_string()))?;
     let dir = cli.meta.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-    let inputs = st::read(&cli.inputs)?;
     if !cli.scalars.is_empty() || !cli.sizes.is_empty() {
         return Err(CliError::Usage("--scalar and --size are not used with a plan: give scalars in the inputs file (one-element tensors named like the parameter); the operator's sizes come from its inputs".into()));
     }
+    let args = plan.args(st::read(&cli.inputs)?);
     // Argument mistakes are reported on any machine, before a GPU is needed.
-    tilec_runtime::plan_schema::check_inputs(&plan, &inputs).map_err(|e| match e {
+    tilec_runtime::plan_schema::check_inputs(&plan, &args).map_err(|e| match e {
         tilec_runtime::plan_schema::PlanError::Bind { source, .. } => CliError::Runtime(RuntimeError::from(source)),
         other => CliError::Usage(other.to_string()),
     })?;
@@ -138,8 +138,9 @@ fn run_plan(cli: &Cli) -> Result<u8, CliError> {
     let gpu = Gpu::open(cli.device)?;
     let launches: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
     println!("operator {} ({}) on {}: {} launches ({})", plan.operator, plan.target, gpu.name()?, launches.len(), launches.join(" → "));
-    let once = |timed: bool| {
-        gpu.run_plan(&plan, &dir, inputs.clone(), code, timed).map_err(|(e, r)| match r {
+    let mut runner = gpu.plan_runner(&plan, &dir, code);
+    let mut once = |timed: bool| {
+        runner.run(&args, timed).map_err(|(e, r)| match r {
             Some(r) => CliError::Runtime(r),
             None => CliError::Usage(e.to_string()),
         })
