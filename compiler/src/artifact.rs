@@ -14,7 +14,7 @@ use tilec_abi::meta::{
 };
 
 use crate::backend::{Compiled, Target};
-use crate::ir::{Elem, Kernel, Op, Operator, ParamKind};
+use crate::ir::{Kernel, Op, Operator, ParamData, ParamKind, SizeExpr};
 use tilec_abi::plan::{ArgBinding, BufferMeta, LaunchStep, OperatorPlan, PLAN_SCHEMA_VERSION};
 use crate::passes::tmem_plan::TmemPlan;
 
@@ -134,13 +134,15 @@ pub fn assemble_file(ptx: &Path, cubin: &Path, target: Target) -> Result<PtxasIn
     Ok(parse_ptxas_info(&text))
 }
 
-fn dtype(e: Elem) -> Option<DType> {
-    Some(match e {
-        Elem::F16 => DType::F16,
-        Elem::Bf16 => DType::Bf16,
-        Elem::F32 => DType::F32,
-        Elem::I32 => DType::I32,
-        Elem::Bool => return None,
+/// The metadata record of a parameter, shape texts written by `size_text`: an `out` tensor is
+/// [`Role::Output`], everything else [`Role::Input`] (a kernel's loaded output is made `inout`
+/// by [`kernel_meta`]). `None` for a predicate parameter, which has no schema dtype.
+pub fn param_record(d: &ParamData, size_text: impl Fn(&SizeExpr) -> String) -> Option<ParamMeta> {
+    Some(match &d.kind {
+        ParamKind::Tensor { elem, shape, output } => {
+            ParamMeta { name: d.name.clone(), dtype: elem.host_dtype()?, shape: shape.iter().map(size_text).collect(), role: if *output { Role::Output } else { Role::Input } }
+        }
+        ParamKind::Scalar(e) => ParamMeta { name: d.name.clone(), dtype: e.host_dtype()?, shape: vec![], role: Role::Input },
     })
 }
 
@@ -177,19 +179,11 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
     });
     let mut params = vec![];
     for (p, d) in k.params.iter() {
-        params.push(match &d.kind {
-            ParamKind::Tensor { elem, shape, output } => ParamMeta {
-                name: d.name.clone(),
-                dtype: dtype(*elem).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?,
-                shape: shape.iter().map(|s| k.size_text(s)).collect(),
-                role: match (*output, loaded.contains(&p)) {
-                    (false, _) => Role::Input,
-                    (true, false) => Role::Output,
-                    (true, true) => Role::Inout,
-                },
-            },
-            ParamKind::Scalar(e) => ParamMeta { name: d.name.clone(), dtype: dtype(*e).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?, shape: vec![], role: Role::Input },
-        });
+        let mut m = param_record(d, |s| k.size_text(s)).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?;
+        if m.role == Role::Output && loaded.contains(&p) {
+            m.role = Role::Inout;
+        }
+        params.push(m);
     }
     for s in &k.sizes {
         params.push(ParamMeta { name: s.1.clone(), dtype: DType::I32, shape: vec![], role: Role::Input });
@@ -236,21 +230,10 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
 /// # Errors
 /// [`ArtifactError::ParamType`] for a parameter or buffer without a schema dtype.
 pub fn operator_plan(op: &Operator, t: Target, source_path: &str, source: &[u8]) -> Result<OperatorPlan, ArtifactError> {
-    let mut params = vec![];
-    for d in &op.params {
-        params.push(match &d.kind {
-            ParamKind::Tensor { elem, shape, output } => ParamMeta {
-                name: d.name.clone(),
-                dtype: dtype(*elem).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?,
-                shape: shape.iter().map(|s| op.size_text(s)).collect(),
-                role: if *output { Role::Output } else { Role::Input },
-            },
-            ParamKind::Scalar(e) => ParamMeta { name: d.name.clone(), dtype: dtype(*e).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))?, shape: vec![], role: Role::Input },
-        });
-    }
+    let params = op.params.iter().map(|d| param_record(d, |s| op.size_text(s)).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))).collect::<Result<Vec<_>, _>>()?;
     let mut buffers = vec![];
     for b in &op.buffers {
-        buffers.push(BufferMeta { name: b.name.clone(), dtype: dtype(b.elem).ok_or_else(|| ArtifactError::ParamType(b.name.clone()))?, shape: b.shape.iter().map(|s| op.size_text(s)).collect() });
+        buffers.push(BufferMeta { name: b.name.clone(), dtype: b.elem.host_dtype().ok_or_else(|| ArtifactError::ParamType(b.name.clone()))?, shape: b.shape.iter().map(|s| op.size_text(s)).collect() });
     }
     Ok(OperatorPlan {
         schema_version: PLAN_SCHEMA_VERSION,

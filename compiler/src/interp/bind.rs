@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use cranelift_entity::SecondaryMap;
 use tilec_abi::bind::{Args, BindError, BoundArg, Scalar, Signature};
 use tilec_abi::expr::ExprError;
-use tilec_abi::meta::{DType, ParamMeta, Role};
+use tilec_abi::meta::{DType, ParamMeta};
 use tilec_abi::tensor::HostTensor;
 
 use super::error::InterpError;
@@ -47,15 +47,10 @@ pub struct Bound {
     pub scalars: SecondaryMap<Param, Option<S>>,
 }
 
-/// The dtype that carries element type `e` in host tensors (`None` for predicates).
+/// The dtype that carries element type `e` in host tensors (`None` for predicates):
+/// [`Elem::host_dtype`].
 pub fn dtype_of(e: Elem) -> Option<DType> {
-    match e {
-        Elem::F16 => Some(DType::F16),
-        Elem::Bf16 => Some(DType::Bf16),
-        Elem::F32 => Some(DType::F32),
-        Elem::I32 => Some(DType::I32),
-        Elem::Bool => None,
-    }
+    e.host_dtype()
 }
 
 /// Evaluates a size expression of kernel `k` under `env` (size name → value) with the ABI's
@@ -77,14 +72,12 @@ pub fn signature_params(k: &Kernel) -> Result<Vec<ParamMeta>, InterpError> {
     k.params
         .values()
         .map(|p| {
-            let (elem, shape, role) = match &p.kind {
-                ParamKind::Tensor { elem, shape, output } => {
-                    (*elem, shape.iter().map(|e| k.size_text(e)).collect(), if *output { Role::Output } else { Role::Input })
-                }
-                ParamKind::Scalar(elem) => (*elem, vec![], Role::Input),
-            };
-            let dtype = dtype_of(elem).ok_or_else(|| InterpError::UnsupportedParam { name: p.name.clone(), elem })?;
-            Ok(ParamMeta { name: p.name.clone(), dtype, shape, role })
+            crate::artifact::param_record(p, |e| k.size_text(e)).ok_or_else(|| InterpError::UnsupportedParam {
+                name: p.name.clone(),
+                elem: match &p.kind {
+                    ParamKind::Tensor { elem, .. } | ParamKind::Scalar(elem) => *elem,
+                },
+            })
         })
         .collect()
 }

@@ -44,6 +44,18 @@ impl Elem {
             Elem::F32 => "f32",
         }
     }
+    /// The dtype that carries this element type in host tensors and metadata (`None` for a
+    /// predicate, which has none).
+    pub fn host_dtype(self) -> Option<tilec_abi::meta::DType> {
+        use tilec_abi::meta::DType;
+        Some(match self {
+            Elem::F16 => DType::F16,
+            Elem::Bf16 => DType::Bf16,
+            Elem::F32 => DType::F32,
+            Elem::I32 => DType::I32,
+            Elem::Bool => return None,
+        })
+    }
     /// Parses a source spelling.
     pub fn from_name(s: &str) -> Option<Elem> {
         Some(match s {
