@@ -73,16 +73,21 @@ pub enum Tweak {
     /// g − 25 per token: e^Γ underflows within a chunk; the masked upper triangle of
     /// e^(Γ_i − Γ_j) overflows and must never be read.
     StrongDecay,
+    /// g / 50: a chunk's total decay near e^-1, so the state carried between chunks (and every
+    /// decay applied to it) matters — with the generated gates it has decayed to nothing.
+    WeakDecay,
 }
 
 /// The shapes `--verify` runs: a single token; a partial last chunk over two batch entries;
-/// and, at T = 100, no decay, no delta rule and strong decay (members without g or β skip those).
-pub const CASES: [Case; 5] = [
+/// at T = 100 no decay, no delta rule and strong decay; and weak decay over three chunks
+/// (members without g or β skip the cases that change them).
+pub const CASES: [Case; 6] = [
     Case { name: "T=1", batch: 1, seq_len: 1, heads: 2, seed: 1, tweak: Tweak::None },
     Case { name: "T=100 (partial chunk), B=2", batch: 2, seq_len: 100, heads: 2, seed: 2, tweak: Tweak::None },
     Case { name: "T=100, g=0", batch: 1, seq_len: 100, heads: 2, seed: 3, tweak: Tweak::ZeroGate },
     Case { name: "T=100, beta=0", batch: 1, seq_len: 100, heads: 2, seed: 4, tweak: Tweak::ZeroBeta },
     Case { name: "T=100, g-25 (strong decay)", batch: 1, seq_len: 100, heads: 2, seed: 5, tweak: Tweak::StrongDecay },
+    Case { name: "T=150, g/50 (weak decay)", batch: 1, seq_len: 150, heads: 2, seed: 6, tweak: Tweak::WeakDecay },
 ];
 
 /// The verdict on one output at one shape.
@@ -164,8 +169,14 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             .map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
         match case.tweak {
             Tweak::None => {}
-            Tweak::ZeroGate | Tweak::StrongDecay => match p.g.as_mut() {
-                Some(g) => g.data.iter_mut().for_each(|x| *x = if case.tweak == Tweak::ZeroGate { 0.0 } else { *x - 25.0 }),
+            Tweak::ZeroGate | Tweak::StrongDecay | Tweak::WeakDecay => match p.g.as_mut() {
+                Some(g) => g.data.iter_mut().for_each(|x| {
+                    *x = match case.tweak {
+                        Tweak::ZeroGate => 0.0,
+                        Tweak::StrongDecay => *x - 25.0,
+                        _ => *x / 50.0,
+                    }
+                }),
                 None => continue,
             },
             Tweak::ZeroBeta => match p.beta.as_mut() {
