@@ -19,25 +19,27 @@ pub struct Options {
     pub deny_warnings: bool,
     /// Targets to plan for (default: every target).
     pub targets: Vec<Target>,
-    /// The directory `import "path";` is relative to: the importing file's. `None` (a source
-    /// text without a file) refuses imports (E0206).
-    pub import_dir: Option<PathBuf>,
-    /// The checked file itself (so that it cannot import itself).
+    /// The checked file: `import "path";` resolves from its directory, and it cannot import
+    /// itself. `None` (a source text without a file) refuses imports (E0206).
     pub file: Option<PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { deny_warnings: false, targets: Target::ALL.to_vec(), import_dir: None, file: None }
+        Options { deny_warnings: false, targets: Target::ALL.to_vec(), file: None }
     }
 }
 
 impl Options {
     /// These options for the file at `path`: imports resolve from its directory.
     pub fn for_file(mut self, path: &Path) -> Options {
-        self.import_dir = Some(path.parent().map(Path::to_path_buf).unwrap_or_default());
         self.file = Some(path.to_path_buf());
         self
+    }
+
+    /// The directory imports resolve from (the file's), if there is a file.
+    pub fn import_dir(&self) -> Option<&Path> {
+        self.file.as_deref().map(|f| f.parent().unwrap_or(Path::new("")))
     }
 }
 

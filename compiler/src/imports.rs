@@ -52,7 +52,7 @@ pub(crate) fn resolve(file: &ast::File, opts: &Options, ctx: &mut ImportCtx, dia
     for item in &file.items {
         let ast::Item::Import(i) = item else { continue };
         let err = |msg: String, label: &str| Diagnostic::error(Code::BadImport, msg, i.path_span, label.to_string());
-        let Some(dir) = &opts.import_dir else {
+        let Some(dir) = opts.import_dir() else {
             diags.push(err(format!("cannot import \"{}\" from a source text that has no file", i.path), "no directory to resolve it from").with_note("help: check or build the file by its path"));
             continue;
         };
