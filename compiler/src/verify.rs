@@ -35,8 +35,9 @@ use tilec_abi::tensor::HostTensor;
 use crate::interp::{run_operator, Options};
 use crate::ir::{Elem, Module, Op, Operator, ParamKind, SizeExpr};
 
-/// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`).
-pub const INPUT_NAMES: [&str; 11] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "scale"];
+/// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`). An
+/// operator with `cu_seqlens` (i32 `[N + 1]`) is varlen: every case runs as packed sequences.
+pub const INPUT_NAMES: [&str; 12] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "cu_seqlens", "scale"];
 
 /// The gradient names an operator with a contract returns (fla's).
 pub const OUTPUT_NAMES: [&str; 8] = ["dq", "dk", "dv", "dg", "dbeta", "db", "dw", "ds0"];
@@ -59,6 +60,9 @@ pub struct Case {
     pub seed: u64,
     /// What is changed in the generated inputs.
     pub tweak: Tweak,
+    /// Sequence lengths of a varlen-only case (B = 1, T their sum); empty: `batch` sequences of
+    /// `seq_len` tokens, which a varlen operator receives packed (cu_seqlens 0, T, 2T, …).
+    pub lens: &'static [usize],
 }
 
 /// A change to generated inputs that reaches an edge of the algorithm.
@@ -79,16 +83,39 @@ pub enum Tweak {
 }
 
 /// The shapes `--verify` runs: a single token; a partial last chunk over two batch entries;
-/// at T = 100 no decay, no delta rule and strong decay; and weak decay over three chunks
-/// (members without g or β skip the cases that change them).
-pub const CASES: [Case; 6] = [
-    Case { name: "T=1", batch: 1, seq_len: 1, heads: 2, seed: 1, tweak: Tweak::None },
-    Case { name: "T=100 (partial chunk), B=2", batch: 2, seq_len: 100, heads: 2, seed: 2, tweak: Tweak::None },
-    Case { name: "T=100, g=0", batch: 1, seq_len: 100, heads: 2, seed: 3, tweak: Tweak::ZeroGate },
-    Case { name: "T=100, beta=0", batch: 1, seq_len: 100, heads: 2, seed: 4, tweak: Tweak::ZeroBeta },
-    Case { name: "T=100, g-25 (strong decay)", batch: 1, seq_len: 100, heads: 2, seed: 5, tweak: Tweak::StrongDecay },
-    Case { name: "T=150, g/50 (weak decay)", batch: 1, seq_len: 150, heads: 2, seed: 6, tweak: Tweak::WeakDecay },
+/// at T = 100 no decay, no delta rule and strong decay; weak decay over three chunks; and, for
+/// varlen operators only, three packed sequences of 1, 70 and 129 tokens (the second starts
+/// mid-chunk, right after a one-token sequence; the weak decay carries state across its chunks).
+/// Members without g or β skip the cases that change them.
+pub const CASES: [Case; 7] = [
+    Case { name: "T=1", batch: 1, seq_len: 1, heads: 2, seed: 1, tweak: Tweak::None, lens: &[] },
+    Case { name: "T=100 (partial chunk), B=2", batch: 2, seq_len: 100, heads: 2, seed: 2, tweak: Tweak::None, lens: &[] },
+    Case { name: "T=100, g=0", batch: 1, seq_len: 100, heads: 2, seed: 3, tweak: Tweak::ZeroGate, lens: &[] },
+    Case { name: "T=100, beta=0", batch: 1, seq_len: 100, heads: 2, seed: 4, tweak: Tweak::ZeroBeta, lens: &[] },
+    Case { name: "T=100, g-25 (strong decay)", batch: 1, seq_len: 100, heads: 2, seed: 5, tweak: Tweak::StrongDecay, lens: &[] },
+    Case { name: "T=150, g/50 (weak decay)", batch: 1, seq_len: 150, heads: 2, seed: 6, tweak: Tweak::WeakDecay, lens: &[] },
+    Case { name: "varlen 1+70+129, g/50", batch: 1, seq_len: 200, heads: 2, seed: 7, tweak: Tweak::WeakDecay, lens: &[1, 70, 129] },
 ];
+
+impl Case {
+    /// The sequence lengths a varlen operator runs this case as.
+    pub fn varlen_lens(&self) -> Vec<usize> {
+        if self.lens.is_empty() {
+            vec![self.seq_len; self.batch]
+        } else {
+            self.lens.to_vec()
+        }
+    }
+}
+
+/// What [`verify_operator`] judged, and which cases it could not run.
+#[derive(Clone, Debug, Default)]
+pub struct Verdict {
+    /// One per output and case run.
+    pub judgements: Vec<Judgement>,
+    /// Cases not run, with why.
+    pub not_run: Vec<String>,
+}
 
 /// The verdict on one output at one shape.
 #[derive(Clone, Debug)]
@@ -148,7 +175,7 @@ pub enum VerifyError {
 /// # Errors
 /// [`VerifyError`] when the operator cannot be run or mapped; violations are judgements with
 /// `ok() == false`, not errors.
-pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result<Vec<Judgement>, VerifyError> {
+pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result<Verdict, VerifyError> {
     let sig = |message: String| VerifyError::Signature { operator: op.name.clone(), message };
     let model = op.contract.ok_or_else(|| sig("declares no contract".into()))?;
     let last_dim = |name: &str| -> Result<usize, VerifyError> {
@@ -163,10 +190,25 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
     };
     let (kd, vd) = (last_dim("q")?, last_dim("v")?);
     let (roundings, u) = rounding_points(module, op);
-    let mut out = vec![];
+    let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");
+    let mut out = Verdict::default();
     for case in &CASES {
-        let mut p = generate(model, Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd }, case.seed, None, None)
-            .map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
+        let (dims, cu, label) = if varlen {
+            let lens = case.varlen_lens();
+            let cu: Vec<usize> = std::iter::once(0).chain(lens.iter().scan(0, |t, l| {
+                *t += l;
+                Some(*t)
+            })).collect();
+            let total = *cu.last().unwrap_or(&0);
+            let label = if case.lens.is_empty() { format!("{} [cu {}]", case.name, cu.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")) } else { case.name.to_string() };
+            (Dims { batch: 1, heads: case.heads, seq_len: total, dk: kd, dv: vd }, Some(cu), label)
+        } else if !case.lens.is_empty() {
+            out.not_run.push(format!("{}: the operator takes no cu_seqlens", case.name));
+            continue;
+        } else {
+            (Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd }, None, case.name.to_string())
+        };
+        let mut p = generate(model, dims, case.seed, None, cu).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
         match case.tweak {
             Tweak::None => {}
             Tweak::ZeroGate | Tweak::StrongDecay | Tweak::WeakDecay => match p.g.as_mut() {
@@ -203,7 +245,7 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             // κu: how far the exact gradient moves when every input moves by one rounding.
             let moved = gradient(&nudged, &param.name).map_or(0.0, |n| rel(max_abs_diff(&n.data, &reference.data)));
             let sensitivity = moved.max(u);
-            out.push(Judgement { case: case.name.into(), output: param.name.clone(), error, reference_max: scale, unit: u, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
+            out.judgements.push(Judgement { case: label.clone(), output: param.name.clone(), error, reference_max: scale, unit: u, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
         }
     }
     Ok(out)
@@ -222,6 +264,12 @@ fn inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String, HostTensor>
             continue;
         }
         let dt = crate::interp::bind::dtype_of(elem).ok_or_else(|| format!("`{}` has no host dtype", param.name))?;
+        if param.name == "cu_seqlens" {
+            let cu = p.cu_seqlens.as_ref().ok_or("cu_seqlens without a varlen problem")?;
+            let c = HostTensor::from_f64(dt, vec![cu.len()], &cu.iter().map(|&x| x as f64).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
+            m.insert(param.name.clone(), c);
+            continue;
+        }
         if param.name == "scale" {
             let s = HostTensor::from_f64(dt, vec![], &[p.scale]).map_err(|e| e.to_string())?;
             p.scale = s.to_f64()[0];

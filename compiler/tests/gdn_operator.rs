@@ -24,20 +24,29 @@ fn judge(c: &Checked) -> Vec<Judgement> {
 
 fn judge_op(c: &Checked, name: &str) -> Vec<Judgement> {
     let op = c.module.operators.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("operator {name}"));
-    verify_operator(&c.module, op, &tilec::interp::Options::default()).expect("verify runs")
+    verify_operator(&c.module, op, &tilec::interp::Options::default()).expect("verify runs").judgements
 }
 
 /// gdn.tile with `from` replaced by `to` (exactly once), beside copies of the files it imports.
 fn mutated(dir: &Path, from: &str, to: &str) -> PathBuf {
+    mutated_in(dir, "gdn.tile", from, to)
+}
+
+/// gdn.tile and the files it imports, copied into `dir`, with `from` replaced by `to` (exactly
+/// once) in `file`; the path of the copied gdn.tile.
+fn mutated_in(dir: &Path, file: &str, from: &str, to: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    for f in ["k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile"] {
-        std::fs::copy(examples().join(f), dir.join(f)).unwrap();
+    for f in ["gdn.tile", "k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile"] {
+        let src = std::fs::read_to_string(examples().join(f)).unwrap();
+        let src = if f == file {
+            assert_eq!(src.matches(from).count(), 1, "the mutation site must be unique");
+            src.replace(from, to)
+        } else {
+            src
+        };
+        std::fs::write(dir.join(f), src).unwrap();
     }
-    let src = std::fs::read_to_string(examples().join("gdn.tile")).unwrap();
-    assert_eq!(src.matches(from).count(), 1, "the mutation site must be unique");
-    let p = dir.join("gdn.tile");
-    std::fs::write(&p, src.replace(from, to)).unwrap();
-    p
+    dir.join("gdn.tile")
 }
 
 #[test]
@@ -46,7 +55,7 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
     // The operator's kernels include the imported ones, and the plan names them in launch order.
     let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
     let order: Vec<&str> = op.launches.iter().map(|l| l.kernel.as_str()).collect();
-    assert_eq!(order, ["gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
+    assert_eq!(order, ["seq_bounds", "chunk_table", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
     let js = judge(&c);
     // Six cases × six gradients.
     assert_eq!(js.len(), 36);
@@ -72,7 +81,7 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
 fn a_sign_flip_in_dg_fails_verification() {
     let mutations = [
         ("b4", "row_sum(qs * dqc) + row_sum(ds2) - col_sum(ds2).T;", "row_sum(qs * dqc) - row_sum(ds2) + col_sum(ds2).T;"),
-        ("b6", "rev_cumsum(load dg1[b, t0..+C, h] + load dg2[b, t0..+C, h])", "rev_cumsum(load dg1[b, t0..+C, h] - load dg2[b, t0..+C, h])"),
+        ("b6", "load dg1[b, t0..+C, h] + load dg2[b, t0..+C, h], 0.0)", "load dg1[b, t0..+C, h] - load dg2[b, t0..+C, h], 0.0)"),
     ];
     for (tag, from, to) in mutations {
         let dir = std::env::temp_dir().join(format!("tilec-gdn-flip-{tag}-{}", std::process::id()));
@@ -181,4 +190,41 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
     let (e, _) = run(m).unwrap_err();
     eprintln!("{e}");
     assert!(e.contains("`q`") && e.contains("128") && e.contains("64"), "{e}");
+}
+
+/// The varlen operator: three packed sequences (1, 70 and 129 tokens; the second starts
+/// mid-chunk) and every dense case packed, judged against the oracle's varlen recurrence (state
+/// restarting per sequence, one s0/dht/ds0 per sequence).
+#[test]
+fn gdn_bwd_varlen_is_within_the_bound_of_every_gradient() {
+    let c = check(&examples().join("gdn.tile"));
+    let js = judge_op(&c, "gdn_bwd_varlen");
+    // Seven cases (the dense ones packed, and the varlen one) × six gradients.
+    assert_eq!(js.len(), 42);
+    assert!(js.iter().any(|j| j.case.starts_with("varlen 1+70+129")));
+    assert!(js.iter().any(|j| j.case.contains("[cu 0,100,200]")), "B = 2 runs as two packed sequences");
+    for j in &js {
+        assert!(j.ok() && (j.error > 1e-5 || j.reference_max == 0.0), "{} {}: {:e} (bound {:e})", j.case, j.output, j.error, j.bound);
+    }
+}
+
+/// The masks that keep one sequence out of the next bite: K#1 contracting W over rows past the
+/// sequence (another sequence's W and dU), or K#2 reading the next sequence's rows of Ai into
+/// Aiᵀ's contraction, break the packed sequences — and only those: a dense call reads zeros
+/// past T there.
+#[test]
+fn a_sequence_reading_the_next_one_fails_varlen_verification() {
+    let mutations = [
+        ("k1", "k1_reverse_scan.tile", "let dvb: smem = bf16(select(valid, dvn, 0.0));           // w's rows past the sequence are another's\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, h, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel", "let dvb: smem = bf16(dvn);\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, h, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel"),
+        ("k2", "k2_wy_vjp.tile", "let ais: smem = bf16(select(valid, load ai[b, t0..+C, h, :], 0.0));", "let ais: smem = load ai[b, t0..+C, h, :];"),
+    ];
+    for (tag, file, from, to) in mutations {
+        let dir = std::env::temp_dir().join(format!("tilec-gdn-varlen-{tag}-{}", std::process::id()));
+        let c = check(&mutated_in(&dir, file, from, to));
+        let js = judge_op(&c, "gdn_bwd_varlen");
+        let bad: Vec<&str> = js.iter().filter(|j| !j.ok()).map(|j| j.case.as_str()).collect();
+        assert!(!bad.is_empty(), "{tag}: the leak between sequences passed: {js:?}");
+        assert!(bad.iter().all(|c| c.starts_with("varlen") || c.contains("[cu 0,100,200]")), "{tag}: a single-sequence case failed: {bad:?}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

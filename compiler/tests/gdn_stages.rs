@@ -38,8 +38,13 @@ fn kernel(name: &str) -> Kernel {
     checked.module.kernels.into_iter().find(|k| k.name == name).unwrap_or_else(|| panic!("no kernel {name}"))
 }
 
+/// Runs a stage kernel as a dense call: T is the second extent of the first input, and the
+/// chunk table is the one gdn.tile's `chunk_table` makes for cu = [0, T].
 fn run(name: &str, inputs: BTreeMap<String, HostTensor>) -> BTreeMap<String, HostTensor> {
-    run_kernel_with(&kernel(name), &inputs, &Options::default()).unwrap_or_else(|e| panic!("{name}: {e}")).outputs
+    let k = kernel(name);
+    let t = inputs.values().next().expect("an input").shape[1];
+    let inputs = with_dense_tables(&k, inputs, t, C);
+    run_kernel_with(&k, &inputs, &Options::default()).unwrap_or_else(|e| panic!("{name}: {e}")).outputs
 }
 
 /// Per-token natural-log gates `[B, T, H]` in `(lo, 0]`.

@@ -46,7 +46,8 @@ fn dsl_k1_scalar_matches_fp64() {
     // V = 80: two full V tiles and a partial one; B·H = 2.
     let (bsz, t, h, kd, v, c) = (1, 100, 2, 128, 80, 64);
     let (x, inputs) = k1_inputs(5, bsz, t, h, kd, v, c);
-    // dh's chunk count is the size expression cdiv(T, C): nothing beyond the inputs is needed.
+    // A dense call: one sequence [0, T) (cu, co) and dh's chunk count NS from the chunk table.
+    let inputs = with_dense_tables(&k, inputs, t, c);
     let run = run_kernel_with(&k, &inputs, &Options::default()).expect("k1_scan_scalar runs");
     assert_eq!(run.outputs["dh"].shape, [bsz, t.div_ceil(c), h, kd, v]);
     assert_eq!(run.grid, [v.div_ceil(32) as i64, 2, 1]);

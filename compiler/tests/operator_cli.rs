@@ -27,6 +27,11 @@ operator twostep(x: f32[N], z: out f32[N]) {
     scale2(x, y);
     addone(y, z);
 }
+operator fourstep(x: f32[N], z: out f32[N]) {
+    let m: f32[N];
+    twostep(x, m);
+    twostep(m, z);
+}
 operator faulty(x: f32[N], z: out f32[N]) {
     let y: f32[N];
     scale2(x, y);
@@ -83,6 +88,28 @@ fn an_operator_runs_builds_and_refuses_bad_inputs() {
     // --size is the inputs' business for an operator.
     let o = tilec().args(["run", "--interp"]).arg(&f).args(["--operator", "twostep", "--size", "N=3", "--inputs"]).arg(&inp).arg("--out").arg(&out).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// An operator calling another, twice: the calls are inlined into one plan (the callee's
+/// launches in order, a fresh buffer per call) and the values compose, z = 2(2x + 1) + 1.
+#[test]
+fn an_operator_call_is_inlined_with_fresh_buffers() {
+    let (d, f) = setup("call");
+    let x: Vec<f64> = (0..200).map(|i| i as f64 * 0.5 - 3.0).collect();
+    let inp = inputs(&d, &x, DType::F32);
+    let out = d.join("out.safetensors");
+    let o = tilec().args(["run", "--interp"]).arg(&f).args(["--operator", "fourstep", "--inputs"]).arg(&inp).arg("--out").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let z = tilec_abi::st::read(&out).unwrap()["z"].to_f64();
+    assert_eq!(z, x.iter().map(|v| 4.0 * v + 3.0).collect::<Vec<_>>());
+    let o = tilec().arg("build").arg(&f).args(["--target", "sm_90a", "--no-ptxas", "-o"]).arg(d.join("art")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan = tilec_abi::plan::OperatorPlan::from_json(&std::fs::read_to_string(d.join("art/fourstep.sm_90a.plan.json")).unwrap()).unwrap();
+    let order: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(order, ["scale2", "addone", "scale2", "addone"]);
+    let bufs: Vec<&str> = plan.buffers.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(bufs, ["m", "twostep.y", "twostep#2.y"]);
     std::fs::remove_dir_all(&d).ok();
 }
 

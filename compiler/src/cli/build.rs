@@ -155,19 +155,23 @@ fn verify(checked: &crate::frontend::Checked) -> ExitCode {
         };
         let opts = crate::interp::Options::default();
         println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the interpreter ({} numerics):", op.name, model.name(), opts.target);
-        println!("  {:<28} {:<7} {:>17} {:>9} {:>8}  verdict", "case", "output", "max|err|/max|ref|", "bound", "margin");
+        let w = if op.params.iter().any(|p| p.name == "cu_seqlens") { 44 } else { 28 };
+        println!("  {:<w$} {:<7} {:>17} {:>9} {:>8}  verdict", "case", "output", "max|err|/max|ref|", "bound", "margin");
         match crate::verify::verify_operator(&checked.module, op, &opts) {
-            Ok(js) => {
-                for j in &js {
+            Ok(v) => {
+                let js = &v.judgements;
+                for j in js {
                     judged += 1;
                     let verdict = if j.ok() { "ok" } else { "VIOLATION" };
                     violations += usize::from(!j.ok());
-                    println!("  {:<28} {:<7} {:>17.3e} {:>9.2e} {:>7.1}×  {verdict}", j.case, j.output, j.error, j.bound, j.bound / j.error);
+                    println!("  {:<w$} {:<7} {:>17.3e} {:>9.2e} {:>7.1}×  {verdict}", j.case, j.output, j.error, j.bound, j.bound / j.error);
                 }
                 if let Some(j) = js.first() {
                     println!("  bound = {} √R κu: R = {} rounding points in the launched kernels; κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, j.roundings, j.unit.log2());
                 }
-                println!("  not run: varlen (cu_seqlens) — the operator takes no cu_seqlens");
+                for n in &v.not_run {
+                    println!("  not run: {n}");
+                }
             }
             Err(e) => {
                 // Not a violation, but nothing was judged: say so and go on with the others.

@@ -98,7 +98,7 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
     }
     // Operators after every kernel: a launch may name a kernel defined further down.
     let mut op_names: HashMap<String, Span> = HashMap::new();
-    let failed: Vec<String> = kernel_names.keys().filter(|n| !module.kernels.iter().any(|k| &k.name == *n)).cloned().collect();
+    let mut failed: Vec<String> = kernel_names.keys().filter(|n| !module.kernels.iter().any(|k| &k.name == *n)).cloned().collect();
     for item in &file.items {
         if let ast::Item::Operator(o) = item {
             if let Some(prev) = op_names.get(&o.name.name).or_else(|| kernel_names.get(&o.name.name)) {
@@ -118,8 +118,10 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
             }
             op_names.insert(o.name.name.clone(), o.name.span);
             let kernels: Vec<&Kernel> = module.kernels.iter().chain(imported).collect();
-            if let Some(op) = operator::lower(o, &consts, &kernels, &failed, imports_failed, &mut diags) {
-                module.operators.push(op);
+            match operator::lower(o, &consts, &kernels, &module.operators, &failed, imports_failed, &mut diags) {
+                Some(op) => module.operators.push(op),
+                // A call of it is not checked again (its error is reported).
+                None => failed.push(o.name.name.clone()),
             }
         }
     }

@@ -47,7 +47,9 @@ const SAMPLES: [i64; 4] = [1, 3, 100, 2049];
 /// one is not checked: its error is already reported).
 /// `imports_failed`: an import of the file failed (reported): a launch of a kernel not found may
 /// be one of its kernels, so it is not reported again.
-pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernels: &[&Kernel], unchecked: &[String], imports_failed: bool, diags: &mut Diagnostics) -> Option<Operator> {
+/// `operators`: the operators declared before this one (a launch may call one: it is inlined).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernels: &[&Kernel], operators: &[Operator], unchecked: &[String], imports_failed: bool, diags: &mut Diagnostics) -> Option<Operator> {
     let errors_before = diags.error_count();
     // A statement that failed to parse may be the buffer or launch a later check would miss:
     // no reports that follow from it (one mistake, one diagnostic).
@@ -147,7 +149,7 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                 op.buffers.push(Buffer { name: b.name.name.clone(), elem, shape, span: b.span });
             }
             ast::OpStmt::Launch(l) => {
-                let unknown = !kernels.iter().any(|k| k.name == l.kernel.name);
+                let unknown = !kernels.iter().any(|k| k.name == l.kernel.name) && !operators.iter().any(|c| c.name == l.kernel.name);
                 if unchecked.contains(&l.kernel.name) || (imports_failed && unknown) {
                     skipped = true;
                     // Its kernel has an error (reported); count what it would write as written.
@@ -158,8 +160,23 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                     }
                     continue;
                 }
-                if let Some(launch) = launch(l, &op, kernels, &mut slots, parse_error, diags) {
-                    op.launches.push(launch);
+                if let Some(c) = operators.iter().find(|c| c.name == l.kernel.name) {
+                    if let Some((call, bound)) = launch(l, &op, Callee::Operator(c), &mut slots, parse_error, diags) {
+                        inline(c, &call, &bound, &mut op, &mut slots, diags);
+                    }
+                } else if l.kernel.name == op.name {
+                    diags.push(Diagnostic::error(Code::UndefinedName, format!("operator `{}` launches itself", op.name), l.kernel.span, "recursive call").with_note("help: an operator is a fixed sequence of launches; it may call operators declared before it"));
+                } else if let Some(k) = kernels.iter().find(|k| k.name == l.kernel.name) {
+                    if let Some((launch, _)) = launch(l, &op, Callee::Kernel(k), &mut slots, parse_error, diags) {
+                        op.launches.push(launch);
+                    }
+                } else if !parse_error {
+                    let known: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).chain(operators.iter().map(|c| c.name.as_str())).collect();
+                    diags.push(
+                        Diagnostic::error(Code::UndefinedName, format!("no kernel or operator `{}`", l.kernel.name), l.kernel.span, "not a kernel of this file or its imports, nor an operator declared above")
+                            .with_note(format!("callable here: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") }))
+                            .with_note("help: an operator may call operators declared before it in the same file"),
+                    );
                 }
             }
             ast::OpStmt::Error(_) => {}
@@ -183,28 +200,56 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
     (!diags.has_errors_since(errors_before)).then_some(op)
 }
 
-/// Checks one launch; marks what it writes.
-fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut HashMap<String, Slot>, parse_error: bool, diags: &mut Diagnostics) -> Option<Launch> {
-    let Some(k) = kernels.iter().find(|k| k.name == l.kernel.name) else {
-        if parse_error {
-            return None;
+/// What a launch calls: a kernel, or an operator declared earlier in the file (inlined: its
+/// buffers become the caller's, its launches follow in order).
+#[derive(Copy, Clone)]
+enum Callee<'a> {
+    Kernel(&'a Kernel),
+    Operator(&'a Operator),
+}
+
+impl Callee<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Callee::Kernel(k) => &k.name,
+            Callee::Operator(o) => &o.name,
         }
-        let known: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
-        diags.push(
-            Diagnostic::error(Code::UndefinedName, format!("no kernel `{}`", l.kernel.name), l.kernel.span, "not a kernel of this file or its imports")
-                .with_note(format!("kernels: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })),
-        );
-        return None;
-    };
+    }
+    fn what(&self) -> &'static str {
+        match self {
+            Callee::Kernel(_) => "kernel",
+            Callee::Operator(_) => "operator",
+        }
+    }
+    fn params(&self) -> Vec<&crate::ir::ParamData> {
+        match self {
+            Callee::Kernel(k) => k.params.values().collect(),
+            Callee::Operator(o) => o.params.iter().collect(),
+        }
+    }
+    fn sizes(&self) -> &PrimaryMap<SizeVar, String> {
+        match self {
+            Callee::Kernel(k) => &k.sizes,
+            Callee::Operator(o) => &o.sizes,
+        }
+    }
+    fn size_text(&self, e: &SizeExpr) -> String {
+        e.display(self.sizes()).to_string()
+    }
+}
+
+/// Checks one launch; marks what it writes. Returns the launch and the callee's sizes bound to
+/// the caller's expressions.
+fn launch(l: &ast::LaunchDecl, op: &Operator, k: Callee, slots: &mut HashMap<String, Slot>, parse_error: bool, diags: &mut Diagnostics) -> Option<(Launch, BTreeMap<String, SizeExpr>)> {
     let declared = |p: &crate::ir::ParamData| match &p.kind {
         ParamKind::Tensor { elem, shape, output } => format!("{}: {}{elem}[{}]", p.name, if *output { "out " } else { "" }, shape.iter().map(|s| k.size_text(s)).collect::<Vec<_>>().join(", ")),
         ParamKind::Scalar(e) => format!("{}: {e}", p.name),
     };
-    let kparams: Vec<&crate::ir::ParamData> = k.params.values().collect();
+    let kparams: Vec<&crate::ir::ParamData> = k.params();
     if kparams.len() != l.args.len() {
         diags.push(
-            Diagnostic::error(Code::BadArguments, format!("kernel `{}` takes {} arguments, this launch passes {}", k.name, kparams.len(), l.args.len()), l.span, "wrong number of arguments")
-                .with_note(format!("`{}`({})", k.name, kparams.iter().map(|p| declared(p)).collect::<Vec<_>>().join(", "))),
+            Diagnostic::error(Code::BadArguments, format!("{} `{}` takes {} arguments, this launch passes {}", k.what(), k.name(), kparams.len(), l.args.len()), l.span, "wrong number of arguments")
+                .with_note(format!("`{}`({})", k.name(), kparams.iter().map(|p| declared(p)).collect::<Vec<_>>().join(", "))),
         );
         return None;
     }
@@ -227,7 +272,7 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
         if slot.shape.is_some() && tensor_param {
             if let Some(prev) = seen.insert(arg.name.as_str(), arg.span) {
                 diags.push(
-                    Diagnostic::error(Code::OperatorDataflow, format!("`{}` is passed twice to `{}`", arg.name, k.name), arg.span, "again here")
+                    Diagnostic::error(Code::OperatorDataflow, format!("`{}` is passed twice to `{}`", arg.name, k.name()), arg.span, "again here")
                         .with_label(prev, "first here")
                         .with_note("a launch receives each tensor once (a kernel's parameters never alias)")
                         .with_note("help: copy it into a second buffer first, or pass a different tensor"),
@@ -242,7 +287,7 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
         if slot.poisoned {
             continue;
         }
-        let note = || format!("`{}` declares `{}`", k.name, declared(kp));
+        let note = || format!("`{}` declares `{}`", k.name(), declared(kp));
         let (kelem, kshape, kout) = match &kp.kind {
             ParamKind::Tensor { elem, shape, output } => (*elem, Some(shape), *output),
             ParamKind::Scalar(e) => (*e, None, false),
@@ -250,23 +295,23 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
         match (kshape, &slot.shape) {
             (Some(_), None) | (None, Some(_)) => {
                 let (want, got) = if kshape.is_some() { ("tensor", "scalar") } else { ("scalar", "tensor") };
-                diags.push(Diagnostic::error(Code::WrongKind, format!("`{}` is a {got}, but `{}` of `{}` is a {want}", arg.name, kp.name, k.name), arg.span, format!("a {got}")).with_note(note()));
+                diags.push(Diagnostic::error(Code::WrongKind, format!("`{}` is a {got}, but `{}` of `{}` is a {want}", arg.name, kp.name, k.name()), arg.span, format!("a {got}")).with_note(note()));
                 continue;
             }
             _ => {}
         }
         if kelem != slot.elem {
-            diags.push(Diagnostic::error(Code::TypeMismatch, format!("`{}` is {}, but `{}` of `{}` is {kelem}", arg.name, slot.elem, kp.name, k.name), arg.span, format!("{} here", slot.elem)).with_note(note()));
+            diags.push(Diagnostic::error(Code::TypeMismatch, format!("`{}` is {}, but `{}` of `{}` is {kelem}", arg.name, slot.elem, kp.name, k.name()), arg.span, format!("{} here", slot.elem)).with_note(note()));
             continue;
         }
         if let (Some(ks), Some(os)) = (kshape, &slot.shape) {
             if ks.len() != os.len() {
-                diags.push(Diagnostic::error(Code::ShapeMismatch, format!("`{}` has rank {}, but `{}` of `{}` has rank {}", arg.name, os.len(), kp.name, k.name, ks.len()), arg.span, "wrong rank").with_note(note()));
+                diags.push(Diagnostic::error(Code::ShapeMismatch, format!("`{}` has rank {}, but `{}` of `{}` has rank {}", arg.name, os.len(), kp.name, k.name(), ks.len()), arg.span, "wrong rank").with_note(note()));
                 continue;
             }
             for (kd, od) in ks.iter().zip(os) {
                 if let SizeExpr::Sym(s) = kd {
-                    bound.entry(k.sizes[*s].clone()).or_insert_with(|| od.clone());
+                    bound.entry(k.sizes()[*s].clone()).or_insert_with(|| od.clone());
                 }
             }
             pairs.push((kp, arg, ks.clone(), os.clone()));
@@ -275,7 +320,7 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
             match slot.role {
                 Role::Input => {
                     diags.push(
-                        Diagnostic::error(Code::OperatorDataflow, format!("launch of `{}` writes operator input `{}`", k.name, arg.name), arg.span, format!("`{}` is an `out` parameter of `{}`", kp.name, k.name))
+                        Diagnostic::error(Code::OperatorDataflow, format!("launch of `{}` writes operator input `{}`", k.name(), arg.name), arg.span, format!("`{}` is an `out` parameter of `{}`", kp.name, k.name()))
                             .with_label(slot.span, "an input of the operator")
                             .with_note("help: write into a buffer (`let name: elem[shape];`) or an `out` parameter of the operator"),
                     );
@@ -285,7 +330,7 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
             }
         } else if slot.role != Role::Input && !slot.written {
             diags.push(
-                Diagnostic::error(Code::OperatorDataflow, format!("`{}` is read by `{}` before any launch writes it", arg.name, k.name), arg.span, format!("read as `{}`", kp.name))
+                Diagnostic::error(Code::OperatorDataflow, format!("`{}` is read by `{}` before any launch writes it", arg.name, k.name()), arg.span, format!("read as `{}`", kp.name))
                     .with_label(slot.span, "declared here")
                     .with_note("help: launch the kernel that produces it first"),
             );
@@ -298,7 +343,7 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
             if let Some(differs) = differs(k, kd, op, od, &bound) {
                 let needs = substitute(kd, k, &bound).map(|e| op.size_text(&e)).unwrap_or_else(|| k.size_text(kd));
                 diags.push(
-                    Diagnostic::error(Code::ShapeMismatch, format!("dimension {i} of `{}` is `{}`, but `{}` of `{}` needs `{}` here", arg.name, op.size_text(od), kp.name, k.name, needs), arg.span, "extent differs")
+                    Diagnostic::error(Code::ShapeMismatch, format!("dimension {i} of `{}` is `{}`, but `{}` of `{}` needs `{}` here", arg.name, op.size_text(od), kp.name, k.name(), needs), arg.span, "extent differs")
                         .with_note(format!("with the kernel's sizes bound by this launch ({}), they differ at {differs}", bound.iter().map(|(n, e)| format!("{n} = {}", op.size_text(e))).collect::<Vec<_>>().join(", "))),
                 );
                 break;
@@ -315,14 +360,46 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, kernels: &[&Kernel], slots: &mut H
     if diags.has_errors_since(errors_before) {
         return None;
     }
-    Some(Launch { kernel: k.name.clone(), args: kparams.iter().zip(&l.args).map(|(p, a)| (p.name.clone(), a.name.clone())).collect(), span: l.span })
+    Some((Launch { kernel: k.name().to_string(), args: kparams.iter().zip(&l.args).map(|(p, a)| (p.name.clone(), a.name.clone())).collect(), span: l.span }, bound))
+}
+
+/// Inlines a call of operator `callee` (checked by [`launch`]): each of its buffers becomes a
+/// buffer of `op` named `callee.buffer` (its shape in `op`'s sizes), and its launches follow,
+/// their arguments renamed to what the call passed.
+fn inline(callee: &Operator, call: &Launch, bound: &BTreeMap<String, SizeExpr>, op: &mut Operator, slots: &mut HashMap<String, Slot>, diags: &mut Diagnostics) {
+    let mut rename: HashMap<&str, String> = call.args.iter().map(|(p, a)| (p.as_str(), a.clone())).collect();
+    for b in &callee.buffers {
+        let mut name = format!("{}.{}", callee.name, b.name);
+        // The same operator called twice gets fresh buffers each time.
+        let mut n = 1;
+        while slots.contains_key(&name) {
+            n += 1;
+            name = format!("{}#{n}.{}", callee.name, b.name);
+        }
+        let shape: Option<Vec<SizeExpr>> = b.shape.iter().map(|d| substitute(d, Callee::Operator(callee), bound)).collect();
+        let Some(shape) = shape else {
+            diags.push(
+                Diagnostic::error(Code::ShapeMismatch, format!("buffer `{}` of `{}` has an extent this call does not determine", b.name, callee.name), call.span, "called here")
+                    .with_label(b.span, "declared here")
+                    .with_note("help: every size in the callee's buffer shapes must appear bare in one of its parameters' shapes"),
+            );
+            return;
+        };
+        slots.insert(name.clone(), Slot { elem: b.elem, shape: Some(shape.clone()), role: Role::Buffer, span: call.span, written: true, poisoned: false });
+        op.buffers.push(Buffer { name: name.clone(), elem: b.elem, shape, span: b.span });
+        rename.insert(b.name.as_str(), name);
+    }
+    for l in &callee.launches {
+        let args = l.args.iter().map(|(p, a)| (p.clone(), rename.get(a.as_str()).cloned().unwrap_or_else(|| a.clone()))).collect();
+        op.launches.push(Launch { kernel: l.kernel.clone(), args, span: l.span });
+    }
 }
 
 /// Whether kernel extent `kd` (its sizes replaced through `bound`) and operator extent `od`
 /// differ at one of the sample size assignments: the assignment where they do, as text.
 /// `None` when they agree everywhere or the kernel's side names a size no dimension binds
 /// (the run-time binder checks those).
-fn differs(k: &Kernel, kd: &SizeExpr, op: &Operator, od: &SizeExpr, bound: &BTreeMap<String, SizeExpr>) -> Option<String> {
+fn differs(k: Callee, kd: &SizeExpr, op: &Operator, od: &SizeExpr, bound: &BTreeMap<String, SizeExpr>) -> Option<String> {
     let parse = |t: String| tilec_abi::expr::SizeExpr::parse(&t).ok();
     let kexpr = parse(k.size_text(kd))?;
     let oexpr = parse(op.size_text(od))?;
@@ -352,10 +429,10 @@ fn is_zero(e: &ast::Expr, consts: &HashMap<String, i64>) -> bool {
 
 /// The kernel extent `kd` written in the operator's sizes: every kernel size replaced by the
 /// operator expression this launch binds it to (`None` when one is unbound).
-fn substitute(kd: &SizeExpr, k: &Kernel, bound: &BTreeMap<String, SizeExpr>) -> Option<SizeExpr> {
+fn substitute(kd: &SizeExpr, k: Callee, bound: &BTreeMap<String, SizeExpr>) -> Option<SizeExpr> {
     Some(match kd {
         SizeExpr::Const(c) => SizeExpr::Const(*c),
-        SizeExpr::Sym(s) => bound.get(&k.sizes[*s])?.clone(),
+        SizeExpr::Sym(s) => bound.get(&k.sizes()[*s])?.clone(),
         SizeExpr::Bin(op, a, b) => SizeExpr::Bin(*op, Box::new(substitute(a, k, bound)?), Box::new(substitute(b, k, bound)?)),
     })
 }

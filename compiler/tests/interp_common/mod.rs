@@ -250,3 +250,27 @@ pub fn gamma_f32(n: usize) -> f64 {
     let nu = n as f64 * 2f64.powi(-24);
     nu / (1.0 - nu)
 }
+
+/// The sequence tables of a dense call over `t` tokens in chunks of `c` (what gdn.tile's
+/// `chunk_table` makes for cu = [0, T]): `cu` = [0, T], `co` = [0, cdiv(T, C)] and `ct` with
+/// row n = (n·C, T).
+pub fn dense_tables(t: usize, c: usize) -> [(String, HostTensor); 3] {
+    let n = t.div_ceil(c);
+    let i32t = |shape: Vec<usize>, v: Vec<f64>| HostTensor::from_f64(DType::I32, shape, &v).expect("shape and count agree");
+    [
+        ("cu".to_string(), i32t(vec![2], vec![0.0, t as f64])),
+        ("co".to_string(), i32t(vec![2], vec![0.0, n as f64])),
+        ("ct".to_string(), i32t(vec![n, 2], (0..n).flat_map(|i| [(i * c) as f64, t as f64]).collect())),
+    ]
+}
+
+/// `inputs` with the dense sequence tables ([`dense_tables`]) added for each table parameter
+/// (`cu`, `co`, `ct`) that kernel `k` declares.
+pub fn with_dense_tables(k: &Kernel, mut inputs: tilec::interp::Inputs, t: usize, c: usize) -> tilec::interp::Inputs {
+    for (name, table) in dense_tables(t, c) {
+        if k.params.values().any(|p| p.name == name) {
+            inputs.insert(name, table);
+        }
+    }
+    inputs
+}
