@@ -37,7 +37,7 @@ fn k1_builds_for_all_targets_with_metadata() {
         assert_eq!(meta.launch.block_threads, 128);
         assert_eq!(meta.launch.grid[0], "cdiv(V, 32)"); // BV = 32
         // Declared parameters, then one i32 per symbolic size.
-        assert_eq!(meta.params.len(), 11 + meta.sizes.len());
+        assert_eq!(meta.params.len(), 13 + meta.sizes.len());
         assert_eq!(meta.params.iter().find(|p| p.name == "dh").map(|p| p.role), Some(Role::Output));
         // Fits the 227 KiB a CTA may use.
         assert!(meta.launch.dynamic_smem_bytes <= 232_448, "{stem}: {} B", meta.launch.dynamic_smem_bytes);

@@ -47,3 +47,23 @@ fn missing_and_unknown_sizes_are_named() {
     assert_eq!(code, 2);
     assert!(err.contains("choose one with --kernel"), "{err}");
 }
+
+/// `--values` fills an index table (here K#1's sequence split and first chunks) exactly; a
+/// count that does not match the shape, or a name that is no input tensor, is refused.
+#[test]
+fn values_set_an_index_table() {
+    let out = tmp("k1v.safetensors");
+    let base = ["inputs", "dsl-examples/k1_reverse_scan.tile", "--kernel", "k1_scan_scalar", "--size", "B=1", "--size", "T=100", "--size", "H=2", "--size", "V=64", "--size", "NP=3"];
+    let (code, err) = tilec(&[&base[..], &["--values", "cu=0,30,100", "--values", "co=0,1,3", "--out", &out]].concat());
+    assert_eq!(code, 0, "{err}");
+    let m = tilec_abi::st::read(std::path::Path::new(&out)).unwrap();
+    assert_eq!(m["cu"].to_f64(), [0.0, 30.0, 100.0]);
+    assert_eq!(m["co"].to_f64(), [0.0, 1.0, 3.0]);
+    assert_eq!(m["dht"].shape, [2, 2, 128, 64], "states per (batch row, sequence): B·(NP − 1)");
+    let (code, err) = tilec(&[&base[..], &["--values", "cu=0,100", "--out", &out]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("gives `cu` 2 values, but its shape [3] has 3 elements"), "{err}");
+    let (code, err) = tilec(&[&base[..], &["--values", "dh=0", "--out", &out]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("has no input tensor `dh`"), "{err}");
+}

@@ -5,7 +5,9 @@
 //!
 //! Tensors get independent normal values N(0, std²) from the project's seeded generator
 //! ([`tilec_abi::rng::NormalRng`], the one kverify draws from too), so the same seed gives the
-//! same file. Scalars are rank-0 tensors: `--scalar`
+//! same file; i32 tensors are zeros unless `--values NAME=v0,v1,…` gives their contents (row
+//! major, every element: index tables such as cu_seqlens and gdn.tile's chunk table `ct`).
+//! Scalars are rank-0 tensors: `--scalar`
 //! sets them (default 1.0; an i32 scalar named like a size gets that size). Outputs are not
 //! written. Inputs with structure (decays ≤ 0, normalised keys) need a script of their own:
 //! this command only saves typing out names, dtypes and shapes.
@@ -46,6 +48,9 @@ pub struct InputsArgs {
     /// A scalar parameter's value, e.g. `--scalar scale=0.125` (repeatable).
     #[arg(long = "scalar", value_name = "NAME=VALUE", value_parser = parse_scalar)]
     pub scalars: Vec<(String, f64)>,
+    /// A tensor's contents, row major, every element: `--values cu=0,15,100` (repeatable).
+    #[arg(long = "values", value_name = "NAME=V0,V1,...", value_parser = parse_values)]
+    pub values: Vec<(String, Vec<f64>)>,
     /// Seed of the generator.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -55,6 +60,12 @@ pub struct InputsArgs {
     /// Where to write the safetensors file.
     #[arg(long)]
     pub out: PathBuf,
+}
+
+fn parse_values(s: &str) -> Result<(String, Vec<f64>), String> {
+    let (name, list) = s.split_once('=').ok_or_else(|| format!("expected NAME=V0,V1,..., got `{s}`"))?;
+    let vals = list.split(',').map(|v| v.trim().parse::<f64>().map_err(|_| format!("`{v}` in `{s}` is not a number"))).collect::<Result<Vec<_>, _>>()?;
+    Ok((name.trim().to_string(), vals))
 }
 
 fn parse_scalar(s: &str) -> Result<(String, f64), String> {
@@ -111,6 +122,12 @@ pub fn run(a: &InputsArgs) -> ExitCode {
         eprintln!("error: {what} has no scalar parameter `{unknown}` (its scalars: {})", if scalar_names.is_empty() { "none".to_string() } else { scalar_names.join(", ") });
         return ExitCode::from(2);
     }
+    let given: BTreeMap<String, Vec<f64>> = a.values.iter().cloned().collect();
+    let tensor_names: Vec<&str> = params.iter().filter(|p| matches!(p.kind, ParamKind::Tensor { output: false, .. })).map(|p| p.name.as_str()).collect();
+    if let Some(unknown) = given.keys().find(|s| !tensor_names.contains(&s.as_str())) {
+        eprintln!("error: {what} has no input tensor `{unknown}` (its input tensors: {})", tensor_names.join(", "));
+        return ExitCode::from(2);
+    }
     let mut rng = NormalRng::new(a.seed);
     let mut out = TensorMap::new();
     let mut missing: Vec<String> = vec![];
@@ -159,7 +176,14 @@ pub fn run(a: &InputsArgs) -> ExitCode {
                     eprintln!("error: `{}` would have {:?} elements, more than {MAX_ELEMENTS}", p.name, dims);
                     return ExitCode::from(2);
                 };
-                let values: Vec<f64> = (0..n).map(|_| if elem == Elem::I32 { 0.0 } else { a.std * rng.normal() }).collect();
+                let values: Vec<f64> = match given.get(&p.name) {
+                    Some(v) if v.len() as i64 == n => v.clone(),
+                    Some(v) => {
+                        eprintln!("error: --values gives `{}` {} values, but its shape {:?} has {n} elements", p.name, v.len(), dims);
+                        return ExitCode::from(2);
+                    }
+                    None => (0..n).map(|_| if elem == Elem::I32 { 0.0 } else { a.std * rng.normal() }).collect(),
+                };
                 HostTensor::from_f64(dtype, dims.iter().map(|&d| d as usize).collect(), &values)
             }
         };
