@@ -1,4 +1,4 @@
-# H200: the gdn_bwd operator of dsl-examples/gdn.tile (the whole GDN backward, 9 launches) run by
+# H200: the gdn_bwd operator of dsl-examples/gdn.tile (the whole GDN backward, 12 launches) run by
 # `tilec-run <plan>`, beside fla 0.6.0's chunk_gated_delta_rule backward (Triton), in one run:
 #   1. accuracy at B=1 T=256 H=2 K=V=128 on the inputs scripts/h200-prepare.sh made (rounded to
 #      the operator's dtypes): every gradient's max|err| / max|ref| against kverify's fp64 oracle
@@ -7,7 +7,9 @@
 #   2. speed at B=8 T=2048 H=16 K=V=128 (inputs generated here): tilec's median sum of kernel
 #      times (CUDA events per launch) and fla's backward (triton.testing.do_bench over
 #      torch.autograd.grad of (o, h_T)), with tilec's gradients against fla's.
-#   Also the same accuracy check for ssd_bwd, la_bwd, gla_bwd and kda_bwd (the same source).
+#   Also the same accuracy check for ssd_bwd, la_bwd, gla_bwd and kda_bwd (the same source), and
+#   for every <member>_bwd_varlen on three packed sequences (cu_seqlens 0,1,71,256; fla beside
+#   GDN's); and the varlen speed: 8 sequences of mixed lengths packed into T = 8·2048 tokens.
 # Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
 import argparse, json, os, re, subprocess, time
@@ -61,7 +63,8 @@ def fla_grads(x, scale):
     """fla's forward with autograd, then the gradients of Σ o·do + Σ h_T·dht; returns (grads, bwd)."""
     f = fla_fn()
     leaves = {n: x[n].detach().clone().requires_grad_(True) for n in ["q", "k", "v", "g", "beta", "s0"]}
-    o, ht = f(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"], scale=scale, initial_state=leaves["s0"], output_final_state=True)
+    cu = x["cu_seqlens"].long() if "cu_seqlens" in x else None
+    o, ht = f(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"], scale=scale, initial_state=leaves["s0"], output_final_state=True, cu_seqlens=cu)
     order = ["q", "k", "v", "g", "beta", "s0"]
     bwd = lambda: torch.autograd.grad((o, ht), [leaves[n] for n in order], (x["do"], x["dht"]), retain_graph=True)
     g = bwd()
@@ -71,16 +74,17 @@ def fla_grads(x, scale):
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
 # ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
-for member in ["gdn", "ssd", "la", "gla", "kda"]:
+for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la_varlen", "gla_varlen", "kda_varlen"]:
     case = os.path.join(args.cases, member)
+    op = member.replace("_varlen", "_bwd_varlen") if member.endswith("_varlen") else member + "_bwd"
     fin = os.path.join(case, "in.safetensors")
     ref = load_file(os.path.join(case, "ref.safetensors"))
     interp = load_file(os.path.join(case, "interp.safetensors"))
     fout = os.path.join(args.work, f"acc_{member}.safetensors")
-    res = {"case": f"{member}_bwd accuracy B=1 T=256 H=2 K=V=128"}
+    res = {"case": f"{op} accuracy B=1 T=256 H=2 K=V=128" + (" cu_seqlens 0,1,71,256" if "varlen" in op else "")}
     grads = [n for n in GRADS if n in interp]
     try:
-        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(args.art, f"{member}_bwd.sm_90a.plan.json"))
+        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(args.art, f"{op}.sm_90a.plan.json"))
         res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
         out = load_file(fout)
         res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
@@ -89,7 +93,7 @@ for member in ["gdn", "ssd", "la", "gla", "kda"]:
         res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in grads}
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
-    if member == "gdn":
+    if member in ("gdn", "gdn_varlen"):
         try:
             x = {k: v.to(dev) for k, v in load_file(fin).items()}
             fg, _ = fla_grads(x, float(x["scale"]))
@@ -123,6 +127,36 @@ try:
     fg, bwd = fla_grads(x, scale)
     torch.cuda.synchronize()
     res["fla_first_call_s"] = time.time() - t0
+    res["fla_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
+    if "tilec_ms" in res:
+        res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_bwd_ms"]
+        out = load_file(fout)
+        res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
+except Exception as e:
+    res["fla_error"] = repr(e)[:2000]
+emit(res)
+
+# ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
+lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
+assert sum(lens) == 8 * 2048
+cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32)
+N, T = len(lens), sum(lens)
+x = {"q": rn(1, T, H, K).to(torch.bfloat16), "k": F.normalize(rn(1, T, H, K), dim=-1).to(torch.bfloat16), "v": rn(1, T, H, V).to(torch.bfloat16),
+     "g": F.logsigmoid(rn(1, T, H)).float(), "beta": torch.sigmoid(rn(1, T, H)).to(torch.bfloat16), "s0": rn(N, H, K, V).float(),
+     "do": rn(1, T, H, V).to(torch.bfloat16), "dht": rn(N, H, K, V).float(), "cu_seqlens": cu.to(dev)}
+fin = os.path.join(args.work, "speed_varlen_in.safetensors")
+save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
+fout = os.path.join(args.work, "speed_varlen_out.safetensors")
+res = {"case": f"gdn_bwd_varlen speed N={N} lens={lens} H={H} K={K} V={V}"}
+try:
+    txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat), plan=os.path.join(args.art, "gdn_bwd_varlen.sm_90a.plan.json"))
+    res["tilec_kernels_ms"] = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
+    res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
+except Exception as e:
+    res["tilec_error"] = repr(e)[:2000]
+try:
+    from triton.testing import do_bench
+    fg, bwd = fla_grads(x, scale)
     res["fla_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
     if "tilec_ms" in res:
         res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_bwd_ms"]

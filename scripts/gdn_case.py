@@ -1,4 +1,5 @@
-"""Turns `kverify ref` fp64 inputs into a call of one of gdn.tile's operators (gdn_bwd, ssd_bwd, la_bwd).
+"""Turns `kverify ref` fp64 inputs into a call of one of gdn.tile's operators (<member>_bwd, or
+<member>_bwd_varlen when the file holds cu_seqlens).
 
     python3 scripts/gdn_case.py RAW.safetensors IN.safetensors ROUNDED.safetensors
 
@@ -6,7 +7,8 @@ Reads the generated fp64 inputs (fla names), rounds each to the dtype the operat
 (q, k, v, beta, do: bf16; g, s0, dht: f32; scale: f32 = f32(K^-0.5); kverify's `dst` is
 fla's `dht`), writes the operator's
 inputs to IN, and the rounded values back as fp64 to ROUNDED — the file `kverify ref --inputs`
-judges, so that input rounding is never charged. Prints the f32 scale (pass it as --scale).
+judges, so that input rounding is never charged. cu_seqlens (kverify's int64) is passed to the
+operator as int32 and kept as int64 in ROUNDED. Prints the f32 scale (pass it as --scale).
 """
 
 import sys
@@ -28,6 +30,9 @@ for name, dt in dtypes.items():
     x = raw[src].astype(dt)  # round to nearest even
     inputs[name] = x
     rounded[src] = x.astype(np.float64)
+if "cu_seqlens" in raw:
+    inputs["cu_seqlens"] = raw["cu_seqlens"].astype(np.int32)
+    rounded["cu_seqlens"] = raw["cu_seqlens"]
 scale = np.float32(raw["q"].shape[-1] ** -0.5)
 inputs["scale"] = scale
 tilec_io.write(in_path, inputs)
