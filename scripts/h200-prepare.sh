@@ -70,7 +70,9 @@ for c in gdn ssd la gla kda gdn_varlen ssd_varlen la_varlen gla_varlen kda_varle
   "$t/release/kverify" ref --model $m --inputs "$g/rounded.safetensors" --scale "$scale" --method serial --out "$g/ref.safetensors" >/dev/null
   "$tilec" run --interp --target sm_90a dsl-examples/gdn.tile --operator $op --inputs "$g/in.safetensors" --out "$g/interp.safetensors" 2>/dev/null
   rm "$g/raw.safetensors" "$g/rounded.safetensors"
-  python3 -c 'import sys, tilec_io; p = sys.argv[1]; tilec_io.write(p, {k: v for k, v in tilec_io.read(p).items() if k.startswith("d") and k not in ("do", "dst")})' "$g/ref.safetensors"
+  # Only the gradients, in f32 (the carry's 64 MiB): their 6e-8 relative rounding is far below
+  # the 1e-3 errors measured against them.
+  python3 -c 'import sys, numpy, tilec_io; p = sys.argv[1]; tilec_io.write(p, {k: v.astype(numpy.float32) for k, v in tilec_io.read(p).items() if k.startswith("d") and k not in ("do", "dst")})' "$g/ref.safetensors"
 done
 # Debug symbols would take the carry past its 64 MiB (gpu_smoke alone is 36 MB with them).
 strip "$d/bin/"* 2>/dev/null || true
