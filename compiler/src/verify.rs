@@ -201,12 +201,12 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             })).collect();
             let total = *cu.last().unwrap_or(&0);
             let label = if case.lens.is_empty() { format!("{} [cu {}]", case.name, cu.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")) } else { case.name.to_string() };
-            (Dims { batch: 1, heads: case.heads, seq_len: total, dk: kd, dv: vd }, Some(cu), label)
+            (Dims { batch: 1, heads: case.heads, seq_len: total, dk: kd, dv: vd, value_heads: None }, Some(cu), label)
         } else if !case.lens.is_empty() {
             out.not_run.push(format!("{}: the operator takes no cu_seqlens", case.name));
             continue;
         } else {
-            (Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd }, None, case.name.to_string())
+            (Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd, value_heads: None }, None, case.name.to_string())
         };
         let mut p = generate(model, dims, case.seed, None, cu).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
         match case.tweak {

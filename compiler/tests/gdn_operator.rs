@@ -158,7 +158,7 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
     use tilec_abi::tensor::HostTensor;
     let c = check(&examples().join("gdn.tile"));
     let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
-    let p = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 128, dv: 128 }, 1, None, None).unwrap();
+    let p = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 128, dv: 128, value_heads: None }, 1, None, None).unwrap();
     let t = |x: &kverify::recurrence::Tensor, dt| HostTensor::from_f64(dt, x.shape.clone(), &x.data).unwrap();
     let good = || {
         let mut m = std::collections::BTreeMap::new();
@@ -184,7 +184,7 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
     let (e, _) = run(m).unwrap_err();
     assert!(e.contains("`g`") && e.contains("11"), "{e}");
     // K = 64: the file's kernels are built for K = 128.
-    let p64 = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 64, dv: 128 }, 1, None, None).unwrap();
+    let p64 = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 64, dv: 128, value_heads: None }, 1, None, None).unwrap();
     let mut m = good();
     m.insert("q".into(), t(&p64.q, DType::Bf16));
     let (e, _) = run(m).unwrap_err();

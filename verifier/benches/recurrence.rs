@@ -13,7 +13,7 @@ use kverify::recurrence::io::{generate, Dims};
 
 fn main() {
     let reps: usize = std::env::var("ORACLE_BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
-    let d = Dims { batch: 1, heads: 2, seq_len: 1024, dk: 128, dv: 128 };
+    let d = Dims { batch: 1, heads: 2, seq_len: 1024, dk: 128, dv: 128, value_heads: None };
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!("oracle bench: B=1 H=2 T=1024 K=V=128, fp64, {threads} threads, {reps} reps");
     for (model, method, target) in [

@@ -38,7 +38,7 @@ fn assert_chunk_matches_serial(p: &Problem, chunk: usize, tol: f64) {
 }
 
 fn dims(b: usize, h: usize, t: usize, k: usize, v: usize) -> Dims {
-    Dims { batch: b, heads: h, seq_len: t, dk: k, dv: v }
+    Dims { batch: b, heads: h, seq_len: t, dk: k, dv: v, value_heads: None }
 }
 
 #[test]

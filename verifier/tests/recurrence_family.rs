@@ -12,7 +12,7 @@ fn rel(a: &Mat, b: &Mat) -> f64 {
 }
 
 fn compare(model: Model, tol: f64) {
-    let p = generate(model, Dims { batch: 1, heads: 2, seq_len: 37, dk: 8, dv: 5 }, 11, Some(0.7), None).unwrap();
+    let p = generate(model, Dims { batch: 1, heads: 2, seq_len: 37, dk: 8, dv: 5, value_heads: None }, 11, Some(0.7), None).unwrap();
     for h in 0..2 {
         let m = p.member_inputs(0, h).unwrap();
         let seeds = p.seeds(0, h).unwrap();
@@ -70,7 +70,7 @@ fn gdn_equals_general_with_scalar_gate_and_beta() {
 
 #[test]
 fn member_refuses_missing_gate() {
-    let p = generate(Model::Gdn, Dims { batch: 1, heads: 1, seq_len: 4, dk: 4, dv: 4 }, 1, None, None).unwrap();
+    let p = generate(Model::Gdn, Dims { batch: 1, heads: 1, seq_len: 4, dk: 4, dv: 4, value_heads: None }, 1, None, None).unwrap();
     let mut m = p.member_inputs(0, 0).unwrap();
     m.beta = None;
     let err = Model::Gdn.own_forward_backward(&m, &p.seeds(0, 0).unwrap()).unwrap_err();

@@ -30,7 +30,7 @@ fn check<X: Clone>(name: &str, x: &X, grad: &Mat, pick: fn(&mut X) -> &mut Mat, 
 }
 
 fn small(model: Model, seed: u64) -> (HeadInputs, MemberInputs, HeadSeeds) {
-    let p = generate(model, Dims { batch: 1, heads: 1, seq_len: 6, dk: 4, dv: 3 }, seed, Some(0.8), None).unwrap();
+    let p = generate(model, Dims { batch: 1, heads: 1, seq_len: 6, dk: 4, dv: 3, value_heads: None }, seed, Some(0.8), None).unwrap();
     (p.general_inputs(0, 0).unwrap(), p.member_inputs(0, 0).unwrap(), p.seeds(0, 0).unwrap())
 }
 

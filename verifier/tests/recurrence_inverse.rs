@@ -8,7 +8,7 @@ use kverify::recurrence::family::Model;
 use kverify::recurrence::Mat;
 
 fn l_of(seed: u64, c: usize) -> Mat {
-    let p = generate(Model::General, Dims { batch: 1, heads: 1, seq_len: c, dk: 32, dv: 4 }, seed, None, None).unwrap();
+    let p = generate(Model::General, Dims { batch: 1, heads: 1, seq_len: c, dk: 32, dv: 4, value_heads: None }, seed, None, None).unwrap();
     let x = p.general_inputs(0, 0).unwrap();
     let gamma = chunk_local_cumsum(&x.g, 64);
     build_l(&x.k, &x.b, &Decay::new(gamma))
@@ -42,7 +42,7 @@ fn blocked_matches_unblocked_and_inverts() {
 
 #[test]
 fn zero_erase_gives_identity_inverse() {
-    let p = generate(Model::General, Dims { batch: 1, heads: 1, seq_len: 100, dk: 8, dv: 4 }, 3, None, None).unwrap();
+    let p = generate(Model::General, Dims { batch: 1, heads: 1, seq_len: 100, dk: 8, dv: 4, value_heads: None }, 3, None, None).unwrap();
     let mut x = p.general_inputs(0, 0).unwrap();
     x.b.data.iter_mut().for_each(|z| *z = 0.0);
     let ai = kkt_solve(&x.k, &x.b, &chunk_local_cumsum(&x.g, 64), 64);

@@ -19,7 +19,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 fn varlen_equals_batch_of_equal_sequences() {
     // [1, 2L, H, ·] with cu_seqlens [0, L, 2L] holds the same bytes as [2, L, H, ·].
     let l = 70;
-    let d = Dims { batch: 1, heads: 2, seq_len: 2 * l, dk: 8, dv: 6 };
+    let d = Dims { batch: 1, heads: 2, seq_len: 2 * l, dk: 8, dv: 6, value_heads: None };
     let var = generate(Model::Kda, d, 5, None, Some(vec![0, l, 2 * l])).unwrap();
     let mut bat = var.clone();
     bat.cu_seqlens = None;
@@ -48,14 +48,14 @@ fn varlen_equals_batch_of_equal_sequences() {
 
 #[test]
 fn bad_cu_seqlens_is_an_error() {
-    let d = Dims { batch: 1, heads: 1, seq_len: 10, dk: 4, dv: 4 };
+    let d = Dims { batch: 1, heads: 1, seq_len: 10, dk: 4, dv: 4, value_heads: None };
     assert!(matches!(generate(Model::Gdn, d, 1, None, Some(vec![0, 5, 9])), Err(RecurrenceError::CuSeqlens(_)) | Err(RecurrenceError::Shape { .. })));
     assert!(matches!(generate(Model::Gdn, d, 1, None, Some(vec![0, 5, 5, 10])), Err(RecurrenceError::CuSeqlens(_)) | Err(RecurrenceError::Shape { .. })));
 }
 
 #[test]
 fn write_then_read_round_trips() {
-    let p = generate(Model::General, Dims { batch: 2, heads: 1, seq_len: 9, dk: 4, dv: 3 }, 9, Some(0.3), None).unwrap();
+    let p = generate(Model::General, Dims { batch: 2, heads: 1, seq_len: 9, dk: 4, dv: 3, value_heads: None }, 9, Some(0.3), None).unwrap();
     let r: Results = run(&p, Method::Chunk, 16).unwrap();
     let path = tmp("roundtrip.safetensors");
     write(&path, &p, &r, HashMap::from([("scale".to_string(), "0.3".to_string())])).unwrap();
@@ -111,6 +111,7 @@ fn non_f64_input_is_refused() {
 fn ref_subcommand_writes_fla_names() {
     let out = tmp("gdn.safetensors");
     let args = RefArgs {
+        value_heads: None,
         model: ModelArg::Gdn,
         batch: Some(2),
         heads: Some(3),
@@ -166,6 +167,7 @@ fn ref_subcommand_writes_fla_names() {
 #[test]
 fn seed_without_sizes_is_an_error() {
     let args = RefArgs {
+        value_heads: None,
         model: ModelArg::La,
         batch: None,
         heads: Some(1),
@@ -188,6 +190,7 @@ fn seed_without_sizes_is_an_error() {
 fn ref_refuses_absurd_sizes_instead_of_aborting() {
     // These aborted the process (allocation failure) or panicked (usize overflow).
     let base = RefArgs {
+        value_heads: None,
         model: ModelArg::Gdn,
         batch: Some(100_000),
         heads: Some(1000),
@@ -222,6 +225,7 @@ fn ref_refuses_absurd_sizes_instead_of_aborting() {
 
 fn overflow_free() -> RefArgs {
     RefArgs {
+        value_heads: None,
         model: ModelArg::Gdn,
         batch: Some(1),
         heads: Some(1),
@@ -236,4 +240,53 @@ fn overflow_free() -> RefArgs {
         method: MethodArg::Chunk,
         out: tmp("small.safetensors"),
     }
+}
+
+/// GVA (HV = 2H): every value head reads its group's key head, so the problem equals the plain
+/// one with q and k repeated per value head — outputs, dv, dg, dβ and ds0 bitwise — and dq, dk
+/// are that problem's summed over each group of two heads (in head order).
+#[test]
+fn gva_equals_repeated_key_heads_with_summed_gradients() {
+    use kverify::recurrence::Tensor;
+    let (b, t, h, hv, k, v) = (1, 40, 2, 4, 8, 6);
+    for model in [Model::Gdn, Model::Kda, Model::La] {
+        let gva = generate(model, Dims { batch: b, heads: h, seq_len: t, dk: k, dv: v, value_heads: Some(hv) }, 11, None, None).unwrap();
+        assert_eq!(gva.v.shape, [b, t, hv, v]);
+        let repeat = |x: &Tensor| {
+            let mut y = Tensor::zeros(&[b, t, hv, k]);
+            for bt in 0..b * t {
+                for j in 0..hv {
+                    let src = (bt * h + j / (hv / h)) * k;
+                    y.data[(bt * hv + j) * k..][..k].copy_from_slice(&x.data[src..src + k]);
+                }
+            }
+            y
+        };
+        let mut plain = gva.clone();
+        plain.q = repeat(&gva.q);
+        plain.k = repeat(&gva.k);
+        for method in [Method::Serial, Method::Chunk] {
+            let a = run(&gva, method, 16).unwrap();
+            let p = run(&plain, method, 16).unwrap();
+            assert_eq!(a.o.data, p.o.data, "{model:?}");
+            assert_eq!(a.dv.data, p.dv.data);
+            assert_eq!(a.ds0.data, p.ds0.data);
+            assert_eq!(a.dg.as_ref().map(|x| &x.data), p.dg.as_ref().map(|x| &x.data));
+            assert_eq!(a.dbeta.as_ref().map(|x| &x.data), p.dbeta.as_ref().map(|x| &x.data));
+            for (got, full) in [(&a.dq, &p.dq), (&a.dk, &p.dk)] {
+                assert_eq!(got.shape, [b, t, h, k]);
+                for bt in 0..b * t {
+                    for i in 0..h {
+                        for c in 0..k {
+                            let want = full.data[(bt * hv + 2 * i) * k + c] + full.data[(bt * hv + 2 * i + 1) * k + c];
+                            assert_eq!(got.data[(bt * h + i) * k + c], want);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // HV not a multiple of H is refused.
+    let e = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 4, dk: 4, dv: 4, value_heads: Some(3) }, 1, None, None).unwrap_err();
+    assert!(e.to_string().contains("multiple"), "{e}");
 }

@@ -59,9 +59,13 @@ pub struct RefArgs {
     /// Batch size B (with --seed; checked against the file with --inputs).
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Heads H.
+    /// Heads H (of q and k).
     #[arg(long)]
     pub heads: Option<usize>,
+    /// Value heads HV for GVA with --seed (a multiple of H; v, gates, do and the states get HV
+    /// heads, each group of HV/H sharing one key head). Default: H.
+    #[arg(long = "value-heads", conflicts_with = "inputs")]
+    pub value_heads: Option<usize>,
     /// Sequence length T (total tokens when --cu-seqlens is given).
     #[arg(long = "seq-len")]
     pub seq_len: Option<usize>,
@@ -142,7 +146,7 @@ pub fn run(a: &RefArgs) -> Result<String, RecurrenceError> {
                 return Err(RecurrenceError::Invalid("--cu-seqlens is for --seed; with --inputs put `cu_seqlens` in the file".into()));
             }
             let (b, t, h, k, v) = batch::dims(&p);
-            check_budget(b, t, h, k, v, method, a.chunk)?;
+            check_budget(b, t, batch::value_heads(&p).max(h), k, v, method, a.chunk)?;
             for ((flag, want), got) in sizes.iter().zip([b, h, t, k, v]) {
                 if let Some(w) = want {
                     if *w != got {
@@ -157,8 +161,8 @@ pub fn run(a: &RefArgs) -> Result<String, RecurrenceError> {
             for (i, (flag, val)) in sizes.iter().enumerate() {
                 vals[i] = val.ok_or_else(|| RecurrenceError::Invalid(format!("{flag} is required with --seed")))?;
             }
-            let d = Dims { batch: vals[0], heads: vals[1], seq_len: vals[2], dk: vals[3], dv: vals[4] };
-            check_budget(d.batch, d.seq_len, d.heads, d.dk, d.dv, method, a.chunk)?;
+            let d = Dims { batch: vals[0], heads: vals[1], seq_len: vals[2], dk: vals[3], dv: vals[4], value_heads: a.value_heads };
+            check_budget(d.batch, d.seq_len, d.value_heads.unwrap_or(d.heads).max(d.heads), d.dk, d.dv, method, a.chunk)?;
             io::generate(model, d, seed, a.scale, a.cu_seqlens.clone())?
         }
         (None, None) => return Err(RecurrenceError::Invalid("give --seed N or --inputs FILE".into())),

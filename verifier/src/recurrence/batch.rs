@@ -90,12 +90,23 @@ impl Results {
 }
 
 /// Sizes `(B, T, H, K, V)` of a problem, read from `q` and `v`; all zero when either is not 4-D.
+/// H is q's (key) heads; see [`value_heads`] for GVA.
 pub fn dims(p: &Problem) -> (usize, usize, usize, usize, usize) {
     let s = &p.q.shape;
     if s.len() != 4 || p.v.shape.len() != 4 {
         return (0, 0, 0, 0, 0);
     }
     (s[0], s[1], s[2], s[3], p.v.shape[3])
+}
+
+/// HV, the value heads (v's third extent): H without GVA, a multiple of H with it (fla's
+/// grouped value attention: value head `hv` reads key head `hv / (HV / H)`). 0 when v is not 4-D.
+pub fn value_heads(p: &Problem) -> usize {
+    if p.v.shape.len() == 4 {
+        p.v.shape[2]
+    } else {
+        0
+    }
 }
 
 impl Problem {
@@ -157,8 +168,13 @@ impl Problem {
         if self.q.shape.len() != 4 {
             return Err(RecurrenceError::Shape { name: "q".into(), expected: vec![0, 0, 0, 0], got: self.q.shape.clone() });
         }
-        let (bsz, t, h, kd) = (self.q.shape[0], self.q.shape[1], self.q.shape[2], self.q.shape[3]);
+        let (bsz, t, hk, kd) = (self.q.shape[0], self.q.shape[1], self.q.shape[2], self.q.shape[3]);
         let vd = self.v.shape.last().copied().unwrap_or(0);
+        // Every tensor but q and k has the value heads (GVA: a multiple of q's).
+        let h = if self.v.shape.len() == 4 { self.v.shape[2] } else { hk };
+        if hk == 0 || h % hk != 0 {
+            return Err(RecurrenceError::Invalid(format!("v has {h} heads, not a multiple of q's {hk} (GVA groups value heads over key heads)")));
+        }
         let n = self.sequences_count()?;
         let need = |name: &str, x: &Tensor, want: Vec<usize>| -> Result<(), RecurrenceError> {
             if x.shape != want {
@@ -177,8 +193,8 @@ impl Problem {
                 (None, None) => Ok(()),
             }
         };
-        need("q", &self.q, vec![bsz, t, h, kd])?;
-        need("k", &self.k, vec![bsz, t, h, kd])?;
+        need("q", &self.q, vec![bsz, t, hk, kd])?;
+        need("k", &self.k, vec![bsz, t, hk, kd])?;
         need("v", &self.v, vec![bsz, t, h, vd])?;
         need("do", &self.d_o, vec![bsz, t, h, vd])?;
         need("s0", &self.s0, vec![n, h, kd, vd])?;
@@ -209,7 +225,7 @@ impl Problem {
     pub fn member_inputs(&self, n: usize, h: usize) -> Result<MemberInputs, RecurrenceError> {
         let seqs = self.sequences()?;
         let seq = *seqs.get(n).ok_or_else(|| RecurrenceError::Invalid(format!("sequence {n} out of range")))?;
-        if h >= dims(self).2 {
+        if h >= value_heads(self) {
             return Err(RecurrenceError::Invalid(format!("head {h} out of range")));
         }
         Ok(self.member(n, seq, h))
@@ -236,15 +252,22 @@ impl Problem {
         Ok(HeadSeeds { d_o: self.d_o.bthx_slice(b, h, t0, t1), dst: self.dst.state(n, h) })
     }
 
-    /// Per-head member inputs of sequence `n` = `(b, t0, t1)`, head `h`.
+    /// The key head of value head `h` (GVA; `h` itself without).
+    fn key_head(&self, h: usize) -> usize {
+        h / (value_heads(self) / dims(self).2).max(1)
+    }
+
+    /// Per-head member inputs of sequence `n` = `(b, t0, t1)`, value head `h` (q and k of its
+    /// key head).
     fn member(&self, n: usize, (b, t0, t1): (usize, usize, usize), h: usize) -> MemberInputs {
+        let hk = self.key_head(h);
         let g = self.g.as_ref().map(|g| match self.model.gate() {
             Gate::Scalar => g.bth_slice(b, h, t0, t1),
             _ => g.bthx_slice(b, h, t0, t1),
         });
         MemberInputs {
-            q: self.q.bthx_slice(b, h, t0, t1),
-            k: self.k.bthx_slice(b, h, t0, t1),
+            q: self.q.bthx_slice(b, hk, t0, t1),
+            k: self.k.bthx_slice(b, hk, t0, t1),
             v: self.v.bthx_slice(b, h, t0, t1),
             g,
             beta: self.beta.as_ref().map(|x| x.bth_slice(b, h, t0, t1)),
@@ -256,9 +279,10 @@ impl Problem {
     /// Per-head general inputs (general model only).
     fn general(&self, n: usize, (b, t0, t1): (usize, usize, usize), h: usize) -> HeadInputs {
         let slice = |x: &Option<Tensor>| x.as_ref().map(|x| x.bthx_slice(b, h, t0, t1)).unwrap_or_else(|| Mat::zeros(0, 0));
+        let hk = self.key_head(h);
         HeadInputs {
-            q: self.q.bthx_slice(b, h, t0, t1),
-            k: self.k.bthx_slice(b, h, t0, t1),
+            q: self.q.bthx_slice(b, hk, t0, t1),
+            k: self.k.bthx_slice(b, hk, t0, t1),
             v: self.v.bthx_slice(b, h, t0, t1),
             g: slice(&self.g),
             b: slice(&self.b),
@@ -287,7 +311,7 @@ pub fn run(p: &Problem, method: Method, chunk_size: usize) -> Result<Results, Re
         chunk::check_chunk(chunk_size)?;
     }
     let seqs = p.sequences()?;
-    let (_, _, heads, _, _) = dims(p);
+    let heads = value_heads(p);
     let tasks: Vec<(usize, usize)> = (0..seqs.len()).flat_map(|n| (0..heads).map(move |h| (n, h))).collect();
     let solve = |&(n, h): &(usize, usize)| -> Result<Piece, RecurrenceError> {
         let seq = seqs[n];
@@ -331,8 +355,10 @@ pub fn run(p: &Problem, method: Method, chunk_size: usize) -> Result<Results, Re
         let (b, t0, _) = seqs[n];
         r.o.set_bthx_slice(b, h, t0, &piece.out.o);
         r.st.set_state(n, h, &piece.out.st);
-        r.dq.set_bthx_slice(b, h, t0, &piece.grads.dq);
-        r.dk.set_bthx_slice(b, h, t0, &piece.grads.dk);
+        // GVA: a group's value heads sum into their key head (in head order: deterministic).
+        let hk = p.key_head(h);
+        r.dq.add_bthx_slice(b, hk, t0, &piece.grads.dq);
+        r.dk.add_bthx_slice(b, hk, t0, &piece.grads.dk);
         r.dv.set_bthx_slice(b, h, t0, &piece.grads.dv);
         r.ds0.set_state(n, h, &piece.grads.ds0);
         if let (Some(dst), Some(src)) = (r.dg.as_mut(), piece.grads.dg.as_ref()) {

@@ -1,6 +1,7 @@
 //! Inputs and results as fp64 safetensors in fla's layout and names, and seeded input generation.
 //!
-//! Names (gdn-math.md §1 layouts): inputs `q k [B,T,H,K]`, `v [B,T,H,V]`, `g` (`[B,T,H,K]` or
+//! Names (gdn-math.md §1 layouts; with GVA every H below but q's and k's is HV): inputs
+//! `q k [B,T,H,K]`, `v [B,T,H,V]`, `g` (`[B,T,H,K]` or
 //! `[B,T,H]`), `b [B,T,H,K]` and `w [B,T,H,V]` (general) or `beta [B,T,H]` (KDA, GDN),
 //! `s0 [N,H,K,V]`, `do [B,T,H,V]`, `dst [N,H,K,V]`, optional `cu_seqlens` (int64 `[N+1]`);
 //! results `o st dq dk dv dg db dw dbeta ds0`. Every float tensor is F64; reading any other float
@@ -30,6 +31,9 @@ pub struct Dims {
     pub dk: usize,
     /// V, value dim (of v, w, o and the state's columns).
     pub dv: usize,
+    /// HV, value heads (GVA: a multiple of H; each group of HV/H value heads shares one key
+    /// head); `None` for HV = H.
+    pub value_heads: Option<usize>,
 }
 
 /// Generates a problem from `seed` ([`NormalRng`]: ChaCha8, Box–Muller). Distributions, drawn in this order, each tensor
@@ -39,7 +43,8 @@ pub struct Dims {
 /// s0 ~ N(0,1); do ~ N(0,1); dst ~ N(0,1).
 ///
 /// `cu_seqlens` (optional, requires batch 1) splits the T tokens into sequences; s0 and dst then
-/// have one entry per sequence. `scale` defaults to `dk^-0.5`.
+/// have one entry per sequence. With `value_heads` (GVA) v, g, b, w, β, do, s0 and dst have HV
+/// heads, q and k H. `scale` defaults to `dk^-0.5`.
 ///
 /// Errors: [`RecurrenceError::Invalid`] for a zero size; as [`Problem::validate`] (bad
 /// `cu_seqlens`).
@@ -49,6 +54,10 @@ pub fn generate(model: Model, d: Dims, seed: u64, scale: Option<f64>, cu_seqlens
     }
     let mut rng = NormalRng::new(seed);
     let (b, t, h, k, v) = (d.batch, d.seq_len, d.heads, d.dk, d.dv);
+    let hv = d.value_heads.unwrap_or(h);
+    if hv == 0 || hv % h != 0 {
+        return Err(RecurrenceError::Invalid(format!("value heads {hv} must be a positive multiple of the key heads {h} (GVA)")));
+    }
     let n = cu_seqlens.as_ref().map_or(b, |c| c.len().saturating_sub(1));
     let mut normal = |shape: &[usize]| Tensor { shape: shape.to_vec(), data: (0..shape.iter().product()).map(|_| rng.normal()).collect() };
     let q = normal(&[b, t, h, k]);
@@ -57,21 +66,21 @@ pub fn generate(model: Model, d: Dims, seed: u64, scale: Option<f64>, cu_seqlens
         let norm = row.iter().map(|x| x * x).sum::<f64>().sqrt();
         row.iter_mut().for_each(|x| *x /= norm);
     }
-    let vt = normal(&[b, t, h, v]);
+    let vt = normal(&[b, t, hv, v]);
     let g = match model.gate() {
         Gate::None => None,
-        Gate::Scalar => Some(map(normal(&[b, t, h]), logsigmoid)),
-        Gate::Channel => Some(map(normal(&[b, t, h, k]), logsigmoid)),
+        Gate::Scalar => Some(map(normal(&[b, t, hv]), logsigmoid)),
+        Gate::Channel => Some(map(normal(&[b, t, hv, k]), logsigmoid)),
     };
     let (bg, wg) = if model == Model::General {
-        (Some(map(normal(&[b, t, h, k]), sigmoid)), Some(map(normal(&[b, t, h, v]), sigmoid)))
+        (Some(map(normal(&[b, t, hv, k]), sigmoid)), Some(map(normal(&[b, t, hv, v]), sigmoid)))
     } else {
         (None, None)
     };
-    let beta = model.has_beta().then(|| map(normal(&[b, t, h]), sigmoid));
-    let s0 = normal(&[n, h, k, v]);
-    let d_o = normal(&[b, t, h, v]);
-    let dst = normal(&[n, h, k, v]);
+    let beta = model.has_beta().then(|| map(normal(&[b, t, hv]), sigmoid));
+    let s0 = normal(&[n, hv, k, v]);
+    let d_o = normal(&[b, t, hv, v]);
+    let dst = normal(&[n, hv, k, v]);
     let p = Problem { model, q, k: kt, v: vt, g, b: bg, w: wg, beta, s0, d_o, dst, scale: scale.unwrap_or((k as f64).powf(-0.5)), cu_seqlens };
     p.validate()?;
     Ok(p)
@@ -117,6 +126,8 @@ pub fn read_problem(path: &Path, model: Model, scale: Option<f64>) -> Result<Pro
         _ => return Err(RecurrenceError::Shape { name: "q".into(), expected: vec![0, 0, 0, 0], got: q.shape.clone() }),
     };
     let vd = v.shape.last().copied().unwrap_or(0);
+    // GVA: the states have v's heads.
+    let h = if v.shape.len() == 4 && v.shape[2] > 0 { v.shape[2] } else { h };
     let n = cu_seqlens.as_ref().map_or(b, |c| c.len().saturating_sub(1));
     // A zero-filled state is sized by the file's extents, which an empty tensor can set to
     // anything: refuse before allocating (a 328-byte file asked for 8 TiB).

@@ -236,6 +236,16 @@ impl Tensor {
         }
     }
 
+    /// As [`Tensor::set_bthx_slice`], but adds the matrix in (GVA: the value heads of one group
+    /// sum into their key head's dq and dk).
+    pub fn add_bthx_slice(&mut self, b: usize, h: usize, t0: usize, m: &Mat) {
+        let (t_len, heads, x) = (self.shape[1], self.shape[2], self.shape[3]);
+        for r in 0..m.rows {
+            let off = ((b * t_len + t0 + r) * heads + h) * x;
+            self.data[off..off + x].iter_mut().zip(m.row(r)).for_each(|(d, s)| *d += s);
+        }
+    }
+
     /// For a `[B, T, H]` tensor (scalar per token and head): rows `t0..t1` as a `[t1-t0, 1]` matrix.
     pub fn bth_slice(&self, b: usize, h: usize, t0: usize, t1: usize) -> Mat {
         let (t_len, heads) = (self.shape[1], self.shape[2]);
