@@ -9,7 +9,7 @@
 #      torch.autograd.grad of (o, h_T)), with tilec's gradients against fla's.
 #   Also the same accuracy check for ssd_bwd, la_bwd, gla_bwd and kda_bwd (the same source), and
 #   for every <member>_bwd_varlen on three packed sequences (cu_seqlens 0,1,71,256; fla beside
-#   GDN's); and the varlen speed: 8 sequences of mixed lengths packed into T = 8·2048 tokens.
+#   GDN's), and gdn_bwd with GVA (4 value heads over 2 key heads; fla beside it if it takes GVA); and the varlen speed: 8 sequences of mixed lengths packed into T = 8·2048 tokens.
 # Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
 import argparse, json, os, re, subprocess, time
@@ -24,6 +24,8 @@ ap.add_argument("--cases", required=True, help="folder with one sub-folder per m
 ap.add_argument("--work", default="/tmp/gdn")
 ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
+ap.add_argument("--fla-for", default="gdn,gdn_varlen,gdn_gva", help="accuracy cases to run fla beside (its first call JIT-compiles for minutes)")
+ap.add_argument("--no-speed", action="store_true", help="accuracy only")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 dev = "cuda"
@@ -74,14 +76,14 @@ def fla_grads(x, scale):
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
 # ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
-for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la_varlen", "gla_varlen", "kda_varlen"]:
+for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la_varlen", "gla_varlen", "kda_varlen", "gdn_gva"]:
     case = os.path.join(args.cases, member)
-    op = member.replace("_varlen", "_bwd_varlen") if member.endswith("_varlen") else member + "_bwd"
+    op = member.replace("_varlen", "_bwd_varlen") if member.endswith("_varlen") else member.replace("_gva", "") + "_bwd"
     fin = os.path.join(case, "in.safetensors")
     ref = load_file(os.path.join(case, "ref.safetensors"))
     interp = load_file(os.path.join(case, "interp.safetensors"))
     fout = os.path.join(args.work, f"acc_{member}.safetensors")
-    res = {"case": f"{op} accuracy B=1 T=256 H=2 K=V=128" + (" cu_seqlens 0,1,71,256" if "varlen" in op else "")}
+    res = {"case": f"{op} accuracy B=1 T=256 H=2 K=V=128" + (" cu_seqlens 0,1,71,256" if "varlen" in op else "") + (" GVA HV=4" if member.endswith("_gva") else "")}
     grads = [n for n in GRADS if n in interp]
     try:
         txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(args.art, f"{op}.sm_90a.plan.json"))
@@ -93,7 +95,7 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
         res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in grads}
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
-    if member in ("gdn", "gdn_varlen"):
+    if member in args.fla_for.split(","):
         try:
             x = {k: v.to(dev) for k, v in load_file(fin).items()}
             fg, _ = fla_grads(x, float(x["scale"]))
@@ -104,6 +106,8 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
     emit(res)
 
 # ---- 2. speed beside fla ------------------------------------------------------------------------
+if args.no_speed:
+    raise SystemExit(0)
 B, T, H, K, V = 8, args.speed_t, 16, 128, 128
 g_ = torch.Generator(device=dev).manual_seed(3)
 rn = lambda *s: torch.randn(*s, device=dev, generator=g_)

@@ -261,6 +261,20 @@ pub enum BindError {
         /// The supplied extent.
         found: usize,
     },
+    /// A product dimension `X * S` whose extent is not a multiple of its known factor X.
+    #[error("parameter `{param}` dim {dim} (`{expr}`): {found} is not a positive multiple of {factor}")]
+    NotMultiple {
+        /// Parameter name.
+        param: String,
+        /// Dimension index.
+        dim: usize,
+        /// The dimension's expression.
+        expr: String,
+        /// The supplied extent.
+        found: usize,
+        /// The known factor's value.
+        factor: i64,
+    },
     /// No tensor extent, scalar or explicit value determines a size that is needed.
     #[error("size `{size}` (used by {used_by}) cannot be inferred from the arguments; give it explicitly with `--size {size}=<n>`")]
     UnresolvedSize {
@@ -437,6 +451,29 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
             if let Some(s) = e.as_symbol() {
                 sizes.record(s, t.shape[d] as u64, format!("parameter `{}` dim {d}", p.name))?;
             }
+        }
+    }
+
+    // Pass 1b: a dimension `X * S` with S not yet bound and X known binds S = extent / X,
+    // repeated while that binds something (GVA: v's heads `H * G` give G once q gave H).
+    loop {
+        let mut progress = false;
+        for p in meta.params {
+            let Some(t) = args.tensors.get(&p.name).filter(|_| !p.shape.is_empty()) else { continue };
+            for (d, text) in p.shape.iter().enumerate() {
+                let e = parse(|| format!("parameter `{}` shape[{d}]", p.name), text)?;
+                match e.solve_factor(t.shape[d] as i64, &sizes.env()) {
+                    Some(Ok((s, v))) => {
+                        sizes.record(&s, v as u64, format!("parameter `{}` dim {d} (`{text}`)", p.name))?;
+                        progress = true;
+                    }
+                    Some(Err(factor)) => return Err(BindError::NotMultiple { param: p.name.clone(), dim: d, expr: text.clone(), found: t.shape[d], factor }),
+                    None => {}
+                }
+            }
+        }
+        if !progress {
+            break;
         }
     }
 

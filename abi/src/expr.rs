@@ -185,6 +185,23 @@ impl SizeExpr {
         }
     }
 
+    /// Solves a product dimension for its one unknown factor: for `X * S` or `S * X` with `S` a
+    /// symbol not in `env` and `X` evaluable, `extent = X·S` gives `Some(Ok((S, extent / X)))`,
+    /// or `Some(Err(X))` when `extent` is not a positive multiple of a positive `X` (how GVA's
+    /// value heads `H * G` are refused unless a multiple of H). `None` for any other form.
+    pub fn solve_factor(&self, extent: i64, env: &BTreeMap<String, i64>) -> Option<Result<(String, i64), i64>> {
+        let Node::Bin(Op::Mul, a, b) = &self.root else { return None };
+        let unknown = |n: &Node| matches!(n, Node::Sym(s) if !env.contains_key(s));
+        let (sym, known) = match (unknown(a), unknown(b)) {
+            (true, false) => (a, b),
+            (false, true) => (b, a),
+            _ => return None,
+        };
+        let Node::Sym(name) = sym.as_ref() else { return None };
+        let x = self.eval_node(known, env).ok()?;
+        Some(if x > 0 && extent > 0 && extent % x == 0 { Ok((name.clone(), extent / x)) } else { Err(x) })
+    }
+
     /// Every symbol the expression mentions, sorted and without duplicates.
     pub fn symbols(&self) -> Vec<String> {
         fn walk(n: &Node, out: &mut Vec<String>) {

@@ -54,8 +54,10 @@ pub struct Case {
     pub batch: usize,
     /// T.
     pub seq_len: usize,
-    /// H.
+    /// H (of q and k).
     pub heads: usize,
+    /// HV, the value heads (GVA: a multiple of H); `None` for H.
+    pub value_heads: Option<usize>,
     /// Generator seed.
     pub seed: u64,
     /// What is changed in the generated inputs.
@@ -83,18 +85,20 @@ pub enum Tweak {
 }
 
 /// The shapes `--verify` runs: a single token; a partial last chunk over two batch entries;
-/// at T = 100 no decay, no delta rule and strong decay; weak decay over three chunks; and, for
+/// at T = 100 no decay, no delta rule and strong decay; weak decay over three chunks; GVA with
+/// two value heads per key head (dq and dk summed over each group); and, for
 /// varlen operators only, three packed sequences of 1, 70 and 129 tokens (the second starts
 /// mid-chunk, right after a one-token sequence; the weak decay carries state across its chunks).
 /// Members without g or β skip the cases that change them.
-pub const CASES: [Case; 7] = [
-    Case { name: "T=1", batch: 1, seq_len: 1, heads: 2, seed: 1, tweak: Tweak::None, lens: &[] },
-    Case { name: "T=100 (partial chunk), B=2", batch: 2, seq_len: 100, heads: 2, seed: 2, tweak: Tweak::None, lens: &[] },
-    Case { name: "T=100, g=0", batch: 1, seq_len: 100, heads: 2, seed: 3, tweak: Tweak::ZeroGate, lens: &[] },
-    Case { name: "T=100, beta=0", batch: 1, seq_len: 100, heads: 2, seed: 4, tweak: Tweak::ZeroBeta, lens: &[] },
-    Case { name: "T=100, g-25 (strong decay)", batch: 1, seq_len: 100, heads: 2, seed: 5, tweak: Tweak::StrongDecay, lens: &[] },
-    Case { name: "T=150, g/50 (weak decay)", batch: 1, seq_len: 150, heads: 2, seed: 6, tweak: Tweak::WeakDecay, lens: &[] },
-    Case { name: "varlen 1+70+129, g/50", batch: 1, seq_len: 200, heads: 2, seed: 7, tweak: Tweak::WeakDecay, lens: &[1, 70, 129] },
+pub const CASES: [Case; 8] = [
+    Case { name: "T=1", batch: 1, seq_len: 1, heads: 2, value_heads: None, seed: 1, tweak: Tweak::None, lens: &[] },
+    Case { name: "T=100 (partial chunk), B=2", batch: 2, seq_len: 100, heads: 2, value_heads: None, seed: 2, tweak: Tweak::None, lens: &[] },
+    Case { name: "T=100, g=0", batch: 1, seq_len: 100, heads: 2, value_heads: None, seed: 3, tweak: Tweak::ZeroGate, lens: &[] },
+    Case { name: "T=100, beta=0", batch: 1, seq_len: 100, heads: 2, value_heads: None, seed: 4, tweak: Tweak::ZeroBeta, lens: &[] },
+    Case { name: "T=100, g-25 (strong decay)", batch: 1, seq_len: 100, heads: 2, value_heads: None, seed: 5, tweak: Tweak::StrongDecay, lens: &[] },
+    Case { name: "T=150, g/50 (weak decay)", batch: 1, seq_len: 150, heads: 2, value_heads: None, seed: 6, tweak: Tweak::WeakDecay, lens: &[] },
+    Case { name: "GVA HV=2H, T=100", batch: 1, seq_len: 100, heads: 2, value_heads: Some(4), seed: 8, tweak: Tweak::None, lens: &[] },
+    Case { name: "varlen 1+70+129, g/50", batch: 1, seq_len: 200, heads: 2, value_heads: None, seed: 7, tweak: Tweak::WeakDecay, lens: &[1, 70, 129] },
 ];
 
 impl Case {
@@ -201,12 +205,12 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             })).collect();
             let total = *cu.last().unwrap_or(&0);
             let label = if case.lens.is_empty() { format!("{} [cu {}]", case.name, cu.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")) } else { case.name.to_string() };
-            (Dims { batch: 1, heads: case.heads, seq_len: total, dk: kd, dv: vd, value_heads: None }, Some(cu), label)
+            (Dims { batch: 1, heads: case.heads, seq_len: total, dk: kd, dv: vd, value_heads: case.value_heads }, Some(cu), label)
         } else if !case.lens.is_empty() {
             out.not_run.push(format!("{}: the operator takes no cu_seqlens", case.name));
             continue;
         } else {
-            (Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd, value_heads: None }, None, case.name.to_string())
+            (Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd, value_heads: case.value_heads }, None, case.name.to_string())
         };
         let mut p = generate(model, dims, case.seed, None, cu).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
         match case.tweak {

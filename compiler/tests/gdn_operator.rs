@@ -57,8 +57,9 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
     let order: Vec<&str> = op.launches.iter().map(|l| l.kernel.as_str()).collect();
     assert_eq!(order, ["seq_bounds", "chunk_table", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
     let js = judge(&c);
-    // Six cases × six gradients.
-    assert_eq!(js.len(), 36);
+    // Seven cases (GVA among them) × six gradients.
+    assert_eq!(js.len(), 42);
+    assert!(js.iter().any(|j| j.case.starts_with("GVA")));
     for j in &js {
         eprintln!("{} {}: {:.3e} (bound {:.3e}, R = {}, κu = {:.2e})", j.case, j.output, j.error, j.bound, j.roundings, j.sensitivity);
         assert!(j.ok(), "{} {}: {:e} > {:e}", j.case, j.output, j.error, j.bound);
@@ -81,7 +82,7 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
 fn a_sign_flip_in_dg_fails_verification() {
     let mutations = [
         ("b4", "row_sum(qs * dqc) + row_sum(ds2) - col_sum(ds2).T;", "row_sum(qs * dqc) - row_sum(ds2) + col_sum(ds2).T;"),
-        ("b6", "load dg1[b, t0..+C, h] + load dg2[b, t0..+C, h], 0.0)", "load dg1[b, t0..+C, h] - load dg2[b, t0..+C, h], 0.0)"),
+        ("b6", "load dg1[b, t0..+C, hv] + load dg2[b, t0..+C, hv], 0.0)", "load dg1[b, t0..+C, hv] - load dg2[b, t0..+C, hv], 0.0)"),
     ];
     for (tag, from, to) in mutations {
         let dir = std::env::temp_dir().join(format!("tilec-gdn-flip-{tag}-{}", std::process::id()));
@@ -125,10 +126,10 @@ fn the_other_members_share_the_stage_kernels_and_meet_their_bounds() {
     let c = check(&examples().join("gdn.tile"));
     let launches = |name: &str| -> Vec<String> { c.module.operators.iter().find(|o| o.name == name).unwrap().launches.iter().map(|l| l.kernel.clone()).collect() };
     let members = [
-        ("ssd_bwd", "gdn_bwd", vec!["dq", "dk", "dv", "dg", "ds0"], 5),
-        ("la_bwd", "gdn_bwd", vec!["dq", "dk", "dv", "ds0"], 2),
-        ("gla_bwd", "kda_bwd", vec!["dq", "dk", "dv", "dg", "ds0"], 5),
-        ("kda_bwd", "kda_bwd", vec!["dq", "dk", "dv", "dg", "dbeta", "ds0"], 6),
+        ("ssd_bwd", "gdn_bwd", vec!["dq", "dk", "dv", "dg", "ds0"], 6),
+        ("la_bwd", "gdn_bwd", vec!["dq", "dk", "dv", "ds0"], 3),
+        ("gla_bwd", "kda_bwd", vec!["dq", "dk", "dv", "dg", "ds0"], 6),
+        ("kda_bwd", "kda_bwd", vec!["dq", "dk", "dv", "dg", "dbeta", "ds0"], 7),
     ];
     for (name, shares, outputs, cases) in members {
         let op = c.module.operators.iter().find(|o| o.name == name).unwrap();
@@ -199,8 +200,8 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
 fn gdn_bwd_varlen_is_within_the_bound_of_every_gradient() {
     let c = check(&examples().join("gdn.tile"));
     let js = judge_op(&c, "gdn_bwd_varlen");
-    // Seven cases (the dense ones packed, and the varlen one) × six gradients.
-    assert_eq!(js.len(), 42);
+    // Eight cases (the dense ones packed, GVA, and the varlen one) × six gradients.
+    assert_eq!(js.len(), 48);
     assert!(js.iter().any(|j| j.case.starts_with("varlen 1+70+129")));
     assert!(js.iter().any(|j| j.case.contains("[cu 0,100,200]")), "B = 2 runs as two packed sequences");
     for j in &js {
@@ -215,8 +216,8 @@ fn gdn_bwd_varlen_is_within_the_bound_of_every_gradient() {
 #[test]
 fn a_sequence_reading_the_next_one_fails_varlen_verification() {
     let mutations = [
-        ("k1", "k1_reverse_scan.tile", "let dvb: smem = bf16(select(valid, dvn, 0.0));           // w's rows past the sequence are another's\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, h, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel", "let dvb: smem = bf16(dvn);\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, h, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel"),
-        ("k2", "k2_wy_vjp.tile", "let ais: smem = bf16(select(valid, load ai[b, t0..+C, h, :], 0.0));", "let ais: smem = load ai[b, t0..+C, h, :];"),
+        ("k1", "k1_reverse_scan.tile", "let dvb: smem = bf16(select(valid, dvn, 0.0));           // w's rows past the sequence are another's\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, hv, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel", "let dvb: smem = bf16(dvn);\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, hv, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel"),
+        ("k2", "k2_wy_vjp.tile", "let ais: smem = bf16(select(valid, load ai[b, t0..+C, hv, :], 0.0));", "let ais: smem = load ai[b, t0..+C, hv, :];"),
     ];
     for (tag, file, from, to) in mutations {
         let dir = std::env::temp_dir().join(format!("tilec-gdn-varlen-{tag}-{}", std::process::id()));
@@ -227,4 +228,19 @@ fn a_sequence_reading_the_next_one_fails_varlen_verification() {
         assert!(bad.iter().all(|c| c.starts_with("varlen") || c.contains("[cu 0,100,200]")), "{tag}: a single-sequence case failed: {bad:?}");
         std::fs::remove_dir_all(&dir).ok();
     }
+}
+
+/// GVA's head mapping bites: K#1 reading q at the value head's index instead of its key head's
+/// (`hv` for `h`: right without GVA, where they are equal) fails the GVA case and only it.
+#[test]
+fn a_wrong_gva_head_mapping_fails_verification() {
+    let dir = std::env::temp_dir().join(format!("tilec-gdn-gva-{}", std::process::id()));
+    let from = "let qt: smem = load q[b, t0..+C, h, :];\n        let qs: smem = bf16(qt * select(valid, exp2(gc) * scale, 0.0));";
+    let to = "let qt: smem = load q[b, t0..+C, hv, :];\n        let qs: smem = bf16(qt * select(valid, exp2(gc) * scale, 0.0));";
+    let c = check(&mutated_in(&dir, "k1_reverse_scan.tile", from, to));
+    let js = judge(&c);
+    let bad: Vec<&str> = js.iter().filter(|j| !j.ok()).map(|j| j.case.as_str()).collect();
+    assert!(!bad.is_empty(), "the wrong head mapping passed: {js:?}");
+    assert!(bad.iter().all(|c| c.starts_with("GVA")), "a case without GVA failed: {bad:?}");
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -364,3 +364,24 @@ fn a_scalar_round_trips_through_its_file_tensor() {
         assert_eq!(args.scalars["s"], v);
     }
 }
+
+/// GVA: v's heads written `H * G` give G once q gave H (G = 6 / 3 = 2; a `G * H` order too),
+/// and a head count that is not a multiple of H is refused naming the tensor, before any launch.
+#[test]
+fn a_product_dimension_binds_its_unknown_factor() {
+    let mut meta = gdn_meta();
+    meta.sizes.push("G".into());
+    meta.params[4].shape = vec!["B".into(), "T".into(), "H * G".into(), "V".into()];
+    meta.params.push(ParamMeta { name: "o".into(), dtype: DType::F32, shape: vec!["B".into(), "G * H".into()], role: Role::Output });
+    let mut args = good_args();
+    args.tensors.insert("dv".into(), zeros(DType::Bf16, &[B, T, 2 * H, V]));
+    let b = bind(&meta, &args).unwrap();
+    assert_eq!(b.sizes["G"], 2);
+    match b.args.last() {
+        Some(BoundArg::Tensor(t)) => assert_eq!(t.shape, vec![B, 2 * H]),
+        other => panic!("unexpected {other:?}"),
+    }
+    args.tensors.insert("dv".into(), zeros(DType::Bf16, &[B, T, 2 * H + 1, V]));
+    let e = bind(&meta, &args).unwrap_err();
+    assert_eq!(e.to_string(), format!("parameter `dv` dim 2 (`H * G`): {} is not a positive multiple of {H}", 2 * H + 1));
+}

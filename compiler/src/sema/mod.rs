@@ -297,11 +297,19 @@ fn signature(
 /// and shape. A parameter with an error is reported and left out. Returns each parameter with
 /// the span of its name.
 pub(crate) fn lower_params(params: &[ast::ParamDecl], consts: &HashMap<String, i64>, sizes: &mut cranelift_entity::PrimaryMap<SizeVar, String>, diags: &mut Diagnostics) -> Vec<(ParamData, Span)> {
+    // Sizes: the bare names of dimensions, and the factors of a product dimension `H * G`
+    // (the binder solves it for the one factor no other dimension gives: GVA's value heads).
     for p in params {
         for d in p.shape.iter().flatten() {
-            if let ast::ExprKind::Name(n) = &d.kind {
-                if !consts.contains_key(n) {
-                    crate::ir::declare_size(sizes, n);
+            let factors: Vec<&ast::Expr> = match &d.kind {
+                ast::ExprKind::Binary(ast::BinOp::Mul, a, b) => vec![a, b],
+                _ => vec![d],
+            };
+            for f in factors {
+                if let ast::ExprKind::Name(n) = &f.kind {
+                    if !consts.contains_key(n) {
+                        crate::ir::declare_size(sizes, n);
+                    }
                 }
             }
         }

@@ -337,6 +337,19 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, k: Callee, slots: &mut HashMap<Str
             continue;
         }
     }
+    // A factor of a product dimension no bare dimension bound (GVA's `H * G`): bound to the
+    // operator's factor in the same position. The comparison below checks the result.
+    for (_, _, ks, os) in &pairs {
+        for (kd, od) in ks.iter().zip(os) {
+            if let (SizeExpr::Bin(crate::ir::SizeOp::Mul, ka, kb), SizeExpr::Bin(crate::ir::SizeOp::Mul, oa, ob)) = (kd, od) {
+                for (kf, of) in [(ka, oa), (kb, ob)] {
+                    if let SizeExpr::Sym(s) = kf.as_ref() {
+                        bound.entry(k.sizes()[*s].clone()).or_insert_with(|| of.as_ref().clone());
+                    }
+                }
+            }
+        }
+    }
     // Extents: every dimension, the kernel's side written in the operator's sizes.
     for (kp, arg, ks, os) in pairs {
         for (i, (kd, od)) in ks.iter().zip(&os).enumerate() {
