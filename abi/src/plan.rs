@@ -268,8 +268,9 @@ pub trait Launcher {
 }
 
 /// The values of a kernel's bare-name size dimensions, read from the extents of the tensors
-/// passed to it (`shapes`: kernel parameter → extents). A launcher that binds a kernel without
-/// host tensors passes these as explicit sizes.
+/// passed to it (`shapes`: kernel parameter → extents), then the unknown factors of product
+/// dimensions (`H * G`: G = extent / H). A launcher that binds a kernel without host tensors
+/// passes these as explicit sizes.
 pub fn kernel_sizes(params: &[ParamMeta], shapes: &BTreeMap<&str, &[usize]>) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for p in params {
@@ -282,7 +283,25 @@ pub fn kernel_sizes(params: &[ParamMeta], shapes: &BTreeMap<&str, &[usize]>) -> 
             }
         }
     }
-    out
+    // Then the unknown factors of product dimensions (GVA's `H * G`), as the binder solves them.
+    loop {
+        let env: BTreeMap<String, i64> = out.iter().map(|(k, &v)| (k.clone(), i64::try_from(v).unwrap_or(i64::MAX))).collect();
+        let mut progress = false;
+        for p in params {
+            let Some(shape) = shapes.get(p.name.as_str()) else { continue };
+            for (text, &extent) in p.shape.iter().zip(shape.iter()) {
+                if let Some(Ok((s, v))) = SizeExpr::parse(text).ok().and_then(|e| e.solve_factor(extent as i64, &env)) {
+                    if !out.contains_key(&s) {
+                        out.insert(s, v as u64);
+                        progress = true;
+                    }
+                }
+            }
+        }
+        if !progress {
+            return out;
+        }
+    }
 }
 
 /// Checks `args` ([`OperatorPlan::args`]) against the operator's parameters — what [`execute`]
@@ -385,6 +404,17 @@ mod tests {
             buffers: vec![BufferMeta { name: "t".into(), dtype: DType::F32, shape: vec!["2 * N".into()] }],
             launches: vec![LaunchStep { kernel: "k".into(), meta: "k.sm_90a.meta.json".into(), args: vec![ArgBinding { param: "a".into(), value: "x".into() }, ArgBinding { param: "b".into(), value: "y".into() }] }],
         }
+    }
+
+    /// A launcher without host tensors gets every size a kernel's tensors determine: bare
+    /// dimensions, then the unknown factor of a product (GVA: G = 6 / H with H = 3 from q).
+    #[test]
+    fn kernel_sizes_solve_product_dimensions() {
+        let p = |name: &str, shape: &[&str]| ParamMeta { name: name.into(), dtype: DType::F32, shape: shape.iter().map(|s| s.to_string()).collect(), role: Role::Input };
+        let params = [p("v", &["B", "(H * G)"]), p("q", &["B", "H"])];
+        let shapes: BTreeMap<&str, &[usize]> = BTreeMap::from([("v", &[2usize, 6][..]), ("q", &[2usize, 3][..])]);
+        let got = kernel_sizes(&params, &shapes);
+        assert_eq!(got, BTreeMap::from([("B".to_string(), 2), ("H".to_string(), 3), ("G".to_string(), 2)]));
     }
 
     #[test]
