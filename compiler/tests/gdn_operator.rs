@@ -55,7 +55,7 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
     // The operator's kernels include the imported ones, and the plan names them in launch order.
     let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
     let order: Vec<&str> = op.launches.iter().map(|l| l.kernel.as_str()).collect();
-    assert_eq!(order, ["seq_bounds", "chunk_table", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
+    assert_eq!(order, ["seq_bounds", "chunk_table", "repeat_heads", "repeat_heads", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
     let js = judge(&c);
     // Seven cases (GVA among them) × six gradients.
     assert_eq!(js.len(), 42);
@@ -216,8 +216,8 @@ fn gdn_bwd_varlen_is_within_the_bound_of_every_gradient() {
 #[test]
 fn a_sequence_reading_the_next_one_fails_varlen_verification() {
     let mutations = [
-        ("k1", "k1_reverse_scan.tile", "let dvb: smem = bf16(select(valid, dvn, 0.0));           // w's rows past the sequence are another's\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, hv, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel", "let dvb: smem = bf16(dvn);\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, hv, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel"),
-        ("k2", "k2_wy_vjp.tile", "let ais: smem = bf16(select(valid, load ai[b, t0..+C, hv, :], 0.0));", "let ais: smem = load ai[b, t0..+C, hv, :];"),
+        ("k1", "k1_reverse_scan.tile", "let dvb: smem = bf16(select(valid, dvn, 0.0));           // w's rows past the sequence are another's\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, h, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel", "let dvb: smem = bf16(dvn);\n        d -= ws.T @ dvb;\n    }\n    store dh0[sq, h, :, v0..+BV] = d;\n}\n\nkernel k1_scan_channel"),
+        ("k2", "k2_wy_vjp.tile", "let ais: smem = bf16(select(valid, load ai[b, t0..+C, h, :], 0.0));", "let ais: smem = load ai[b, t0..+C, h, :];"),
     ];
     for (tag, file, from, to) in mutations {
         let dir = std::env::temp_dir().join(format!("tilec-gdn-varlen-{tag}-{}", std::process::id()));
@@ -230,17 +230,58 @@ fn a_sequence_reading_the_next_one_fails_varlen_verification() {
     }
 }
 
-/// GVA's head mapping bites: K#1 reading q at the value head's index instead of its key head's
-/// (`hv` for `h`: right without GVA, where they are equal) fails the GVA case and only it.
+/// GVA's head mapping bites: repeat_heads giving value head hv the key head hv % H instead of
+/// hv / G (the same when G = 1) fails the GVA case and only it.
 #[test]
 fn a_wrong_gva_head_mapping_fails_verification() {
     let dir = std::env::temp_dir().join(format!("tilec-gdn-gva-{}", std::process::id()));
-    let from = "let qt: smem = load q[b, t0..+C, h, :];\n        let qs: smem = bf16(qt * select(valid, exp2(gc) * scale, 0.0));";
-    let to = "let qt: smem = load q[b, t0..+C, hv, :];\n        let qs: smem = bf16(qt * select(valid, exp2(gc) * scale, 0.0));";
-    let c = check(&mutated_in(&dir, "k1_reverse_scan.tile", from, to));
+    let c = check(&mutated(&dir, "load x[b, t0..+C, hv / G, :]", "load x[b, t0..+C, hv % H, :]"));
     let js = judge(&c);
     let bad: Vec<&str> = js.iter().filter(|j| !j.ok()).map(|j| j.case.as_str()).collect();
     assert!(!bad.is_empty(), "the wrong head mapping passed: {js:?}");
     assert!(bad.iter().all(|c| c.starts_with("GVA")), "a case without GVA failed: {bad:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--verify=gpu`'s runner: each case's inputs go to `tilec-run PLAN --inputs IN --out OUT` in a
+/// file and the outputs come back from one. Here a stand-in `tilec-run` runs the same operator
+/// on the interpreter, so the judgements must equal the in-process ones exactly; a stand-in
+/// that exits 4 (tilec-run's "no GPU") is reported as `NoGpu`, which the CLI turns into a note
+/// and a judgement on the interpreter.
+#[cfg(unix)]
+#[test]
+fn the_gpu_runner_round_trips_through_tilec_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("tilec-verify-gpu-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tile = examples().join("gdn.tile");
+    let script = |name: &str, body: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    // Arguments: PLAN --inputs IN --out OUT.
+    let fake = script("tilec-run", format!("exec '{}' run --interp '{}' --operator la_bwd --inputs \"$3\" --out \"$5\" 2>/dev/null", env!("CARGO_BIN_EXE_tilec"), tile.display()));
+    let c = check(&tile);
+    let op = c.module.operators.iter().find(|o| o.name == "la_bwd").unwrap();
+    let plan = dir.join("la_bwd.sm_90a.plan.json");
+    let work = dir.join("work");
+    let on_gpu = tilec::verify::verify_operator_on(&c.module, op, &mut tilec::verify::gpu::runner(&fake, &plan, &work)).expect("runs").judgements;
+    let here = judge_op(&c, "la_bwd");
+    assert_eq!(on_gpu.len(), here.len());
+    for (a, b) in on_gpu.iter().zip(&here) {
+        assert_eq!((&a.case, &a.output, a.error.to_bits(), a.bound.to_bits()), (&b.case, &b.output, b.error.to_bits(), b.bound.to_bits()));
+    }
+    let none = script("no-gpu", "echo 'tilec-run: error: no CUDA driver' >&2; exit 4".into());
+    match tilec::verify::verify_operator_on(&c.module, op, &mut tilec::verify::gpu::runner(&none, &plan, &work)) {
+        Err(tilec::verify::VerifyError::NoGpu(why)) => assert!(why.contains("no CUDA driver"), "{why}"),
+        other => panic!("expected NoGpu, got {:?}", other.map(|v| v.judgements.len())),
+    }
+    let broken = script("broken", "echo 'tilec-run: error: launch failed' >&2; exit 1".into());
+    match tilec::verify::verify_operator_on(&c.module, op, &mut tilec::verify::gpu::runner(&broken, &plan, &work)) {
+        Err(tilec::verify::VerifyError::Run(e)) => assert!(e.contains("launch failed") && e.contains("exit Some(1)"), "{e}"),
+        other => panic!("expected a run error, got {:?}", other.map(|v| v.judgements.len())),
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

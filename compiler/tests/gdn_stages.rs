@@ -71,8 +71,12 @@ fn gate_cumsum_and_its_reverse_match_fp64() {
         let ks = vec![b, t, h, KD];
         let (dk1, dk1v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
         let (dk2, dk2v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
-        let out = run("combine", BTreeMap::from([("dg1".to_string(), gt), ("dg2".to_string(), zeros), ("dk1".to_string(), dk1), ("dk2".to_string(), dk2)]));
+        let (dq1, dq1v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
+        // dq and dk passed (zeros) give H; G = 1: no GVA, each sum has one term.
+        let z = HostTensor::zeros(DType::F32, ks.clone()).unwrap();
+        let out = run("combine", BTreeMap::from([("dg1".to_string(), gt), ("dg2".to_string(), zeros), ("dq1".to_string(), dq1), ("dk1".to_string(), dk1), ("dk2".to_string(), dk2), ("dq".to_string(), z.clone()), ("dk".to_string(), z)]));
         let dg = out["dg"].to_f64();
+        assert_eq!(out["dq"].to_f64(), dq1v, "dq: the one value head's dq");
         // One f32 addition: the correctly rounded sum.
         for ((got, a), b2) in out["dk"].to_f64().iter().zip(&dk1v).zip(&dk2v) {
             assert_eq!(*got, f64::from((*a as f32) + (*b2 as f32)));

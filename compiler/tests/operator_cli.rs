@@ -150,3 +150,25 @@ fn tilec_inputs_makes_an_operators_inputs() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("operator `twostep` has no size `Q`"));
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// Calls are inlined in full, so an operator calling another twice, nested, doubles per level: a
+/// depth-13 chain (8,192 launches) is refused at the call that crosses the limit, quickly, not
+/// after minutes and gigabytes.
+#[test]
+fn nested_calls_past_the_launch_limit_are_refused() {
+    let (d, _) = setup("nest");
+    let mut src = String::from("kernel scale2(x: f32[N], y: out f32[N]) grid(cdiv(N, 128)) threads(128) {\n    let i0 = program_id(0) * 128;\n    store y[i0..+128] = load x[i0..+128] * 2.0;\n}\noperator o0(x: f32[N], y: out f32[N]) {\n    scale2(x, y);\n}\n");
+    for i in 1..=13 {
+        src += &format!("operator o{i}(x: f32[N], y: out f32[N]) {{\n    let m: f32[N];\n    o{p}(x, m);\n    o{p}(m, y);\n}}\n", p = i - 1);
+    }
+    let f = d.join("nest.tile");
+    std::fs::write(&f, src).unwrap();
+    let t = std::time::Instant::now();
+    let o = tilec().arg("check").arg(&f).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("operator `o13` would inline more than 4096 launches"), "{err}");
+    assert_eq!(err.matches("error[E0309]").count(), 1, "one report, at the call that crosses the limit: {err}");
+    assert!(t.elapsed().as_secs() < 20, "took {:?}", t.elapsed());
+    std::fs::remove_dir_all(&d).ok();
+}

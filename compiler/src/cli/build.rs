@@ -60,10 +60,24 @@ pub struct BuildArgs {
     /// Colour diagnostics (default: when stderr is a terminal).
     #[arg(long)]
     pub color: Option<bool>,
-    /// Verify every operator with a `contract` against kverify's fp64 oracle on the interpreter
-    /// (exit 1 on a violation).
-    #[arg(long)]
-    pub verify: bool,
+    /// Verify every operator with a `contract` against kverify's fp64 oracle (exit 1 on a
+    /// violation): on the interpreter (`--verify`), or the built sm_90a artifact run by
+    /// `tilec-run` on a GPU (`--verify=gpu`; without a GPU it says so and judges on the
+    /// interpreter).
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "interp")]
+    pub verify: Option<VerifyOn>,
+    /// The `tilec-run` for `--verify=gpu` (default: the one beside this tilec).
+    #[arg(long, value_name = "PATH")]
+    pub tilec_run: Option<PathBuf>,
+}
+
+/// Where `--verify` runs the operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyOn {
+    /// The CPU interpreter (the numerical reference of the lowering).
+    Interp,
+    /// The built sm_90a plan on a GPU, through `tilec-run`.
+    Gpu,
 }
 
 /// Runs `tilec build`.
@@ -137,27 +151,67 @@ pub fn run(a: &BuildArgs) -> ExitCode {
         eprintln!("note: ptxas not found (set TILEC_PTXAS or run scripts/setup.sh): no cubins");
     }
     eprintln!("compile time (front end + code generation, no ptxas): {:.1} ms", report.compile_time.as_secs_f64() * 1e3);
-    if a.verify {
-        return verify(&report.checked);
+    if let Some(on) = a.verify {
+        let gpu = match on {
+            VerifyOn::Interp => None,
+            VerifyOn::Gpu => {
+                if !a.target.targets().contains(&crate::target::Target::Sm90a) {
+                    eprintln!("error: --verify=gpu runs the sm_90a artifacts: build with --target sm_90a or all");
+                    return ExitCode::from(2);
+                }
+                Some((crate::verify::gpu::tilec_run_path(a.tilec_run.as_deref()), a.out.clone()))
+            }
+        };
+        return verify(&report.checked, gpu);
     }
     ExitCode::SUCCESS
 }
 
 /// `--verify`: judges every operator with a contract; prints one line per output and case.
-fn verify(checked: &crate::frontend::Checked) -> ExitCode {
+/// `gpu`: `--verify=gpu`'s `tilec-run` (if found) and the folder holding the built plans.
+fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, PathBuf)>) -> ExitCode {
     let mut violations = 0;
     let mut judged = 0;
     let mut unjudged = 0;
+    // `--verify=gpu` without a GPU (or without tilec-run): said once, then the interpreter.
+    let mut gpu = match gpu {
+        Some((Some(bin), dir)) => Some((bin, dir)),
+        Some((None, _)) => {
+            eprintln!("note: --verify=gpu: no tilec-run beside tilec (cargo build --release -p tilec-runtime, or pass --tilec-run): judging on the interpreter instead");
+            None
+        }
+        None => None,
+    };
     for op in &checked.module.operators {
         let Some(model) = op.contract else {
             eprintln!("verify: operator {} declares no contract: not judged", op.name);
             continue;
         };
         let opts = crate::interp::Options::default();
-        println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the interpreter ({} numerics):", op.name, model.name(), opts.target);
+        let mut result = None;
+        if let Some((bin, dir)) = &gpu {
+            let plan = dir.join(format!("{}.sm_90a.plan.json", op.name));
+            println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the GPU ({}):", op.name, model.name(), plan.display());
+            let work = std::env::temp_dir().join(format!("tilec-verify-gpu-{}-{}", std::process::id(), op.name));
+            match crate::verify::verify_operator_on(&checked.module, op, &mut crate::verify::gpu::runner(bin, &plan, &work)) {
+                Err(crate::verify::VerifyError::NoGpu(why)) => eprintln!("note: --verify=gpu: no GPU can run {} ({why}): judging on the interpreter instead", plan.display()),
+                r => result = Some(r),
+            }
+            std::fs::remove_dir_all(&work).ok();
+        }
+        if result.is_none() {
+            gpu = None;
+        }
+        let result = match result {
+            Some(r) => r,
+            None => {
+                println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the interpreter ({} numerics):", op.name, model.name(), opts.target);
+                crate::verify::verify_operator(&checked.module, op, &opts)
+            }
+        };
         let w = if op.params.iter().any(|p| p.name == "cu_seqlens") { 44 } else { 28 };
         println!("  {:<w$} {:<7} {:>17} {:>9} {:>8}  verdict", "case", "output", "max|err|/max|ref|", "bound", "margin");
-        match crate::verify::verify_operator(&checked.module, op, &opts) {
+        match result {
             Ok(v) => {
                 let js = &v.judgements;
                 for j in js {

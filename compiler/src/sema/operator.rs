@@ -38,6 +38,9 @@ enum Role {
     Buffer,
 }
 
+/// Most launches one operator may hold after its calls are inlined.
+const MAX_LAUNCHES: usize = 4096;
+
 /// Size assignments at which symbolic extents are compared: small, odd, and past a chunk.
 const SAMPLES: [i64; 4] = [1, 3, 100, 2049];
 
@@ -197,7 +200,9 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
     if op.launches.is_empty() && !parse_error && !skipped && !diags.has_errors_since(errors_before) {
         diags.push(Diagnostic::error(Code::OperatorDataflow, format!("operator `{}` launches no kernel", op.name), o.name.span, "empty operator"));
     }
-    (!diags.has_errors_since(errors_before)).then_some(op)
+    // A launch left out (its kernel or called operator has an error, or may be an import's)
+    // leaves the operator incomplete: not lowered either, so that calls of it are not checked.
+    (!diags.has_errors_since(errors_before) && !skipped).then_some(op)
 }
 
 /// What a launch calls: a kernel, or an operator declared earlier in the file (inlined: its
@@ -342,9 +347,19 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, k: Callee, slots: &mut HashMap<Str
     for (_, _, ks, os) in &pairs {
         for (kd, od) in ks.iter().zip(os) {
             if let (SizeExpr::Bin(crate::ir::SizeOp::Mul, ka, kb), SizeExpr::Bin(crate::ir::SizeOp::Mul, oa, ob)) = (kd, od) {
-                for (kf, of) in [(ka, oa), (kb, ob)] {
-                    if let SizeExpr::Sym(s) = kf.as_ref() {
-                        bound.entry(k.sizes()[*s].clone()).or_insert_with(|| of.as_ref().clone());
+                // The unbound factor takes the operator factor beside the one its partner
+                // matches (`H * G` against `2 * H` binds G = 2), in either order.
+                for (kf, partner) in [(ka, kb), (kb, ka)] {
+                    let SizeExpr::Sym(s) = kf.as_ref() else { continue };
+                    let name = &k.sizes()[*s];
+                    if bound.contains_key(name) {
+                        continue;
+                    }
+                    let Some(p) = substitute(partner, k, &bound) else { continue };
+                    if p == **ob {
+                        bound.insert(name.clone(), oa.as_ref().clone());
+                    } else if p == **oa {
+                        bound.insert(name.clone(), ob.as_ref().clone());
                     }
                 }
             }
@@ -394,13 +409,20 @@ fn inline(callee: &Operator, call: &Launch, bound: &BTreeMap<String, SizeExpr>, 
             diags.push(
                 Diagnostic::error(Code::ShapeMismatch, format!("buffer `{}` of `{}` has an extent this call does not determine", b.name, callee.name), call.span, "called here")
                     .with_label(b.span, "declared here")
-                    .with_note("help: every size in the callee's buffer shapes must appear bare in one of its parameters' shapes"),
+                    .with_note("help: every size in the callee's buffer shapes must be determined by its parameters' shapes: bare (`T`), or a factor of a product whose other factor is (`H * G`)"),
             );
             return;
         };
         slots.insert(name.clone(), Slot { elem: b.elem, shape: Some(shape.clone()), role: Role::Buffer, span: call.span, written: true, poisoned: false });
         op.buffers.push(Buffer { name: name.clone(), elem: b.elem, shape, span: b.span });
         rename.insert(b.name.as_str(), name);
+    }
+    if op.launches.len() + callee.launches.len() > MAX_LAUNCHES {
+        diags.push(
+            Diagnostic::error(Code::OperatorDataflow, format!("operator `{}` would inline more than {MAX_LAUNCHES} launches", op.name), call.span, format!("this call adds {}", callee.launches.len()))
+                .with_note("help: calls are inlined in full: an operator that calls another several times, nested, doubles per level"),
+        );
+        return;
     }
     for l in &callee.launches {
         let args = l.args.iter().map(|(p, a)| (p.clone(), rename.get(a.as_str()).cloned().unwrap_or_else(|| a.clone()))).collect();

@@ -33,6 +33,8 @@ use kverify::recurrence::tensor::Tensor;
 use tilec_abi::tensor::HostTensor;
 
 use crate::interp::{run_operator, Options};
+
+pub mod gpu;
 use crate::ir::{Elem, Module, Op, Operator, ParamKind, SizeExpr};
 
 /// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`). An
@@ -169,17 +171,32 @@ pub enum VerifyError {
         /// Its error.
         message: String,
     },
-    /// The operator failed on the interpreter.
+    /// The operator failed on the interpreter or on the GPU.
     #[error("{0}")]
     Run(String),
+    /// `--verify=gpu`: no GPU can run the artifact (`tilec-run` said why).
+    #[error("no GPU: {0}")]
+    NoGpu(String),
 }
 
-/// Verifies `op` (which must have a contract) at every [`CASES`] shape.
+/// Verifies `op` (which must have a contract) at every [`CASES`] shape, on the interpreter.
 ///
 /// # Errors
 /// [`VerifyError`] when the operator cannot be run or mapped; violations are judgements with
 /// `ok() == false`, not errors.
 pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result<Verdict, VerifyError> {
+    verify_operator_on(module, op, &mut |inputs| run_operator(module, op, inputs, opts).map_err(|(e, _)| VerifyError::Run(e.to_string())))
+}
+
+/// Runs an operator on one case's inputs (named after its parameters) and returns its outputs.
+pub type Runner<'a> = dyn FnMut(BTreeMap<String, HostTensor>) -> Result<BTreeMap<String, HostTensor>, VerifyError> + 'a;
+
+/// As [`verify_operator`], with the operator run by `run` (the interpreter, or the built
+/// artifact on a GPU: [`gpu::runner`]).
+///
+/// # Errors
+/// As [`verify_operator`].
+pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_>) -> Result<Verdict, VerifyError> {
     let sig = |message: String| VerifyError::Signature { operator: op.name.clone(), message };
     let model = op.contract.ok_or_else(|| sig("declares no contract".into()))?;
     let last_dim = |name: &str| -> Result<usize, VerifyError> {
@@ -231,7 +248,7 @@ pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result
             },
         }
         let inputs = inputs(op, &mut p).map_err(sig)?;
-        let got = run_operator(module, op, inputs, opts).map_err(|(e, _)| VerifyError::Run(e.to_string()))?;
+        let got = run_op(inputs)?;
         let oracle = |p: &Problem| run(p, Method::Serial, 64).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() });
         let want = oracle(&p)?;
         let nudged = oracle(&perturbed(op, &p, case.seed))?;
