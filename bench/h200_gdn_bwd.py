@@ -105,67 +105,55 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
             res["fla_error"] = repr(e)[:2000]
     emit(res)
 
+def speed(name, x, plan):
+    """tilec's plan (median sum of kernel times) and fla's backward on the same inputs `x`."""
+    fin = os.path.join(args.work, f"{name}_in.safetensors")
+    save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
+    fout = os.path.join(args.work, f"{name}_out.safetensors")
+    res = {}
+    try:
+        txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat), plan=os.path.join(args.art, plan))
+        res["tilec_kernels_ms"] = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
+        res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
+    except Exception as e:
+        res["tilec_error"] = repr(e)[:2000]
+    try:
+        from triton.testing import do_bench
+        t0 = time.time()
+        fg, bwd = fla_grads(x, scale)
+        torch.cuda.synchronize()
+        res["fla_first_call_s"] = time.time() - t0
+        res["fla_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
+        if "tilec_ms" in res:
+            res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_bwd_ms"]
+            out = load_file(fout)
+            res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
+    except Exception as e:
+        res["fla_error"] = repr(e)[:2000]
+    return res
+
+
 # ---- 2. speed beside fla ------------------------------------------------------------------------
 if args.no_speed:
     raise SystemExit(0)
 B, T, H, K, V = 8, args.speed_t, 16, 128, 128
 g_ = torch.Generator(device=dev).manual_seed(3)
 rn = lambda *s: torch.randn(*s, device=dev, generator=g_)
-x = {"q": rn(B, T, H, K).to(torch.bfloat16), "k": F.normalize(rn(B, T, H, K), dim=-1).to(torch.bfloat16), "v": rn(B, T, H, V).to(torch.bfloat16),
-     "g": F.logsigmoid(rn(B, T, H)).float(), "beta": torch.sigmoid(rn(B, T, H)).to(torch.bfloat16), "s0": rn(B, H, K, V).float(),
-     "do": rn(B, T, H, V).to(torch.bfloat16), "dht": rn(B, H, K, V).float()}
 scale = K ** -0.5
-fin = os.path.join(args.work, "speed_in.safetensors")
-save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
-fout = os.path.join(args.work, "speed_out.safetensors")
-res = {"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}"}
-try:
-    txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat))
-    res["tilec_kernels_ms"] = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
-    res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
-except Exception as e:
-    res["tilec_error"] = repr(e)[:2000]
-try:
-    from triton.testing import do_bench
-    t0 = time.time()
-    fg, bwd = fla_grads(x, scale)
-    torch.cuda.synchronize()
-    res["fla_first_call_s"] = time.time() - t0
-    res["fla_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
-    if "tilec_ms" in res:
-        res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_bwd_ms"]
-        out = load_file(fout)
-        res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
-except Exception as e:
-    res["fla_error"] = repr(e)[:2000]
-emit(res)
+
+
+def inputs(b, t, n):
+    """Random GDN inputs in fla's layout: [b, t, H, ·], states for n sequences."""
+    return {"q": rn(b, t, H, K).to(torch.bfloat16), "k": F.normalize(rn(b, t, H, K), dim=-1).to(torch.bfloat16), "v": rn(b, t, H, V).to(torch.bfloat16),
+            "g": F.logsigmoid(rn(b, t, H)).float(), "beta": torch.sigmoid(rn(b, t, H)).to(torch.bfloat16), "s0": rn(n, H, K, V).float(),
+            "do": rn(b, t, H, V).to(torch.bfloat16), "dht": rn(n, H, K, V).float()}
+
+
+emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json")})
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
 assert sum(lens) == 8 * 2048
-cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32)
-N, T = len(lens), sum(lens)
-x = {"q": rn(1, T, H, K).to(torch.bfloat16), "k": F.normalize(rn(1, T, H, K), dim=-1).to(torch.bfloat16), "v": rn(1, T, H, V).to(torch.bfloat16),
-     "g": F.logsigmoid(rn(1, T, H)).float(), "beta": torch.sigmoid(rn(1, T, H)).to(torch.bfloat16), "s0": rn(N, H, K, V).float(),
-     "do": rn(1, T, H, V).to(torch.bfloat16), "dht": rn(N, H, K, V).float(), "cu_seqlens": cu.to(dev)}
-fin = os.path.join(args.work, "speed_varlen_in.safetensors")
-save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
-fout = os.path.join(args.work, "speed_varlen_out.safetensors")
-res = {"case": f"gdn_bwd_varlen speed N={N} lens={lens} H={H} K={K} V={V}"}
-try:
-    txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat), plan=os.path.join(args.art, "gdn_bwd_varlen.sm_90a.plan.json"))
-    res["tilec_kernels_ms"] = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
-    res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
-except Exception as e:
-    res["tilec_error"] = repr(e)[:2000]
-try:
-    from triton.testing import do_bench
-    fg, bwd = fla_grads(x, scale)
-    res["fla_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
-    if "tilec_ms" in res:
-        res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_bwd_ms"]
-        out = load_file(fout)
-        res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
-except Exception as e:
-    res["fla_error"] = repr(e)[:2000]
-emit(res)
+x = inputs(1, sum(lens), len(lens))
+x["cu_seqlens"] = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
+emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json")})
