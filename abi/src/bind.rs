@@ -22,6 +22,7 @@ use crate::meta::{DType, Role};
 use crate::st::TensorMap;
 use crate::tensor::{HostTensor, TensorError};
 
+mod factors;
 mod signature;
 pub use signature::Signature;
 
@@ -454,28 +455,8 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
         }
     }
 
-    // Pass 1b: a dimension `X * S` with S not yet bound and X known binds S = extent / X,
-    // repeated while that binds something (GVA: v's heads `H * G` give G once q gave H).
-    loop {
-        let mut progress = false;
-        for p in meta.params {
-            let Some(t) = args.tensors.get(&p.name).filter(|_| !p.shape.is_empty()) else { continue };
-            for (d, text) in p.shape.iter().enumerate() {
-                let e = parse(|| format!("parameter `{}` shape[{d}]", p.name), text)?;
-                match e.solve_factor(t.shape[d] as i64, &sizes.env()) {
-                    Some(Ok((s, v))) => {
-                        sizes.record(&s, v as u64, format!("parameter `{}` dim {d} (`{text}`)", p.name))?;
-                        progress = true;
-                    }
-                    Some(Err(factor)) => return Err(BindError::NotMultiple { param: p.name.clone(), dim: d, expr: text.clone(), found: t.shape[d], factor }),
-                    None => {}
-                }
-            }
-        }
-        if !progress {
-            break;
-        }
-    }
+    // Pass 1b: unknown factors of product dimensions (GVA's `H * G`).
+    factors::solve(meta, args, &mut sizes)?;
 
     resolve_and_check_sizes(meta, &sizes)?;
     let env = sizes.env();
