@@ -172,3 +172,19 @@ fn nested_calls_past_the_launch_limit_are_refused() {
     assert!(t.elapsed().as_secs() < 20, "took {:?}", t.elapsed());
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// `--verify=gpu` judges the sm_90a plans: a build without that target is refused (exit 2), and
+/// `--verify` alone still means the interpreter (the flag's value is optional).
+#[test]
+fn verify_gpu_needs_the_sm90a_target() {
+    let (d, f) = setup("vgpu");
+    let o = tilec().arg("build").arg(&f).args(["--target", "sm_100a", "--no-ptxas", "--verify=gpu", "-o"]).arg(d.join("art")).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--verify=gpu runs the sm_90a artifacts"), "{err}");
+    let o = tilec().arg("build").arg(&f).args(["--target", "sm_90a", "--no-ptxas", "-o"]).arg(d.join("art")).arg("--verify").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("no operator declares a contract"), "{err}");
+    std::fs::remove_dir_all(&d).ok();
+}
