@@ -69,6 +69,26 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         slots.insert(p.name.clone(), slot);
     }
     let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None };
+    // An operator's sizes come from its inputs (a call takes no `--size`): one that only its
+    // outputs mention could never be bound.
+    fn mentions(e: &SizeExpr, s: SizeVar) -> bool {
+        match e {
+            SizeExpr::Const(_) => false,
+            SizeExpr::Sym(v) => *v == s,
+            SizeExpr::Bin(_, a, b) => mentions(a, s) || mentions(b, s),
+        }
+    }
+    for (s, name) in op.sizes.iter() {
+        let in_input = op.params.iter().any(|p| matches!(&p.kind, ParamKind::Tensor { shape, output: false, .. } if shape.iter().any(|d| mentions(d, s))));
+        if !in_input {
+            if let Some(p) = op.params.iter().find(|p| matches!(&p.kind, ParamKind::Tensor { shape, .. } if shape.iter().any(|d| mentions(d, s)))) {
+                diags.push(
+                    Diagnostic::error(Code::OperatorDataflow, format!("size `{name}` of operator `{}` appears only in outputs: no input determines it", op.name), p.span, format!("`{name}` here"))
+                        .with_note("help: use a size an input has (outputs are allocated from the inputs' sizes)"),
+                );
+            }
+        }
+    }
     if let Some(c) = &o.contract {
         use kverify::recurrence::family::Model;
         match Model::ALL.iter().find(|m| m.name() == c.name && **m != Model::General) {
