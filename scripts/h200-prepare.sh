@@ -54,9 +54,9 @@ case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --si
 case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=2 --scalar scale=0.088 "${dense2[@]}"
 case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=2 --scalar scale=0.088 "${dense2[@]}"
 # GVA: q repeated per value head (2 value heads per key head).
-case_ repeat_gva dsl-examples/gdn.tile repeat_heads --size B=1 --size T=100 --size H=2 --size G=2
+case_ repeat_gva dsl-examples/sequences.tile repeat_heads --size B=1 --size T=100 --size H=2 --size G=2
 # The device-side chunk table itself: 3 sequences (1, 70, 79 tokens) → 5 chunks in 5 rows.
-case_ table_varlen dsl-examples/gdn.tile chunk_table --size NP=4 --size NS=5 --values cu=0,1,71,150
+case_ table_varlen dsl-examples/sequences.tile chunk_table --size NP=4 --size NS=5 --values cu=0,1,71,150
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
 # A view outside its tile must trap on the GPU (the interpreter stops on n = 13, so no reference is made).
 for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out "$d/io/view_trap_n$n.in.safetensors" >/dev/null; done

@@ -36,7 +36,7 @@ fn mutated(dir: &Path, from: &str, to: &str) -> PathBuf {
 /// once) in `file`; the path of the copied gdn.tile.
 fn mutated_in(dir: &Path, file: &str, from: &str, to: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    for f in ["gdn.tile", "k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile"] {
+    for f in ["gdn.tile", "k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile", "sequences.tile"] {
         let src = std::fs::read_to_string(examples().join(f)).unwrap();
         let src = if f == file {
             assert_eq!(src.matches(from).count(), 1, "the mutation site must be unique");
@@ -235,7 +235,7 @@ fn a_sequence_reading_the_next_one_fails_varlen_verification() {
 #[test]
 fn a_wrong_gva_head_mapping_fails_verification() {
     let dir = std::env::temp_dir().join(format!("tilec-gdn-gva-{}", std::process::id()));
-    let c = check(&mutated(&dir, "load x[b, t0..+C, hv / G, :]", "load x[b, t0..+C, hv % H, :]"));
+    let c = check(&mutated_in(&dir, "sequences.tile", "load x[b, t0..+C, hv / G, :]", "load x[b, t0..+C, hv % H, :]"));
     let js = judge(&c);
     let bad: Vec<&str> = js.iter().filter(|j| !j.ok()).map(|j| j.case.as_str()).collect();
     assert!(!bad.is_empty(), "the wrong head mapping passed: {js:?}");

@@ -39,7 +39,7 @@ fn kernel(name: &str) -> Kernel {
 }
 
 /// Runs a stage kernel as a dense call: T is the second extent of the first input, and the
-/// chunk table is the one gdn.tile's `chunk_table` makes for cu = [0, T].
+/// chunk table is the one `chunk_table` (sequences.tile) makes for cu = [0, T].
 fn run(name: &str, inputs: BTreeMap<String, HostTensor>) -> BTreeMap<String, HostTensor> {
     let k = kernel(name);
     let t = inputs.values().next().expect("an input").shape[1];

@@ -252,7 +252,7 @@ pub fn gamma_f32(n: usize) -> f64 {
 }
 
 /// The sequence tables of a dense call over `t` tokens in chunks of `c` (what gdn.tile's
-/// `chunk_table` makes for cu = [0, T]): `cu` = [0, T], `co` = [0, cdiv(T, C)] and `ct` with
+/// `chunk_table` of sequences.tile makes for cu = [0, T]): `cu` = [0, T], `co` = [0, cdiv(T, C)] and `ct` with
 /// row n = (n·C, T).
 pub fn dense_tables(t: usize, c: usize) -> [(String, HostTensor); 3] {
     let n = t.div_ceil(c);
