@@ -134,7 +134,7 @@ pub enum StError {
     #[error("invalid safetensors data: {0}")]
     Format(#[from] SafeTensorError),
     /// A tensor has a dtype the reader does not handle.
-    #[error("tensor `{name}` has dtype {dtype}, but only {supported} are supported here")]
+    #[error("tensor `{name}` has dtype {dtype}, but only {supported} are supported here: convert it when saving (an int64 index tensor such as cu_seqlens: `.int()` in torch, `.astype(numpy.int32)` in NumPy)")]
     UnsupportedDtype {
         /// Tensor name.
         name: String,
