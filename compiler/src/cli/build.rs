@@ -174,6 +174,7 @@ fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, Path
     let mut judged = 0;
     let mut unjudged = 0;
     // `--verify=gpu` without a GPU (or without tilec-run): said once, then the interpreter.
+    let asked_gpu = gpu.is_some();
     let mut gpu = match gpu {
         Some((Some(bin), dir)) => Some((bin, dir)),
         Some((None, _)) => {
@@ -246,6 +247,12 @@ fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, Path
         eprintln!("error: verify: {violations} of {judged} outputs outside their bound");
         return ExitCode::from(1);
     }
-    eprintln!("verify: {judged} outputs judged, all within their bounds");
+    // Said again at the end: a `--verify=gpu` that fell back judged nothing on a GPU.
+    let place = match (asked_gpu, gpu.is_some()) {
+        (true, false) => " (on the interpreter: no GPU run was possible)",
+        (true, true) => " (on the GPU)",
+        _ => "",
+    };
+    eprintln!("verify: {judged} outputs judged{place}, all within their bounds");
     ExitCode::SUCCESS
 }
