@@ -22,7 +22,7 @@ use crate::meta::{DType, Role};
 use crate::st::TensorMap;
 use crate::tensor::{HostTensor, TensorError};
 
-mod factors;
+pub(crate) mod factors;
 mod signature;
 pub use signature::Signature;
 

@@ -283,24 +283,15 @@ pub fn kernel_sizes(params: &[ParamMeta], shapes: &BTreeMap<&str, &[usize]>) -> 
             }
         }
     }
-    // Then the unknown factors of product dimensions (GVA's `H * G`), as the binder solves them.
+    // Then the unknown factors of product dimensions (GVA's `H * G`), as the binder solves them
+    // (a non-multiple was refused when the plan's arguments were bound).
     loop {
         let env: BTreeMap<String, i64> = out.iter().map(|(k, &v)| (k.clone(), i64::try_from(v).unwrap_or(i64::MAX))).collect();
-        let mut progress = false;
-        for p in params {
-            let Some(shape) = shapes.get(p.name.as_str()) else { continue };
-            for (text, &extent) in p.shape.iter().zip(shape.iter()) {
-                if let Some(Ok((s, v))) = SizeExpr::parse(text).ok().and_then(|e| e.solve_factor(extent as i64, &env)) {
-                    if !out.contains_key(&s) {
-                        out.insert(s, v as u64);
-                        progress = true;
-                    }
-                }
-            }
-        }
-        if !progress {
+        let found = bind::factors::solve_round(params, shapes, &env).unwrap_or_default();
+        if found.is_empty() {
             return out;
         }
+        out.extend(found.into_iter().map(|(s, v, _)| (s, v)));
     }
 }
 
