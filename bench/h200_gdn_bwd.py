@@ -5,11 +5,14 @@
 #      (token-serial GDN) for tilec and for fla on the same inputs; tilec's five runs bitwise
 #      identical; tilec's GPU outputs against the CPU interpreter's (bitwise);
 #   2. speed at B=8 T=2048 H=16 K=V=128 (inputs generated here): tilec's median sum of kernel
-#      times (CUDA events per launch) and fla's backward (triton.testing.do_bench over
-#      torch.autograd.grad of (o, h_T)), with tilec's gradients against fla's.
+#      times (CUDA events per launch) and fla's and FlashQLA's backward (triton.testing.do_bench
+#      over torch.autograd.grad of (o, h_T); FlashQLA when `flash_qla` imports), with tilec's
+#      gradients against fla's.
 #   Also the same accuracy check for ssd_bwd, la_bwd, gla_bwd and kda_bwd (the same source), and
 #   for every <member>_bwd_varlen on three packed sequences (cu_seqlens 0,1,71,256; fla beside
 #   GDN's), and gdn_bwd with GVA (4 value heads over 2 key heads; fla beside it if it takes GVA); and the varlen speed: 8 sequences of mixed lengths packed into T = 8·2048 tokens.
+#   And gdn_bwd built at the other head sizes (ART_k64v256 etc., `--const K=..,V=..`): accuracy
+#   (GDN at all five, KDA at V = 256) and tilec's speed (no anchors: each shape is a new JIT).
 # Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
 import argparse, json, os, re, subprocess, time
@@ -53,6 +56,19 @@ def rel(a, b):
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
 
 
+def qla_fn():
+    """FlashQLA's chunk_gated_delta_rule (TileLang; fla's signature), or None when not installed."""
+    try:
+        from flash_qla import chunk_gated_delta_rule
+        return chunk_gated_delta_rule
+    except Exception as e:
+        QLA_ERR.append(repr(e)[:500])
+        return None
+
+
+QLA_ERR = []
+
+
 def fla_fn():
     os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
     import fla.ops.common.chunk_o as _co
@@ -61,9 +77,9 @@ def fla_fn():
     return chunk_gated_delta_rule
 
 
-def fla_grads(x, scale):
-    """fla's forward with autograd, then the gradients of Σ o·do + Σ h_T·dht; returns (grads, bwd)."""
-    f = fla_fn()
+def fla_grads(x, scale, f=None):
+    """fla's (or `f`'s: FlashQLA's) forward with autograd, then the gradients of Σ o·do + Σ h_T·dht; returns (grads, bwd)."""
+    f = f or fla_fn()
     leaves = {n: x[n].detach().clone().requires_grad_(True) for n in ["q", "k", "v", "g", "beta", "s0"]}
     cu = x["cu_seqlens"].long() if "cu_seqlens" in x else None
     o, ht = f(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"], scale=scale, initial_state=leaves["s0"], output_final_state=True, cu_seqlens=cu)
@@ -76,17 +92,23 @@ def fla_grads(x, scale):
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
 # ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
-for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la_varlen", "gla_varlen", "kda_varlen", "gdn_gva"]:
+VARIANTS = ["k64v64", "k64v128", "k64v256", "k128v64", "k128v256"]  # gdn.tile built with --const K=..,V=.. into ART_<variant>
+for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la_varlen", "gla_varlen", "kda_varlen", "gdn_gva"] + [f"gdn_{v}" for v in VARIANTS] + ["kda_k64v256", "kda_k128v256"]:
     case = os.path.join(args.cases, member)
-    op = member.replace("_varlen", "_bwd_varlen") if member.endswith("_varlen") else member.replace("_gva", "") + "_bwd"
+    if not os.path.isdir(case):
+        continue
+    m, _, suffix = member.partition("_")
+    op = f"{m}_bwd_varlen" if suffix == "varlen" else f"{m}_bwd"
+    art = f"{args.art}_{suffix}" if suffix in VARIANTS else args.art
+    kv = re.match(r"k(\d+)v(\d+)", suffix)
     fin = os.path.join(case, "in.safetensors")
     ref = load_file(os.path.join(case, "ref.safetensors"))
     interp = load_file(os.path.join(case, "interp.safetensors"))
     fout = os.path.join(args.work, f"acc_{member}.safetensors")
-    res = {"case": f"{op} accuracy B=1 T=256 H=2 K=V=128" + (" cu_seqlens 0,1,71,256" if "varlen" in op else "") + (" GVA HV=4" if member.endswith("_gva") else "")}
+    res = {"case": f"{op} accuracy B=1 T=256 H=2 " + (f"K={kv.group(1)} V={kv.group(2)}" if kv else "K=V=128") + (" cu_seqlens 0,1,71,256" if "varlen" in op else "") + (" GVA HV=4" if member.endswith("_gva") else "")}
     grads = [n for n in GRADS if n in interp]
     try:
-        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(args.art, f"{op}.sm_90a.plan.json"))
+        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(art, f"{op}.sm_90a.plan.json"))
         res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
         out = load_file(fout)
         res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
@@ -103,20 +125,32 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
             res["fla_worst"] = max(res["fla_relerr_vs_oracle"].values())
         except Exception as e:
             res["fla_error"] = repr(e)[:2000]
+        qf = qla_fn()
+        if qf is None:
+            res["flashqla_error"] = QLA_ERR[-1]
+        else:
+            try:
+                qg, _ = fla_grads(x, float(x["scale"]), f=qf)
+                res["flashqla_relerr_vs_oracle"] = {n: rel(qg[n].cpu(), ref[n]) for n in grads}
+                res["flashqla_worst"] = max(res["flashqla_relerr_vs_oracle"].values())
+            except Exception as e:
+                res["flashqla_error"] = repr(e)[:2000]
     emit(res)
 
-def speed(name, x, plan):
-    """tilec's plan (median sum of kernel times) and fla's backward on the same inputs `x`."""
+def speed(name, x, plan, fla=True, art=None):
+    """tilec's plan (median sum of kernel times) and, with `fla`, fla's backward on the same inputs `x`."""
     fin = os.path.join(args.work, f"{name}_in.safetensors")
     save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
     fout = os.path.join(args.work, f"{name}_out.safetensors")
     res = {}
     try:
-        txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat), plan=os.path.join(args.art, plan))
+        txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat), plan=os.path.join(art or args.art, plan))
         res["tilec_kernels_ms"] = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
         res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
+    if not fla:
+        return res
     try:
         from triton.testing import do_bench
         t0 = time.time()
@@ -130,6 +164,21 @@ def speed(name, x, plan):
             res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
     except Exception as e:
         res["fla_error"] = repr(e)[:2000]
+    qf = qla_fn()
+    if qf is None:
+        res["flashqla_error"] = QLA_ERR[-1]
+        return res
+    try:
+        from triton.testing import do_bench
+        t0 = time.time()
+        qg, qbwd = fla_grads(x, scale, f=qf)
+        torch.cuda.synchronize()
+        res["flashqla_first_call_s"] = time.time() - t0
+        res["flashqla_bwd_ms"] = do_bench(qbwd, warmup=10, rep=100)
+        if "tilec_ms" in res:
+            res["ratio_tilec_over_flashqla"] = res["tilec_ms"] / res["flashqla_bwd_ms"]
+    except Exception as e:
+        res["flashqla_error"] = repr(e)[:2000]
     return res
 
 
@@ -142,7 +191,7 @@ rn = lambda *s: torch.randn(*s, device=dev, generator=g_)
 scale = K ** -0.5
 
 
-def inputs(b, t, n):
+def inputs(b, t, n, K=K, V=V):
     """Random GDN inputs in fla's layout: [b, t, H, ·], states for n sequences."""
     return {"q": rn(b, t, H, K).to(torch.bfloat16), "k": F.normalize(rn(b, t, H, K), dim=-1).to(torch.bfloat16), "v": rn(b, t, H, V).to(torch.bfloat16),
             "g": F.logsigmoid(rn(b, t, H)).float(), "beta": torch.sigmoid(rn(b, t, H)).to(torch.bfloat16), "s0": rn(n, H, K, V).float(),
@@ -157,3 +206,8 @@ assert sum(lens) == 8 * 2048
 x = inputs(1, sum(lens), len(lens))
 x["cu_seqlens"] = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
 emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json")})
+
+# ---- 4. the other head sizes (tilec only: fla would JIT-compile each shape for minutes) --------
+for v in VARIANTS:
+    k_, v_ = map(int, re.match(r"k(\d+)v(\d+)", v).groups())
+    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={k_} V={v_}", **speed(f"speed_{v}", inputs(B, T, B, K=k_, V=v_), "gdn_bwd.sm_90a.plan.json", fla=False, art=f"{args.art}_{v}")})

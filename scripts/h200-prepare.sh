@@ -17,6 +17,10 @@ d=.device; rm -rf "$d"; mkdir -p "$d/bin" "$d/art" "$d/io"
 cp "$t/release/tilec-run" "$t/release/kverify" "$d/bin/"; cp "$smoke" "$d/bin/gpu_smoke"
 tilec="$t/release/tilec"
 for f in dsl-examples/*.tile tests/gpu/*.tile; do "$tilec" build "$f" --target sm_90a -o "$d/art" >/dev/null; done
+# gdn.tile at its other head sizes (size parameters K ∈ {64, 128}, V ∈ {64, 128, 256}).
+variants=(k64v64 k64v128 k64v256 k128v64 k128v256)
+kv() { local s=${1#k}; echo "--const K=${s%v*},V=${s#*v}"; }
+for x in "${variants[@]}"; do "$tilec" build dsl-examples/gdn.tile $(kv $x) --target sm_90a -o "$d/art_$x" >/dev/null; done
 cases=()
 case_() { # NAME FILE KERNEL SIZES...
   local name=$1 file=$2 kernel=$3; shift 3
@@ -65,14 +69,19 @@ for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out 
 # exactly those values, and the interpreter's outputs.
 # The varlen operators likewise on three packed sequences of 1, 70 and 185 tokens (T = 256), and
 # GDN with GVA: 4 value heads over 2 key heads.
-for c in gdn ssd la gla kda gdn_varlen ssd_varlen la_varlen gla_varlen kda_varlen gdn_gva; do
-  m=${c%_varlen}; m=${m%_gva}; vl=(); op=${m}_bwd
-  case $c in *_varlen) vl=(--cu-seqlens 0,1,71,256); op=${m}_bwd_varlen;; *_gva) vl=(--value-heads 4);; esac
+# And GDN at every other head size, KDA (whose K#2 blocks its V loop) at V = 256.
+for c in gdn ssd la gla kda gdn_varlen ssd_varlen la_varlen gla_varlen kda_varlen gdn_gva "${variants[@]/#/gdn_}" kda_k64v256 kda_k128v256; do
+  m=${c%%_*}; vl=(); op=${m}_bwd; dk=128; dv=128; consts=()
+  case $c in
+    *_varlen) vl=(--cu-seqlens 0,1,71,256); op=${m}_bwd_varlen;;
+    *_gva) vl=(--value-heads 4);;
+    *_k*) x=${c#*_}; consts=($(kv $x)); dk=${x#k}; dk=${dk%v*}; dv=${x#*v};;
+  esac
   g="$d/rec/$c"; mkdir -p "$g"
-  "$t/release/kverify" ref --model $m --batch 1 --heads 2 --seq-len 256 --dk 128 --dv 128 --seed 7 --method serial "${vl[@]}" --out "$g/raw.safetensors" >/dev/null
+  "$t/release/kverify" ref --model $m --batch 1 --heads 2 --seq-len 256 --dk $dk --dv $dv --seed 7 --method serial "${vl[@]}" --out "$g/raw.safetensors" >/dev/null
   scale=$(python3 scripts/gdn_case.py "$g/raw.safetensors" "$g/in.safetensors" "$g/rounded.safetensors")
   "$t/release/kverify" ref --model $m --inputs "$g/rounded.safetensors" --scale "$scale" --method serial --out "$g/ref.safetensors" >/dev/null
-  "$tilec" run --interp --target sm_90a dsl-examples/gdn.tile --operator $op --inputs "$g/in.safetensors" --out "$g/interp.safetensors" 2>/dev/null
+  "$tilec" run --interp --target sm_90a dsl-examples/gdn.tile "${consts[@]}" --operator $op --inputs "$g/in.safetensors" --out "$g/interp.safetensors" 2>/dev/null
   rm "$g/raw.safetensors" "$g/rounded.safetensors"
   # Only the gradients, in f32 (the carry's 64 MiB): their 6e-8 relative rounding is far below
   # the 1e-3 errors measured against them.

@@ -23,8 +23,9 @@ use crate::meta::{CompilerInfo, DType, ParamMeta, Role, SourceInfo};
 use crate::st::TensorMap;
 use crate::tensor::HostTensor;
 
-/// Version of the plan schema; readers refuse other versions.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+/// Version of the plan schema written. Version 2 added [`OperatorPlan::size_params`]; a
+/// version 1 file (none recorded) is read as before. Readers refuse every other version.
+pub const PLAN_SCHEMA_VERSION: u32 = 2;
 
 /// An operator plan (`<operator>.<target>.plan.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,24 @@ pub struct OperatorPlan {
     pub buffers: Vec<BufferMeta>,
     /// Launches in order.
     pub launches: Vec<LaunchStep>,
+    /// The size parameters the operator was built with (`const K = 128 in {64, 128};` and
+    /// `tilec build --const K=64`); absent in schema version 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub size_params: Vec<SizeParamMeta>,
+}
+
+/// A size parameter of the build: the value used and the values the source supports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeParamMeta {
+    /// Its name (`K`).
+    pub name: String,
+    /// The value this plan's kernels were built with.
+    pub value: i64,
+    /// Every value the source declares (a rebuild with `--const NAME=v` gives another plan).
+    pub supported: Vec<i64>,
+    /// The parameter dimensions it sets, as `param[dim]` (`k[3]`).
+    pub dims: Vec<String>,
 }
 
 /// An intermediate buffer.
@@ -108,6 +127,19 @@ pub enum PlanError {
         /// The binder's error (it names the tensor).
         source: BindError,
     },
+    /// A tensor's dimension set by a size parameter has another size than this plan was built
+    /// for (nothing was launched).
+    #[error("operator `{operator}`: {source}: this plan was built with {} = {}; {}", size.name, size.value, size_help(size, *found))]
+    UnsupportedSize {
+        /// Operator name.
+        operator: String,
+        /// The binder's error (it names the tensor and dimension).
+        source: BindError,
+        /// The size parameter.
+        size: SizeParamMeta,
+        /// The caller's extent.
+        found: usize,
+    },
     /// A buffer's shape could not be evaluated.
     #[error("operator `{operator}`: buffer `{buffer}`: {source}")]
     BufferShape {
@@ -142,6 +174,16 @@ pub enum PlanError {
     },
 }
 
+/// What to do about a caller's extent `found` for size parameter `sp`.
+fn size_help(sp: &SizeParamMeta, found: usize) -> String {
+    let list = sp.supported.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    if sp.supported.iter().any(|&s| usize::try_from(s) == Ok(found)) {
+        format!("{} = {found} needs a build with `--const {}={found}`", sp.name, sp.name)
+    } else {
+        format!("{} = {found} is not supported (the source supports {} ∈ {{{list}}})", sp.name, sp.name)
+    }
+}
+
 impl OperatorPlan {
     /// Parses and checks a plan file's text.
     ///
@@ -150,8 +192,8 @@ impl OperatorPlan {
     /// a launch names an unknown value.
     pub fn from_json(text: &str) -> Result<OperatorPlan, PlanError> {
         let plan: OperatorPlan = serde_json::from_str(text).map_err(|e| PlanError::Schema(e.to_string()))?;
-        if plan.schema_version != PLAN_SCHEMA_VERSION {
-            return Err(PlanError::Schema(format!("schema version {} (this reader knows {PLAN_SCHEMA_VERSION})", plan.schema_version)));
+        if !(1..=PLAN_SCHEMA_VERSION).contains(&plan.schema_version) {
+            return Err(PlanError::Schema(format!("schema version {} (this reader knows 1..={PLAN_SCHEMA_VERSION})", plan.schema_version)));
         }
         plan.validate()?;
         Ok(plan)
@@ -201,7 +243,21 @@ impl OperatorPlan {
 
     /// Binds `args` against the parameters: dtypes, ranks and extents checked, sizes inferred.
     fn bind<'a>(&self, args: &'a Args) -> Result<bind::Binding<'a>, PlanError> {
-        bind::bind(self.signature(&grid_of_one()), args).map_err(|source| PlanError::Bind { operator: self.operator.clone(), source })
+        bind::bind(self.signature(&grid_of_one()), args).map_err(|source| self.bind_error(source))
+    }
+
+    /// A binder error as the caller should read it: a dimension that a size parameter sets
+    /// (`K`) and the caller's tensor does not have names the parameter and the sizes the source
+    /// supports, since the fix is another build (`--const K=64`) or no build at all.
+    fn bind_error(&self, source: BindError) -> PlanError {
+        let hit = match &source {
+            BindError::WrongExtent { param, dim, found, .. } => self.size_params.iter().find(|sp| sp.dims.contains(&format!("{param}[{dim}]"))).map(|sp| (sp.clone(), *found)),
+            _ => None,
+        };
+        if let Some((size, found)) = hit {
+            return PlanError::UnsupportedSize { operator: self.operator.clone(), source, size, found };
+        }
+        PlanError::Bind { operator: self.operator.clone(), source }
     }
 
     /// The parameters as a binder signature (an operator has no grid of its own).
@@ -394,6 +450,7 @@ mod tests {
             params: vec![t("x", Role::Input), ParamMeta { name: "s".into(), dtype: DType::F32, shape: vec![], role: Role::Input }, t("y", Role::Output)],
             buffers: vec![BufferMeta { name: "t".into(), dtype: DType::F32, shape: vec!["2 * N".into()] }],
             launches: vec![LaunchStep { kernel: "k".into(), meta: "k.sm_90a.meta.json".into(), args: vec![ArgBinding { param: "a".into(), value: "x".into() }, ArgBinding { param: "b".into(), value: "y".into() }] }],
+            size_params: vec![],
         }
     }
 
@@ -420,8 +477,12 @@ mod tests {
         let mut p = plan();
         p.launches[0].args[1].value = "nothing".into();
         assert!(matches!(p.validate(), Err(PlanError::Invalid { message, .. }) if message.contains("neither a parameter nor a buffer")));
-        let json = plan().to_json_string().unwrap().replace("\"schema_version\": 1", "\"schema_version\": 2");
-        assert!(matches!(OperatorPlan::from_json(&json), Err(PlanError::Schema(m)) if m.contains("schema version 2")));
+        // Version 1 (before size parameters) still reads; a later version is refused.
+        let json = plan().to_json_string().unwrap();
+        assert!(json.contains("\"schema_version\": 2") && !json.contains("size_params"), "empty size_params are omitted");
+        assert!(OperatorPlan::from_json(&json.replace("\"schema_version\": 2", "\"schema_version\": 1")).is_ok());
+        let json3 = json.replace("\"schema_version\": 2", "\"schema_version\": 3");
+        assert!(matches!(OperatorPlan::from_json(&json3), Err(PlanError::Schema(m)) if m.contains("schema version 3")));
     }
 
     /// A launcher on host memory that records what it is given: y = x + s, and t's shape.

@@ -229,7 +229,7 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
 ///
 /// # Errors
 /// [`ArtifactError::ParamType`] for a parameter or buffer without a schema dtype.
-pub fn operator_plan(op: &Operator, t: Target, source_path: &str, source: &[u8]) -> Result<OperatorPlan, ArtifactError> {
+pub fn operator_plan(op: &Operator, size_params: &[crate::ir::SizeParam], t: Target, source_path: &str, source: &[u8]) -> Result<OperatorPlan, ArtifactError> {
     let params = op.params.iter().map(|d| param_record(d, |s| op.size_text(s)).ok_or_else(|| ArtifactError::ParamType(d.name.clone()))).collect::<Result<Vec<_>, _>>()?;
     let mut buffers = vec![];
     for b in &op.buffers {
@@ -251,6 +251,13 @@ pub fn operator_plan(op: &Operator, t: Target, source_path: &str, source: &[u8])
                 kernel: l.kernel.clone(),
                 meta: format!("{}.{}.meta.json", l.kernel, t.name()),
                 args: l.args.iter().map(|(p, v)| ArgBinding { param: p.clone(), value: v.clone() }).collect(),
+            })
+            .collect(),
+        size_params: size_params
+            .iter()
+            .filter_map(|sp| {
+                let dims: Vec<String> = op.size_param_dims.iter().filter(|(n, _, _)| *n == sp.name).map(|(_, p, d)| format!("{p}[{d}]")).collect();
+                (!dims.is_empty()).then(|| tilec_abi::plan::SizeParamMeta { name: sp.name.clone(), value: sp.value, supported: sp.supported.clone(), dims })
             })
             .collect(),
     })

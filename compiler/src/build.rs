@@ -182,7 +182,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
     for op in &checked.module.operators {
         for &t in &opts.targets {
             let err = |source| BuildError::Artifact { kernel: op.name.clone(), target: t, source };
-            let plan = artifact::operator_plan(op, t, path, src.as_bytes()).map_err(err)?;
+            let plan = artifact::operator_plan(op, &checked.module.size_params, t, path, src.as_bytes()).map_err(err)?;
             let mut file = None;
             if let Some(dir) = &opts.out_dir {
                 let json = plan.to_json_string().map_err(|e| err(ArtifactError::Meta(e.to_string())))?;

@@ -3,11 +3,12 @@
 //! ([`crate::passes::target_plan`]). `tilec check`, `tilec build`, `tilec run --interp` and tests
 //! all go through it, so `check` reports every planning error `build` would hit.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::diag::Diagnostics;
+use crate::diag::{Code, Diagnostic, Diagnostics, Severity};
 use crate::imports::ImportCtx;
-use crate::ir::{validate, Kernel, Module};
+use crate::ir::{validate, Kernel, Module, SizeParam};
 use crate::passes::target_plan::{self, TargetPlan};
 use crate::passes::{lints, tmem_plan};
 use crate::target::Target;
@@ -22,11 +23,14 @@ pub struct Options {
     /// The checked file: `import "path";` resolves from its directory, and it cannot import
     /// itself. `None` (a source text without a file) refuses imports (E0206).
     pub file: Option<PathBuf>,
+    /// Values of size parameters for this build (`--const K=64`; see `const K = 128 in {64, 128};`),
+    /// applied in every file of the import graph that declares the name.
+    pub size_values: BTreeMap<String, i64>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { deny_warnings: false, targets: Target::ALL.to_vec(), file: None }
+        Options { deny_warnings: false, targets: Target::ALL.to_vec(), file: None, size_values: BTreeMap::new() }
     }
 }
 
@@ -72,6 +76,9 @@ pub struct Checked {
     /// Kernels of files reached again through another import path (a diamond): visible to this
     /// file's operators, but built and listed in `module` only once, from the first path.
     pub reused_imports: Vec<Kernel>,
+    /// The size parameters of this file and of the files it imports (first import path), with
+    /// this build's values.
+    pub size_params: Vec<SizeParam>,
 }
 
 /// One checked kernel with all of its plans.
@@ -107,7 +114,26 @@ impl Checked {
 /// Checks a source text. Never panics on any input.
 pub fn check_source(src: &str, opts: &Options) -> Checked {
     let stack: Vec<PathBuf> = opts.file.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
-    check_importing(src, opts, &mut ImportCtx { stack, done: Default::default() })
+    let mut checked = check_importing(src, opts, &mut ImportCtx { stack, done: Default::default() });
+    // A `--const` that no file of the graph declares would silently build the defaults. (Only
+    // when nothing else failed: a refused value leaves its parameter unrecorded.)
+    if checked.diags.has_errors() {
+        return checked;
+    }
+    let declared: BTreeSet<&str> = checked.size_params.iter().map(|p| p.name.as_str()).collect();
+    let names = declared.iter().copied().collect::<Vec<_>>().join(", ");
+    let unknown: Vec<String> = opts.size_values.keys().filter(|n| !declared.contains(n.as_str())).cloned().collect();
+    for n in unknown {
+        let what = if names.is_empty() { "it declares none".to_string() } else { format!("its size parameters: {names}") };
+        checked.diags.push(Diagnostic {
+            severity: Severity::Error,
+            code: Code::UnsupportedSize,
+            message: format!("`--const {n}={}`: no size parameter `{n}` in this file or its imports ({what})", opts.size_values[&n]),
+            labels: vec![],
+            notes: vec!["help: a size parameter is declared `const NAME = default in {sizes};`".into()],
+        });
+    }
+    checked
 }
 
 /// Reads and checks the file at `path` (imports resolve from its directory).
@@ -127,7 +153,8 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
     let imported = crate::imports::resolve(&file, opts, ctx, &mut diags);
     let visible: Vec<Kernel> = imported.kernels.iter().chain(&imported.reused).cloned().collect();
     let imports_failed = diags.iter().any(|d| d.code == crate::diag::Code::BadImport);
-    let (mut module, sema_diags) = crate::sema::lower_with_imports(&file, &visible, imports_failed);
+    let (mut module, sema_diags) = crate::sema::lower_with_imports(&file, &visible, imports_failed, &opts.size_values);
+    let size_params: Vec<SizeParam> = module.size_params.iter().chain(&imported.size_params).cloned().collect();
     diags.extend(sema_diags);
     if let Err(errs) = validate::validate_module(&module) {
         // Lowering produced invalid IR: a compiler bug. Report it instead of continuing.
@@ -135,7 +162,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
             let span = module.kernels.iter().find(|k| k.name == e.kernel).map(|k| internal_span(k, &e)).unwrap_or_default();
             diags.push(internal_error(&e, span));
         }
-        return Checked { module: Module::default(), plans: vec![], target_plans: vec![], diags, imports: vec![], origins: vec![], reused_imports: vec![] };
+        return Checked { module: Module::default(), plans: vec![], target_plans: vec![], diags, imports: vec![], origins: vec![], reused_imports: vec![], size_params: vec![] };
     }
     let mut plans = vec![];
     let mut target_plans = vec![];
@@ -191,7 +218,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
     if opts.deny_warnings {
         diags.deny_warnings();
     }
-    Checked { module, plans, target_plans, diags, imports: imported.files, origins, reused_imports: imported.reused }
+    Checked { module, plans, target_plans, diags, imports: imported.files, origins, reused_imports: imported.reused, size_params }
 }
 
 /// The source span of a validation error: its instruction's, else the kernel's.

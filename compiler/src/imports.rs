@@ -44,6 +44,8 @@ pub(crate) struct Imports {
     pub origins: Vec<Option<usize>>,
     /// Kernels of files already checked through another path: visible, not built again.
     pub reused: Vec<Kernel>,
+    /// Size parameters of the files imported for the first time here.
+    pub size_params: Vec<crate::ir::SizeParam>,
 }
 
 /// Follows every `import` of `file`.
@@ -109,6 +111,7 @@ pub(crate) fn resolve(file: &ast::File, opts: &Options, ctx: &mut ImportCtx, dia
             continue;
         }
         let visible: Vec<Kernel> = sub.module.kernels.iter().chain(&sub.reused_imports).cloned().collect();
+        out.size_params.extend(sub.size_params.iter().cloned());
         ctx.done.insert(canon, visible);
         for k in sub.reused_imports {
             if !out.kernels.iter().chain(&out.reused).any(|o| o.name == k.name) {

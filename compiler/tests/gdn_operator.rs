@@ -184,13 +184,21 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
     m.insert("g".into(), HostTensor::zeros(DType::F32, vec![1, 11, 2]).unwrap());
     let (e, _) = run(m).unwrap_err();
     assert!(e.contains("`g`") && e.contains("11"), "{e}");
-    // K = 64: the file's kernels are built for K = 128.
+    // K = 64: the file's kernels are built for K = 128 (a supported size: rebuild); K = 96 and
+    // V = 512 are not supported at all.
     let p64 = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 64, dv: 128, value_heads: None }, 1, None, None).unwrap();
     let mut m = good();
     m.insert("q".into(), t(&p64.q, DType::Bf16));
+    let (e, launched) = run(m).unwrap_err();
+    assert!(e.contains("parameter `q` dim 3: expected 128, found 64") && e.contains("built with K = 128; K = 64 needs a build with `--const K=64`") && !launched, "{e}");
+    let mut m = good();
+    m.insert("k".into(), HostTensor::zeros(DType::Bf16, vec![1, 10, 2, 96]).unwrap());
     let (e, _) = run(m).unwrap_err();
-    eprintln!("{e}");
-    assert!(e.contains("`q`") && e.contains("128") && e.contains("64"), "{e}");
+    assert!(e.contains("parameter `k` dim 3") && e.contains("K = 96 is not supported (the source supports K ∈ {64, 128})"), "{e}");
+    let mut m = good();
+    m.insert("v".into(), HostTensor::zeros(DType::Bf16, vec![1, 10, 2, 512]).unwrap());
+    let (e, _) = run(m).unwrap_err();
+    assert!(e.contains("parameter `v` dim 3") && e.contains("V = 512 is not supported (the source supports V ∈ {64, 128, 256})"), "{e}");
 }
 
 /// The varlen operator: three packed sequences (1, 70 and 129 tokens; the second starts

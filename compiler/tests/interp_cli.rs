@@ -19,7 +19,7 @@ fn example(file: &str) -> PathBuf {
 }
 
 fn args(file: PathBuf, inputs: PathBuf, out: PathBuf) -> RunArgs {
-    RunArgs { file, interp: true, inputs, out, kernel: None, operator: None, sizes: vec![], max_steps: 1_000_000, time_limit: 60.0, target: tilec::backend::Target::Sm90a, dump: vec![], dump_cta: [0; 3] }
+    RunArgs { file, consts: Default::default(), interp: true, inputs, out, kernel: None, operator: None, sizes: vec![], max_steps: 1_000_000, time_limit: 60.0, target: tilec::backend::Target::Sm90a, dump: vec![], dump_cta: [0; 3] }
 }
 
 #[test]

@@ -45,6 +45,9 @@ pub enum Emit {
 pub struct BuildArgs {
     /// The .tile file.
     pub file: PathBuf,
+    /// Size parameters (`--const K=64`).
+    #[command(flatten)]
+    pub consts: super::ConstArgs,
     /// Target(s).
     #[arg(long, value_enum, default_value = "all")]
     pub target: TargetArg,
@@ -90,7 +93,7 @@ pub fn run(a: &BuildArgs) -> ExitCode {
         }
     };
     let targets = a.target.targets();
-    let opts = BuildOptions { targets, out_dir: Some(a.out.clone()), ptxas: !a.no_ptxas, write_llvm: a.emit.contains(&Emit::Llvm), frontend: Options::default() };
+    let opts = BuildOptions { targets, out_dir: Some(a.out.clone()), ptxas: !a.no_ptxas, write_llvm: a.emit.contains(&Emit::Llvm), frontend: Options { size_values: a.consts.values(), ..Options::default() } };
     let name = a.file.display().to_string();
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
     let report = match build_source(&src, &name, &opts) {

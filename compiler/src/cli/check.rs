@@ -34,6 +34,9 @@ pub enum Emit {
 pub struct CheckArgs {
     /// The .tile file.
     pub file: PathBuf,
+    /// Size parameters (`--const K=64`).
+    #[command(flatten)]
+    pub consts: super::ConstArgs,
     /// Target(s) whose planners and limits to check.
     #[arg(long, value_enum, default_value = "all")]
     pub target: TargetArg,
@@ -66,7 +69,7 @@ pub fn run(a: &CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty(), targets: a.target.targets(), ..Options::default() }.for_file(&a.file));
+    let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty(), targets: a.target.targets(), size_values: a.consts.values(), ..Options::default() }.for_file(&a.file));
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {

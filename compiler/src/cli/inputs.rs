@@ -36,6 +36,9 @@ use crate::ir::{Elem, ParamKind};
 pub struct InputsArgs {
     /// The .tile file.
     pub file: PathBuf,
+    /// Size parameters (`--const K=64`).
+    #[command(flatten)]
+    pub consts: super::ConstArgs,
     /// Kernel to make inputs for (needed when the file has several).
     #[arg(long, conflicts_with = "operator")]
     pub kernel: Option<String>,
@@ -86,7 +89,7 @@ pub fn run(a: &InputsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let checked = check_source(&src, &Options::default().for_file(&a.file));
+    let checked = check_source(&src, &Options { size_values: a.consts.values(), ..Options::default() }.for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.ok() {
         eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));

@@ -6,10 +6,28 @@ pub mod build;
 pub mod run;
 pub mod inputs;
 
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 
 use crate::ir::Kernel;
 use crate::target::Target;
+
+/// `--const NAME=VALUE`: this build's values of size parameters (`const K = 128 in {64, 128};`),
+/// shared by every subcommand that reads a `.tile` file (the shapes depend on them).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConstArgs {
+    /// Set a size parameter, e.g. `--const K=64` or `--const K=64,V=256` (repeatable): every
+    /// file of the import graph that declares it uses the value, which must be one of its
+    /// declared sizes (E0207).
+    #[arg(long = "const", value_name = "NAME=VALUE", value_parser = run::parse_size, value_delimiter = ',')]
+    pub consts: Vec<(String, i64)>,
+}
+
+impl ConstArgs {
+    /// The values as front-end options take them.
+    pub fn values(&self) -> std::collections::BTreeMap<String, i64> {
+        self.consts.iter().cloned().collect()
+    }
+}
 
 /// `--target` values.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

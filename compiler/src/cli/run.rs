@@ -26,6 +26,9 @@ use crate::interp::{run_kernel_with, InterpError, Options as InterpOptions};
 pub struct RunArgs {
     /// The .tile file.
     pub file: PathBuf,
+    /// Size parameters (`--const K=64`).
+    #[command(flatten)]
+    pub consts: super::ConstArgs,
     /// Run on the CPU IR interpreter (required: it is the only executor behind `tilec run`).
     #[arg(long)]
     pub interp: bool,
@@ -110,7 +113,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let checked = check_source(&src, &Options::default().for_file(&a.file));
+    let checked = check_source(&src, &Options { size_values: a.consts.values(), ..Options::default() }.for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {
         eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));

@@ -26,6 +26,9 @@ pub enum Code {
     /// E0206: an `import` that cannot be followed (unreadable, a cycle, a clash, or the imported
     /// file does not compile).
     BadImport,
+    /// E0207: a size parameter set (`--const`) to a value outside its `in {...}` set, `--const` on a
+    /// constant that has no set, or a malformed set.
+    UnsupportedSize,
     /// E0301: element types do not match.
     TypeMismatch,
     /// E0302: tile shapes do not match or cannot broadcast.
@@ -83,6 +86,7 @@ impl Code {
             Code::AssignImmutable => "E0204",
             Code::BadConst => "E0205",
             Code::BadImport => "E0206",
+            Code::UnsupportedSize => "E0207",
             Code::TypeMismatch => "E0301",
             Code::ShapeMismatch => "E0302",
             Code::BadArguments => "E0303",

@@ -112,7 +112,7 @@ impl Launcher for Interp<'_> {
 /// that cannot be allocated; a failed launch), with the interpreter's own error for a failed
 /// launch when there is one.
 pub fn run_operator(module: &Module, op: &Operator, inputs: TensorMap, opts: &Options) -> Result<TensorMap, (PlanError, Option<LaunchFailure>)> {
-    let plan = crate::artifact::operator_plan(op, opts.target, "", &[]).map_err(|e| (PlanError::Invalid { operator: op.name.clone(), message: e.to_string() }, None))?;
+    let plan = crate::artifact::operator_plan(op, &module.size_params, opts.target, "", &[]).map_err(|e| (PlanError::Invalid { operator: op.name.clone(), message: e.to_string() }, None))?;
     let deadline = opts.time_limit.map(|t| std::time::Instant::now() + t);
     let mut l = Interp { module, opts, index: 0, failure: None, steps_left: opts.max_steps, deadline };
     execute(&plan, &plan.args(inputs), &mut l).map_err(|e| (e, l.failure.take()))

@@ -41,6 +41,23 @@ pub struct Module {
     pub kernels: Vec<Kernel>,
     /// Operators in source order.
     pub operators: Vec<Operator>,
+    /// The file's size parameters (`const K = 128 in {64, 128};`), with this build's values.
+    pub size_params: Vec<SizeParam>,
+}
+
+/// A size parameter: a constant a build may set (`--const NAME=v`) to any of its supported sizes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SizeParam {
+    /// Its name.
+    pub name: String,
+    /// This build's value.
+    pub value: i64,
+    /// The value without `--const`.
+    pub default: i64,
+    /// The sizes the author supports, in declaration order.
+    pub supported: Vec<i64>,
+    /// Span of its name.
+    pub span: Span,
 }
 
 /// One GPU kernel.

@@ -25,6 +25,10 @@ pub struct Operator {
     pub launches: Vec<Launch>,
     /// The recurrence member whose oracle judges the operator (`contract(gdn)`), if declared.
     pub contract: Option<kverify::recurrence::family::Model>,
+    /// Parameter dimensions written as a size parameter's bare name (`k: bf16[B, T, H, K]`):
+    /// (size parameter, parameter, dimension index). The plan records them so that a caller's
+    /// tensor of another size is refused naming the size parameter and the sizes built.
+    pub size_param_dims: Vec<(String, String, usize)>,
 }
 
 /// An intermediate buffer.

@@ -8,6 +8,7 @@
 mod consts;
 mod expr;
 mod operator;
+mod size_param;
 mod stmt;
 mod view;
 pub mod target;
@@ -38,14 +39,15 @@ enum Binding {
 
 /// Lowers a parsed file to IR. Kernels and operators with errors are left out of the module.
 pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
-    lower_with_imports(file, &[], false)
+    lower_with_imports(file, &[], false, &Default::default())
 }
 
 /// As [`lower`], with the kernels of the files `file` imports: operators may launch them, and a
 /// local kernel may not take one's name. They are not added to the returned module.
 /// `imports_failed`: an import failed (already reported), so a launch of an unknown kernel is not
-/// reported again.
-pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed: bool) -> (Module, Diagnostics) {
+/// reported again. `size_values`: this build's values of size parameters (`--const K=64`; see
+/// `size_param`).
+pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed: bool, size_values: &std::collections::BTreeMap<String, i64>) -> (Module, Diagnostics) {
     let mut diags = Diagnostics::new();
     let mut consts: HashMap<String, i64> = HashMap::new();
     let mut const_spans: HashMap<String, Span> = HashMap::new();
@@ -58,17 +60,18 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
                     diags.push(dup(&c.name, *prev));
                     continue;
                 }
-                match eval_const(&c.value, &consts) {
+                match size_param::resolve(c, &consts, size_values, &mut diags) {
                     // A constant is an i32 wherever it is used: one outside i32 would wrap on the
                     // GPU and stop the interpreter, so it is refused where it is defined.
-                    Ok(v) if i32::try_from(v).is_err() => diags.push(
+                    Some((v, _)) if i32::try_from(v).is_err() => diags.push(
                         Diagnostic::error(Code::BadConst, format!("constant `{}` = {v} does not fit in i32", c.name.name), c.value.span, "outside -2147483648..=2147483647")
                             .with_note("constants are i32 values (index arithmetic is i32)"),
                     ),
-                    Ok(v) => {
+                    Some((v, param)) => {
                         consts.insert(c.name.name.clone(), v);
+                        module.size_params.extend(param);
                     }
-                    Err(d) => diags.push(d),
+                    None => {}
                 }
                 const_spans.insert(c.name.name.clone(), c.name.span);
             }
@@ -119,13 +122,31 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
             op_names.insert(o.name.name.clone(), o.name.span);
             let kernels: Vec<&Kernel> = module.kernels.iter().chain(imported).collect();
             match operator::lower(o, &consts, &kernels, &module.operators, &failed, imports_failed, &mut diags) {
-                Some(op) => module.operators.push(op),
+                Some(mut op) => {
+                    op.size_param_dims = size_param_dims(o, &module.size_params);
+                    module.operators.push(op);
+                }
                 // A call of it is not checked again (its error is reported).
                 None => failed.push(o.name.name.clone()),
             }
         }
     }
     (module, diags)
+}
+
+/// The dimensions of `o`'s parameters written as a size parameter's bare name.
+fn size_param_dims(o: &ast::OperatorDecl, params: &[crate::ir::SizeParam]) -> Vec<(String, String, usize)> {
+    let mut out = vec![];
+    for p in &o.params {
+        for (d, e) in p.shape.iter().flatten().enumerate() {
+            if let ast::ExprKind::Name(n) = &e.kind {
+                if params.iter().any(|sp| &sp.name == n) {
+                    out.push((n.clone(), p.name.name.clone(), d));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Whether a value of element type `operand` may be assigned (`=`, `+=`, `-=`) into a variable

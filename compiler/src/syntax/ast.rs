@@ -38,8 +38,11 @@ pub enum Item {
 pub struct ConstDecl {
     /// Its name.
     pub name: Ident,
-    /// Its value (a constant expression).
+    /// Its value (a constant expression); for a size parameter, the default.
     pub value: Expr,
+    /// `in {v, ...}`: a size parameter, which a build may set to any of these values
+    /// (`tilec build --const NAME=v`); with the set's span.
+    pub supported: Option<(Vec<Expr>, Span)>,
     /// The whole declaration.
     pub span: Span,
 }
