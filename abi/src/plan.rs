@@ -23,7 +23,7 @@ use crate::meta::{CompilerInfo, DType, ParamMeta, Role, SourceInfo};
 use crate::st::TensorMap;
 use crate::tensor::HostTensor;
 
-/// Version of the plan schema written. Version 2 added [`OperatorPlan::size_params`]; a
+/// Version of the plan schema written. Version 2 added [`OperatorPlan::size_params`] and [`OperatorPlan::offsets`]; a
 /// version 1 file (none recorded) is read as before. Readers refuse every other version.
 pub const PLAN_SCHEMA_VERSION: u32 = 2;
 
@@ -54,6 +54,21 @@ pub struct OperatorPlan {
     /// `tilec build --const K=64`); absent in schema version 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub size_params: Vec<SizeParamMeta>,
+    /// Offset tables among the parameters (`cu_seqlens: i32[NP] offsets(T)`), checked before
+    /// any launch when in host memory; absent in schema version 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offsets: Vec<OffsetsMeta>,
+}
+
+/// An i32 parameter holding boundaries into a size: `[0, …, total]`, nondecreasing (fla's
+/// cu_seqlens over T).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OffsetsMeta {
+    /// The parameter.
+    pub param: String,
+    /// The size its last entry must equal.
+    pub total: String,
 }
 
 /// A size parameter of the build: the value used and the values the source supports.
@@ -140,6 +155,21 @@ pub enum PlanError {
         /// The caller's extent.
         found: usize,
     },
+    /// An offset table (`offsets(T)`) whose values are not boundaries into its size (nothing
+    /// was launched).
+    #[error("operator `{operator}`: `{param}` is not an offset table into {total} = {value}: {message}")]
+    BadOffsets {
+        /// Operator name.
+        operator: String,
+        /// The parameter.
+        param: String,
+        /// The size it indexes.
+        total: String,
+        /// The size's value.
+        value: u64,
+        /// The first entry that is wrong, and why.
+        message: String,
+    },
     /// A buffer's shape could not be evaluated.
     #[error("operator `{operator}`: buffer `{buffer}`: {source}")]
     BufferShape {
@@ -219,6 +249,11 @@ impl OperatorPlan {
                 return Err(invalid(format!("`{n}` is declared twice")));
             }
         }
+        for o in &self.offsets {
+            if !self.params.iter().any(|p| p.name == o.param && p.dtype == DType::I32 && p.shape.len() == 1) || !self.sizes.contains(&o.total) {
+                return Err(invalid(format!("offsets `{}` over `{}`: not an i32 vector parameter over one of the sizes", o.param, o.total)));
+            }
+        }
         let scalars: BTreeSet<&String> = self.params.iter().filter(|p| p.shape.is_empty()).map(|p| &p.name).collect();
         for (i, l) in self.launches.iter().enumerate() {
             let mut seen = BTreeSet::new();
@@ -243,7 +278,35 @@ impl OperatorPlan {
 
     /// Binds `args` against the parameters: dtypes, ranks and extents checked, sizes inferred.
     fn bind<'a>(&self, args: &'a Args) -> Result<bind::Binding<'a>, PlanError> {
-        bind::bind(self.signature(&grid_of_one()), args).map_err(|source| self.bind_error(source))
+        let bound = bind::bind(self.signature(&grid_of_one()), args).map_err(|source| self.bind_error(source))?;
+        self.check_offsets(&bound)?;
+        Ok(bound)
+    }
+
+    /// Refuses an offset table in host memory whose entries are not `0 = o[0] ≤ o[1] ≤ … ≤
+    /// o[n−1] = total` (a table only on the device is the caller's to get right: reading it back
+    /// would synchronise).
+    fn check_offsets(&self, bound: &bind::Binding<'_>) -> Result<(), PlanError> {
+        for o in &self.offsets {
+            let Some(data) = bound.args.iter().find_map(|a| match a {
+                BoundArg::Tensor(t) if t.name == o.param => t.data,
+                _ => None,
+            }) else {
+                continue;
+            };
+            let total = bound.sizes.get(&o.total).copied().unwrap_or(0);
+            let bad = |message: String| PlanError::BadOffsets { operator: self.operator.clone(), param: o.param.clone(), total: o.total.clone(), value: total, message };
+            let v = data.to_f64();
+            match (v.first(), v.last()) {
+                (Some(&f), _) if f != 0.0 => return Err(bad(format!("entry 0 is {f}, not 0"))),
+                (_, Some(&l)) if l != total as f64 => return Err(bad(format!("the last entry (index {}) is {l}, not {total}", v.len() - 1))),
+                _ => {}
+            }
+            if let Some(i) = (1..v.len()).find(|&i| v[i] < v[i - 1]) {
+                return Err(bad(format!("entry {i} ({}) is less than entry {} ({}): sequences cannot have negative length", v[i], i - 1, v[i - 1])));
+            }
+        }
+        Ok(())
     }
 
     /// A binder error as the caller should read it: a dimension that a size parameter sets
@@ -451,6 +514,7 @@ mod tests {
             buffers: vec![BufferMeta { name: "t".into(), dtype: DType::F32, shape: vec!["2 * N".into()] }],
             launches: vec![LaunchStep { kernel: "k".into(), meta: "k.sm_90a.meta.json".into(), args: vec![ArgBinding { param: "a".into(), value: "x".into() }, ArgBinding { param: "b".into(), value: "y".into() }] }],
             size_params: vec![],
+            offsets: vec![],
         }
     }
 

@@ -260,6 +260,7 @@ pub fn operator_plan(op: &Operator, size_params: &[crate::ir::SizeParam], t: Tar
                 (!dims.is_empty()).then(|| tilec_abi::plan::SizeParamMeta { name: sp.name.clone(), value: sp.value, supported: sp.supported.clone(), dims })
             })
             .collect(),
+        offsets: op.offsets.iter().map(|(param, total)| tilec_abi::plan::OffsetsMeta { param: param.clone(), total: total.clone() }).collect(),
     })
 }
 

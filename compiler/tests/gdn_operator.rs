@@ -217,6 +217,46 @@ fn gdn_bwd_varlen_is_within_the_bound_of_every_gradient() {
     }
 }
 
+/// cu_seqlens is declared `offsets(T)`: a table that is not boundaries into T is refused before
+/// any launch, naming it and the first wrong entry — a last entry past T used to give gradients
+/// of 1e24 and no error.
+#[test]
+fn bad_cu_seqlens_are_refused_before_any_launch() {
+    use kverify::recurrence::family::Model;
+    use kverify::recurrence::io::{generate, Dims};
+    use tilec_abi::meta::DType;
+    use tilec_abi::tensor::HostTensor;
+    let c = check(&examples().join("gdn.tile"));
+    let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd_varlen").unwrap();
+    assert_eq!(op.offsets, [("cu_seqlens".to_string(), "T".to_string())]);
+    let p = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 100, dk: 128, dv: 128, value_heads: None }, 1, None, None).unwrap();
+    let t = |x: &kverify::recurrence::Tensor, dt| HostTensor::from_f64(dt, x.shape.clone(), &x.data).unwrap();
+    let run = |cu: &[i32]| {
+        let mut m = std::collections::BTreeMap::new();
+        for (n, x, dt) in [("q", &p.q, DType::Bf16), ("k", &p.k, DType::Bf16), ("v", &p.v, DType::Bf16), ("do", &p.d_o, DType::Bf16)] {
+            m.insert(n.to_string(), t(x, dt));
+        }
+        m.insert("g".into(), t(p.g.as_ref().unwrap(), DType::F32));
+        m.insert("beta".into(), t(p.beta.as_ref().unwrap(), DType::Bf16));
+        // Two sequences: states [2, H, K, V].
+        m.insert("s0".into(), HostTensor::zeros(DType::F32, vec![2, 2, 128, 128]).unwrap());
+        m.insert("dht".into(), HostTensor::zeros(DType::F32, vec![2, 2, 128, 128]).unwrap());
+        m.insert("cu_seqlens".into(), HostTensor::from_i32(vec![3], cu).unwrap());
+        m.insert("scale".into(), HostTensor::from_f64(DType::F32, vec![], &[0.088]).unwrap());
+        tilec::interp::run_operator(&c.module, op, m, &tilec::interp::Options::default()).map(|_| ()).map_err(|(e, f)| (e.to_string(), f.is_some()))
+    };
+    assert!(run(&[0, 40, 100]).is_ok());
+    for (cu, why) in [(&[0, 40, 130][..], "the last entry (index 2) is 130, not 100"), (&[0, 60, 40][..], "the last entry (index 2) is 40, not 100"), (&[5, 40, 100][..], "entry 0 is 5, not 0")] {
+        let r = run(cu);
+        let (e, launched) = r.expect_err(&format!("{cu:?} accepted"));
+        assert!(!launched, "{cu:?}: {e}");
+        assert!(e.contains("cu_seqlens") && e.contains(why), "{cu:?}: {e}");
+    }
+    // Nondecreasing is checked too (a shape that still fits: [3], last = T).
+    let (e, _) = run(&[0, 120, 100]).unwrap_err();
+    assert!(e.contains("entry 2 (100) is less than entry 1 (120)"), "{e}");
+}
+
 /// The masks that keep one sequence out of the next bite: K#1 contracting W over rows past the
 /// sequence (another sequence's W and dU), or K#2 reading the next sequence's rows of Ai into
 /// Aiᵀ's contraction, break the packed sequences — and only those: a dense call reads zeros

@@ -29,6 +29,8 @@ pub struct Operator {
     /// (size parameter, parameter, dimension index). The plan records them so that a caller's
     /// tensor of another size is refused naming the size parameter and the sizes built.
     pub size_param_dims: Vec<(String, String, usize)>,
+    /// Offset tables (`cu_seqlens: i32[NP] offsets(T)`): (parameter, the size they index).
+    pub offsets: Vec<(String, String)>,
 }
 
 /// An intermediate buffer.

@@ -7,6 +7,7 @@
 
 mod consts;
 mod expr;
+mod offsets;
 mod operator;
 mod size_param;
 mod stmt;
@@ -124,7 +125,13 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
             match operator::lower(o, &consts, &kernels, &module.operators, &failed, imports_failed, &mut diags) {
                 Some(mut op) => {
                     op.size_param_dims = size_param_dims(o, &module.size_params);
-                    module.operators.push(op);
+                    let before = diags.error_count();
+                    op.offsets = offsets::lower(o, &op, &mut diags);
+                    if !diags.has_errors_since(before) {
+                        module.operators.push(op);
+                    } else {
+                        failed.push(o.name.name.clone());
+                    }
                 }
                 // A call of it is not checked again (its error is reported).
                 None => failed.push(o.name.name.clone()),
@@ -278,6 +285,7 @@ fn signature(
     scope: &mut HashMap<String, (Binding, Span)>,
     diags: &mut Diagnostics,
 ) {
+    offsets::refuse_on_kernel(k, diags);
     let params = lower_params(&k.params, consts, &mut kernel.sizes, diags);
     let sizes = kernel.sizes.clone();
     let size_of = |n: &str| crate::ir::size_named(&sizes, n);

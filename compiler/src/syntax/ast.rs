@@ -141,6 +141,8 @@ pub struct ParamDecl {
     pub elem: Ident,
     /// Shape (`None` for a scalar parameter).
     pub shape: Option<Vec<Expr>>,
+    /// An attribute after the shape, `offsets(T)`: its name and argument.
+    pub attr: Option<(Ident, Ident)>,
     /// The whole declaration.
     pub span: Span,
 }

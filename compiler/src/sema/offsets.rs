@@ -1,0 +1,59 @@
+//! `cu_seqlens: i32[NP] offsets(T)`: an operator parameter that is an offset table into the
+//! size `T` — sequence boundaries, fla's cu_seqlens. The plan records it, and the executor
+//! refuses a table that is not one (first entry 0, nondecreasing, last entry T) before any launch
+//! whenever the table is in host memory (docs/operators.md, "Sequences"). Without the check a
+//! last entry past T made the chunk table read past every tensor: gradients of 1e24, no error.
+
+use crate::diag::{Code, Diagnostic, Diagnostics};
+use crate::ir::{Elem, Operator, ParamKind};
+use crate::syntax::ast;
+
+/// The offset tables `o` declares, as (parameter, size) — checked against `op`'s lowered
+/// parameters and sizes; each mistake is reported once.
+pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostics) -> Vec<(String, String)> {
+    let mut out = vec![];
+    for p in &o.params {
+        let Some((attr, size)) = &p.attr else { continue };
+        if attr.name != "offsets" {
+            diags.push(
+                Diagnostic::error(Code::BadArguments, format!("unknown parameter attribute `{}`", attr.name), attr.span, "not an attribute")
+                    .with_note("help: the one parameter attribute is `offsets(SIZE)`, on an operator's i32 offset table (`cu_seqlens: i32[NP] offsets(T)`)"),
+            );
+            continue;
+        }
+        // A parameter with an error of its own was left out (reported already).
+        let Some(param) = op.params.iter().find(|q| q.name == p.name.name) else { continue };
+        match &param.kind {
+            ParamKind::Tensor { elem: Elem::I32, shape, output: false } if shape.len() == 1 => {}
+            _ => {
+                diags.push(
+                    Diagnostic::error(Code::BadArguments, format!("`offsets` on `{}`, which is not an i32 input vector", p.name.name), attr.span, "needs `NAME: i32[N] offsets(SIZE)`")
+                        .with_note("help: an offset table is one i32 dimension of boundaries into SIZE, read by the operator (not `out`)"),
+                );
+                continue;
+            }
+        }
+        if op.sizes.values().all(|s| s != &size.name) {
+            let known = op.sizes.values().cloned().collect::<Vec<_>>().join(", ");
+            diags.push(
+                Diagnostic::error(Code::BadArguments, format!("`offsets({})`: `{}` is not a size of operator `{}`", size.name, size.name, o.name.name), size.span, "not one of its sizes")
+                    .with_note(format!("help: the offsets run from 0 to a size the other parameters' shapes give (its sizes: {known})")),
+            );
+            continue;
+        }
+        out.push((p.name.name.clone(), size.name.clone()));
+    }
+    out
+}
+
+/// Refuses an attribute on a kernel's parameter: only operator plans check offset tables.
+pub(super) fn refuse_on_kernel(k: &ast::KernelDecl, diags: &mut Diagnostics) {
+    for p in &k.params {
+        if let Some((attr, _)) = &p.attr {
+            diags.push(
+                Diagnostic::error(Code::BadArguments, format!("`{}(...)` on a kernel parameter", attr.name), attr.span, "only operator parameters take it")
+                    .with_note("help: declare the table `offsets(SIZE)` on the operator that receives it: its plan checks the values before any launch"),
+            );
+        }
+    }
+}
