@@ -28,6 +28,9 @@ ap.add_argument("--work", default="/tmp/gdn")
 ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
 ap.add_argument("--fla-for", default="gdn,gdn_varlen,gdn_gva", help="accuracy cases to run fla beside (its first call JIT-compiles for minutes)")
+ap.add_argument("--qla-for", default="gdn", help="accuracy cases to run FlashQLA beside (when flash_qla imports; its first call per shape JIT-compiles for ~2 min)")
+ap.add_argument("--speed", default="dense,varlen,variants", help="speed sets to run: dense, varlen (both beside fla), variants (tilec at the other head sizes)")
+ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
@@ -107,12 +110,19 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
     fout = os.path.join(args.work, f"acc_{member}.safetensors")
     res = {"case": f"{op} accuracy B=1 T=256 H=2 " + (f"K={kv.group(1)} V={kv.group(2)}" if kv else "K=V=128") + (" cu_seqlens 0,1,71,256" if "varlen" in op else "") + (" GVA HV=4" if member.endswith("_gva") else "")}
     grads = [n for n in GRADS if n in interp]
+    # The floor of any bf16 output: the oracle's own gradients rounded to bf16 (from the f32 the
+    # reference is stored in; a double rounding shifts this by at most 2^-24 relative).
+    res["bf16_floor"] = {n: rel(ref[n].to(torch.bfloat16), ref[n]) for n in grads}
+    res["bf16_floor_worst"] = max(res["bf16_floor"].values())
     try:
         txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(art, f"{op}.sm_90a.plan.json"))
         res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
         out = load_file(fout)
         res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
         res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
+        # As if every output were bf16 (fla's dtype for dq, dk, dv): the f32 outputs rounded once.
+        res["tilec_relerr_bf16_outputs"] = {n: rel(out[n].to(torch.bfloat16), ref[n]) for n in grads}
+        res["tilec_worst_bf16_outputs"] = max(res["tilec_relerr_bf16_outputs"].values())
         res["gpu_vs_interpreter_equal_elements"] = {n: f"{int((out[n].view(torch.int16 if out[n].element_size() == 2 else torch.int32) == interp[n].view(torch.int16 if out[n].element_size() == 2 else torch.int32)).sum())}/{out[n].numel()}" for n in grads}
         res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in grads}
     except Exception as e:
@@ -125,6 +135,8 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
             res["fla_worst"] = max(res["fla_relerr_vs_oracle"].values())
         except Exception as e:
             res["fla_error"] = repr(e)[:2000]
+    if member in args.qla_for.split(","):
+        x = {k: v.to(dev) for k, v in load_file(fin).items()}
         qf = qla_fn()
         if qf is None:
             res["flashqla_error"] = QLA_ERR[-1]
@@ -137,8 +149,8 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
                 res["flashqla_error"] = repr(e)[:2000]
     emit(res)
 
-def speed(name, x, plan, fla=True, art=None):
-    """tilec's plan (median sum of kernel times) and, with `fla`, fla's backward on the same inputs `x`."""
+def speed(name, x, plan, fla=True, art=None, qla=False):
+    """tilec's plan (median sum of kernel times) and, with `fla` (`qla`), fla's (FlashQLA's) backward on the same inputs `x`."""
     fin = os.path.join(args.work, f"{name}_in.safetensors")
     save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
     fout = os.path.join(args.work, f"{name}_out.safetensors")
@@ -164,6 +176,8 @@ def speed(name, x, plan, fla=True, art=None):
             res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
     except Exception as e:
         res["fla_error"] = repr(e)[:2000]
+    if not qla:
+        return res
     qf = qla_fn()
     if qf is None:
         res["flashqla_error"] = QLA_ERR[-1]
@@ -198,16 +212,20 @@ def inputs(b, t, n, K=K, V=V):
             "do": rn(b, t, H, V).to(torch.bfloat16), "dht": rn(n, H, K, V).float()}
 
 
-emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json")})
+SPEED = args.speed.split(",")
+QLA_SPEED = args.qla_speed.split(",")
+if "dense" in SPEED:
+    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json", qla="dense" in QLA_SPEED)})
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
 assert sum(lens) == 8 * 2048
-x = inputs(1, sum(lens), len(lens))
-x["cu_seqlens"] = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
-emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json")})
+if "varlen" in SPEED:
+    x = inputs(1, sum(lens), len(lens))
+    x["cu_seqlens"] = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
+    emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json", qla="varlen" in QLA_SPEED)})
 
 # ---- 4. the other head sizes (tilec only: fla would JIT-compile each shape for minutes) --------
-for v in VARIANTS:
+for v in VARIANTS if "variants" in SPEED else []:
     k_, v_ = map(int, re.match(r"k(\d+)v(\d+)", v).groups())
     emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={k_} V={v_}", **speed(f"speed_{v}", inputs(B, T, B, K=k_, V=v_), "gdn_bwd.sm_90a.plan.json", fla=False, art=f"{args.art}_{v}")})

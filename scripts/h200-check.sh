@@ -8,7 +8,7 @@
 #   3. a view outside its tile fails the launch (trap);
 #   4. kverify judging the sm_90a gemm artifact on the GPU (--tilec-artifact).
 set -uo pipefail
-d=.device; b=$d/bin; a=$d/art; io=$d/io
+d=${DEVICE_DIR:-.device}; b=$d/bin; a=$d/art; io=$d/io
 out=${OUT:-/tmp/h200-check}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== runtime GPU smoke tests (--ignored)"
