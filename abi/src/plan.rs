@@ -144,7 +144,7 @@ pub enum PlanError {
     },
     /// A tensor's dimension set by a size parameter has another size than this plan was built
     /// for (nothing was launched).
-    #[error("operator `{operator}`: {source}: this plan was built with {} = {}; {}", size.name, size.value, size_help(size, *found))]
+    #[error("operator `{operator}`: {source}: it was built with {} = {}; {}", size.name, size.value, size_help(size, *found))]
     UnsupportedSize {
         /// Operator name.
         operator: String,
@@ -208,7 +208,7 @@ pub enum PlanError {
 fn size_help(sp: &SizeParamMeta, found: usize) -> String {
     let list = sp.supported.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     if sp.supported.iter().any(|&s| usize::try_from(s) == Ok(found)) {
-        format!("{} = {found} needs a build with `--const {}={found}`", sp.name, sp.name)
+        format!("{} = {found} needs `--const {}={found}` (a build, or `tilec run --interp`, with it)", sp.name, sp.name)
     } else {
         format!("{} = {found} is not supported (the source supports {} ∈ {{{list}}})", sp.name, sp.name)
     }
@@ -247,6 +247,28 @@ impl OperatorPlan {
         for n in self.params.iter().map(|p| &p.name).chain(self.buffers.iter().map(|b| &b.name)) {
             if !names.insert(n) {
                 return Err(invalid(format!("`{n}` is declared twice")));
+            }
+        }
+        if self.schema_version == 1 && !(self.size_params.is_empty() && self.offsets.is_empty()) {
+            return Err(invalid("a schema version 1 plan cannot have `size_params` or `offsets` (added in version 2)".into()));
+        }
+        for sp in &self.size_params {
+            let wrong = |why: &str| invalid(format!("size parameter `{}`: {why}", sp.name));
+            if sp.supported.is_empty() || sp.supported.iter().any(|&v| v <= 0) || sp.supported.iter().collect::<BTreeSet<_>>().len() != sp.supported.len() {
+                return Err(wrong("`supported` must list distinct positive sizes"));
+            }
+            if !sp.supported.contains(&sp.value) {
+                return Err(wrong("its `value` is not one of `supported`"));
+            }
+            if self.sizes.contains(&sp.name) {
+                return Err(wrong("it is also a symbolic size of the plan"));
+            }
+            for d in &sp.dims {
+                let param_dim = d.strip_suffix(']').and_then(|x| x.split_once('[')).and_then(|(p, i)| Some((p, i.parse::<usize>().ok()?)));
+                let ok = param_dim.and_then(|(p, i)| self.params.iter().find(|q| q.name == p).and_then(|q| q.shape.get(i))).is_some_and(|e| e == &sp.value.to_string());
+                if !ok {
+                    return Err(wrong(&format!("`{d}` is not a dimension of extent {} of a parameter", sp.value)));
+                }
             }
         }
         for o in &self.offsets {
@@ -297,13 +319,26 @@ impl OperatorPlan {
             let total = bound.sizes.get(&o.total).copied().unwrap_or(0);
             let bad = |message: String| PlanError::BadOffsets { operator: self.operator.clone(), param: o.param.clone(), total: o.total.clone(), value: total, message };
             let v = data.to_f64();
-            match (v.first(), v.last()) {
-                (Some(&f), _) if f != 0.0 => return Err(bad(format!("entry 0 is {f}, not 0"))),
-                (_, Some(&l)) if l != total as f64 => return Err(bad(format!("the last entry (index {}) is {l}, not {total}", v.len() - 1))),
-                _ => {}
+            if v.is_empty() {
+                return Err(bad("the table is empty (it needs at least the entry 0)".into()));
             }
-            if let Some(i) = (1..v.len()).find(|&i| v[i] < v[i - 1]) {
-                return Err(bad(format!("entry {i} ({}) is less than entry {} ({}): sequences cannot have negative length", v[i], i - 1, v[i - 1])));
+            // The first wrong entry, in index order.
+            for (i, &x) in v.iter().enumerate() {
+                let last = i + 1 == v.len();
+                let why = if i == 0 && x != 0.0 {
+                    Some(format!("entry 0 is {x}, not 0"))
+                } else if i > 0 && x < v[i - 1] {
+                    Some(format!("entry {i} ({x}) is less than entry {} ({}): sequences cannot have negative length", i - 1, v[i - 1]))
+                } else if x > total as f64 {
+                    Some(format!("entry {i} ({x}) is past {} = {total}", o.total))
+                } else if last && x != total as f64 {
+                    Some(format!("the last entry (index {i}) is {x}, not {total}"))
+                } else {
+                    None
+                };
+                if let Some(message) = why {
+                    return Err(bad(message));
+                }
             }
         }
         Ok(())
@@ -547,6 +582,27 @@ mod tests {
         assert!(OperatorPlan::from_json(&json.replace("\"schema_version\": 2", "\"schema_version\": 1")).is_ok());
         let json3 = json.replace("\"schema_version\": 2", "\"schema_version\": 3");
         assert!(matches!(OperatorPlan::from_json(&json3), Err(PlanError::Schema(m)) if m.contains("schema version 3")));
+    }
+
+    /// Hand-edited size parameters and offsets are refused when the plan is read: dimensions
+    /// that are not the parameter's extent, a value outside the set, an empty or repeated set,
+    /// a version 1 plan with version 2 fields.
+    #[test]
+    fn size_params_and_offsets_are_validated() {
+        let with = |dims: &[&str], value: i64, supported: &[i64]| {
+            let mut p = plan();
+            p.params[0].shape = vec!["N".into(), "64".into()];
+            p.size_params = vec![SizeParamMeta { name: "K".into(), value, supported: supported.to_vec(), dims: dims.iter().map(|d| d.to_string()).collect() }];
+            p.validate()
+        };
+        assert!(with(&["x[1]"], 64, &[64, 128]).is_ok());
+        for (dims, value, supported) in [(&["x[0]"][..], 64, &[64, 128][..]), (&["x[5]"], 64, &[64, 128]), (&["nope[1]"], 64, &[64, 128]), (&["x"], 64, &[64, 128]), (&["x[1]"], 96, &[64, 128]), (&["x[1]"], 64, &[]), (&["x[1]"], 64, &[64, 64])] {
+            assert!(matches!(with(dims, value, supported), Err(PlanError::Invalid { .. })), "{dims:?} {value} {supported:?}");
+        }
+        let mut p = plan();
+        p.schema_version = 1;
+        p.offsets = vec![OffsetsMeta { param: "x".into(), total: "N".into() }];
+        assert!(matches!(p.validate(), Err(PlanError::Invalid { message, .. }) if message.contains("version 1")));
     }
 
     /// A launcher on host memory that records what it is given: y = x + s, and t's shape.

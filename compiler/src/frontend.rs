@@ -115,6 +115,39 @@ impl Checked {
 pub fn check_source(src: &str, opts: &Options) -> Checked {
     let stack: Vec<PathBuf> = opts.file.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
     let mut checked = check_importing(src, opts, &mut ImportCtx { stack, done: Default::default() });
+    // A refused `--const` value is one mistake: reported where this file declares it, and not
+    // again by each import that declares it too (or once, for the first, when this file doesn't).
+    let own: BTreeSet<String> = checked.diags.iter().filter(|d| d.code == Code::UnsupportedSize).map(|d| format!("its first error: E0207: {}", d.message)).collect();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    checked.diags.retain(|d| {
+        let Some(n) = d.notes.iter().find(|n| n.starts_with("its first error: E0207: `--const")) else { return true };
+        !own.contains(n) && seen.insert(n.clone())
+    });
+    // Every file that declares a size parameter must declare the same sizes and default: a build
+    // (and the plan's advice) uses one set for the whole graph.
+    let mut first: BTreeMap<&str, &SizeParam> = BTreeMap::new();
+    let mut disagree = vec![];
+    for p in &checked.size_params {
+        match first.get(p.name.as_str()) {
+            None => {
+                first.insert(&p.name, p);
+            }
+            Some(f) if f.default != p.default || f.supported.iter().collect::<BTreeSet<_>>() != p.supported.iter().collect::<BTreeSet<_>>() => {
+                let at = |x: &SizeParam| format!("{{{}}} (default {}) in {}", x.supported.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), x.default, x.file.as_deref().unwrap_or("this source"));
+                disagree.push(Diagnostic {
+                    severity: Severity::Error,
+                    code: Code::UnsupportedSize,
+                    message: format!("size parameter `{}` is declared with different sizes: {} and {}", p.name, at(f), at(p)),
+                    labels: vec![],
+                    notes: vec!["help: every file of an import graph that declares a size parameter declares the same set and default (the build picks one value for all of them)".into()],
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    for d in disagree {
+        checked.diags.push(d);
+    }
     // A `--const` that no file of the graph declares would silently build the defaults. (Only
     // when nothing else failed: a refused value leaves its parameter unrecorded.)
     if checked.diags.has_errors() {
@@ -154,6 +187,9 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
     let visible: Vec<Kernel> = imported.kernels.iter().chain(&imported.reused).cloned().collect();
     let imports_failed = diags.iter().any(|d| d.code == crate::diag::Code::BadImport);
     let (mut module, sema_diags) = crate::sema::lower_with_imports(&file, &visible, imports_failed, &opts.size_values);
+    for p in &mut module.size_params {
+        p.file = opts.file.as_ref().map(|f| f.display().to_string());
+    }
     let size_params: Vec<SizeParam> = module.size_params.iter().chain(&imported.size_params).cloned().collect();
     diags.extend(sema_diags);
     if let Err(errs) = validate::validate_module(&module) {

@@ -190,7 +190,7 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
     let mut m = good();
     m.insert("q".into(), t(&p64.q, DType::Bf16));
     let (e, launched) = run(m).unwrap_err();
-    assert!(e.contains("parameter `q` dim 3: expected 128, found 64") && e.contains("built with K = 128; K = 64 needs a build with `--const K=64`") && !launched, "{e}");
+    assert!(e.contains("parameter `q` dim 3: expected 128, found 64") && e.contains("built with K = 128; K = 64 needs `--const K=64`") && !launched, "{e}");
     let mut m = good();
     m.insert("k".into(), HostTensor::zeros(DType::Bf16, vec![1, 10, 2, 96]).unwrap());
     let (e, _) = run(m).unwrap_err();
@@ -246,15 +246,15 @@ fn bad_cu_seqlens_are_refused_before_any_launch() {
         tilec::interp::run_operator(&c.module, op, m, &tilec::interp::Options::default()).map(|_| ()).map_err(|(e, f)| (e.to_string(), f.is_some()))
     };
     assert!(run(&[0, 40, 100]).is_ok());
-    for (cu, why) in [(&[0, 40, 130][..], "the last entry (index 2) is 130, not 100"), (&[0, 60, 40][..], "the last entry (index 2) is 40, not 100"), (&[5, 40, 100][..], "entry 0 is 5, not 0")] {
+    for (cu, why) in [(&[0, 40, 130][..], "entry 2 (130) is past T = 100"), (&[0, 40, 90][..], "the last entry (index 2) is 90, not 100"), (&[0, 60, 40][..], "entry 2 (40) is less than entry 1 (60)"), (&[5, 40, 100][..], "entry 0 is 5, not 0")] {
         let r = run(cu);
         let (e, launched) = r.expect_err(&format!("{cu:?} accepted"));
         assert!(!launched, "{cu:?}: {e}");
         assert!(e.contains("cu_seqlens") && e.contains(why), "{cu:?}: {e}");
     }
-    // Nondecreasing is checked too (a shape that still fits: [3], last = T).
+    // The first wrong entry in index order: entry 1 is already past T (entry 2 then decreases).
     let (e, _) = run(&[0, 120, 100]).unwrap_err();
-    assert!(e.contains("entry 2 (100) is less than entry 1 (120)"), "{e}");
+    assert!(e.contains("entry 1 (120) is past T = 100"), "{e}");
 }
 
 /// The masks that keep one sequence out of the next bite: K#1 contracting W over rows past the

@@ -89,7 +89,14 @@ pub fn run(a: &InputsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let checked = check_source(&src, &Options { size_values: a.consts.values(), ..Options::default() }.for_file(&a.file));
+    let size_values = match a.consts.values() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let checked = check_source(&src, &Options { size_values, ..Options::default() }.for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.ok() {
         eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));
@@ -117,6 +124,9 @@ pub fn run(a: &InputsArgs) -> ExitCode {
     let sizes: BTreeMap<String, i64> = a.sizes.iter().cloned().collect();
     if let Some(unknown) = sizes.keys().find(|s| !size_names.contains(s)) {
         eprintln!("error: {what} has no size `{unknown}` (its sizes: {})", size_names.join(", "));
+        if checked.size_params.iter().any(|p| &p.name == unknown) {
+            eprintln!("  help: `{unknown}` is a size parameter, fixed when the file is built: give `--const {unknown}=<n>`");
+        }
         return ExitCode::from(2);
     }
     let scalars: BTreeMap<String, f64> = a.scalars.iter().cloned().collect();

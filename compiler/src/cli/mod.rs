@@ -24,8 +24,19 @@ pub struct ConstArgs {
 
 impl ConstArgs {
     /// The values as front-end options take them.
-    pub fn values(&self) -> std::collections::BTreeMap<String, i64> {
-        self.consts.iter().cloned().collect()
+    ///
+    /// # Errors
+    /// A name given twice with different values (the last one would silently win).
+    pub fn values(&self) -> Result<std::collections::BTreeMap<String, i64>, String> {
+        let mut out = std::collections::BTreeMap::new();
+        for (n, v) in &self.consts {
+            if let Some(prev) = out.insert(n.clone(), *v) {
+                if prev != *v {
+                    return Err(format!("`--const {n}` is given twice, as {prev} and {v}: a build has one value per size parameter (build twice, into two folders, for two sizes)"));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

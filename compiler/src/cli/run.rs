@@ -86,6 +86,9 @@ fn parse_cta(s: &str) -> Result<[i64; 3], String> {
 
 pub(crate) fn parse_size(s: &str) -> Result<(String, i64), String> {
     let (name, value) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    if name.trim().is_empty() {
+        return Err(format!("`{s}` has no name before `=`"));
+    }
     let value: i64 = value.trim().parse().map_err(|e| format!("size `{name}`: {e}"))?;
     if value < 0 {
         return Err(format!("size `{name}` is negative"));
@@ -113,7 +116,14 @@ pub fn run(a: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let checked = check_source(&src, &Options { size_values: a.consts.values(), ..Options::default() }.for_file(&a.file));
+    let size_values = match a.consts.values() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let checked = check_source(&src, &Options { size_values, ..Options::default() }.for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {
         eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));

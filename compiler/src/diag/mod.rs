@@ -152,7 +152,12 @@ impl Diagnostics {
         v.sort_by_key(|d| d.primary_span().map(|s| s.start).unwrap_or(0));
         v
     }
-    /// All diagnostics in insertion order.
+    /// Keeps only the diagnostics `keep` accepts.
+    pub fn retain(&mut self, keep: impl FnMut(&Diagnostic) -> bool) {
+        self.items.retain(keep);
+    }
+
+    /// Every diagnostic, in the order pushed.
     pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
         self.items.iter()
     }

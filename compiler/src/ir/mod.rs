@@ -58,6 +58,8 @@ pub struct SizeParam {
     pub supported: Vec<i64>,
     /// Span of its name.
     pub span: Span,
+    /// The file that declares it (`None` for a source text without a file).
+    pub file: Option<String>,
 }
 
 /// One GPU kernel.

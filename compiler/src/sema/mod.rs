@@ -61,6 +61,16 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
                     diags.push(dup(&c.name, *prev));
                     continue;
                 }
+                // A kernel above that used the name took it as a symbolic size: the two meanings
+                // would silently disagree (the constant, or a size parameter's set, would not
+                // apply to that kernel).
+                if let Some(k) = module.kernels.iter().find(|k| k.sizes.values().any(|s| *s == c.name.name)) {
+                    diags.push(
+                        Diagnostic::error(Code::DuplicateName, format!("`{}` is declared after kernel `{}` uses it as a symbolic size", c.name.name, k.name), c.name.span, "declared here")
+                            .with_label(k.span, "uses it above, where it is not yet a constant")
+                            .with_note("help: declare constants before the kernels and operators that use them"),
+                    );
+                }
                 match size_param::resolve(c, &consts, size_values, &mut diags) {
                     // A constant is an i32 wherever it is used: one outside i32 would wrap on the
                     // GPU and stop the interpreter, so it is refused where it is defined.
@@ -127,6 +137,7 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
                     op.size_param_dims = size_param_dims(o, &module.size_params);
                     let before = diags.error_count();
                     op.offsets = offsets::lower(o, &op, &mut diags);
+                    offsets::check_passed(&op, &mut diags);
                     if !diags.has_errors_since(before) {
                         module.operators.push(op);
                     } else {

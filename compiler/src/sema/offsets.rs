@@ -46,6 +46,20 @@ pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostic
     out
 }
 
+/// Refuses a parameter of `op` passed to a called operator's offset table unless `op` declares
+/// it an offset table too: the plan of `op` (the call inlined) would otherwise not check it.
+pub(super) fn check_passed(op: &Operator, diags: &mut Diagnostics) {
+    for (name, callee, span) in &op.offsets_passed {
+        let is_param = op.params.iter().any(|p| &p.name == name);
+        if is_param && !op.offsets.iter().any(|(t, _)| t == name) {
+            diags.push(
+                Diagnostic::error(Code::BadArguments, format!("`{name}` is passed to the offset table of `{callee}` but is not declared `offsets(...)` here"), *span, "its values would go unchecked")
+                    .with_note(format!("help: declare the parameter `{name}: i32[..] offsets(SIZE)` in operator `{}` too, so its plan checks the table before any launch", op.name)),
+            );
+        }
+    }
+}
+
 /// Refuses an attribute on a kernel's parameter: only operator plans check offset tables.
 pub(super) fn refuse_on_kernel(k: &ast::KernelDecl, diags: &mut Diagnostics) {
     for p in &k.params {

@@ -68,7 +68,7 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         };
         slots.insert(p.name.clone(), slot);
     }
-    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None, size_param_dims: vec![], offsets: vec![] };
+    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None, size_param_dims: vec![], offsets: vec![], offsets_passed: vec![] };
     // An operator's sizes come from its inputs (a call takes no `--size`): one that only its
     // outputs mention could never be bound.
     fn mentions(e: &SizeExpr, s: SizeVar) -> bool {
@@ -416,6 +416,11 @@ fn launch(l: &ast::LaunchDecl, op: &Operator, k: Callee, slots: &mut HashMap<Str
 /// their arguments renamed to what the call passed.
 fn inline(callee: &Operator, call: &Launch, bound: &BTreeMap<String, SizeExpr>, op: &mut Operator, slots: &mut HashMap<String, Slot>, diags: &mut Diagnostics) {
     let mut rename: HashMap<&str, String> = call.args.iter().map(|(p, a)| (p.as_str(), a.clone())).collect();
+    for (table, _) in &callee.offsets {
+        if let Some(a) = rename.get(table.as_str()) {
+            op.offsets_passed.push((a.clone(), callee.name.clone(), call.span));
+        }
+    }
     for b in &callee.buffers {
         let mut name = format!("{}.{}", callee.name, b.name);
         // The same operator called twice gets fresh buffers each time.

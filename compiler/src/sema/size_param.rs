@@ -41,6 +41,11 @@ pub(super) fn resolve(c: &ast::ConstDecl, consts: &HashMap<String, i64>, overrid
                 diags.push(Diagnostic::error(Code::UnsupportedSize, format!("{v} is listed twice in the sizes of `{name}`"), m.span, "repeated"));
                 return Some((default, None));
             }
+            // A size is a positive i32 (an extent), whatever the expression.
+            Ok(v) if v <= 0 || i32::try_from(v).is_err() => {
+                diags.push(Diagnostic::error(Code::UnsupportedSize, format!("{v} cannot be a size of `{name}`"), m.span, "not a positive i32").with_note("help: the sizes of a size parameter are extents: 1 ..= 2147483647"));
+                return Some((default, None));
+            }
             Ok(v) => supported.push(v),
             Err(d) => {
                 diags.push(d);
@@ -65,5 +70,5 @@ pub(super) fn resolve(c: &ast::ConstDecl, consts: &HashMap<String, i64>, overrid
         );
         return Some((default, None));
     }
-    Some((value, Some(SizeParam { name: name.clone(), value, default, supported, span: c.name.span })))
+    Some((value, Some(SizeParam { name: name.clone(), value, default, supported, span: c.name.span, file: None })))
 }

@@ -64,6 +64,9 @@ struct Cli {
 enum CliError {
     #[error("{0}")]
     Usage(String),
+    /// Inputs the plan refuses (exit 1).
+    #[error("{0}")]
+    Input(String),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
@@ -128,6 +131,8 @@ fn run_plan(cli: &Cli) -> Result<u8, CliError> {
     // Argument mistakes are reported on any machine, before a GPU is needed.
     tilec_runtime::plan_schema::check_inputs(&plan, &args).map_err(|e| match e {
         tilec_runtime::plan_schema::PlanError::Bind { source, .. } => CliError::Runtime(RuntimeError::from(source)),
+        // Inputs that do not fit the plan are an error (1), as a binder error is; not usage (2).
+        e @ (tilec_runtime::plan_schema::PlanError::UnsupportedSize { .. } | tilec_runtime::plan_schema::PlanError::BadOffsets { .. }) => CliError::Input(e.to_string()),
         other => CliError::Usage(other.to_string()),
     })?;
     let code = match cli.code.as_str() {
