@@ -38,6 +38,11 @@ impl ConstArgs {
         }
         Ok(out)
     }
+
+    /// [`ConstArgs::values`], printing the error (the caller exits 2: a usage error).
+    pub fn values_or_report(&self) -> Result<std::collections::BTreeMap<String, i64>, ()> {
+        self.values().map_err(|e| eprintln!("error: {e}"))
+    }
 }
 
 /// `--target` values.
