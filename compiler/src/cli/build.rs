@@ -93,7 +93,7 @@ pub fn run(a: &BuildArgs) -> ExitCode {
         }
     };
     let targets = a.target.targets();
-    let Ok(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
+    let Some(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
     let opts = BuildOptions { targets, out_dir: Some(a.out.clone()), ptxas: !a.no_ptxas, write_llvm: a.emit.contains(&Emit::Llvm), frontend: Options { size_values, ..Options::default() } };
     let name = a.file.display().to_string();
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());

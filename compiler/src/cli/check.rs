@@ -69,7 +69,7 @@ pub fn run(a: &CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let Ok(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
+    let Some(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
     let checked = check_source(&src, &Options { deny_warnings: !a.deny.is_empty(), targets: a.target.targets(), size_values, ..Options::default() }.for_file(&a.file));
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
     let name = a.file.display().to_string();

@@ -89,7 +89,7 @@ pub fn run(a: &InputsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Ok(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
+    let Some(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
     let checked = check_source(&src, &Options { size_values, ..Options::default() }.for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.ok() {

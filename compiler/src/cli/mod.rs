@@ -39,9 +39,10 @@ impl ConstArgs {
         Ok(out)
     }
 
-    /// [`ConstArgs::values`], printing the error (the caller exits 2: a usage error).
-    pub fn values_or_report(&self) -> Result<std::collections::BTreeMap<String, i64>, ()> {
-        self.values().map_err(|e| eprintln!("error: {e}"))
+    /// [`ConstArgs::values`], or `None` after printing the error (the caller exits 2: a usage
+    /// error).
+    pub fn values_or_report(&self) -> Option<std::collections::BTreeMap<String, i64>> {
+        self.values().map_err(|e| eprintln!("error: {e}")).ok()
     }
 }
 
