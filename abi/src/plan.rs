@@ -122,7 +122,7 @@ pub enum PlanError {
     },
     /// A tensor's dimension set by a size parameter has another size than this plan was built
     /// for (nothing was launched).
-    #[error("operator `{operator}`: {source}: it was built with {} = {}; {}", size.name, size.value, inputs::size_help(size, *found))]
+    #[error("operator `{operator}`: {source}: it is compiled with {} = {}; {}", size.name, size.value, inputs::size_help(size, *found))]
     UnsupportedSize {
         /// Operator name.
         operator: String,

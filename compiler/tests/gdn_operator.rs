@@ -190,7 +190,7 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
     let mut m = good();
     m.insert("q".into(), t(&p64.q, DType::Bf16));
     let (e, launched) = run(m).unwrap_err();
-    assert!(e.contains("parameter `q` dim 3: expected 128, found 64") && e.contains("built with K = 128; K = 64 needs `--const K=64`") && !launched, "{e}");
+    assert!(e.contains("parameter `q` dim 3: expected 128, found 64") && e.contains("compiled with K = 128; K = 64 needs `--const K=64`") && !launched, "{e}");
     let mut m = good();
     m.insert("k".into(), HostTensor::zeros(DType::Bf16, vec![1, 10, 2, 96]).unwrap());
     let (e, _) = run(m).unwrap_err();

@@ -188,3 +188,25 @@ fn verify_gpu_needs_the_sm90a_target() {
     assert!(err.contains("no operator declares a contract"), "{err}");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// A run whose outputs hold NaN or ±inf succeeds (the program may mean it) but says so: random
+/// recurrence inputs overflow, and a bare `ok` hid it.
+#[test]
+fn non_finite_outputs_are_warned_about() {
+    let d = std::env::temp_dir().join(format!("tilec-opcli-nonfinite-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("div.tile");
+    std::fs::write(&f, "kernel div(x: f32[N], y: out f32[N]) grid(1) {\n    store y[0..+16] = load x[0..+16] / 0.0;\n}\n").unwrap();
+    let x: Vec<f64> = (0..16).map(|i| if i == 3 { 0.0 } else { 1.0 }).collect();
+    let input = inputs(&d, &x, DType::F32);
+    let r = tilec().args(["run", "--interp"]).arg(&f).arg("--inputs").arg(&input).arg("--out").arg(d.join("out.safetensors")).output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    // 15 elements are 1/0 = inf, one is 0/0 = NaN: all 16 non-finite.
+    assert!(err.contains("warning: output `y` has 16 of 16 elements NaN or infinite"), "{err}");
+    // Finite outputs: no warning.
+    std::fs::write(&f, "kernel div(x: f32[N], y: out f32[N]) grid(1) {\n    store y[0..+16] = load x[0..+16] / 2.0;\n}\n").unwrap();
+    let ok = tilec().args(["run", "--interp"]).arg(&f).arg("--inputs").arg(&input).arg("--out").arg(d.join("out.safetensors")).output().unwrap();
+    assert!(ok.status.success() && !String::from_utf8_lossy(&ok.stderr).contains("warning"), "{}", String::from_utf8_lossy(&ok.stderr));
+    std::fs::remove_dir_all(&d).ok();
+}

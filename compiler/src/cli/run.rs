@@ -160,6 +160,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
         outs.join(", "),
         a.out.display()
     );
+    warn_non_finite(&run.outputs);
     ExitCode::SUCCESS
 }
 
@@ -215,5 +216,19 @@ fn run_operator_cli(checked: &crate::frontend::Checked, op_name: &str, inputs: t
     let list: Vec<String> = outs.iter().map(|(n, t)| format!("{n} {:?}{:?}", t.dtype, t.shape)).collect();
     let n = op.launches.len();
     eprintln!("ok: operator {} ({n} launch{}) in {:.2} s; wrote {} to {}", op.name, if n == 1 { "" } else { "es" }, t0.elapsed().as_secs_f64(), list.join(", "), a.out.display());
+    warn_non_finite(&outs);
     ExitCode::SUCCESS
+}
+
+/// Warns about outputs holding NaN or ±inf: the run itself succeeded (the program may mean it),
+/// but random inputs often drive a recurrence there (`tilec inputs` draws gates from N(0, 1):
+/// growth instead of decay), and an `ok` alone would hide it.
+fn warn_non_finite(outs: &tilec_abi::st::TensorMap) {
+    for (n, t) in outs {
+        let v = t.to_f64();
+        let bad = v.iter().filter(|x| !x.is_finite()).count();
+        if bad > 0 {
+            eprintln!("warning: output `{n}` has {bad} of {} elements NaN or infinite", v.len());
+        }
+    }
 }
