@@ -66,4 +66,10 @@ fn values_set_an_index_table() {
     let (code, err) = tilec(&[&base[..], &["--values", "dh=0", "--out", &out]].concat());
     assert_eq!(code, 2);
     assert!(err.contains("has no input tensor `dh`"), "{err}");
+    // Without `--size NP`, the table over the bare size NP gives it its length.
+    let no_np = &base[..base.len() - 2];
+    let (code, err) = tilec(&[no_np, &["--values", "cu=0,30,70,100", "--values", "co=0,1,2,3", "--out", &out]].concat());
+    assert_eq!(code, 0, "{err}");
+    let m = tilec_abi::st::read(std::path::Path::new(&out)).unwrap();
+    assert_eq!(m["dht"].shape, [3, 2, 128, 64], "NP = 4 from cu's four values: three sequences");
 }

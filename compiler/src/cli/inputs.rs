@@ -115,7 +115,19 @@ pub fn run(a: &InputsArgs) -> ExitCode {
         }
     };
     let eval_size = |d: &crate::ir::SizeExpr, env: &BTreeMap<String, i64>| tilec_abi::expr::SizeExpr::parse(&size_text(d))?.eval(env);
-    let sizes: BTreeMap<String, i64> = a.sizes.iter().cloned().collect();
+    let mut sizes: BTreeMap<String, i64> = a.sizes.iter().cloned().collect();
+    // A one-dimensional table given with `--values` over a bare size (`cu_seqlens: i32[NP]`)
+    // gives that size its length (a `--size` for it must agree; checked below when written).
+    for (n, v) in &a.values {
+        if let Some(crate::ir::ParamKind::Tensor { shape, .. }) = params.iter().find(|p| &p.name == n).map(|p| &p.kind) {
+            if let [d] = shape.as_slice() {
+                let text = size_text(d);
+                if size_names.contains(&text) {
+                    sizes.entry(text).or_insert(v.len() as i64);
+                }
+            }
+        }
+    }
     if let Some(unknown) = sizes.keys().find(|s| !size_names.contains(s)) {
         eprintln!("error: {what} has no size `{unknown}` (its sizes: {})", size_names.join(", "));
         if checked.size_params.iter().any(|p| &p.name == unknown) {
