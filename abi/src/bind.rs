@@ -23,6 +23,7 @@ use crate::st::TensorMap;
 use crate::tensor::{HostTensor, TensorError};
 
 pub(crate) mod factors;
+pub use factors::determined_sizes;
 mod signature;
 pub use signature::Signature;
 

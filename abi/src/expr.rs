@@ -149,6 +149,19 @@ pub struct SizeExpr {
     root: Node,
 }
 
+/// Every symbol under `n`, in tree order (with repeats).
+fn collect_symbols(n: &Node, out: &mut Vec<String>) {
+    match n {
+        Node::Int(_) => {}
+        Node::Sym(s) => out.push(s.clone()),
+        Node::Neg(a) => collect_symbols(a, out),
+        Node::Bin(_, a, b) => {
+            collect_symbols(a, out);
+            collect_symbols(b, out);
+        }
+    }
+}
+
 impl SizeExpr {
     /// Parses `text`.
     ///
@@ -190,33 +203,38 @@ impl SizeExpr {
     /// or `Some(Err(X))` when `extent` is not a positive multiple of a positive `X` (how GVA's
     /// value heads `H * G` are refused unless a multiple of H). `None` for any other form.
     pub fn solve_factor(&self, extent: i64, env: &BTreeMap<String, i64>) -> Option<Result<(String, i64), i64>> {
+        let (name, known) = self.product_unknown(&|s| env.contains_key(s))?;
+        let x = self.eval_node(known, env).ok()?;
+        Some(if x > 0 && extent > 0 && extent % x == 0 { Ok((name.to_string(), extent / x)) } else { Err(x) })
+    }
+
+    /// The factor [`SizeExpr::solve_factor`] solves for, without values: for `X * S` or `S * X`
+    /// with `S` a symbol `is_known` refuses and every symbol of `X` known, `S` (what decides
+    /// whether a size can be bound at all: `tilec check` refuses an operator size that cannot).
+    pub fn unknown_factor(&self, is_known: &dyn Fn(&str) -> bool) -> Option<&str> {
+        let (name, x) = self.product_unknown(is_known)?;
+        let mut syms = vec![];
+        collect_symbols(x, &mut syms);
+        syms.iter().all(|s| is_known(s)).then_some(name)
+    }
+
+    /// `X * S` or `S * X` with exactly one side a symbol `is_known` refuses: that symbol and X.
+    fn product_unknown(&self, is_known: &dyn Fn(&str) -> bool) -> Option<(&str, &Node)> {
         let Node::Bin(Op::Mul, a, b) = &self.root else { return None };
-        let unknown = |n: &Node| matches!(n, Node::Sym(s) if !env.contains_key(s));
+        let unknown = |n: &Node| matches!(n, Node::Sym(s) if !is_known(s));
         let (sym, known) = match (unknown(a), unknown(b)) {
             (true, false) => (a, b),
             (false, true) => (b, a),
             _ => return None,
         };
         let Node::Sym(name) = sym.as_ref() else { return None };
-        let x = self.eval_node(known, env).ok()?;
-        Some(if x > 0 && extent > 0 && extent % x == 0 { Ok((name.clone(), extent / x)) } else { Err(x) })
+        Some((name, known))
     }
 
     /// Every symbol the expression mentions, sorted and without duplicates.
     pub fn symbols(&self) -> Vec<String> {
-        fn walk(n: &Node, out: &mut Vec<String>) {
-            match n {
-                Node::Int(_) => {}
-                Node::Sym(s) => out.push(s.clone()),
-                Node::Neg(a) => walk(a, out),
-                Node::Bin(_, a, b) => {
-                    walk(a, out);
-                    walk(b, out);
-                }
-            }
-        }
         let mut out = Vec::new();
-        walk(&self.root, &mut out);
+        collect_symbols(&self.root, &mut out);
         out.sort();
         out.dedup();
         out

@@ -2,9 +2,13 @@
 //! explicit value gave, while X is known, binds S = extent / X — repeated while that binds
 //! something (GVA: v's heads `H * G` give G once q gave H). An extent that is not a positive
 //! multiple of X is [`BindError::NotMultiple`], naming the tensor. One implementation for both
-//! binders: [`super::bind`] (with tensors) and [`crate::plan::kernel_sizes`] (extents only).
+//! binders: [`super::bind`] (with tensors) and [`crate::plan::kernel_sizes`] (extents only), and
+//! its rule without values, [`determined_sizes`], for the compiler's check that every size of an
+//! operator can be bound.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::expr::SizeExpr;
 
 use super::{parse, Args, BindError, Signature, SizeTable};
 use crate::meta::ParamMeta;
@@ -43,4 +47,18 @@ pub(crate) fn solve_round(params: &[ParamMeta], shapes: &BTreeMap<&str, &[usize]
         }
     }
     Ok(found)
+}
+
+/// The sizes that extents of dimensions `dims` (an operator's input shapes) determine, as the
+/// binder determines them: every bare dimension, then — repeated while that adds one — the
+/// unknown factor of a product whose other factor is known ([`SizeExpr::unknown_factor`]).
+pub fn determined_sizes(dims: &[SizeExpr]) -> BTreeSet<String> {
+    let mut known: BTreeSet<String> = dims.iter().filter_map(|d| d.as_symbol().map(str::to_string)).collect();
+    loop {
+        let found: Vec<String> = dims.iter().filter_map(|d| d.unknown_factor(&|s| known.contains(s)).map(str::to_string)).collect();
+        if found.is_empty() {
+            return known;
+        }
+        known.extend(found);
+    }
 }

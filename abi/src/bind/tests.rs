@@ -385,3 +385,18 @@ fn a_product_dimension_binds_its_unknown_factor() {
     let e = bind(&meta, &args).unwrap_err();
     assert_eq!(e.to_string(), format!("parameter `dv` dim 2 (`H * G`): {} is not a positive multiple of {H}", 2 * H + 1));
 }
+
+/// Without values, the same rule: bare dimensions, then the one unknown factor of a product
+/// whose other factor is known (repeatedly); a product of two unknowns determines neither.
+#[test]
+fn determined_sizes_follow_the_binders_rule() {
+    let dims = |ds: &[&str]| ds.iter().map(|d| crate::expr::SizeExpr::parse(d).unwrap()).collect::<Vec<_>>();
+    let set = |ss: &[&str]| ss.iter().map(|s| s.to_string()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(determined_sizes(&dims(&["B", "T", "(H * G)", "H"])), set(&["B", "G", "H", "T"]));
+    assert_eq!(determined_sizes(&dims(&["(G * H)", "H"])), set(&["G", "H"]), "either order");
+    assert_eq!(determined_sizes(&dims(&["(B * (NP - 1))", "NP"])), set(&["B", "NP"]), "a known compound factor");
+    assert_eq!(determined_sizes(&dims(&["(H * G)", "(G * S)", "H"])), set(&["G", "H", "S"]), "chains");
+    assert_eq!(determined_sizes(&dims(&["(B * T)"])), set(&[]));
+    assert_eq!(determined_sizes(&dims(&["(B * T)", "(2 * B)"])), set(&["B", "T"]), "a constant factor is known");
+    assert_eq!(determined_sizes(&dims(&["cdiv(T, 64)"])), set(&[]), "nothing else is inverted");
+}

@@ -78,60 +78,36 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
             SizeExpr::Bin(_, a, b) => mentions(a, s) || mentions(b, s),
         }
     }
-    // What the binder can determine from the inputs: bare dimensions, then (repeatedly) the one
-    // unknown factor of a product `X * S` whose X is known — as `tilec_abi::bind` solves it.
-    let input_dims: Vec<&SizeExpr> = op.params.iter().filter_map(|p| match &p.kind {
-        ParamKind::Tensor { shape, output: false, .. } => Some(shape.iter()),
+    // What the binder can determine from the inputs (`tilec_abi::bind::determined_sizes`, its
+    // own rule): one diagnostic per input dimension that holds sizes it cannot (`B * T`: both).
+    let input_dims: Vec<(&crate::ir::ParamData, &SizeExpr)> = op.params.iter().filter_map(|p| match &p.kind {
+        ParamKind::Tensor { shape, output: false, .. } => Some(shape.iter().map(move |d| (p, d))),
         _ => None,
     }).flatten().collect();
-    let mut known: Vec<SizeVar> = input_dims.iter().filter_map(|d| if let SizeExpr::Sym(v) = d { Some(*v) } else { None }).collect();
-    fn all_known(e: &SizeExpr, known: &[SizeVar]) -> bool {
-        match e {
-            SizeExpr::Const(_) => true,
-            SizeExpr::Sym(v) => known.contains(v),
-            SizeExpr::Bin(_, a, b) => all_known(a, known) && all_known(b, known),
-        }
-    }
-    loop {
-        let before = known.len();
-        for d in &input_dims {
-            if let SizeExpr::Bin(crate::ir::SizeOp::Mul, a, b) = d {
-                for (x, f) in [(a, b), (b, a)] {
-                    if let SizeExpr::Sym(v) = f.as_ref() {
-                        if !known.contains(v) && all_known(x, &known) {
-                            known.push(*v);
-                        }
-                    }
-                }
-            }
-        }
-        if known.len() == before {
-            break;
-        }
-    }
-    // One diagnostic per input dimension that holds undetermined sizes (`B * T`: both).
-    let mut undetermined: Vec<(&SizeExpr, Vec<&str>)> = vec![];
+    let parsed: Vec<tilec_abi::expr::SizeExpr> = input_dims.iter().filter_map(|(_, d)| tilec_abi::expr::SizeExpr::parse(&op.size_text(d)).ok()).collect();
+    let known = tilec_abi::bind::determined_sizes(&parsed);
+    let mut undetermined: Vec<(usize, Vec<&str>)> = vec![];
     for (s, name) in op.sizes.iter() {
-        if known.contains(&s) {
+        if known.contains(name) {
             continue;
         }
-        if let Some(d) = input_dims.iter().find(|d| mentions(d, s)) {
-            match undetermined.iter_mut().find(|(e, _)| std::ptr::eq(*e, *d)) {
+        if let Some(i) = input_dims.iter().position(|(_, d)| mentions(d, s)) {
+            match undetermined.iter_mut().find(|(j, _)| *j == i) {
                 Some((_, names)) => names.push(name),
-                None => undetermined.push((d, vec![name])),
+                None => undetermined.push((i, vec![name])),
             }
         }
     }
-    for (d, names) in &undetermined {
-        let p = op.params.iter().find(|p| matches!(&p.kind, ParamKind::Tensor { shape, output: false, .. } if shape.iter().any(|x| std::ptr::eq(x, *d))));
+    for (i, names) in &undetermined {
+        let (p, d) = input_dims[*i];
         let list = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
         diags.push(
-            Diagnostic::error(Code::OperatorDataflow, format!("size{} {list} of operator `{}` cannot be determined from its inputs", if names.len() > 1 { "s" } else { "" }, op.name), p.map_or(o.name.span, |p| p.span), format!("only in `{}`", op.size_text(d)))
+            Diagnostic::error(Code::OperatorDataflow, format!("size{} {list} of operator `{}` cannot be determined from its inputs", if names.len() > 1 { "s" } else { "" }, op.name), p.span, format!("only in `{}`", op.size_text(d)))
                 .with_note("help: give an input a dimension that is the size alone, or a product of it and sizes that are known (`H * G`, H given elsewhere): the binder solves nothing else"),
         );
     }
     for (s, name) in op.sizes.iter() {
-        let in_input = input_dims.iter().any(|d| mentions(d, s));
+        let in_input = input_dims.iter().any(|(_, d)| mentions(d, s));
         if !in_input {
             if let Some(p) = op.params.iter().find(|p| matches!(&p.kind, ParamKind::Tensor { shape, .. } if shape.iter().any(|d| mentions(d, s)))) {
                 diags.push(
