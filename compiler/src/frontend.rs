@@ -3,15 +3,17 @@
 //! ([`crate::passes::target_plan`]). `tilec check`, `tilec build`, `tilec run --interp` and tests
 //! all go through it, so `check` reports every planning error `build` would hit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::diag::{Code, Diagnostic, Diagnostics, Severity};
+use crate::diag::Diagnostics;
 use crate::imports::ImportCtx;
 use crate::ir::{validate, Kernel, Module, SizeParam};
 use crate::passes::target_plan::{self, TargetPlan};
 use crate::passes::{lints, tmem_plan};
 use crate::target::Target;
+
+mod size_params;
 
 /// Options of a front-end run.
 #[derive(Clone, Debug)]
@@ -115,57 +117,7 @@ impl Checked {
 pub fn check_source(src: &str, opts: &Options) -> Checked {
     let stack: Vec<PathBuf> = opts.file.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
     let mut checked = check_importing(src, opts, &mut ImportCtx { stack, done: Default::default() });
-    // A refused `--const` value is one mistake: reported where this file declares it, and not
-    // again by each import that declares it too (or once, for the first, when this file doesn't).
-    let own: BTreeSet<String> = checked.diags.iter().filter(|d| d.code == Code::UnsupportedSize).map(|d| format!("its first error: E0207: {}", d.message)).collect();
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    checked.diags.retain(|d| {
-        let Some(n) = d.notes.iter().find(|n| n.starts_with("its first error: E0207: `--const")) else { return true };
-        !own.contains(n) && seen.insert(n.clone())
-    });
-    // Every file that declares a size parameter must declare the same sizes and default: a build
-    // (and the plan's advice) uses one set for the whole graph.
-    let mut first: BTreeMap<&str, &SizeParam> = BTreeMap::new();
-    let mut disagree = vec![];
-    for p in &checked.size_params {
-        match first.get(p.name.as_str()) {
-            None => {
-                first.insert(&p.name, p);
-            }
-            Some(f) if f.default != p.default || f.supported.iter().collect::<BTreeSet<_>>() != p.supported.iter().collect::<BTreeSet<_>>() => {
-                let at = |x: &SizeParam| format!("{{{}}} (default {}) in {}", x.supported.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), x.default, x.file.as_deref().unwrap_or("this source"));
-                disagree.push(Diagnostic {
-                    severity: Severity::Error,
-                    code: Code::UnsupportedSize,
-                    message: format!("size parameter `{}` is declared with different sizes: {} and {}", p.name, at(f), at(p)),
-                    labels: vec![],
-                    notes: vec!["help: every file of an import graph that declares a size parameter declares the same set and default (the build picks one value for all of them)".into()],
-                });
-            }
-            Some(_) => {}
-        }
-    }
-    for d in disagree {
-        checked.diags.push(d);
-    }
-    // A `--const` that no file of the graph declares would silently build the defaults. (Only
-    // when nothing else failed: a refused value leaves its parameter unrecorded.)
-    if checked.diags.has_errors() {
-        return checked;
-    }
-    let declared: BTreeSet<&str> = checked.size_params.iter().map(|p| p.name.as_str()).collect();
-    let names = declared.iter().copied().collect::<Vec<_>>().join(", ");
-    let unknown: Vec<String> = opts.size_values.keys().filter(|n| !declared.contains(n.as_str())).cloned().collect();
-    for n in unknown {
-        let what = if names.is_empty() { "it declares none".to_string() } else { format!("its size parameters: {names}") };
-        checked.diags.push(Diagnostic {
-            severity: Severity::Error,
-            code: Code::UnsupportedSize,
-            message: format!("`--const {n}={}`: no size parameter `{n}` in this file or its imports ({what})", opts.size_values[&n]),
-            labels: vec![],
-            notes: vec!["help: a size parameter is declared `const NAME = default in {sizes};`".into()],
-        });
-    }
+    size_params::check_graph(&mut checked, &opts.size_values);
     checked
 }
 

@@ -48,6 +48,17 @@ pub(crate) struct Imports {
     pub size_params: Vec<crate::ir::SizeParam>,
 }
 
+/// The note an E0206 carries about the imported file's first error `d` (also how a repeat of
+/// one refused `--const` is recognised: `frontend::size_params`).
+pub(crate) fn first_error_note(d: &Diagnostic) -> String {
+    format!("{}{}", first_error_prefix(d.code), d.message)
+}
+
+/// What [`first_error_note`] puts before the message of an error with `code`.
+pub(crate) fn first_error_prefix(code: Code) -> String {
+    format!("its first error: {}: ", code.as_str())
+}
+
 /// Follows every `import` of `file`.
 pub(crate) fn resolve(file: &ast::File, opts: &Options, ctx: &mut ImportCtx, diags: &mut Diagnostics) -> Imports {
     let mut out = Imports::default();
@@ -103,7 +114,7 @@ pub(crate) fn resolve(file: &ast::File, opts: &Options, ctx: &mut ImportCtx, dia
                     d = d.with_note(format!("the root cause, in the imports of {}: {}", path.display(), f.message));
                 }
                 Some(f) => {
-                    d = d.with_note(format!("its first error: {}: {}", f.code.as_str(), f.message)).with_note(format!("help: run `tilec check {}` for every diagnostic", path.display()));
+                    d = d.with_note(first_error_note(f)).with_note(format!("help: run `tilec check {}` for every diagnostic", path.display()));
                 }
                 None => {}
             }

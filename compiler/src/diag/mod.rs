@@ -84,6 +84,11 @@ impl Diagnostic {
             notes: vec![],
         }
     }
+    /// An error about no place in the source (the import graph as a whole, a command-line
+    /// value), with one note.
+    pub fn unlabelled(code: Code, message: impl Into<String>, note: impl Into<String>) -> Diagnostic {
+        Diagnostic { severity: Severity::Error, code, message: message.into(), labels: vec![], notes: vec![note.into()] }
+    }
     /// A warning with a primary label.
     pub fn warning(code: Code, message: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
         Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message, span, label) }

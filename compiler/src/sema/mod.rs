@@ -134,7 +134,7 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
             let kernels: Vec<&Kernel> = module.kernels.iter().chain(imported).collect();
             match operator::lower(o, &consts, &kernels, &module.operators, &failed, imports_failed, &mut diags) {
                 Some(mut op) => {
-                    op.size_param_dims = size_param_dims(o, &module.size_params);
+                    op.size_param_dims = size_param::dims(o, &module.size_params);
                     let before = diags.error_count();
                     op.offsets = offsets::lower(o, &op, &mut diags);
                     offsets::check_passed(&op, &mut diags);
@@ -150,21 +150,6 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
         }
     }
     (module, diags)
-}
-
-/// The dimensions of `o`'s parameters written as a size parameter's bare name.
-fn size_param_dims(o: &ast::OperatorDecl, params: &[crate::ir::SizeParam]) -> Vec<(String, String, usize)> {
-    let mut out = vec![];
-    for p in &o.params {
-        for (d, e) in p.shape.iter().flatten().enumerate() {
-            if let ast::ExprKind::Name(n) = &e.kind {
-                if params.iter().any(|sp| &sp.name == n) {
-                    out.push((n.clone(), p.name.name.clone(), d));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Whether a value of element type `operand` may be assigned (`=`, `+=`, `-=`) into a variable

@@ -72,3 +72,20 @@ pub(super) fn resolve(c: &ast::ConstDecl, consts: &HashMap<String, i64>, overrid
     }
     Some((value, Some(SizeParam { name: name.clone(), value, default, supported, span: c.name.span, file: None })))
 }
+
+/// The dimensions of `o`'s parameters written as a size parameter's bare name, as (size
+/// parameter, parameter, dimension index): the plan records them to name the parameter when a
+/// caller's extent differs.
+pub(super) fn dims(o: &ast::OperatorDecl, params: &[SizeParam]) -> Vec<(String, String, usize)> {
+    let mut out = vec![];
+    for p in &o.params {
+        for (d, e) in p.shape.iter().flatten().enumerate() {
+            if let ast::ExprKind::Name(n) = &e.kind {
+                if params.iter().any(|sp| &sp.name == n) {
+                    out.push((n.clone(), p.name.name.clone(), d));
+                }
+            }
+        }
+    }
+    out
+}
