@@ -60,16 +60,9 @@ def rel(a, b):
 
 
 def qla_fn():
-    """FlashQLA's chunk_gated_delta_rule (TileLang; fla's signature), or None when not installed."""
-    try:
-        from flash_qla import chunk_gated_delta_rule
-        return chunk_gated_delta_rule
-    except Exception as e:
-        QLA_ERR.append(repr(e)[:500])
-        return None
-
-
-QLA_ERR = []
+    """FlashQLA's chunk_gated_delta_rule (TileLang; fla's signature); raises when not installed."""
+    from flash_qla import chunk_gated_delta_rule
+    return chunk_gated_delta_rule
 
 
 def fla_fn():
@@ -90,6 +83,36 @@ def fla_grads(x, scale, f=None):
     bwd = lambda: torch.autograd.grad((o, ht), [leaves[n] for n in order], (x["do"], x["dht"]), retain_graph=True)
     g = bwd()
     return dict(zip(["dq", "dk", "dv", "dg", "dbeta", "ds0"], g)), bwd
+
+
+ANCHORS = {"fla": fla_fn, "flashqla": qla_fn}  # the anchors' result keys: <key>_worst, <key>_bwd_ms, ...
+
+
+def anchor_accuracy(res, key, x, ref, grads):
+    """Anchor `key`'s gradients on inputs `x` against the oracle `ref`, into `res` (an error is recorded, not raised)."""
+    try:
+        g, _ = fla_grads(x, float(x["scale"]), f=ANCHORS[key]())
+        res[f"{key}_relerr_vs_oracle"] = {n: rel(g[n].cpu(), ref[n]) for n in grads}
+        res[f"{key}_worst"] = max(res[f"{key}_relerr_vs_oracle"].values())
+    except Exception as e:
+        res[f"{key}_error"] = repr(e)[:2000]
+
+
+def anchor_speed(res, key, x, fout):
+    """Anchor `key`'s first call (JIT) and do_bench of its backward on `x`, beside tilec's time in `res`; tilec's outputs in `fout` against its gradients."""
+    try:
+        from triton.testing import do_bench
+        t0 = time.time()
+        g, bwd = fla_grads(x, scale, f=ANCHORS[key]())
+        torch.cuda.synchronize()
+        res[f"{key}_first_call_s"] = time.time() - t0
+        res[f"{key}_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
+        if "tilec_ms" in res:
+            res[f"ratio_tilec_over_{key}"] = res["tilec_ms"] / res[f"{key}_bwd_ms"]
+            out = load_file(fout)
+            res[f"tilec_relerr_vs_{key}"] = {n: rel(out[n].to(dev), g[n]) for n in GRADS}
+    except Exception as e:
+        res[f"{key}_error"] = repr(e)[:2000]
 
 
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
@@ -127,30 +150,15 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
         res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in grads}
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
-    if member in args.fla_for.split(","):
-        try:
-            x = {k: v.to(dev) for k, v in load_file(fin).items()}
-            fg, _ = fla_grads(x, float(x["scale"]))
-            res["fla_relerr_vs_oracle"] = {n: rel(fg[n].cpu(), ref[n]) for n in grads}
-            res["fla_worst"] = max(res["fla_relerr_vs_oracle"].values())
-        except Exception as e:
-            res["fla_error"] = repr(e)[:2000]
-    if member in args.qla_for.split(","):
+    anchors = [k for k, wanted in (("fla", args.fla_for), ("flashqla", args.qla_for)) if member in wanted.split(",")]
+    if anchors:
         x = {k: v.to(dev) for k, v in load_file(fin).items()}
-        qf = qla_fn()
-        if qf is None:
-            res["flashqla_error"] = QLA_ERR[-1]
-        else:
-            try:
-                qg, _ = fla_grads(x, float(x["scale"]), f=qf)
-                res["flashqla_relerr_vs_oracle"] = {n: rel(qg[n].cpu(), ref[n]) for n in grads}
-                res["flashqla_worst"] = max(res["flashqla_relerr_vs_oracle"].values())
-            except Exception as e:
-                res["flashqla_error"] = repr(e)[:2000]
+        for key in anchors:
+            anchor_accuracy(res, key, x, ref, grads)
     emit(res)
 
-def speed(name, x, plan, fla=True, art=None, qla=False):
-    """tilec's plan (median sum of kernel times) and, with `fla` (`qla`), fla's (FlashQLA's) backward on the same inputs `x`."""
+def speed(name, x, plan, anchors=("fla",), art=None):
+    """tilec's plan (median sum of kernel times) and each of `anchors` (keys of ANCHORS) on the same inputs `x`."""
     fin = os.path.join(args.work, f"{name}_in.safetensors")
     save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
     fout = os.path.join(args.work, f"{name}_out.safetensors")
@@ -161,38 +169,8 @@ def speed(name, x, plan, fla=True, art=None, qla=False):
         res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
-    if not fla:
-        return res
-    try:
-        from triton.testing import do_bench
-        t0 = time.time()
-        fg, bwd = fla_grads(x, scale)
-        torch.cuda.synchronize()
-        res["fla_first_call_s"] = time.time() - t0
-        res["fla_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
-        if "tilec_ms" in res:
-            res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_bwd_ms"]
-            out = load_file(fout)
-            res["tilec_relerr_vs_fla"] = {n: rel(out[n].to(dev), fg[n]) for n in GRADS}
-    except Exception as e:
-        res["fla_error"] = repr(e)[:2000]
-    if not qla:
-        return res
-    qf = qla_fn()
-    if qf is None:
-        res["flashqla_error"] = QLA_ERR[-1]
-        return res
-    try:
-        from triton.testing import do_bench
-        t0 = time.time()
-        qg, qbwd = fla_grads(x, scale, f=qf)
-        torch.cuda.synchronize()
-        res["flashqla_first_call_s"] = time.time() - t0
-        res["flashqla_bwd_ms"] = do_bench(qbwd, warmup=10, rep=100)
-        if "tilec_ms" in res:
-            res["ratio_tilec_over_flashqla"] = res["tilec_ms"] / res["flashqla_bwd_ms"]
-    except Exception as e:
-        res["flashqla_error"] = repr(e)[:2000]
+    for key in anchors:
+        anchor_speed(res, key, x, fout)
     return res
 
 
@@ -215,7 +193,7 @@ def inputs(b, t, n, K=K, V=V):
 SPEED = args.speed.split(",")
 QLA_SPEED = args.qla_speed.split(",")
 if "dense" in SPEED:
-    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json", qla="dense" in QLA_SPEED)})
+    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json", anchors=["fla"] + ["flashqla"] * ("dense" in QLA_SPEED))})
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
@@ -223,9 +201,9 @@ assert sum(lens) == 8 * 2048
 if "varlen" in SPEED:
     x = inputs(1, sum(lens), len(lens))
     x["cu_seqlens"] = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
-    emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json", qla="varlen" in QLA_SPEED)})
+    emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json", anchors=["fla"] + ["flashqla"] * ("varlen" in QLA_SPEED))})
 
 # ---- 4. the other head sizes (tilec only: fla would JIT-compile each shape for minutes) --------
 for v in VARIANTS if "variants" in SPEED else []:
     k_, v_ = map(int, re.match(r"k(\d+)v(\d+)", v).groups())
-    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={k_} V={v_}", **speed(f"speed_{v}", inputs(B, T, B, K=k_, V=v_), "gdn_bwd.sm_90a.plan.json", fla=False, art=f"{args.art}_{v}")})
+    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={k_} V={v_}", **speed(f"speed_{v}", inputs(B, T, B, K=k_, V=v_), "gdn_bwd.sm_90a.plan.json", anchors=(), art=f"{args.art}_{v}")})
