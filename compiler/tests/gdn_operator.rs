@@ -257,6 +257,35 @@ fn bad_cu_seqlens_are_refused_before_any_launch() {
     assert!(e.contains("entry 1 (120) is past T = 100"), "{e}");
 }
 
+/// SSD's dv is K#1's dU itself, written in f32 since 2026-12-01: not one bf16 rounding away from
+/// the f32 result (on the H200 that took SSD's worst from 3.0e-3 to 2.3e-3, within the verify
+/// bound either way, so the bound alone would not notice a regression to bf16).
+#[test]
+fn ssd_dv_leaves_k1_unrounded() {
+    use kverify::recurrence::family::Model;
+    use kverify::recurrence::io::{generate, Dims};
+    use tilec_abi::meta::DType;
+    use tilec_abi::tensor::HostTensor;
+    let c = check(&examples().join("gdn.tile"));
+    let op = c.module.operators.iter().find(|o| o.name == "ssd_bwd").unwrap();
+    let p = generate(Model::Ssd, Dims { batch: 1, heads: 2, seq_len: 100, dk: 128, dv: 128, value_heads: None }, 3, None, None).unwrap();
+    let t = |x: &kverify::recurrence::Tensor, dt| HostTensor::from_f64(dt, x.shape.clone(), &x.data).unwrap();
+    let mut m = std::collections::BTreeMap::new();
+    for (n, x, dt) in [("q", &p.q, DType::Bf16), ("k", &p.k, DType::Bf16), ("v", &p.v, DType::Bf16), ("do", &p.d_o, DType::Bf16), ("s0", &p.s0, DType::F32), ("dht", &p.dst, DType::F32)] {
+        m.insert(n.to_string(), t(x, dt));
+    }
+    // Weak decay: with the generated gates a chunk's early rows decay to nothing, and there dU
+    // is dv_local (a bf16 value) exactly.
+    let g: Vec<f64> = p.g.as_ref().unwrap().data.iter().map(|x| x / 50.0).collect();
+    m.insert("g".into(), HostTensor::from_f64(DType::F32, p.g.as_ref().unwrap().shape.clone(), &g).unwrap());
+    m.insert("scale".into(), HostTensor::from_f64(DType::F32, vec![], &[0.088]).unwrap());
+    let out = tilec::interp::run_operator(&c.module, op, m, &tilec::interp::Options::default()).map_err(|(e, _)| e.to_string()).unwrap();
+    let dv = out["dv"].to_f32();
+    // A bf16 value has its low 16 bits zero; an unrounded f32 sum almost never does.
+    let exact_bf16 = dv.iter().filter(|x| x.to_bits() & 0xffff == 0).count();
+    assert!(exact_bf16 * 100 < dv.len(), "{exact_bf16} of {} dv values are bf16: K#1's dU was rounded", dv.len());
+}
+
 /// The masks that keep one sequence out of the next bite: K#1 contracting W over rows past the
 /// sequence (another sequence's W and dU), or K#2 reading the next sequence's rows of Ai into
 /// Aiᵀ's contraction, break the packed sequences — and only those: a dense call reads zeros
