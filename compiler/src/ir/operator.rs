@@ -31,10 +31,6 @@ pub struct Operator {
     pub size_param_dims: Vec<(String, String, usize)>,
     /// Offset tables (`cu_seqlens: i32[NP] offsets(T)`): (parameter, the size they index).
     pub offsets: Vec<(String, String)>,
-    /// Names this operator passes to a called operator's offset table: (name, callee, call
-    /// span). A parameter among them must be an offset table here too (else the check is lost
-    /// with the inlining: E0303).
-    pub offsets_passed: Vec<(String, String, Span)>,
 }
 
 /// An intermediate buffer.

@@ -5,7 +5,7 @@
 //! last entry past T made the chunk table read past every tensor: gradients of 1e24, no error.
 
 use crate::diag::{Code, Diagnostic, Diagnostics};
-use crate::ir::{Elem, Operator, ParamKind};
+use crate::ir::{Elem, Launch, Operator, ParamKind};
 use crate::syntax::ast;
 
 /// The offset tables `o` declares, as (parameter, size) — checked against `op`'s lowered
@@ -46,17 +46,16 @@ pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostic
     out
 }
 
-/// Refuses a parameter of `op` passed to a called operator's offset table unless `op` declares
-/// it an offset table too: the plan of `op` (the call inlined) would otherwise not check it.
-pub(super) fn check_passed(op: &Operator, diags: &mut Diagnostics) {
-    for (name, callee, span) in &op.offsets_passed {
-        let is_param = op.params.iter().any(|p| &p.name == name);
-        if is_param && !op.offsets.iter().any(|(t, _)| t == name) {
-            diags.push(
-                Diagnostic::error(Code::BadArguments, format!("`{name}` is passed to the offset table of `{callee}` but is not declared `offsets(...)` here"), *span, "its values would go unchecked")
-                    .with_note(format!("help: declare the parameter `{name}: i32[..] offsets(SIZE)` in operator `{}` too, so its plan checks the table before any launch", op.name)),
-            );
-        }
+/// Refuses `name`, passed by `call` to an offset table of `callee`, when it is a parameter of
+/// `op` that `op` does not declare an offset table too: `op`'s plan (the call inlined) would
+/// otherwise not check it. (A buffer there is the caller's own making, e.g. `seq_bounds`'s.)
+pub(super) fn check_passed(op: &Operator, name: &str, callee: &Operator, call: &Launch, diags: &mut Diagnostics) {
+    let is_param = op.params.iter().any(|p| p.name == name);
+    if is_param && !op.offsets.iter().any(|(t, _)| t == name) {
+        diags.push(
+            Diagnostic::error(Code::BadArguments, format!("`{name}` is passed to the offset table of `{}` but is not declared `offsets(...)` here", callee.name), call.span, "its values would go unchecked")
+                .with_note(format!("help: declare the parameter `{name}: i32[..] offsets(SIZE)` in operator `{}` too, so its plan checks the table before any launch", op.name)),
+        );
     }
 }
 

@@ -68,7 +68,8 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         };
         slots.insert(p.name.clone(), slot);
     }
-    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None, size_param_dims: vec![], offsets: vec![], offsets_passed: vec![] };
+    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None, size_param_dims: vec![], offsets: vec![] };
+    op.offsets = super::offsets::lower(o, &op, diags);
     // An operator's sizes come from its inputs (a call takes no `--size`): one that only its
     // outputs mention could never be bound.
     fn mentions(e: &SizeExpr, s: SizeVar) -> bool {
@@ -446,7 +447,7 @@ fn inline(callee: &Operator, call: &Launch, bound: &BTreeMap<String, SizeExpr>, 
     let mut rename: HashMap<&str, String> = call.args.iter().map(|(p, a)| (p.as_str(), a.clone())).collect();
     for (table, _) in &callee.offsets {
         if let Some(a) = rename.get(table.as_str()) {
-            op.offsets_passed.push((a.clone(), callee.name.clone(), call.span));
+            super::offsets::check_passed(op, a, callee, call, diags);
         }
     }
     for b in &callee.buffers {
