@@ -132,5 +132,4 @@ impl OperatorPlan {
         }
         PlanError::Bind { operator: self.operator.clone(), source }
     }
-
 }
