@@ -18,6 +18,15 @@ fn check(path: &Path) -> Checked {
     c
 }
 
+/// Operator `name`'s inputs for a generated problem of `model` (fla's names, rounded to the
+/// operator's dtypes: verify's own mapping), with the problem changed by `tweak` first.
+fn op_inputs(c: &Checked, name: &str, model: kverify::recurrence::family::Model, dims: kverify::recurrence::io::Dims, cu: Option<Vec<usize>>, tweak: impl FnOnce(&mut kverify::recurrence::batch::Problem)) -> std::collections::BTreeMap<String, tilec_abi::tensor::HostTensor> {
+    let op = c.module.operators.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("operator {name}"));
+    let mut p = kverify::recurrence::io::generate(model, dims, 1, None, cu).expect("problem");
+    tweak(&mut p);
+    tilec::verify::operator_inputs(op, &mut p).expect("inputs")
+}
+
 fn judge(c: &Checked) -> Vec<Judgement> {
     judge_op(c, "gdn_bwd")
 }
@@ -154,30 +163,17 @@ fn the_other_members_share_the_stage_kernels_and_meet_their_bounds() {
 #[test]
 fn bad_operator_inputs_are_refused_naming_the_tensor() {
     use kverify::recurrence::family::Model;
-    use kverify::recurrence::io::{generate, Dims};
+    use kverify::recurrence::io::Dims;
     use tilec_abi::meta::DType;
     use tilec_abi::tensor::HostTensor;
     let c = check(&examples().join("gdn.tile"));
     let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
-    let p = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 128, dv: 128, value_heads: None }, 1, None, None).unwrap();
-    let t = |x: &kverify::recurrence::Tensor, dt| HostTensor::from_f64(dt, x.shape.clone(), &x.data).unwrap();
-    let good = || {
-        let mut m = std::collections::BTreeMap::new();
-        m.insert("q".to_string(), t(&p.q, DType::Bf16));
-        m.insert("k".to_string(), t(&p.k, DType::Bf16));
-        m.insert("v".to_string(), t(&p.v, DType::Bf16));
-        m.insert("g".to_string(), t(p.g.as_ref().unwrap(), DType::F32));
-        m.insert("beta".to_string(), t(p.beta.as_ref().unwrap(), DType::Bf16));
-        m.insert("s0".to_string(), t(&p.s0, DType::F32));
-        m.insert("do".to_string(), t(&p.d_o, DType::Bf16));
-        m.insert("dht".to_string(), t(&p.dst, DType::F32));
-        m.insert("scale".to_string(), HostTensor::from_f64(DType::F32, vec![], &[0.088]).unwrap());
-        m
-    };
+    let dims = |dk| Dims { batch: 1, heads: 2, seq_len: 10, dk, dv: 128, value_heads: None };
+    let good = || op_inputs(&c, "gdn_bwd", Model::Gdn, dims(128), None, |_| {});
     let run = |m| tilec::interp::run_operator(&c.module, op, m, &tilec::interp::Options::default()).map(|_| ()).map_err(|(e, f)| (e.to_string(), f.is_some()));
     assert!(run(good()).is_ok());
     let mut m = good();
-    m.insert("beta".into(), t(p.beta.as_ref().unwrap(), DType::F32));
+    m.insert("beta".into(), HostTensor::from_f64(DType::F32, m["beta"].shape.clone(), &m["beta"].to_f64()).unwrap());
     let (e, launched) = run(m).unwrap_err();
     assert!(e.contains("`beta`") && e.contains("Bf16") && !launched, "{e}");
     let mut m = good();
@@ -186,9 +182,8 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
     assert!(e.contains("`g`") && e.contains("11"), "{e}");
     // K = 64: the file's kernels are built for K = 128 (a supported size: rebuild); K = 96 and
     // V = 512 are not supported at all.
-    let p64 = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 10, dk: 64, dv: 128, value_heads: None }, 1, None, None).unwrap();
     let mut m = good();
-    m.insert("q".into(), t(&p64.q, DType::Bf16));
+    m.insert("q".into(), op_inputs(&c, "gdn_bwd", Model::Gdn, dims(64), None, |_| {})["q"].clone());
     let (e, launched) = run(m).unwrap_err();
     assert!(e.contains("parameter `q` dim 3: expected 128, found 64") && e.contains("compiled with K = 128; K = 64 needs `--const K=64`") && !launched, "{e}");
     let mut m = good();
@@ -223,26 +218,16 @@ fn gdn_bwd_varlen_is_within_the_bound_of_every_gradient() {
 #[test]
 fn bad_cu_seqlens_are_refused_before_any_launch() {
     use kverify::recurrence::family::Model;
-    use kverify::recurrence::io::{generate, Dims};
-    use tilec_abi::meta::DType;
+    use kverify::recurrence::io::Dims;
     use tilec_abi::tensor::HostTensor;
     let c = check(&examples().join("gdn.tile"));
     let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd_varlen").unwrap();
     assert_eq!(op.offsets, [("cu_seqlens".to_string(), "T".to_string())]);
-    let p = generate(Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 100, dk: 128, dv: 128, value_heads: None }, 1, None, None).unwrap();
-    let t = |x: &kverify::recurrence::Tensor, dt| HostTensor::from_f64(dt, x.shape.clone(), &x.data).unwrap();
+    // Two sequences (states [2, H, K, V]); each case replaces the table.
+    let good = op_inputs(&c, "gdn_bwd_varlen", Model::Gdn, Dims { batch: 1, heads: 2, seq_len: 100, dk: 128, dv: 128, value_heads: None }, Some(vec![0, 40, 100]), |_| {});
     let run = |cu: &[i32]| {
-        let mut m = std::collections::BTreeMap::new();
-        for (n, x, dt) in [("q", &p.q, DType::Bf16), ("k", &p.k, DType::Bf16), ("v", &p.v, DType::Bf16), ("do", &p.d_o, DType::Bf16)] {
-            m.insert(n.to_string(), t(x, dt));
-        }
-        m.insert("g".into(), t(p.g.as_ref().unwrap(), DType::F32));
-        m.insert("beta".into(), t(p.beta.as_ref().unwrap(), DType::Bf16));
-        // Two sequences: states [2, H, K, V].
-        m.insert("s0".into(), HostTensor::zeros(DType::F32, vec![2, 2, 128, 128]).unwrap());
-        m.insert("dht".into(), HostTensor::zeros(DType::F32, vec![2, 2, 128, 128]).unwrap());
+        let mut m = good.clone();
         m.insert("cu_seqlens".into(), HostTensor::from_i32(vec![3], cu).unwrap());
-        m.insert("scale".into(), HostTensor::from_f64(DType::F32, vec![], &[0.088]).unwrap());
         tilec::interp::run_operator(&c.module, op, m, &tilec::interp::Options::default()).map(|_| ()).map_err(|(e, f)| (e.to_string(), f.is_some()))
     };
     assert!(run(&[0, 40, 100]).is_ok());
@@ -263,22 +248,16 @@ fn bad_cu_seqlens_are_refused_before_any_launch() {
 #[test]
 fn ssd_dv_leaves_k1_unrounded() {
     use kverify::recurrence::family::Model;
-    use kverify::recurrence::io::{generate, Dims};
-    use tilec_abi::meta::DType;
-    use tilec_abi::tensor::HostTensor;
+    use kverify::recurrence::io::Dims;
     let c = check(&examples().join("gdn.tile"));
     let op = c.module.operators.iter().find(|o| o.name == "ssd_bwd").unwrap();
-    let p = generate(Model::Ssd, Dims { batch: 1, heads: 2, seq_len: 100, dk: 128, dv: 128, value_heads: None }, 3, None, None).unwrap();
-    let t = |x: &kverify::recurrence::Tensor, dt| HostTensor::from_f64(dt, x.shape.clone(), &x.data).unwrap();
-    let mut m = std::collections::BTreeMap::new();
-    for (n, x, dt) in [("q", &p.q, DType::Bf16), ("k", &p.k, DType::Bf16), ("v", &p.v, DType::Bf16), ("do", &p.d_o, DType::Bf16), ("s0", &p.s0, DType::F32), ("dht", &p.dst, DType::F32)] {
-        m.insert(n.to_string(), t(x, dt));
-    }
     // Weak decay: with the generated gates a chunk's early rows decay to nothing, and there dU
     // is dv_local (a bf16 value) exactly.
-    let g: Vec<f64> = p.g.as_ref().unwrap().data.iter().map(|x| x / 50.0).collect();
-    m.insert("g".into(), HostTensor::from_f64(DType::F32, p.g.as_ref().unwrap().shape.clone(), &g).unwrap());
-    m.insert("scale".into(), HostTensor::from_f64(DType::F32, vec![], &[0.088]).unwrap());
+    let m = op_inputs(&c, "ssd_bwd", Model::Ssd, Dims { batch: 1, heads: 2, seq_len: 100, dk: 128, dv: 128, value_heads: None }, None, |p| {
+        for x in &mut p.g.as_mut().expect("SSD has gates").data {
+            *x /= 50.0;
+        }
+    });
     let out = tilec::interp::run_operator(&c.module, op, m, &tilec::interp::Options::default()).map_err(|(e, _)| e.to_string()).unwrap();
     let dv = out["dv"].to_f32();
     // A bf16 value has its low 16 bits zero; an unrounded f32 sum almost never does.

@@ -247,7 +247,7 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
                 None => continue,
             },
         }
-        let inputs = inputs(op, &mut p).map_err(sig)?;
+        let inputs = operator_inputs(op, &mut p).map_err(sig)?;
         let got = run_op(inputs)?;
         let oracle = |p: &Problem| run(p, Method::Serial, 64).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() });
         let want = oracle(&p)?;
@@ -272,9 +272,14 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
     Ok(out)
 }
 
-/// The operator's inputs from the generated problem, each rounded to its parameter's dtype (the
-/// problem is updated to the rounded values).
-fn inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String, HostTensor>, String> {
+/// The inputs of operator `op` (fla's parameter names, [`INPUT_NAMES`]) from a kverify problem,
+/// each rounded to its parameter's dtype; `p` is updated to the rounded values, so the oracle
+/// judges exactly what the operator saw.
+///
+/// # Errors
+/// A parameter without a host dtype or that the member does not have; `cu_seqlens` without a
+/// varlen problem.
+pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String, HostTensor>, String> {
     let mut m = BTreeMap::new();
     for param in op.params.iter() {
         let (elem, output) = match &param.kind {
