@@ -31,6 +31,7 @@ ap.add_argument("--fla-for", default="gdn,gdn_varlen,gdn_gva", help="accuracy ca
 ap.add_argument("--qla-for", default="gdn", help="accuracy cases to run FlashQLA beside (when flash_qla imports; its first call per shape JIT-compiles for ~2 min)")
 ap.add_argument("--speed", default="dense,varlen,variants", help="speed sets to run: dense, varlen (both beside fla), variants (tilec at the other head sizes)")
 ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
+ap.add_argument("--fla-speed", default="dense,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
@@ -192,8 +193,9 @@ def inputs(b, t, n, K=K, V=V):
 
 SPEED = args.speed.split(",")
 QLA_SPEED = args.qla_speed.split(",")
+FLA_SPEED = args.fla_speed.split(",")
 if "dense" in SPEED:
-    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json", anchors=["fla"] + ["flashqla"] * ("dense" in QLA_SPEED))})
+    emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json", anchors=["fla"] * ("dense" in FLA_SPEED) + ["flashqla"] * ("dense" in QLA_SPEED))})
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
@@ -201,7 +203,7 @@ assert sum(lens) == 8 * 2048
 if "varlen" in SPEED:
     x = inputs(1, sum(lens), len(lens))
     x["cu_seqlens"] = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
-    emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json", anchors=["fla"] + ["flashqla"] * ("varlen" in QLA_SPEED))})
+    emit({"case": f"gdn_bwd_varlen speed N={len(lens)} lens={lens} H={H} K={K} V={V}", **speed("speed_varlen", x, "gdn_bwd_varlen.sm_90a.plan.json", anchors=["fla"] * ("varlen" in FLA_SPEED) + ["flashqla"] * ("varlen" in QLA_SPEED))})
 
 # ---- 4. the other head sizes (tilec only: fla would JIT-compile each shape for minutes) --------
 for v in VARIANTS if "variants" in SPEED else []:
