@@ -167,3 +167,58 @@ fn tensor_maps_stay_within_the_kernel_parameter_space() {
     assert_eq!(maps(32, Target::Sm90a), 0);
     assert_eq!(maps(32, Target::Sm100a), 32);
 }
+
+/// A loop of a compile-time trip count gets no deeper ring than it can fill: two iterations
+/// need two stages (three with the MMA left in flight, whose minimum that is), where the
+/// budget alone would allow four. A loop over a run-time extent keeps the deepest that fits.
+#[test]
+fn rings_are_no_deeper_than_a_constant_trip_count() {
+    let src = |hi: &str| {
+        format!(
+            "kernel f(a: bf16[M, K], b: bf16[K, N], c: out f32[M, N]) grid(cdiv(M, 64), cdiv(N, 64)) threads(128) {{
+                let mut acc: tmem f32[64, 64] = zeros(64, 64);
+                for k in 0..{hi} {{
+                    let at: smem = load a[program_id(0) * 64..+64, k * 64..+64];
+                    let bt: smem = load b[k * 64..+64, program_id(1) * 64..+64];
+                    acc += at @ bt;
+                }}
+                store c[program_id(0) * 64..+64, program_id(1) * 64..+64] = acc;
+            }}"
+        )
+    };
+    let ring = |hi: &str| {
+        let ps = plans(&src(hi));
+        let p = ps[0].1.pipelines.values().flatten().next().expect("the loop is pipelined").clone();
+        (p.stages, p.overlap_mma, p.trips)
+    };
+    assert_eq!(ring("2"), (3, true, Some(2)));
+    assert_eq!(ring("128 / 64"), (3, true, Some(2)));
+    assert_eq!(ring("1"), (3, true, Some(1)));
+    assert_eq!(ring("cdiv(K, 64)"), (4, true, None));
+}
+
+/// An operand tile the threads also read back keeps the layout the tensor core reads in place
+/// (swizzled panels: no staging copy before each MMA); the threads address it in that layout.
+/// The interpreter gives the same values either way; the GPU side is `scripts/h200-check.sh`
+/// (solve_tril, K#2 and dqkwg read operand tiles back).
+#[test]
+fn an_operand_tile_read_back_by_the_threads_is_read_in_place() {
+    let src = "kernel f(a: bf16[64, 64], b: bf16[64, 64], c: out f32[64, 64], d: out f32[64, 64]) grid(1) threads(128) {
+            let at: smem = load a[0..+64, 0..+64];
+            let bt: smem = bf16(load b[0..+64, 0..+64] * 2.0);
+            let p: tmem = at @ bt;
+            store c[0..+64, 0..+64] = p;
+            store d[0..+64, 0..+64] = bt + at;
+        }";
+    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+    assert!(c.ok(), "{:?}", c.diags);
+    let pk = c.kernels().next().expect("kernel f");
+    let tp = pk.target(Target::Sm90a).expect("sm_90a plan");
+    for (v, d) in pk.kernel.vars.iter() {
+        if d.name == "at" || d.name == "bt" {
+            assert!(tp.roles.is_tiled(v), "{} is read in place", d.name);
+        }
+    }
+    // No instruction stages an operand: no scratch buffer in the plan.
+    assert!(tp.smem.scratch.values().all(Option::is_none), "no operand staging");
+}

@@ -194,10 +194,9 @@ impl<'ctx> Codegen<'ctx, '_> {
                     let x = self.b.build_load(self.ctx.f32_type(), slot, "frag")?;
                     return self.convert(x, Elem::F32, out);
                 }
-                let (_, cols) = self.shape_of(self.k.vars[*var].ty, "variable")?;
-                let idx = self.b.build_int_add(self.b.build_int_mul(r, self.i32(cols as i32), "")?, c, "")?;
+                let shape = self.shape_of(self.k.vars[*var].ty, "variable")?;
                 let ve = self.k.vars[*var].ty.elem();
-                let x = self.load_elem_at(self.var_base(*var)?, idx, ve)?;
+                let x = self.load_elem_in(self.var_base(*var)?, self.var_layout(*var), r, c, shape, ve)?;
                 self.convert(x, ve, out)?
             }
             other => return Err(BackendError::Invalid(format!("{other:?} is not elementwise"))),

@@ -182,11 +182,27 @@ impl<'ctx> Codegen<'ctx, '_> {
         let (src, dst) = (self.var_base(v)?, self.value_buf(res)?);
         let (vel, rel) = (self.k.vars[v].ty.elem(), self.res_elem(res));
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
+        let layout = self.var_layout(v);
         self.cta_loop(rows * cols, &mut |cg, e| {
-            let x = cg.load_elem_at(src, e, vel)?;
+            let x = if layout == TileLayout::RowMajor {
+                cg.load_elem_at(src, e, vel)?
+            } else {
+                let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
+                let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+                cg.load_elem_in(src, layout, r, c, (rows, cols), vel)?
+            };
             let x = cg.convert(x, vel, rel)?;
             cg.store_elem(dst, e, rel, x)
         })
+    }
+
+    /// Element `(r, c)` of a `rows x cols` shared-memory tile of `elem` at byte `base`, stored in
+    /// `layout` (an operand tile read back by the threads keeps the layout the tensor core reads).
+    pub fn load_elem_in(&self, base: IntValue<'ctx>, layout: TileLayout, r: IntValue<'ctx>, c: IntValue<'ctx>, shape: (u32, u32), elem: Elem) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let off = layout.offset(self, r, c, shape, elem.size_bytes())?;
+        let p = self.smem_at(self.b.build_int_add(base, off, "")?)?;
+        let raw = self.b.build_load(self.storage_type(elem), p, "ld")?;
+        self.to_compute(raw, elem)
     }
 
     /// Emits `WriteVar`: copies the tile into the variable, converting to its element type

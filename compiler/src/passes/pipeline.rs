@@ -27,7 +27,7 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Block, Index, Inst, Kernel, Op, Param, ParamKind, Space, Value, ValueDef, Var};
+use crate::ir::{BinOp, Block, Index, Inst, Kernel, Op, Param, ParamKind, Space, Value, ValueDef, Var};
 use super::fuse::Fusion;
 use super::var_roles::VarRoles;
 
@@ -56,6 +56,10 @@ pub struct Pipeline {
     /// the iteration (where a fused read is evaluated, for fused reads). A one-stage TMA ring
     /// refills there for the next iteration ([`crate::backend`]'s early refill).
     pub last_read: Vec<Inst>,
+    /// The trip count when both bounds are compile-time constants (a loop over `V / BVB`
+    /// blocks with V fixed at build time): no ring needs more stages than it has iterations
+    /// to issue ahead ([`Pipeline::useful_stages`]).
+    pub trips: Option<u32>,
 }
 
 impl Pipeline {
@@ -78,6 +82,37 @@ impl Pipeline {
             1
         }
     }
+
+    /// The deepest ring that can be filled: a distance of `trips − 1` already issues every
+    /// iteration before the loop, so stages past `trips` (one more with an MMA in flight)
+    /// would only hold shared memory. Never below [`Pipeline::min_stages`].
+    pub fn useful_stages(&self) -> u32 {
+        match self.trips {
+            Some(n) => (n + u32::from(self.overlap_mma)).max(self.min_stages()),
+            None => MAX_STAGES,
+        }
+    }
+}
+
+/// The value of a scalar integer computed from constants only (`const`, `+ - * / %`, `cdiv`).
+fn const_int(k: &Kernel, v: Value) -> Option<i64> {
+    let ValueDef::Result(i) = k.values[v].def else { return None };
+    match k.insts[i].op {
+        Op::ConstInt(c) => Some(c),
+        Op::Binary(op, a, b) => {
+            let (a, b) = (const_int(k, a)?, const_int(k, b)?);
+            match op {
+                BinOp::Add => a.checked_add(b),
+                BinOp::Sub => a.checked_sub(b),
+                BinOp::Mul => a.checked_mul(b),
+                BinOp::Div if b > 0 && a >= 0 => Some(a / b),
+                BinOp::Rem if b > 0 && a >= 0 => Some(a % b),
+                BinOp::Cdiv if b > 0 && a >= 0 => Some((a + b - 1) / b),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// Whether `cp.async` can copy the `rows x cols` tile `src[index]` into a tile of `elem` (the
@@ -96,7 +131,11 @@ pub fn candidates(k: &Kernel, roles: &VarRoles, fusion: &Fusion) -> SecondaryMap
     let mut out = SecondaryMap::new();
     k.walk(|i| {
         if let Op::For { reverse, body, .. } = k.insts[i].op {
-            out[i] = loop_pipeline(k, roles, fusion, i, body).map(|p| Pipeline { reverse, ..p });
+            let trips = match k.insts[i].op {
+                Op::For { lo, hi, .. } => const_int(k, lo).zip(const_int(k, hi)).and_then(|(lo, hi)| u32::try_from((hi - lo).max(0)).ok()),
+                _ => None,
+            };
+            out[i] = loop_pipeline(k, roles, fusion, i, body).map(|p| Pipeline { reverse, trips, ..p });
         }
     });
     out
@@ -106,7 +145,7 @@ fn loop_pipeline(k: &Kernel, roles: &VarRoles, fusion: &Fusion, for_inst: Inst, 
     let top = &k.blocks[body].insts;
     let mut inside = std::collections::HashSet::new();
     collect(k, body, &mut inside);
-    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false, reverse: false, last_read: vec![] };
+    let mut p = Pipeline { writes: vec![], vars: vec![], slice: vec![], stages: 0, overlap_mma: false, reverse: false, last_read: vec![], trips: None };
     for (pos, &i) in top.iter().enumerate() {
         let (Op::WriteVar(_, x), Some((v, src, index))) = (&k.insts[i].op, k.written_load(i)) else { continue };
         // An operand tile, or a plain shared-memory tile read only element by element.

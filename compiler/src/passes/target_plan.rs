@@ -104,7 +104,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
                 if stages < p.min_stages() {
                     p.overlap_mma = false;
                 }
-                p.stages = if p.overlap_mma { stages } else { stages.min(pipeline::MAX_STAGES - 1) };
+                p.stages = if p.overlap_mma { stages } else { stages.min(pipeline::MAX_STAGES - 1) }.min(p.useful_stages());
             }
             let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swizzled);
             if smem_plan::fits(&smem, header_bytes, info) {

@@ -35,8 +35,8 @@ pub struct VarRoles {
     /// Shared-memory operand tiles kept in the 8 x 8 core-matrix layout wgmma and tcgen05 read
     /// directly ([`crate::layout::staging::kmajor_offset`] with the tile's column count as K; or
     /// a swizzled layout when TMA fills it, [`crate::passes::tma`]): a bf16/f16 `smem` tile of
-    /// whole core matrices only ever read as an operand of MMAs into register accumulators
-    /// (wgmma) or tensor memory (tcgen05). Its MMAs point their descriptors into its buffer
+    /// whole core matrices read as an operand of MMAs into register accumulators (wgmma) or
+    /// tensor memory (tcgen05) only — and by the threads, which address it in that layout. Its MMAs point their descriptors into its buffer
     /// (K-major where its columns are the product's K, MN-major otherwise) instead of staging.
     pub tiled: SecondaryMap<Var, bool>,
 }
@@ -69,6 +69,7 @@ impl VarRoles {
         }
         let mut reg_only: SecondaryMap<Var, bool> = SecondaryMap::new();
         let mut tiled_ok: SecondaryMap<Var, Option<bool>> = SecondaryMap::new();
+        let mut mma_read: SecondaryMap<Var, bool> = SecondaryMap::new();
         for v in k.vars.keys() {
             reg_only[v] = r.accumulators[v].is_some();
         }
@@ -85,18 +86,21 @@ impl VarRoles {
             let (reads, _) = k.inst_vars(i);
             for v in reads {
                 // An operand of MMAs that read shared memory through descriptors: wgmma into a
-                // register accumulator, or tcgen05 into tensor memory.
+                // register accumulator, or tcgen05 into tensor memory. The threads may read it
+                // back too (`ReadVar` addresses it in its layout, as `WriteVar` writes it).
                 let ok = match k.insts[i].op {
                     Op::Mma { dst, a, b, .. } => dst != v && (a.var == v || b.var == v) && (r.accumulators[dst].is_some() || (tcgen05 && k.vars[dst].space == Space::Tmem)),
+                    Op::ReadVar(_) => true,
                     _ => false,
                 };
                 tiled_ok[v] = Some(tiled_ok[v].unwrap_or(true) && ok);
+                mma_read[v] |= ok && matches!(k.insts[i].op, Op::Mma { .. });
             }
         });
         for (v, d) in k.vars.iter() {
             r.register_only[v] = reg_only[v];
             let whole_cores = d.ty.shape().is_some_and(|(rr, c)| rr % 8 == 0 && c % 8 == 0);
-            r.tiled[v] = d.space == Space::Smem && matches!(d.ty.elem(), Elem::Bf16 | Elem::F16) && whole_cores && tiled_ok[v] == Some(true);
+            r.tiled[v] = d.space == Space::Smem && matches!(d.ty.elem(), Elem::Bf16 | Elem::F16) && whole_cores && tiled_ok[v] == Some(true) && mma_read[v];
         }
         r
     }
