@@ -31,6 +31,6 @@ fi
 echo "== repeat 5x, bitwise"
 first=$(head -n1 "$io/cases"); kernel=${first%%@*}; name=${first#*@}
 for i in 1 2 3 4 5; do "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/rep$i.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >/dev/null; done
-sha256sum "$out"/rep*.safetensors | awk '{print $1}' | sort -u | wc -l | sed 's/^/distinct outputs over 5 runs: /'
+sha256sum "$out"/rep[1-5].safetensors | awk '{print $1}' | sort -u | wc -l | sed 's/^/distinct outputs over 5 runs: /'
 echo "== kverify on the sm_90a gemm artifact (GPU executor)"
 "$b/kverify" check --op matmul --tilec-artifact "$a/gemm.sm_90a.meta.json" --tilec-run "$b/tilec-run" --json "$out/kverify-gemm.json" 2>&1 | tail -18

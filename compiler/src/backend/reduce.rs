@@ -1,10 +1,12 @@
-//! Reductions along a tile axis. Thread `t` reduces rows (or columns) `t, t+threads, …`, each
-//! sequentially from index 0 upward in f32 (or i32), so the result is deterministic and equals
-//! a plain left-to-right fold — the order the interpreter uses.
+//! Reductions along a tile axis, in f32 (or i32), deterministic and in the order the
+//! interpreter uses: a row by up to 32 lanes of one warp, strided partials then a butterfly of
+//! `shfl.sync.bfly` ([`crate::layout::reduction`]); a column by one thread (thread `t` takes
+//! columns `t, t+threads, …`), sequentially from row 0.
 
 use inkwell::values::BasicValueEnum;
 
-use crate::ir::{Axis, Inst, ReduceOp, Value};
+use crate::ir::{Axis, Elem, Inst, ReduceOp, Value};
+use crate::layout::reduction::row_lanes;
 
 use super::elementwise::{class, Class};
 use super::emit::Codegen;
@@ -23,38 +25,91 @@ impl<'ctx> Codegen<'ctx, '_> {
             return Err(self.unsupported("reduction of bool tiles"));
         }
         let dst = self.value_buf(res)?;
-        let (lanes, len) = match axis {
-            Axis::Row => (rows, cols),
-            Axis::Col => (cols, rows),
-        };
-        self.cta_loop(lanes, &mut |cg, lane| {
-            let init: BasicValueEnum = match (op, cl) {
-                (ReduceOp::Sum, Class::Float) => cg.ctx.f32_type().const_zero().into(),
-                (ReduceOp::Max, Class::Float) => cg.ctx.f32_type().const_float(f64::NEG_INFINITY).into(),
-                (ReduceOp::Min, Class::Float) => cg.ctx.f32_type().const_float(f64::INFINITY).into(),
-                (ReduceOp::Sum, _) => cg.i32(0).into(),
-                (ReduceOp::Max, _) => cg.i32(i32::MIN).into(),
-                (ReduceOp::Min, _) => cg.i32(i32::MAX).into(),
-            };
+        let acc_elem = if cl == Class::Float { Elem::F32 } else { Elem::I32 };
+        if axis == Axis::Row {
+            return self.reduce_rows(op, v, (rows, cols), dst, inel, out);
+        }
+        self.cta_loop(cols, &mut |cg, lane| {
+            let init = cg.identity(op, cl);
             let slot = cg.entry_alloca(init.get_type(), "acc")?;
             cg.b.build_store(slot, init)?;
             let zero = cg.i32(0);
-            let n = cg.i32(len as i32);
+            let n = cg.i32(rows as i32);
             cg.counted_loop(zero, n, zero, false, &mut |cg, j| {
-                let (r, c) = match axis {
-                    Axis::Row => (lane, j),
-                    Axis::Col => (j, lane),
-                };
-                let x = cg.operand(v, r, c)?;
-                let x = cg.convert(x, inel, if cl == Class::Float { crate::ir::Elem::F32 } else { crate::ir::Elem::I32 })?;
+                let x = cg.operand(v, j, lane)?;
+                let x = cg.convert(x, inel, acc_elem)?;
                 let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
                 let next = cg.fold(op, cl, acc, x)?;
                 cg.b.build_store(slot, next)?;
                 Ok(())
             })?;
             let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
-            let acc = cg.convert(acc, if cl == Class::Float { crate::ir::Elem::F32 } else { crate::ir::Elem::I32 }, out)?;
+            let acc = cg.convert(acc, acc_elem, out)?;
             cg.store_elem(dst, lane, out, acc)
+        })
+    }
+
+    /// The identity of `op` on register class `cl`: +0, −∞ or +∞ (i32: 0, MIN, MAX).
+    fn identity(&self, op: ReduceOp, cl: Class) -> BasicValueEnum<'ctx> {
+        match (op, cl) {
+            (ReduceOp::Sum, Class::Float) => self.ctx.f32_type().const_zero().into(),
+            (ReduceOp::Max, Class::Float) => self.ctx.f32_type().const_float(f64::NEG_INFINITY).into(),
+            (ReduceOp::Min, Class::Float) => self.ctx.f32_type().const_float(f64::INFINITY).into(),
+            (ReduceOp::Sum, _) => self.i32(0).into(),
+            (ReduceOp::Max, _) => self.i32(i32::MIN).into(),
+            (ReduceOp::Min, _) => self.i32(i32::MAX).into(),
+        }
+    }
+
+    /// A row reduction of the `rows x cols` operand `v` into the `[rows, 1]` buffer at `dst`:
+    /// groups of `W` = [`row_lanes`]`(cols)` consecutive threads take one row each per pass
+    /// (the CTA's threads / W rows at a time, a whole number per warp); lane `l` folds columns
+    /// `l, l + W, …`, then `log2 W` butterfly steps of `shfl.sync.bfly` combine the lanes and
+    /// lane 0 stores. Every thread runs every pass (the shuffles need the whole warp); a
+    /// thread past the last row or column only skips its loads.
+    fn reduce_rows(&mut self, op: ReduceOp, v: Value, (rows, cols): (u32, u32), dst: u32, inel: Elem, out: Elem) -> Result<(), BackendError> {
+        let cl = class(out);
+        let acc_elem = if cl == Class::Float { Elem::F32 } else { Elem::I32 };
+        let w = row_lanes(cols);
+        let per_pass = self.k.threads / w;
+        let lane = self.b.build_and(self.tid, self.i32(w as i32 - 1), "lane")?;
+        let grp = self.b.build_right_shift(self.tid, self.i32(w.trailing_zeros() as i32), false, "grp")?;
+        let zero = self.i32(0);
+        let passes = self.i32(rows.div_ceil(per_pass) as i32);
+        self.counted_loop(zero, passes, zero, false, &mut |cg, p| {
+            let row = cg.b.build_int_add(cg.b.build_int_mul(p, cg.i32(per_pass as i32), "")?, grp, "row")?;
+            let has = cg.b.build_int_compare(inkwell::IntPredicate::ULT, row, cg.i32(rows as i32), "has")?;
+            let init = cg.identity(op, cl);
+            let slot = cg.entry_alloca(init.get_type(), "acc")?;
+            cg.b.build_store(slot, init)?;
+            let steps = cg.i32(cols.div_ceil(w) as i32);
+            cg.counted_loop(zero, steps, zero, false, &mut |cg, j| {
+                let c = cg.b.build_int_add(cg.b.build_int_mul(j, cg.i32(w as i32), "")?, lane, "c")?;
+                let in_row = cg.b.build_int_compare(inkwell::IntPredicate::ULT, c, cg.i32(cols as i32), "")?;
+                let ok = cg.b.build_and(has, in_row, "")?;
+                cg.if_then(ok, &mut |cg| {
+                    let x = cg.operand(v, row, c)?;
+                    let x = cg.convert(x, inel, acc_elem)?;
+                    let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
+                    let next = cg.fold(op, cl, acc, x)?;
+                    cg.b.build_store(slot, next)?;
+                    Ok(())
+                })
+            })?;
+            let mut acc = cg.b.build_load(init.get_type(), slot, "acc")?;
+            let (shfl, ty) = if cl == Class::Float { ("llvm.nvvm.shfl.sync.bfly.f32", cg.ctx.f32_type().into()) } else { ("llvm.nvvm.shfl.sync.bfly.i32", cg.ctx.i32_type().into()) };
+            let mut s = w / 2;
+            while s >= 1 {
+                let other = cg.call(shfl, Some(ty), &[cg.i32(-1).into(), acc, cg.i32(s as i32).into(), cg.i32(0x1f).into()])?;
+                acc = cg.fold(op, cl, acc, other)?;
+                s /= 2;
+            }
+            let first = cg.b.build_int_compare(inkwell::IntPredicate::EQ, lane, zero, "")?;
+            let store = cg.b.build_and(has, first, "")?;
+            cg.if_then(store, &mut |cg| {
+                let y = cg.convert(acc, acc_elem, out)?;
+                cg.store_elem(dst, row, out, y)
+            })
         })
     }
 

@@ -159,8 +159,10 @@ pub fn select(cond: &Val, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> 
     Val::build(ty, |r, c| if ct(r, c).as_bool()? { at(r, c) } else { bt(r, c) }.convert(ty.elem()))
 }
 
-/// Reduction of `a` along `axis` (`Row` gives `[R, 1]`, `Col` gives `[1, C]`); sums run
-/// sequentially from index 0 in f32 (exactly in i64 for integers).
+/// Reduction of `a` along `axis` (`Row` gives `[R, 1]`, `Col` gives `[1, C]`) in f32 (exactly
+/// in i64 for integers, each partial checked against the i32 range): a row in the order of
+/// [`crate::layout::reduction`] (strided partials over up to 32 lanes, then a butterfly), a
+/// column sequentially from row 0 — the orders the back ends use.
 pub fn reduce(op: ReduceOp, axis: Axis, a: &Val, ty: Type) -> Result<Val, ExecError> {
     let (rows, cols) = a.dims();
     let (outer, inner) = match axis {
@@ -178,38 +180,41 @@ pub fn reduce(op: ReduceOp, axis: Axis, a: &Val, ty: Type) -> Result<Val, ExecEr
         Axis::Row => a.data[o * cols + i],
         Axis::Col => a.data[i * cols + o],
     };
+    // A column folds sequentially; a row in the shared row-reduction order.
+    fn fold_all<T: Copy>(axis: Axis, xs: &[T], init: T, mut f: impl FnMut(T, T) -> Result<T, ExecError>) -> Result<T, ExecError> {
+        match axis {
+            Axis::Row => crate::layout::reduction::fold_row(xs, init, f),
+            Axis::Col => xs.iter().try_fold(init, |acc, &x| f(acc, x)),
+        }
+    }
     let mut out = Vec::with_capacity(outer);
     for o in 0..outer {
         let s = if a.elem == Elem::I32 {
-            let mut acc = match op {
+            let xs = (0..inner).map(|i| at(o, i).as_i64()).collect::<Result<Vec<i64>, _>>()?;
+            let init = match op {
                 ReduceOp::Sum => 0,
                 ReduceOp::Max => i64::MIN,
                 ReduceOp::Min => i64::MAX,
             };
-            for i in 0..inner {
-                let x = at(o, i).as_i64()?;
-                acc = match op {
-                    ReduceOp::Sum => fit_i32(acc + x)?,
-                    ReduceOp::Max => acc.max(x),
-                    ReduceOp::Min => acc.min(x),
-                };
-            }
-            S::I(acc)
+            S::I(fold_all(axis, &xs, init, |acc, x| match op {
+                ReduceOp::Sum => fit_i32(acc + x),
+                ReduceOp::Max => Ok(acc.max(x)),
+                ReduceOp::Min => Ok(acc.min(x)),
+            })?)
         } else {
-            let mut acc = match op {
+            let xs = (0..inner).map(|i| at(o, i).as_f32()).collect::<Result<Vec<f32>, _>>()?;
+            let init = match op {
                 ReduceOp::Sum => 0.0f32,
                 ReduceOp::Max => f32::NEG_INFINITY,
                 ReduceOp::Min => f32::INFINITY,
             };
-            for i in 0..inner {
-                let x = at(o, i).as_f32()?;
-                acc = match op {
+            S::F(fold_all(axis, &xs, init, |acc, x| {
+                Ok(match op {
                     ReduceOp::Sum => acc + x,
                     ReduceOp::Max => maximum(acc, x),
                     ReduceOp::Min => minimum(acc, x),
-                };
-            }
-            S::F(acc)
+                })
+            })?)
         };
         out.push(s.convert(ty.elem())?);
     }

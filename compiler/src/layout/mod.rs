@@ -13,8 +13,10 @@
 //!   (PTX ISA "Shared memory matrix layout"), and the staging buffers of an MMA.
 //! * [`swizzle`] — the 32/64/128-byte swizzled tiles TMA writes and wgmma descriptors read.
 //! * [`wgmma`] — the `wgmma` m64nNk16 accumulator fragment and its spread over warpgroups.
+//! * [`reduction`] — the lanes and the fold order of a row reduction (`row_sum`, `row_max`).
 
 pub mod mma_sync;
+pub mod reduction;
 pub mod staging;
 pub mod swizzle;
 pub mod tmem;
