@@ -222,3 +222,26 @@ fn an_operand_tile_read_back_by_the_threads_is_read_in_place() {
     // No instruction stages an operand: no scratch buffer in the plan.
     assert!(tp.smem.scratch.values().all(Option::is_none), "no operand staging");
 }
+
+/// A register accumulator written only by MMAs and `zeros` has no shared-memory buffer even
+/// when the threads read it (sm_90a): a read the fragment order cannot evaluate (a row sum)
+/// gets the fragments written straight into its result tile — one 16 KB tile here, where a
+/// buffer and a copy of it took two.
+#[test]
+fn an_accumulator_read_by_the_threads_needs_no_buffer() {
+    let src = "kernel f(a: bf16[64, 64], b: bf16[64, 64], s: out f32[64]) grid(1) threads(128) {
+            let at: smem = load a[0..+64, 0..+64];
+            let bt: smem = load b[0..+64, 0..+64];
+            let p: tmem = at @ bt;
+            store s[0..+64] = row_sum(p);
+        }";
+    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+    assert!(c.ok(), "{:?}", c.diags);
+    let pk = c.kernels().next().expect("kernel f");
+    let tp = pk.target(Target::Sm90a).expect("sm_90a plan");
+    let (p, _) = pk.kernel.vars.iter().find(|(_, d)| d.name == "p").expect("p");
+    assert!(tp.roles.accumulator(p).is_some() && tp.roles.is_register_only(p) && !tp.roles.is_stored_only(p));
+    assert_eq!(tp.smem.vars[p], None, "no buffer for p");
+    let f32_tiles = tp.smem.placements.iter().filter(|pl| pl.bytes == 64 * 64 * 4).count();
+    assert_eq!(f32_tiles, 1, "one 64x64 f32 tile: the read's result");
+}

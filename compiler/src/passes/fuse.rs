@@ -151,8 +151,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             let mut frag = None;
             if let Op::ReadVar(var) = op {
                 if acc(*var) {
-                    // (An accumulator without a buffer has no other way out.)
-                    if !roles.is_register_only(*var) && roles.accumulator(*var).is_some_and(|d| d.floats_per_thread() > MAX_FRAGMENT_ROOT_FLOATS) {
+                    // (An accumulator only ever stored is stored from its fragments however
+                    // large; any other read of a large one is written out to its result tile.)
+                    if !roles.is_stored_only(*var) && roles.accumulator(*var).is_some_and(|d| d.floats_per_thread() > MAX_FRAGMENT_ROOT_FLOATS) {
                         continue;
                     }
                     let Some(root) = fragment_root(k, &out, &uses, u, vshape, *var, &in_smem) else { continue };

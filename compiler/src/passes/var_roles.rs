@@ -28,10 +28,14 @@ pub struct VarRoles {
     /// where reads and writes meet it.
     pub accumulators: SecondaryMap<Var, Option<Distribution>>,
     /// Register accumulators that need no shared-memory buffer at all: every write is a
-    /// broadcast scalar (`zeros`, `full`: set in registers) and every read is stored straight to
-    /// a global tensor (written from the fragments). A GEMM's accumulator is this: a buffer
-    /// would cost `M·N·4` bytes for nothing.
+    /// broadcast scalar (`zeros`, `full`: set in registers), so the fragments are the only copy;
+    /// a read is evaluated from them (fused into its consumer) or written from them straight
+    /// into the read's result tile. A buffer would cost `M·N·4` bytes, and a read through it a
+    /// second copy of the tile.
     pub register_only: SecondaryMap<Var, bool>,
+    /// Register accumulators every read of which is stored straight to a global tensor: their
+    /// fragments are stored in place, however many per thread (a GEMM's accumulator).
+    pub stored_only: SecondaryMap<Var, bool>,
     /// Shared-memory operand tiles kept in the 8 x 8 core-matrix layout wgmma and tcgen05 read
     /// directly ([`crate::layout::staging::kmajor_offset`] with the tile's column count as K; or
     /// a swizzled layout when TMA fills it, [`crate::passes::tma`]): a bf16/f16 `smem` tile of
@@ -68,18 +72,20 @@ impl VarRoles {
             r.accumulators[v] = dist.filter(|d| d.floats_per_thread() <= MAX_ACCUMULATOR_FLOATS);
         }
         let mut reg_only: SecondaryMap<Var, bool> = SecondaryMap::new();
+        let mut stored: SecondaryMap<Var, bool> = SecondaryMap::new();
         let mut tiled_ok: SecondaryMap<Var, Option<bool>> = SecondaryMap::new();
         let mut mma_read: SecondaryMap<Var, bool> = SecondaryMap::new();
         for v in k.vars.keys() {
             reg_only[v] = r.accumulators[v].is_some();
+            stored[v] = reg_only[v];
         }
         k.walk(|i| {
             match &k.insts[i].op {
                 Op::WriteVar(w, x) if reg_only[*w] => reg_only[*w] = is_splat(k, *x),
-                Op::ReadVar(v) if reg_only[*v] => {
+                Op::ReadVar(v) if stored[*v] => {
                     let res = k.insts[i].result;
                     let u = res.and_then(|x| uses.get(&x)).map(Vec::as_slice).unwrap_or(&[]);
-                    reg_only[*v] = matches!(u, [s] if matches!(k.insts[*s].op, Op::Store { value, .. } if Some(value) == res));
+                    stored[*v] = matches!(u, [s] if matches!(k.insts[*s].op, Op::Store { value, .. } if Some(value) == res));
                 }
                 _ => {}
             }
@@ -99,6 +105,7 @@ impl VarRoles {
         });
         for (v, d) in k.vars.iter() {
             r.register_only[v] = reg_only[v];
+            r.stored_only[v] = reg_only[v] && stored[v];
             let whole_cores = d.ty.shape().is_some_and(|(rr, c)| rr % 8 == 0 && c % 8 == 0);
             r.tiled[v] = d.space == Space::Smem && matches!(d.ty.elem(), Elem::Bf16 | Elem::F16) && whole_cores && tiled_ok[v] == Some(true) && mma_read[v];
         }
@@ -113,6 +120,12 @@ impl VarRoles {
     /// Whether `v` is a register accumulator without a buffer.
     pub fn is_register_only(&self, v: Var) -> bool {
         self.register_only.get(v).copied().unwrap_or(false)
+    }
+
+    /// Whether `v` is a register accumulator whose every read is stored straight to global
+    /// memory from its fragments.
+    pub fn is_stored_only(&self, v: Var) -> bool {
+        self.stored_only.get(v).copied().unwrap_or(false)
     }
 
     /// Whether `v` is an operand tile in the core-matrix layout.

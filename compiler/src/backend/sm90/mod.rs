@@ -29,6 +29,14 @@ impl Lowering for Sm90 {
         cg.mma_sync(dst, a, b, accumulate, negate)
     }
     fn read_tmem_var(&self, cg: &mut Codegen<'_, '_>, i: Inst, v: Var) -> Result<(), BackendError> {
+        if cg.tp.roles.is_register_only(v) {
+            let res = cg.k.insts[i].result.ok_or_else(|| BackendError::Invalid("ReadVar without a result".into()))?;
+            if cg.res_elem(res) != crate::ir::Elem::F32 {
+                return Err(BackendError::Invalid("a register accumulator read into a non-f32 tile".into()));
+            }
+            let buf = cg.value_buf(res)?;
+            return cg.fragments_to_tile(v, buf);
+        }
         if cg.accumulator(v).is_some() {
             cg.fragments_to_smem(v)?;
         }

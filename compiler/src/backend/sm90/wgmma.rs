@@ -8,8 +8,9 @@
 //! ([`Codegen::fragments_to_smem`]), a `WriteVar` reloads them from it after the write. Two
 //! cases skip it: a broadcast scalar is written straight into the registers
 //! ([`Codegen::fragments_fill`]) and a read fused into an elementwise store or write is
-//! evaluated where the fragments are ([`super::frag_eval`]); an accumulator used only so has no buffer
-//! (`passes::var_roles::VarRoles::register_only`).
+//! evaluated where the fragments are ([`super::frag_eval`]). An accumulator only ever written
+//! so has no buffer at all (`passes::var_roles::VarRoles::register_only`): its other reads get
+//! the fragments written straight into their result tile ([`Codegen::fragments_to_tile`]).
 //!
 //! One MMA statement:
 //! 1. A (`M x K`) and B (as `N x K`) are staged into the K-major SWIZZLE_NONE canonical layout
@@ -95,18 +96,25 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Writes the fragments of `v` back to its shared-memory buffer (row-major f32), between
     /// barriers (earlier readers of the buffer finish first; later ones see every element).
     pub fn fragments_to_smem(&mut self, v: Var) -> Result<(), BackendError> {
-        self.fragments_move(v, true)
+        let buf = self.var_buf(v)?;
+        self.fragments_move(v, buf, true)
     }
 
     /// Reloads the fragments of `v` from its shared-memory buffer after a write to it.
     pub fn fragments_from_smem(&mut self, v: Var) -> Result<(), BackendError> {
-        self.fragments_move(v, false)
+        let buf = self.var_buf(v)?;
+        self.fragments_move(v, buf, false)
     }
 
-    fn fragments_move(&mut self, v: Var, to_smem: bool) -> Result<(), BackendError> {
+    /// Writes the fragments of `v` (an accumulator without a buffer) straight into the
+    /// row-major f32 tile at byte `buf`: the result of a `ReadVar` of it.
+    pub fn fragments_to_tile(&mut self, v: Var, buf: u32) -> Result<(), BackendError> {
+        self.fragments_move(v, buf, true)
+    }
+
+    fn fragments_move(&mut self, v: Var, buf: u32, to_smem: bool) -> Result<(), BackendError> {
         self.settle_wgmma()?;
         let (arr, d) = self.fragment(v)?;
-        let buf = self.var_buf(v)?;
         let f32t = self.ctx.f32_type();
         let per_slot = d.piece_n / 2;
         let len = d.floats_per_thread();
