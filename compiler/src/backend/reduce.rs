@@ -35,18 +35,25 @@ impl<'ctx> Codegen<'ctx, '_> {
             cg.b.build_store(slot, init)?;
             let zero = cg.i32(0);
             let n = cg.i32(rows as i32);
-            cg.counted_loop(zero, n, zero, false, &mut |cg, j| {
-                let x = cg.operand(v, j, lane)?;
-                let x = cg.convert(x, inel, acc_elem)?;
-                let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
-                let next = cg.fold(op, cl, acc, x)?;
-                cg.b.build_store(slot, next)?;
-                Ok(())
-            })?;
+            cg.counted_loop(zero, n, zero, false, &mut |cg, j| cg.fold_into(slot, op, v, (j, lane), inel))?;
             let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
             let acc = cg.convert(acc, acc_elem, out)?;
             cg.store_elem(dst, lane, out, acc)
         })
+    }
+
+    /// Folds element `(r, c)` of operand `v` (of `inel`) into the accumulator at `slot` (f32, or
+    /// i32 for integer reductions): `slot = slot ∘ x`.
+    fn fold_into(&mut self, slot: inkwell::values::PointerValue<'ctx>, op: ReduceOp, v: Value, (r, c): (inkwell::values::IntValue<'ctx>, inkwell::values::IntValue<'ctx>), inel: Elem) -> Result<(), BackendError> {
+        let cl = class(inel);
+        let acc_elem = if cl == Class::Float { Elem::F32 } else { Elem::I32 };
+        let x = self.operand(v, r, c)?;
+        let x = self.convert(x, inel, acc_elem)?;
+        let ty = if cl == Class::Float { self.ctx.f32_type().into() } else { self.ctx.i32_type().into() };
+        let acc: BasicValueEnum = self.b.build_load::<inkwell::types::BasicTypeEnum>(ty, slot, "acc")?;
+        let next = self.fold(op, cl, acc, x)?;
+        self.b.build_store(slot, next)?;
+        Ok(())
     }
 
     /// The identity of `op` on register class `cl`: +0, −∞ or +∞ (i32: 0, MIN, MAX).
@@ -87,14 +94,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let c = cg.b.build_int_add(cg.b.build_int_mul(j, cg.i32(w as i32), "")?, lane, "c")?;
                 let in_row = cg.b.build_int_compare(inkwell::IntPredicate::ULT, c, cg.i32(cols as i32), "")?;
                 let ok = cg.b.build_and(has, in_row, "")?;
-                cg.if_then(ok, &mut |cg| {
-                    let x = cg.operand(v, row, c)?;
-                    let x = cg.convert(x, inel, acc_elem)?;
-                    let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
-                    let next = cg.fold(op, cl, acc, x)?;
-                    cg.b.build_store(slot, next)?;
-                    Ok(())
-                })
+                cg.if_then(ok, &mut |cg| cg.fold_into(slot, op, v, (row, c), inel))
             })?;
             let mut acc = cg.b.build_load(init.get_type(), slot, "acc")?;
             let (shfl, ty) = if cl == Class::Float { ("llvm.nvvm.shfl.sync.bfly.f32", cg.ctx.f32_type().into()) } else { ("llvm.nvvm.shfl.sync.bfly.i32", cg.ctx.i32_type().into()) };
