@@ -48,6 +48,9 @@ case_ rank6 tests/gpu/cp_async_swizzled.tile rank6 --size P=1 --size Q=1 --size 
 case_ reuse_m100 dsl-examples/tmem_reuse_disjoint.tile reuse_disjoint --size M=100
 # Views, mutable scalars, cumsums, masked stores (issue 10); N = 40: a partial last tile.
 case_ views_n40 tests/gpu/views.tile views --size N=40
+# Reduction orders (row: strided lanes + butterfly; column: sequential) at widths 3, 33, 80,
+# 200 and a partial last tile of rows; the GPU must equal the interpreter bitwise.
+case_ reductions_r150 tests/gpu/reductions.tile reductions --size R=150 --size G=3
 # gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
 case_ cumsum_t100 dsl-examples/gdn.tile gate_cumsum --size B=2 --size T=100 --size H=3 "${dense2[@]}"
 case_ combine_t100 dsl-examples/gdn.tile combine --size B=2 --size T=100 --size G=1 --size H=3 "${dense2[@]}"
