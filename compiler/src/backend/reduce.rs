@@ -3,10 +3,10 @@
 //! `shfl.sync.bfly` ([`crate::layout::reduction`]); a column by one thread (thread `t` takes
 //! columns `t, t+threads, …`), sequentially from row 0.
 
-use inkwell::values::BasicValueEnum;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
 use crate::ir::{Axis, Elem, Inst, ReduceOp, Value};
-use crate::layout::reduction::row_lanes;
+use crate::layout::reduction::{butterfly, row_lanes};
 
 use super::elementwise::{class, Class};
 use super::emit::Codegen;
@@ -25,32 +25,31 @@ impl<'ctx> Codegen<'ctx, '_> {
             return Err(self.unsupported("reduction of bool tiles"));
         }
         let dst = self.value_buf(res)?;
-        let acc_elem = if cl == Class::Float { Elem::F32 } else { Elem::I32 };
         if axis == Axis::Row {
             return self.reduce_rows(op, v, (rows, cols), dst, inel, out);
         }
+        let acc_elem = acc_elem(cl);
         self.cta_loop(cols, &mut |cg, lane| {
             let init = cg.identity(op, cl);
             let slot = cg.entry_alloca(init.get_type(), "acc")?;
             cg.b.build_store(slot, init)?;
             let zero = cg.i32(0);
             let n = cg.i32(rows as i32);
-            cg.counted_loop(zero, n, zero, false, &mut |cg, j| cg.fold_into(slot, op, v, (j, lane), inel))?;
+            cg.counted_loop(zero, n, zero, false, &mut |cg, j| cg.fold_into(slot, op, cl, v, (j, lane), inel))?;
             let acc = cg.b.build_load(init.get_type(), slot, "acc")?;
             let acc = cg.convert(acc, acc_elem, out)?;
             cg.store_elem(dst, lane, out, acc)
         })
     }
 
-    /// Folds element `(r, c)` of operand `v` (of `inel`) into the accumulator at `slot` (f32, or
-    /// i32 for integer reductions): `slot = slot ∘ x`.
-    fn fold_into(&mut self, slot: inkwell::values::PointerValue<'ctx>, op: ReduceOp, v: Value, (r, c): (inkwell::values::IntValue<'ctx>, inkwell::values::IntValue<'ctx>), inel: Elem) -> Result<(), BackendError> {
-        let cl = class(inel);
-        let acc_elem = if cl == Class::Float { Elem::F32 } else { Elem::I32 };
+    /// Folds element `(r, c)` of operand `v` (of `inel`) into the accumulator of class `cl` at
+    /// `slot` ([`acc_elem`]): `slot = slot ∘ x`.
+    #[allow(clippy::too_many_arguments)] // one fold: accumulator, operation, operand, element, type
+    fn fold_into(&mut self, slot: PointerValue<'ctx>, op: ReduceOp, cl: Class, v: Value, (r, c): (IntValue<'ctx>, IntValue<'ctx>), inel: Elem) -> Result<(), BackendError> {
+        let acc_elem = acc_elem(cl);
         let x = self.operand(v, r, c)?;
         let x = self.convert(x, inel, acc_elem)?;
-        let ty = if cl == Class::Float { self.ctx.f32_type().into() } else { self.ctx.i32_type().into() };
-        let acc: BasicValueEnum = self.b.build_load::<inkwell::types::BasicTypeEnum>(ty, slot, "acc")?;
+        let acc = self.b.build_load(self.storage_type(acc_elem), slot, "acc")?;
         let next = self.fold(op, cl, acc, x)?;
         self.b.build_store(slot, next)?;
         Ok(())
@@ -76,7 +75,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// thread past the last row or column only skips its loads.
     fn reduce_rows(&mut self, op: ReduceOp, v: Value, (rows, cols): (u32, u32), dst: u32, inel: Elem, out: Elem) -> Result<(), BackendError> {
         let cl = class(out);
-        let acc_elem = if cl == Class::Float { Elem::F32 } else { Elem::I32 };
+        let acc_elem = acc_elem(cl);
         let w = row_lanes(cols);
         let per_pass = self.k.threads / w;
         let lane = self.b.build_and(self.tid, self.i32(w as i32 - 1), "lane")?;
@@ -94,15 +93,13 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let c = cg.b.build_int_add(cg.b.build_int_mul(j, cg.i32(w as i32), "")?, lane, "c")?;
                 let in_row = cg.b.build_int_compare(inkwell::IntPredicate::ULT, c, cg.i32(cols as i32), "")?;
                 let ok = cg.b.build_and(has, in_row, "")?;
-                cg.if_then(ok, &mut |cg| cg.fold_into(slot, op, v, (row, c), inel))
+                cg.if_then(ok, &mut |cg| cg.fold_into(slot, op, cl, v, (row, c), inel))
             })?;
             let mut acc = cg.b.build_load(init.get_type(), slot, "acc")?;
             let (shfl, ty) = if cl == Class::Float { ("llvm.nvvm.shfl.sync.bfly.f32", cg.ctx.f32_type().into()) } else { ("llvm.nvvm.shfl.sync.bfly.i32", cg.ctx.i32_type().into()) };
-            let mut s = w / 2;
-            while s >= 1 {
+            for s in butterfly(w) {
                 let other = cg.call(shfl, Some(ty), &[cg.i32(-1).into(), acc, cg.i32(s as i32).into(), cg.i32(0x1f).into()])?;
                 acc = cg.fold(op, cl, acc, other)?;
-                s /= 2;
             }
             let first = cg.b.build_int_compare(inkwell::IntPredicate::EQ, lane, zero, "")?;
             let store = cg.b.build_and(has, first, "")?;
@@ -127,5 +124,14 @@ impl<'ctx> Codegen<'ctx, '_> {
                 self.b.build_select(c, acc, x, "")?
             }
         })
+    }
+}
+
+/// The element type reductions accumulate in: f32 for floats, i32 for integers.
+fn acc_elem(cl: Class) -> Elem {
+    if cl == Class::Float {
+        Elem::F32
+    } else {
+        Elem::I32
     }
 }

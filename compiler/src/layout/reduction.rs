@@ -21,6 +21,12 @@ pub fn row_lanes(n: u32) -> u32 {
     n.next_power_of_two().clamp(1, WARP)
 }
 
+/// The butterfly's partner distances for `w` lanes, in order: `w/2, …, 2, 1` (empty for one
+/// lane). Lane `l` folds its partial with lane `l ⊕ s`'s at each step `s`.
+pub fn butterfly(w: u32) -> impl Iterator<Item = u32> {
+    std::iter::successors(Some(w / 2), |s| Some(s / 2)).take_while(|&s| s >= 1)
+}
+
 /// Folds `xs` (one row) in the row-reduction order with `fold`, starting every lane from
 /// `init`; `fold`'s error (an integer overflow) stops it.
 ///
@@ -32,13 +38,11 @@ pub fn fold_row<T: Copy, E>(xs: &[T], init: T, mut fold: impl FnMut(T, T) -> Res
     for (i, &x) in xs.iter().enumerate() {
         p[i % w] = fold(p[i % w], x)?;
     }
-    let mut s = w / 2;
-    while s >= 1 {
+    for s in butterfly(w as u32) {
         let q = p.clone();
         for (l, slot) in p.iter_mut().enumerate() {
-            *slot = fold(q[l], q[l ^ s])?;
+            *slot = fold(q[l], q[l ^ s as usize])?;
         }
-        s /= 2;
     }
     Ok(p[0])
 }
@@ -54,6 +58,13 @@ mod tests {
     #[test]
     fn lanes_are_the_next_power_of_two_up_to_a_warp() {
         assert_eq!([1, 2, 3, 5, 16, 17, 32, 33, 128].map(row_lanes), [1, 2, 4, 8, 16, 32, 32, 32, 32]);
+    }
+
+    #[test]
+    fn the_butterfly_halves_the_distance_down_to_one() {
+        assert_eq!(butterfly(32).collect::<Vec<_>>(), [16, 8, 4, 2, 1]);
+        assert_eq!(butterfly(4).collect::<Vec<_>>(), [2, 1]);
+        assert_eq!(butterfly(1).count(), 0);
     }
 
     #[test]

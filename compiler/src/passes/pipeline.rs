@@ -107,7 +107,7 @@ fn const_int(k: &Kernel, v: Value) -> Option<i64> {
                 BinOp::Mul => a.checked_mul(b),
                 BinOp::Div if b > 0 && a >= 0 => Some(a / b),
                 BinOp::Rem if b > 0 && a >= 0 => Some(a % b),
-                BinOp::Cdiv if b > 0 && a >= 0 => Some((a + b - 1) / b),
+                BinOp::Cdiv if b > 0 && a >= 0 => Some(a / b + i64::from(a % b != 0)),
                 _ => None,
             }
         }
@@ -130,11 +130,8 @@ pub fn async_copyable(k: &Kernel, src: Param, index: &[Index], (_rows, cols): (u
 pub fn candidates(k: &Kernel, roles: &VarRoles, fusion: &Fusion) -> SecondaryMap<Inst, Option<Pipeline>> {
     let mut out = SecondaryMap::new();
     k.walk(|i| {
-        if let Op::For { reverse, body, .. } = k.insts[i].op {
-            let trips = match k.insts[i].op {
-                Op::For { lo, hi, .. } => const_int(k, lo).zip(const_int(k, hi)).and_then(|(lo, hi)| u32::try_from((hi - lo).max(0)).ok()),
-                _ => None,
-            };
+        if let Op::For { lo, hi, reverse, body } = k.insts[i].op {
+            let trips = const_int(k, lo).zip(const_int(k, hi)).and_then(|(lo, hi)| u32::try_from(hi.checked_sub(lo)?.max(0)).ok());
             out[i] = loop_pipeline(k, roles, fusion, i, body).map(|p| Pipeline { reverse, trips, ..p });
         }
     });

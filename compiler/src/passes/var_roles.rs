@@ -40,8 +40,9 @@ pub struct VarRoles {
     /// directly ([`crate::layout::staging::kmajor_offset`] with the tile's column count as K; or
     /// a swizzled layout when TMA fills it, [`crate::passes::tma`]): a bf16/f16 `smem` tile of
     /// whole core matrices read as an operand of MMAs into register accumulators (wgmma) or
-    /// tensor memory (tcgen05) only — and by the threads, which address it in that layout. Its MMAs point their descriptors into its buffer
-    /// (K-major where its columns are the product's K, MN-major otherwise) instead of staging.
+    /// tensor memory (tcgen05), and otherwise only by the threads, which address it in that
+    /// layout. Its MMAs point their descriptors into its buffer (K-major where its columns are
+    /// the product's K, MN-major otherwise) instead of staging.
     pub tiled: SecondaryMap<Var, bool>,
 }
 
