@@ -99,7 +99,10 @@ if "k1" not in args.skip:
         g = step.cumsum(2).reshape(B, NT * C, H)[:, :T].contiguous()
         scale = Kd ** -0.5
         fin = os.path.join(args.work, "k1_in.safetensors")
-        save_file({"q": q.cpu(), "k": k.cpu(), "w": w.cpu(), "g": g.cpu(), "dout": do.cpu(), "dv": dv.cpu(), "dht": dht.cpu(),
+        # One sequence per batch row: cu = [0, T] (cu_seqlens), co = [0, NT] (its first chunk).
+        cu = torch.tensor([0, T], dtype=torch.int32)
+        co = torch.tensor([0, NT], dtype=torch.int32)
+        save_file({"cu": cu, "co": co, "q": q.cpu(), "k": k.cpu(), "w": w.cpu(), "g": g.cpu(), "dout": do.cpu(), "dv": dv.cpu(), "dht": dht.cpu(),
                    "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
         fout = os.path.join(args.work, "k1_out.safetensors")
         res = {"case": f"k1_scan_scalar B={B} T={T} H={H} K={Kd} V={V} C={C}"}

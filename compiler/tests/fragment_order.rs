@@ -76,3 +76,24 @@ fn wide_accumulators_with_a_buffer_keep_the_shared_memory_path() {
     assert!(roots(&mk(128)).is_empty());
     assert_eq!(tilec::passes::fuse::MAX_FRAGMENT_ROOT_FLOATS, 32);
 }
+
+#[test]
+fn fragment_pairs_are_written_by_two_element_stores() {
+    // k1_scan_scalar on one warpgroup: d (128 x 32) is two 64 x 32 wgmma units, 16 floats per
+    // thread each, in pairs (columns c, c + 1 of a row); dvn (64 x 32) one unit. Each pair is
+    // one 2-element store, with an element-by-element path for a group that reaches a tensor's
+    // edge or a masked row: dh = bf16(d) 16 pairs (b16), dv2 = dvn 8 and dh0 = d 16 (f32 as
+    // b32), and in shared memory db = bf16(d) 16 and dvb = bf16(dvn) 8.
+    let dir = std::env::temp_dir().join(format!("tilec-pairs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default() };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/k1_reverse_scan.tile");
+    tilec::build::build_file(&path, &opts).expect("k1 builds");
+    let ptx = std::fs::read_to_string(dir.join("k1_scan_scalar.sm_90a.ptx")).expect("ptx");
+    let n = |m: &str| ptx.matches(&format!("{m} ")).count();
+    assert_eq!(
+        [n("st.global.v2.b16"), n("st.global.v2.b32"), n("st.shared.v2.b16"), n("st.global.b16"), n("st.global.b32")],
+        [16, 8 + 16, 16 + 8, 2 * 16, 2 * (8 + 16)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -46,30 +46,32 @@ fn gemm_operands_are_tma_copies_into_128b_swizzled_rings() {
 #[test]
 fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
     let ps = plans(&example("k1_reverse_scan.tile"));
+    let (swz, row) = (|c: u32| (vec![1, 64, 1, c], Some(Swizzle::B128)), |c: u32| (vec![1, 64, 1, c], None));
     for (name, tp) in &ps {
-        // kt = k[b, t0..+64, h, :] and qt (K = 128), dvt = dv[.., v0..+32]: plain tiles read
-        // element by element, one row-major box each; dos (32 bf16 = 64 bytes: a 64B panel) and
-        // ws (two 128B panels) are wgmma operands. Rank-4 tensors: box 1 on the point dimensions.
-        let maps: Vec<(String, Vec<u32>, Option<Swizzle>)> = tp.tma.maps.iter().map(|m| (m.param.to_string(), m.box_dims.clone(), m.swizzle)).collect();
-        let boxes: Vec<(Vec<u32>, Option<Swizzle>)> = maps.iter().map(|m| (m.1.clone(), m.2)).collect();
-        assert_eq!(
-            boxes,
-            vec![(vec![1, 64, 1, 128], None), (vec![1, 64, 1, 32], None), (vec![1, 64, 1, 128], None), (vec![1, 64, 1, 32], Some(Swizzle::B64)), (vec![1, 64, 1, 64], Some(Swizzle::B128))],
-            "{name}: {maps:?}"
-        );
-        let p = tp.pipelines.values().flatten().next().expect("the reverse chunk loop is pipelined");
+        // Rank-4 tensors: box 1 on the point dimensions. k1_scan_scalar scales the C x BV
+        // product by its per-row gate, so k, q and w (K = 128: two 128B panels) are wgmma operands
+        // as loaded, and dv, dout (v0..+32) plain tiles; its gate column g[b, t0..+64, h] (4
+        // bytes a row) has no box and stays a cp.async copy. k1_scan_channel scales k and q per
+        // channel: kt, qt are plain tiles the threads read; dos (32 bf16 = a 64B panel) and ws
+        // are operands.
+        let boxes: Vec<(Vec<u32>, Option<Swizzle>)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
+        let (want, thread_copies, per_stage) = match name.as_str() {
+            "k1_scan_scalar" => (vec![swz(64), row(32), swz(64), row(32), swz(64)], 1, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2) + 64 * 4),
+            _ => (vec![row(128), row(32), row(128), (vec![1, 64, 1, 32], Some(Swizzle::B64)), swz(64)], 0, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2)),
+        };
+        assert_eq!(boxes, want, "{name}");
+        let (l, p) = tp.pipelines.iter().find_map(|(l, p)| p.as_ref().map(|p| (l, p))).expect("the reverse chunk loop is pipelined");
+        assert_eq!(p.writes.iter().filter(|&&w| tp.tma.thread_copy(l, w)).count(), thread_copies, "{name}");
         assert!(p.reverse && !p.overlap_mma, "{name}");
         let info = Target::Sm90a.info();
         let resident = |bytes: u32| info.smem_per_sm / (bytes + info.smem_reserved_per_cta);
-        // One stage of the five tiles.
-        let per_stage = 2 * (64 * 128 * 2) + 64 * 32 * 2 + 64 * 32 * 2 + 64 * 128 * 2;
         let total = tp.smem_bytes();
         if p.stages == 1 {
             // One stage keeps two CTAs per SM; a second would drop to one. Each tile is
             // refilled after its last read, on its own mbarrier.
             assert!(resident(total) >= 2 && resident(total + per_stage) < resident(total), "{name}: {total} B");
             assert!(tilec::passes::tma::early_refill(p));
-            assert_eq!(tilec::passes::tma::barriers_of(p), 5);
+            assert_eq!(tilec::passes::tma::barriers_of(p), p.writes.len() as u32);
         } else {
             // One CTA per SM already at one stage: the deepest ring that fits.
             assert_eq!(resident(total - (p.stages - 1) * per_stage), resident(total), "{name}");
@@ -82,7 +84,7 @@ fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
 }
 
 #[test]
-fn a_loop_with_a_copy_tma_cannot_do_keeps_cp_async() {
+fn a_copy_tma_cannot_do_stays_cp_async_beside_the_tma_copies() {
     // A rank-6 operand: a tensor map has at most 5 dimensions.
     let src = "kernel rank6(a: bf16[P, Q, R, S, M, K], b: bf16[K, N], c: out f32[M, N]) grid(1) threads(128) {
         let mut acc: tmem f32[64, 64] = zeros(64, 64);
@@ -95,13 +97,39 @@ fn a_loop_with_a_copy_tma_cannot_do_keeps_cp_async() {
     }";
     let ps = plans(src);
     let tp = &ps[0].1;
-    // The loop stays pipelined with cp.async (a loop is TMA only when all its copies are).
-    assert!(tp.pipelines.values().flatten().next().is_some_and(|p| p.writes.len() == 2));
-    assert!(tp.tma.is_empty(), "no tensor maps: {:?}", tp.tma.maps);
-    assert_eq!(tp.header_bytes, 0);
+    let (l, p) = tp.pipelines.iter().find_map(|(l, p)| p.as_ref().map(|p| (l, p))).expect("the loop is pipelined");
+    assert_eq!(p.writes.len(), 2);
+    // `bt` is a TMA copy (one map, a 64 x 64 box in one 128B panel); `at` stays a cp.async
+    // copy by the threads in the same loop.
+    assert_eq!(tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect::<Vec<_>>(), vec![(vec![64, 64], Some(Swizzle::B128))]);
+    assert_eq!(p.writes.iter().map(|&w| tp.tma.thread_copy(l, w)).collect::<Vec<_>>(), vec![true, false]);
+    assert!(tp.tma.loop_barriers(l).is_some() && tp.header_bytes > 0);
     // The same kernel at rank 5 takes TMA for both.
     let ps = plans(&src.replace("P, Q, R, S, M, K", "Q, R, S, M, K").replace("a[0, 0, 0, 0, ", "a[0, 0, 0, "));
     assert_eq!(ps[0].1.tma.maps.len(), 2);
+    let tp = &ps[0].1;
+    let (l, p) = tp.pipelines.iter().find_map(|(l, p)| p.as_ref().map(|p| (l, p))).expect("pipelined");
+    assert!(p.writes.iter().all(|&w| !tp.tma.thread_copy(l, w)));
+}
+
+#[test]
+fn a_gate_column_is_prefetched_by_4_byte_cp_async() {
+    // k1_scan_scalar's g[b, t0..+64, h] is a column of f32 H elements apart: no 16-byte chunk
+    // and no TMA box, so each element is one 4-byte `cp.async.ca` (zero-filled past the tensor),
+    // issued for the next chunk after this chunk's last read of the gates (the early refill)
+    // and once before the loop, and waited for with `cp.async.wait_all` before its first read.
+    // Each site twice: beside the TMA copies, and in the path for tensors the runtime could not
+    // encode a map of (every tile copied by the threads, then waited for).
+    let dir = std::env::temp_dir().join(format!("tilec-gate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default() };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/k1_reverse_scan.tile");
+    tilec::build::build_file(&path, &opts).expect("k1 builds");
+    let ptx = std::fs::read_to_string(dir.join("k1_scan_scalar.sm_90a.ptx")).expect("ptx");
+    let copies: Vec<&str> = ptx.lines().filter(|l| l.contains("cp.async.ca.shared.global")).collect();
+    assert_eq!(copies.len(), 2 * 2, "{copies:?}");
+    assert!(copies.iter().all(|l| l.contains(", 4, ")), "{copies:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -128,14 +156,20 @@ fn gemm_metadata_and_ptx_carry_the_tensor_maps() {
 
 #[test]
 fn operand_tiles_the_threads_write_are_swizzled_too() {
-    // K#1's ks = bf16(k̃) and qs (64 x 128: two 128B panels), db = bf16(d) (128 x 32: 64B
-    // panels) and dvb (64 x 32) are written by the threads, not TMA: swizzled all the same, so
-    // the 8 chunks of a row land in 8 bank groups.
+    // K#1's ks = bf16(k̃) and qs (64 x 128: two 128B panels; per-channel gates), dos (the scalar
+    // gate's), db = bf16(d) (128 x 32: 64B panels) and dvb (64 x 32) are written by the threads,
+    // not TMA: swizzled all the same, so the 8 chunks of a row land in 8 bank groups.
     let ps = plans(&example("k1_reverse_scan.tile"));
     for (name, tp) in &ps {
         let k = tilec::frontend::check_source(&example("k1_reverse_scan.tile"), &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
         let kernel = k.kernels().find(|pk| &pk.kernel.name == name).expect("kernel").kernel;
         let sw = |n: &str| kernel.vars.iter().find(|(_, d)| d.name == n).and_then(|(v, _)| tp.tma.swizzle_of(v));
+        if name == "k1_scan_scalar" {
+            // dos = bf16(do ⊙ gate) (64 x 32), db, dvb; kt and qt are TMA operands.
+            assert_eq!([sw("dos"), sw("db"), sw("dvb"), sw("kt"), sw("qt")], [Some(Swizzle::B64), Some(Swizzle::B64), Some(Swizzle::B64), Some(Swizzle::B128), Some(Swizzle::B128)]);
+            assert_eq!([sw("dot"), sw("dvt"), sw("gc")], [None, None, None], "plain tiles read element by element stay row-major");
+            continue;
+        }
         assert_eq!([sw("ks"), sw("qs"), sw("db"), sw("dvb")], [Some(Swizzle::B128), Some(Swizzle::B128), Some(Swizzle::B64), Some(Swizzle::B64)], "{name}");
         // Plain tiles read element by element stay row-major.
         assert_eq!([sw("kt"), sw("qt"), sw("dvt")], [None, None, None], "{name}");

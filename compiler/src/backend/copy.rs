@@ -22,7 +22,7 @@ use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 
 use crate::ir::{Index, Param, ParamKind};
-use crate::passes::pipeline::async_copyable;
+use crate::passes::pipeline::{chunk_copyable, element_copyable};
 use crate::layout::staging::kmajor_offset;
 use crate::layout::swizzle::{swizzled_offset, Swizzle};
 
@@ -80,7 +80,10 @@ impl<'ctx> Codegen<'ctx, '_> {
         };
         let size = elem.size_bytes();
         let last = index.len().saturating_sub(1);
-        if !async_copyable(self.k, src, index, (rows, cols), elem) {
+        if !chunk_copyable(self.k, src, index, (rows, cols), elem) {
+            if layout == TileLayout::RowMajor && element_copyable(self.k, src, index, elem) {
+                return self.copy_elements_async(src, index, (rows, cols), dst, wait).map(|()| true);
+            }
             return Ok(false);
         }
         if layout != TileLayout::RowMajor && (size != 2 || rows % 8 != 0 || cols % 8 != 0) {
@@ -120,6 +123,30 @@ impl<'ctx> Codegen<'ctx, '_> {
         };
         self.if_else(aligned, &mut copies, fallback)?;
         Ok(true)
+    }
+
+    /// Copies the `rows x cols` tile `src[index]` of 4-byte elements into row-major shared
+    /// memory at byte `dst`, one `cp.async.ca` of 4 bytes per element (see
+    /// [`element_copyable`]); an element outside the tensor is zero-filled (source size 0,
+    /// reading from the tensor's base). A 4-byte element of a tensor is 4-byte aligned, so no
+    /// run-time test is needed.
+    fn copy_elements_async(&mut self, src: Param, index: &[Index], (rows, cols): (u32, u32), dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
+        let base = self.params[src].ok_or_else(|| BackendError::Invalid("tensor parameter not bound".into()))?.into_pointer_value();
+        self.cta_loop(rows * cols, &mut |cg, e| {
+            let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
+            let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+            let (inb, ptr) = cg.global_elem(src, index, r, c)?;
+            let from = cg.b.build_select(inb, ptr, base, "cp.src")?;
+            let bytes = cg.b.build_select(inb, cg.i32(4), cg.i32(0), "valid")?;
+            let off = cg.b.build_int_add(cg.b.build_int_mul(e, cg.i32(4), "")?, dst, "")?;
+            let dptr = cg.smem_at(off)?;
+            cg.call("llvm.nvvm.cp.async.ca.shared.global.4.s", None, &[dptr.into(), from.into(), bytes.into()])?;
+            Ok(())
+        })?;
+        if wait {
+            self.call("llvm.nvvm.cp.async.wait.all", None, &[])?;
+        }
+        Ok(())
     }
 
     /// The source address of the chunk at tile element `(r, c)` and its valid bytes (i32): 0

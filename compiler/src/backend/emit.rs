@@ -546,6 +546,21 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         })
     }
 
+    /// Two values already in memory form (`to_storage`) as one `<2 x storage type>` vector,
+    /// for a 2-element store.
+    pub fn storage_pair(&self, vs: [BasicValueEnum<'ctx>; 2], e: Elem) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let ty = match self.storage_type(e) {
+            BasicTypeEnum::IntType(t) => t.vec_type(2),
+            BasicTypeEnum::FloatType(t) => t.vec_type(2),
+            other => return Err(BackendError::Invalid(format!("no vector of {other:?}"))),
+        };
+        let mut v = ty.get_undef();
+        for (k, x) in vs.into_iter().enumerate() {
+            v = self.b.build_insert_element(v, x, self.i32(k as i32), "")?;
+        }
+        Ok(v.into())
+    }
+
     /// A size expression over the size arguments, evaluated in 64 bits: the extents of tensors, whose products (a shape
     /// `B * T`, the row-major strides) pass 2³¹ on large inputs — the runtime's binder
     /// evaluates them in 64 bits too (issue 9, item 8; fla-org/flash-linear-attention#1080 is

@@ -134,6 +134,61 @@ impl<'ctx> Codegen<'ctx, '_> {
         })
     }
 
+    /// Writes pairs of horizontally adjacent tile elements `(r, c)` and `(r, c + 1)` of a store to
+    /// `dst` (`(r, c, values of element type vel, where-mask)` each), each element only where
+    /// it is inside the tensor and its mask holds. When that holds for every element, the
+    /// columns run along the tensor's last (unit-stride, row-major) dimension and every pair's
+    /// address is aligned to the pair, each pair is one 2-element store; otherwise every
+    /// element is written on its own, as [`Codegen::store_global_elem`] does. (One test for the
+    /// whole group: the per-element path is the rare one, a tensor's edge or a masked row.)
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn store_global_pairs(&mut self, dst: Param, index: &[Index], pairs: &[(IntValue<'ctx>, IntValue<'ctx>, [BasicValueEnum<'ctx>; 2], Option<[IntValue<'ctx>; 2]>)], vel: Elem) -> Result<(), BackendError> {
+        let elem = self.tensor_elem(dst)?;
+        let i64t = self.ctx.i64_type();
+        let bytes = 2 * elem.size_bytes();
+        let mut all = self.ctx.bool_type().const_int(1, false);
+        let mut items = vec![];
+        for &(r, c, vals, keep) in pairs {
+            let c1 = self.b.build_int_add(c, self.i32(1), "")?;
+            let (inb0, p0) = self.global_elem(dst, index, r, c)?;
+            let (inb1, p1) = self.global_elem(dst, index, r, c1)?;
+            let (mut w0, mut w1) = (inb0, inb1);
+            if let Some([k0, k1]) = keep {
+                w0 = self.b.build_and(w0, k0, "keep")?;
+                w1 = self.b.build_and(w1, k1, "keep")?;
+            }
+            let vs = [self.to_storage(self.convert(vals[0], vel, elem)?, elem)?, self.to_storage(self.convert(vals[1], vel, elem)?, elem)?];
+            let addr = self.b.build_ptr_to_int(p0, i64t, "")?;
+            let low = self.b.build_and(addr, i64t.const_int(u64::from(bytes - 1), false), "")?;
+            let aligned = self.b.build_int_compare(IntPredicate::EQ, low, i64t.const_zero(), "aligned")?;
+            all = self.b.build_and(all, self.b.build_and(self.b.build_and(w0, w1, "")?, aligned, "")?, "pairs")?;
+            items.push(([w0, w1], [p0, p1], vs));
+        }
+        let mut each = |cg: &mut Self| -> Result<(), BackendError> {
+            for (w, p, vs) in &items {
+                for k in 0..2 {
+                    cg.if_then(w[k], &mut |cg| cg.b.build_store(p[k], vs[k]).map(|_| ()).map_err(Into::into))?;
+                }
+            }
+            Ok(())
+        };
+        let column_is_last = index.iter().filter(|ix| matches!(ix, Index::Range { .. })).count() >= 2 && matches!(index.last(), Some(Index::Range { .. }));
+        if !column_is_last {
+            return each(self);
+        }
+        self.if_else(
+            all,
+            &mut |cg| {
+                for (_, p, vs) in &items {
+                    let pair = cg.storage_pair(*vs, elem)?;
+                    cg.b.build_store(p[0], pair)?.set_alignment(bytes).map_err(|e| BackendError::Invalid(e.to_string()))?;
+                }
+                Ok(())
+            },
+            &mut each,
+        )
+    }
+
     /// Emits `Store`: writes the tile (or a scalar broadcast over the ranges) into a global
     /// tensor, skipping elements outside it and, with a `where` mask, elements whose mask is
     /// false.

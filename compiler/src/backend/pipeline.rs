@@ -67,13 +67,14 @@ impl<'ctx> Codegen<'ctx, '_> {
             self.if_then(live, &mut |cg| cg.issue(i, &plan, tma_ok, j, zero, Some(&all)))?;
         }
         // Prologue: iterations lo .. lo + D, one cp.async group each (empty past the end) or
-        // one TMA stage each.
+        // one TMA stage each (and a group of its thread copies).
+        let groups = tma_ok.is_none() || self.has_thread_copies(i, &plan);
         for st in 0..if early { 0 } else { plan.distance() } {
             let j = self.iteration_at(&plan, lo, hi, self.i32(st as i32))?;
             let live = self.live_iteration(&plan, lo, hi, j)?;
             let stage = self.i32(st as i32);
             self.if_then(live, &mut |cg| cg.issue(i, &plan, tma_ok, j, stage, None))?;
-            if tma_ok.is_none() {
+            if groups {
                 self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
             }
         }
@@ -125,7 +126,12 @@ impl<'ctx> Codegen<'ctx, '_> {
         let Some(p) = self.pipes.iter().rev().find(|p| p.plan.writes.contains(&i)).cloned() else { return Ok(false) };
         if p.early {
             // Each write waits for its own copy: its mbarrier's phase, or a barrier after the
-            // threads' own copies.
+            // threads' own copies (a thread copy's `cp.async` groups complete first).
+            if self.tp.tma.thread_copy(p.loop_inst, i) {
+                self.call("llvm.nvvm.cp.async.wait.all", None, &[])?;
+                self.fence_proxy_async()?;
+                return self.bar_sync().map(|()| true);
+            }
             let w = p.plan.writes.iter().position(|&x| x == i).unwrap_or(0);
             let (bar, ok) = (self.tma_barrier(p.loop_inst, self.i32(w as i32))?, p.tma_ok.unwrap_or(self.ctx.bool_type().const_zero()));
             self.if_else(ok, &mut |cg| cg.mbarrier_wait(bar, p.phase), &mut |cg| {
@@ -149,6 +155,14 @@ impl<'ctx> Codegen<'ctx, '_> {
                 cg.fence_proxy_async()?;
                 cg.bar_sync()
             })?;
+            if !self.has_thread_copies(p.loop_inst, &p.plan) {
+                return Ok(true);
+            }
+            // The thread copies: this iteration's group is the oldest of the D + 1 in flight.
+            self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
+            self.call("llvm.nvvm.cp.async.wait.group", None, &[self.i32(dist as i32).into()])?;
+            self.fence_proxy_async()?;
+            self.bar_sync()?;
             return Ok(true);
         }
         self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
@@ -212,13 +226,29 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             Ok(())
         };
+        // In a TMA loop, the writes TMA cannot take are `cp.async` copies by the threads.
+        let thread: Vec<bool> = writes.iter().map(|&w| self.tp.tma.thread_copy(loop_inst, w)).collect();
+        let thread_copies = |cg: &mut Self| -> Result<(), BackendError> {
+            for ((&w, &dst), _) in writes.iter().zip(&dsts).zip(&thread).filter(|(_, &t)| t) {
+                let Op::WriteVar(v, x) = k.insts[w].op else { continue };
+                cg.write_var_tile(v, x, dst, false)?;
+            }
+            Ok(())
+        };
         match tma_ok {
             Some(ok) => match each {
                 Some(ws) => {
                     let mut issue = |cg: &mut Self| -> Result<(), BackendError> {
                         for (n, &w) in ws.iter().enumerate() {
+                            if thread[n] {
+                                continue;
+                            }
                             let bar = cg.tma_barrier(loop_inst, cg.i32(w as i32))?;
                             cg.tma_issue(&writes[n..=n], &dsts[n..=n], bar, true)?;
+                        }
+                        if thread.contains(&true) {
+                            thread_copies(cg)?;
+                            cg.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
                         }
                         Ok(())
                     };
@@ -226,7 +256,13 @@ impl<'ctx> Codegen<'ctx, '_> {
                 }
                 None => {
                     let bar = self.tma_barrier(loop_inst, stage)?;
-                    self.if_else(ok, &mut |cg| cg.tma_issue(&writes, &dsts, bar, false), &mut |cg| copies(cg, true))?;
+                    let tma_writes: Vec<Inst> = writes.iter().zip(&thread).filter(|(_, &t)| !t).map(|(&w, _)| w).collect();
+                    let tma_dsts: Vec<IntValue<'ctx>> = dsts.iter().zip(&thread).filter(|(_, &t)| !t).map(|(&d, _)| d).collect();
+                    let mut issue = |cg: &mut Self| -> Result<(), BackendError> {
+                        cg.tma_issue(&tma_writes, &tma_dsts, bar, false)?;
+                        thread_copies(cg)
+                    };
+                    self.if_else(ok, &mut issue, &mut |cg| copies(cg, true))?;
                 }
             },
             None => copies(self, false)?,
@@ -247,6 +283,11 @@ impl<'ctx> Codegen<'ctx, '_> {
         let zero = self.i32(0);
         let ws: Vec<usize> = p.plan.last_read.iter().enumerate().filter(|(_, &l)| l == i).map(|(w, _)| w).collect();
         self.if_then(live, &mut |cg| cg.issue(p.loop_inst, &p.plan, p.tma_ok, j, zero, Some(&ws)))
+    }
+
+    /// Whether TMA loop `l` (plan `plan`) has writes the threads copy with `cp.async`.
+    fn has_thread_copies(&self, l: Inst, plan: &Pipeline) -> bool {
+        plan.writes.iter().any(|&w| self.tp.tma.thread_copy(l, w))
     }
 
     /// Absolute byte offset of stage `stage` of variable `v`'s ring.

@@ -64,6 +64,16 @@ mod tests {
     }
 
     #[test]
+    fn an_even_column_and_the_next_are_adjacent() {
+        // The fragment stores write (r, k) and (r, k + 1), k even, as one 4-byte pair.
+        for r in 0..16 {
+            for k in (0..64).step_by(2) {
+                assert_eq!((off(r, k, 64) % 4, off(r, k + 1, 64)), (0, off(r, k, 64) + 2), "({r}, {k})");
+            }
+        }
+    }
+
+    #[test]
     fn kmajor_layout_is_a_bijection_onto_the_buffer() {
         let (rows, kdim) = (16, 32);
         let mut seen = std::collections::HashSet::new();

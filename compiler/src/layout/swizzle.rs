@@ -171,6 +171,20 @@ mod tests {
     }
 
     #[test]
+    fn an_even_column_and_the_next_are_adjacent() {
+        // The fragment stores write (r, c) and (r, c + 1), c even, as one 4-byte pair.
+        for sw in [Swizzle::B32, Swizzle::B64, Swizzle::B128] {
+            let rows = 16;
+            for r in 0..rows {
+                for c in (0..2 * sw.elems()).step_by(2) {
+                    let o = eval(swizzled_offset(&Eval, r, c, rows, sw));
+                    assert_eq!((o % 4, eval(swizzled_offset(&Eval, r, c + 1, rows, sw))), (0, o + 2), "{sw:?} ({r}, {c})");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_row_of_16_byte_chunks_spreads_over_all_banks_in_128b_mode() {
         // 8 rows, chunk 0: the 8 chunks land in 8 distinct 16-byte bank groups.
         let groups: std::collections::HashSet<u32> = (0..8).map(|r| (eval(swizzled_offset(&Eval, r, 0, 8, Swizzle::B128)) % 128) / 16).collect();

@@ -116,14 +116,29 @@ fn const_int(k: &Kernel, v: Value) -> Option<i64> {
 }
 
 /// Whether `cp.async` can copy the `rows x cols` tile `src[index]` into a tile of `elem` (the
-/// backend's `copy_tile_async` takes exactly these): the tensor's element type is `elem` (4 or 2
-/// bytes), two ranged indices with the columns on the last, contiguous dimension, and a row of
-/// whole 16-byte chunks. Alignment is checked at run time.
-pub fn async_copyable(k: &Kernel, src: Param, index: &[Index], (_rows, cols): (u32, u32), elem: crate::ir::Elem) -> bool {
+/// backend's `copy_tile_async` takes exactly these): by 16-byte chunks
+/// ([`chunk_copyable`]) or one element per copy ([`element_copyable`]).
+pub fn async_copyable(k: &Kernel, src: Param, index: &[Index], shape: (u32, u32), elem: crate::ir::Elem) -> bool {
+    chunk_copyable(k, src, index, shape, elem) || element_copyable(k, src, index, elem)
+}
+
+/// 16-byte `cp.async.cg` chunks: the tensor's element type is `elem` (4 or 2 bytes), two ranged
+/// indices with the columns on the last, contiguous dimension, and a row of whole 16-byte
+/// chunks. Alignment is checked at run time.
+pub fn chunk_copyable(k: &Kernel, src: Param, index: &[Index], (_rows, cols): (u32, u32), elem: crate::ir::Elem) -> bool {
     let ParamKind::Tensor { elem: te, .. } = &k.params[src].kind else { return false };
     let size = te.size_bytes();
     let ranges: Vec<usize> = index.iter().enumerate().filter(|(_, ix)| matches!(ix, Index::Range { .. })).map(|(d, _)| d).collect();
     *te == elem && matches!(size, 2 | 4) && ranges.len() == 2 && ranges[1] + 1 == index.len() && (cols * size) % 16 == 0
+}
+
+/// One 4-byte `cp.async.ca` per element (the smallest copy `cp.async` makes, PTX ISA
+/// "cp.async": cp-size 4, 8 or 16): a tile of 4-byte elements (f32, i32) of the tensor's type,
+/// whatever its indices — a per-row vector gathered down a strided dimension (`g[b, t0..+C, h]`,
+/// a row stride of H elements) has no 16-byte chunk, and TMA cannot take a box 4 bytes wide.
+pub fn element_copyable(k: &Kernel, src: Param, index: &[Index], elem: crate::ir::Elem) -> bool {
+    let ParamKind::Tensor { elem: te, .. } = &k.params[src].kind else { return false };
+    *te == elem && te.size_bytes() == 4 && index.iter().any(|ix| matches!(ix, Index::Range { .. }))
 }
 
 /// The loops that can be pipelined, keyed by their `For` instruction, with `stages` still 0.

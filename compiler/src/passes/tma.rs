@@ -5,8 +5,9 @@
 //! wgmma reads without bank conflicts ([`crate::layout::swizzle`]; PTX ISA "cp.async.bulk.tensor",
 //! CUDA driver API `cuTensorMapEncodeTiled`).
 //!
-//! A pipelined loop ([`super::pipeline`]) uses TMA when the target has TMA and wgmma or tcgen05, and every
-//! one of its pipelined writes qualifies: from a tensor of rank ≤ 5 (a tensor map's limit)
+//! A pipelined loop ([`super::pipeline`]) uses TMA when the target has TMA and wgmma or tcgen05, for
+//! each of its pipelined writes that qualifies (at least one; the others stay `cp.async` copies by
+//! the threads, [`TmaPlan::thread_copy`]): from a tensor of rank ≤ 5 (a tensor map's limit)
 //! indexed by points and two ranges, the columns on the last dimension, at most 256 rows (a box
 //! extent), and either
 //! * an operand tile of 16-bit elements, rows a multiple of 8, columns a whole number of
@@ -95,6 +96,12 @@ impl TmaPlan {
         self.loads.get(i).and_then(Option::as_ref)
     }
 
+    /// Whether pipelined write `w` of TMA loop `l` is copied by the threads (`cp.async`, a
+    /// shape TMA cannot take) rather than by TMA.
+    pub fn thread_copy(&self, l: Inst, w: Inst) -> bool {
+        self.loop_barriers(l).is_some() && self.load(w).is_none()
+    }
+
     /// The header offset of loop `l`'s mbarriers, if it is a TMA loop.
     pub fn loop_barriers(&self, l: Inst) -> Option<u32> {
         self.loops.get(l).copied().flatten()
@@ -153,13 +160,17 @@ pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &Secon
     let param_bytes = |maps: usize| base.next_multiple_of(64) + 128 * maps as u32;
     for (l, p) in pipelines.iter() {
         let Some(p) = p else { continue };
-        let loads: Option<Vec<(Var, TensorMapPlan, u32)>> = p.writes.iter().map(|&w| qualify(k, roles, w, tcgen05)).collect();
-        let Some(loads) = loads else { continue };
-        let new_maps = loads.iter().filter(|(_, m, _)| !out.maps.contains(m)).map(|(_, m, _)| m).collect::<std::collections::HashSet<_>>().len();
+        // A write TMA cannot take (a per-row vector of gates: 4 bytes per row, no 16-byte box)
+        // stays a thread copy (`cp.async`) in the same loop.
+        let loads: Vec<(Inst, (Var, TensorMapPlan, u32))> = p.writes.iter().filter_map(|&w| qualify(k, roles, w, tcgen05).map(|q| (w, q))).collect();
+        if loads.is_empty() {
+            continue;
+        }
+        let new_maps = loads.iter().filter(|(_, (_, m, _))| !out.maps.contains(m)).map(|(_, (_, m, _))| m).collect::<std::collections::HashSet<_>>().len();
         if param_bytes(out.maps.len() + new_maps) > target.max_param_bytes {
             continue;
         }
-        for (&w, (v, map, rows)) in p.writes.iter().zip(loads) {
+        for (w, (v, map, rows)) in loads {
             let idx = match out.maps.iter().position(|m| *m == map) {
                 Some(i) => i,
                 None => {

@@ -8,9 +8,9 @@
 //! bit-identical; what goes away is the write-back of the fragments, a copy, a reload and
 //! their barriers.
 
-use inkwell::values::PointerValue;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
-use crate::ir::{Inst, Op, Var};
+use crate::ir::{Inst, Op, Value, Var};
 use crate::layout::wgmma::fragment_coords;
 
 use super::super::copy::TileLayout;
@@ -25,6 +25,13 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// Emits root `i` (a `Store` or `WriteVar`) in the fragment order of accumulator `v`.
+    ///
+    /// A thread's fragment elements come in pairs, `d[2j]` and `d[2j + 1]` at columns `c` and
+    /// `c + 1` of one row with `c` even ([`fragment_coords`]): each pair is written by one
+    /// 2-element store where memory keeps the pair contiguous. Every element of a unit is
+    /// evaluated before any is written, so the reads of a row's broadcast operands (a gate, a
+    /// mask: 2 distinct rows per thread and unit) are common subexpressions of the unit instead
+    /// of being repeated after each store, which may alias them.
     pub fn fragment_root(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
         self.settle_wgmma()?;
         let (arr, d) = self.fragment(v)?;
@@ -32,39 +39,85 @@ impl<'ctx> Codegen<'ctx, '_> {
         let len = d.floats_per_thread();
         let op = self.k.insts[i].op.clone();
         self.for_each_unit(d, &mut |cg, s, r0, c0, t| {
-            for e in 0..per_slot {
+            let mut pairs = vec![];
+            for e in (0..per_slot).step_by(2) {
                 let (r, c) = fragment_coords(&*cg, t, e)?;
                 let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
-                let slot = cg.frag_slot(arr, len, s * per_slot + e)?;
-                cg.frag_ctx = Some((v, slot));
-                let done = cg.fragment_element(&op, v, slot, r, c);
-                cg.frag_ctx = None;
-                done?;
+                let slots = [cg.frag_slot(arr, len, s * per_slot + e)?, cg.frag_slot(arr, len, s * per_slot + e + 1)?];
+                let (vals, keep) = cg.fragment_pair(&op, v, slots, r, c)?;
+                pairs.push(FragPair { slots, r, c, vals, keep });
             }
-            Ok(())
+            cg.write_fragment_pairs(&op, v, &pairs)
         })
     }
 
-    /// One element `(r, c)` of root `op`; `slot` holds the accumulator's value there.
-    fn fragment_element(&mut self, op: &Op, v: Var, slot: PointerValue<'ctx>, r: inkwell::values::IntValue<'ctx>, c: inkwell::values::IntValue<'ctx>) -> Result<(), BackendError> {
+    /// The values of root `op` at elements `(r, c)` and `(r, c + 1)` (and its `where` mask
+    /// there); `slots` hold the accumulator's values at those elements.
+    fn fragment_pair(&mut self, op: &Op, v: Var, slots: [PointerValue<'ctx>; 2], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<([BasicValueEnum<'ctx>; 2], Option<[IntValue<'ctx>; 2]>), BackendError> {
+        let cs = [c, self.b.build_int_add(c, self.i32(1), "")?];
+        // Each element's expression reads the accumulator at its own slot.
+        let at = |cg: &mut Self, k: usize, x: Value| {
+            cg.frag_ctx = Some((v, slots[k]));
+            let y = cg.operand(x, r, cs[k]);
+            cg.frag_ctx = None;
+            y
+        };
         match op {
-            Op::Store { dst, index, value, mask } => {
-                let x = self.operand(*value, r, c)?;
-                self.store_global_elem(*dst, index, *mask, x, self.res_elem(*value), r, c)
+            Op::Store { value, mask, .. } => {
+                let vals = [at(self, 0, *value)?, at(self, 1, *value)?];
+                let keep = match mask {
+                    Some(m) => Some([at(self, 0, *m)?.into_int_value(), at(self, 1, *m)?.into_int_value()]),
+                    None => None,
+                };
+                Ok((vals, keep))
             }
             Op::WriteVar(w, x) => {
-                let y = self.operand(*x, r, c)?;
                 let we = self.k.vars[*w].ty.elem();
-                let y = self.convert(y, self.res_elem(*x), we)?;
-                if *w == v {
-                    self.b.build_store(slot, y)?;
-                    return Ok(());
+                let ys = [at(self, 0, *x)?, at(self, 1, *x)?];
+                Ok(([self.convert(ys[0], self.res_elem(*x), we)?, self.convert(ys[1], self.res_elem(*x), we)?], None))
+            }
+            other => Err(BackendError::Invalid(format!("{other:?} is not a fragment-order root"))),
+        }
+    }
+
+    /// Writes the evaluated pairs of root `op`.
+    fn write_fragment_pairs(&mut self, op: &Op, v: Var, pairs: &[FragPair<'ctx>]) -> Result<(), BackendError> {
+        match op {
+            Op::Store { dst, index, value, .. } => {
+                let elems: Vec<_> = pairs.iter().map(|p| (p.r, p.c, p.vals, p.keep)).collect();
+                self.store_global_pairs(*dst, index, &elems, self.res_elem(*value))
+            }
+            Op::WriteVar(w, _) if *w == v => {
+                for p in pairs {
+                    self.b.build_store(p.slots[0], p.vals[0])?;
+                    self.b.build_store(p.slots[1], p.vals[1])?;
                 }
+                Ok(())
+            }
+            Op::WriteVar(w, _) => {
+                // Every shared-memory tile layout keeps (r, c) and (r, c + 1), c even, side by
+                // side and pair-aligned (row-major; the swizzled and core-matrix layouts, which
+                // hold 16-bit tiles only: `an_even_column_and_the_next_are_adjacent` in
+                // `layout::swizzle` and `layout::staging`).
+                let we = self.k.vars[*w].ty.elem();
                 let shape = self.shape_of(self.k.vars[*w].ty, "variable")?;
-                let off = self.var_layout(*w).offset(self, r, c, shape, we.size_bytes())?;
-                let off = self.b.build_int_add(self.i32(self.var_buf(*w)? as i32), off, "")?;
-                let p = self.smem_at(off)?;
-                self.b.build_store(p, self.to_storage(y, we)?)?;
+                let buf = self.i32(self.var_buf(*w)? as i32);
+                let layout = self.var_layout(*w);
+                for p in pairs {
+                    let off = layout.offset(self, p.r, p.c, shape, we.size_bytes())?;
+                    let ptr = self.smem_at(self.b.build_int_add(buf, off, "")?)?;
+                    let vs = [self.to_storage(p.vals[0], we)?, self.to_storage(p.vals[1], we)?];
+                    if layout == TileLayout::RowMajor && shape.1 % 2 == 1 {
+                        // An odd row length leaves every other row's pairs misaligned.
+                        let c1 = self.b.build_int_add(p.c, self.i32(1), "")?;
+                        let off1 = layout.offset(self, p.r, c1, shape, we.size_bytes())?;
+                        self.b.build_store(ptr, vs[0])?;
+                        self.b.build_store(self.smem_at(self.b.build_int_add(buf, off1, "")?)?, vs[1])?;
+                        continue;
+                    }
+                    let pair = self.storage_pair(vs, we)?;
+                    self.b.build_store(ptr, pair)?.set_alignment(2 * we.size_bytes()).map_err(|e| BackendError::Invalid(e.to_string()))?;
+                }
                 Ok(())
             }
             other => Err(BackendError::Invalid(format!("{other:?} is not a fragment-order root"))),
@@ -79,4 +132,16 @@ impl<'ctx> Codegen<'ctx, '_> {
             None => TileLayout::RowMajor,
         }
     }
+}
+
+/// One evaluated pair of fragment elements, `(r, c)` and `(r, c + 1)`.
+struct FragPair<'ctx> {
+    /// The accumulator registers of the two elements.
+    slots: [PointerValue<'ctx>; 2],
+    r: IntValue<'ctx>,
+    c: IntValue<'ctx>,
+    /// The root's values there (the written variable's element type for a `WriteVar`).
+    vals: [BasicValueEnum<'ctx>; 2],
+    /// A `Store`'s `where` mask there.
+    keep: Option<[IntValue<'ctx>; 2]>,
 }
