@@ -1,9 +1,10 @@
 # H200 speed of tilec's sm_90a kernels beside their anchors, measured in the same run:
 #   * gemm (dsl-examples/gemm.tile) at M = N = K = 4096, 8192 and a ragged 4000, bf16 in, f32 out,
 #     vs torch.matmul (bf16);
-#   * k1_scan_scalar (dsl-examples/k1_reverse_scan.tile) at B=8, T in {512, 2048, 8192}, H=16,
-#     K=V=128 (C=64) vs
-#     fla 0.6.0's chunk_gated_delta_rule_bwd_dhu (Triton) on the same inputs.
+#   * k1_scan_scalar and k1_scan_channel (dsl-examples/k1_reverse_scan.tile) at B=8,
+#     T in {512, 2048, 8192}, H=16, K=V=128 (C=64) vs fla 0.6.0's
+#     chunk_gated_delta_rule_bwd_dhu (Triton) on the same inputs (g, or gk per channel; fla's
+#     per-channel form takes q and k already gated, k1_scan_channel gates them itself).
 # tilec kernels are launched by `tilec-run --bench` (CUDA events, median of N launches of the kernel
 # alone); the anchors are timed with triton.testing.do_bench (median, after warm-up and autotune).
 # Also prints how far tilec's outputs are from the anchors' (max |diff| / max |anchor|), so the
@@ -25,6 +26,7 @@ ap.add_argument("--work", default="/tmp/perf")
 ap.add_argument("--repeat", type=int, default=20)
 ap.add_argument("--skip", default="", help="comma list of parts to skip: gemm,k1")
 ap.add_argument("--k1-t", default="512,2048,8192", help="comma list of sequence lengths T for K#1")
+ap.add_argument("--k1-kernels", default="scalar,channel", help="K#1 gate settings: scalar (GDN, SSD), channel (KDA, GLA)")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 dev = "cuda"
@@ -83,7 +85,7 @@ if "gemm" not in args.skip:
         torch.cuda.empty_cache()
 
 # ---- K#1 reverse state scan vs fla chunk_gated_delta_rule_bwd_dhu --------------------------------
-if "k1" not in args.skip:
+for kind in [] if "k1" in args.skip else args.k1_kernels.split(","):
     for T in [int(t) for t in args.k1_t.split(",")]:
         B, H, Kd, V, C = 8, 16, 128, 128, 64
         NT = (T + C - 1) // C
@@ -95,19 +97,21 @@ if "k1" not in args.skip:
         dv = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
         dht = torch.randn(B, H, Kd, V, device=dev, generator=g_) * 0.1
         # Chunk-local cumulative log2 gates (fla's convention for its exp2 kernels).
-        step = -torch.rand(B, NT, C, H, device=dev, generator=g_) * 0.05
-        g = step.cumsum(2).reshape(B, NT * C, H)[:, :T].contiguous()
+        # Per token (k1_scan_scalar) or per key channel (k1_scan_channel).
+        shape = (B, NT, C, H) if kind == "scalar" else (B, NT, C, H, Kd)
+        step = -torch.rand(*shape, device=dev, generator=g_) * 0.05
+        g = step.cumsum(2).reshape(B, NT * C, *shape[3:])[:, :T].contiguous()
         scale = Kd ** -0.5
-        fin = os.path.join(args.work, "k1_in.safetensors")
+        fin = os.path.join(args.work, f"k1_{kind}_in.safetensors")
         # One sequence per batch row: cu = [0, T] (cu_seqlens), co = [0, NT] (its first chunk).
         cu = torch.tensor([0, T], dtype=torch.int32)
         co = torch.tensor([0, NT], dtype=torch.int32)
         save_file({"cu": cu, "co": co, "q": q.cpu(), "k": k.cpu(), "w": w.cpu(), "g": g.cpu(), "dout": do.cpu(), "dv": dv.cpu(), "dht": dht.cpu(),
                    "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
-        fout = os.path.join(args.work, "k1_out.safetensors")
-        res = {"case": f"k1_scan_scalar B={B} T={T} H={H} K={Kd} V={V} C={C}"}
+        fout = os.path.join(args.work, f"k1_{kind}_out.safetensors")
+        res = {"case": f"k1_scan_{kind} B={B} T={T} H={H} K={Kd} V={V} C={C}"}
         try:
-            med, mn, txt, wall = tilec_bench(os.path.join(args.art, "k1_scan_scalar.sm_90a.meta.json"), fin, fout, [])
+            med, mn, txt, wall = tilec_bench(os.path.join(args.art, f"k1_scan_{kind}.sm_90a.meta.json"), fin, fout, [])
             res.update({"tilec_ms": med, "tilec_min_ms": mn, "tilec_run": txt.splitlines()[-1], "tilec_run_wall_s": wall})
         except Exception as e:
             res["tilec_error"] = repr(e)[:1000]
@@ -117,7 +121,8 @@ if "k1" not in args.skip:
             _co.TRITON_ABOVE_3_7_1 = True  # the #640 Hopper guard (gdn_anchors.py); timing only
             from fla.ops.common.chunk_delta_h import chunk_gated_delta_rule_bwd_dhu as dhu
             h0 = torch.zeros(B, H, Kd, V, device=dev)
-            call = lambda: dhu(q=q, k=k, w=w, do=do, dv=dv, g=g, h0=h0, dht=dht, scale=scale, chunk_size=C)
+            gates = {"g": g} if kind == "scalar" else {"gk": g}
+            call = lambda: dhu(q=q, k=k, w=w, do=do, dv=dv, **gates, h0=h0, dht=dht, scale=scale, chunk_size=C)
             t0 = time.time()
             dh_f, dh0_f, dv2_f = call()  # first call: JIT + autotune
             torch.cuda.synchronize()
@@ -125,6 +130,9 @@ if "k1" not in args.skip:
             res["fla_ms"] = do_bench(call, warmup=25, rep=200)
             if "tilec_ms" in res:
                 res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_ms"]
+            # fla's per-channel dhu takes q and k already gated (its KDA backward gates them in an
+            # earlier kernel); k1_scan_channel gates them itself: same inputs, more work, other outputs.
+            if "tilec_ms" in res and kind == "scalar":
                 o = load_file(fout)
                 res["relerr_vs_fla"] = {"dh": relerr(o["dh"].to(dev), dh_f), "dh0": relerr(o["dh0"].to(dev), dh0_f), "dv2": relerr(o["dv2"].to(dev), dv2_f)}
         except Exception as e:

@@ -47,17 +47,19 @@ fn gemm_operands_are_tma_copies_into_128b_swizzled_rings() {
 fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
     let ps = plans(&example("k1_reverse_scan.tile"));
     let (swz, row) = (|c: u32| (vec![1, 64, 1, c], Some(Swizzle::B128)), |c: u32| (vec![1, 64, 1, c], None));
+    // dv (64 x 32 bf16: 64-byte rows) is read in dvn's fragment order (`dvn += dv`): 64B swizzle.
+    let b64 = (vec![1, 64, 1, 32], Some(Swizzle::B64));
     for (name, tp) in &ps {
         // Rank-4 tensors: box 1 on the point dimensions. k1_scan_scalar scales the C x BV
         // product by its per-row gate, so k, q and w (K = 128: two 128B panels) are wgmma operands
-        // as loaded, and dv, dout (v0..+32) plain tiles; its gate column g[b, t0..+64, h] (4
+        // as loaded, and dv, dout (v0..+32) plain tiles, dv swizzled (above); its gate column g[b, t0..+64, h] (4
         // bytes a row) has no box and stays a cp.async copy. k1_scan_channel scales k and q per
         // channel: kt, qt are plain tiles the threads read; dos (32 bf16 = a 64B panel) and ws
         // are operands.
         let boxes: Vec<(Vec<u32>, Option<Swizzle>)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
         let (want, thread_copies, per_stage) = match name.as_str() {
-            "k1_scan_scalar" => (vec![swz(64), row(32), swz(64), row(32), swz(64)], 1, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2) + 64 * 4),
-            _ => (vec![row(128), row(32), row(128), (vec![1, 64, 1, 32], Some(Swizzle::B64)), swz(64)], 0, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2)),
+            "k1_scan_scalar" => (vec![swz(64), b64.clone(), swz(64), row(32), swz(64)], 1, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2) + 64 * 4),
+            _ => (vec![row(128), b64.clone(), row(128), b64.clone(), swz(64)], 0, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2)),
         };
         assert_eq!(boxes, want, "{name}");
         let (l, p) = tp.pipelines.iter().find_map(|(l, p)| p.as_ref().map(|p| (l, p))).expect("the reverse chunk loop is pipelined");
@@ -167,12 +169,15 @@ fn operand_tiles_the_threads_write_are_swizzled_too() {
         if name == "k1_scan_scalar" {
             // dos = bf16(do ⊙ gate) (64 x 32), db, dvb; kt and qt are TMA operands.
             assert_eq!([sw("dos"), sw("db"), sw("dvb"), sw("kt"), sw("qt")], [Some(Swizzle::B64), Some(Swizzle::B64), Some(Swizzle::B64), Some(Swizzle::B128), Some(Swizzle::B128)]);
-            assert_eq!([sw("dot"), sw("dvt"), sw("gc")], [None, None, None], "plain tiles read element by element stay row-major");
+            // Plain tiles read element by element stay row-major, but dvt: read in dvn's
+            // fragment order, it is swizzled (8 bank groups for 8 rows).
+            assert_eq!([sw("dot"), sw("dvt"), sw("gc")], [None, Some(Swizzle::B64), None]);
             continue;
         }
         assert_eq!([sw("ks"), sw("qs"), sw("db"), sw("dvb")], [Some(Swizzle::B128), Some(Swizzle::B128), Some(Swizzle::B64), Some(Swizzle::B64)], "{name}");
-        // Plain tiles read element by element stay row-major.
-        assert_eq!([sw("kt"), sw("qt"), sw("dvt")], [None, None, None], "{name}");
+        // Plain tiles read element by element in CTA loops stay row-major; dvt (fragment order)
+        // is swizzled.
+        assert_eq!([sw("kt"), sw("qt"), sw("dvt")], [None, None, Some(Swizzle::B64)], "{name}");
         assert_eq!(tp.header_bytes % 1024, 0);
     }
 }

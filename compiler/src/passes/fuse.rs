@@ -6,7 +6,8 @@
 //!   splat, iota, mask, transpose), a global `Load`, or a `ReadVar` of a shared-memory variable;
 //! * it has exactly one use, in the same block, by a consumer that reads tiles element by element
 //!   (the operations above, `Store`, `WriteVar`, `Reduce`), and the consumer does not broadcast it
-//!   (a broadcast operand would be recomputed for every column or row);
+//!   (a broadcast operand would be recomputed for every column or row) — or, for a `ReadVar` of a
+//!   shared-memory variable, a view of it (`Slice`: it reads the few elements it takes in place);
 //! * for a `Load`: no `Store` to the same tensor, and for a `ReadVar`: no write of the variable,
 //!   happens between the definition and the point where the fused expression is evaluated (the
 //!   final non-fused consumer).
@@ -138,6 +139,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             let uop = &k.insts[u].op;
             let consumer_ok = match uop {
                 Op::Transpose(_) | Op::WriteVar(..) | Op::Reduce(..) | Op::Scan { .. } => true,
+                // A view (a block, a row, an element) of a shared-memory variable reads the
+                // variable in place: no copy of the whole tile for the few elements it takes.
+                Op::Slice { .. } => matches!(op, Op::ReadVar(var) if in_smem(*var)),
                 // The stored value has the store's shape; a `where` mask may broadcast along it.
                 Op::Store { value, .. } => k.values[*value].ty.shape() == Some(vshape),
                 op if op.is_elementwise() => k.insts[u].result.and_then(|r| k.values[r].ty.shape()) == Some(vshape),

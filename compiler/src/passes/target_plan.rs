@@ -90,7 +90,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     // a resident CTA per SM: measured on K#1 (H200, B=8 T=2048 H=16), a 3-stage ring at one
     // CTA per SM took 1.97 ms against 1.28 ms with one stage at two.
     let mut pipelines = pipeline::candidates(k, &roles, &fusion);
-    let mut tma = tma::plan(k, info, &roles, &pipelines);
+    let mut tma = tma::plan(k, info, &roles, &fusion, &pipelines);
     let mut header_bytes = header(k, info, &tma, &pipelines);
     let swizzled = |v| tma.swizzle_of(v);
     let mut chosen = None;
@@ -124,7 +124,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
         None => {
             // Without pipelines, no TMA; operand tiles keep their swizzle.
             pipelines = SecondaryMap::new();
-            tma = tma::plan(k, info, &roles, &pipelines);
+            tma = tma::plan(k, info, &roles, &fusion, &pipelines);
             header_bytes = header(k, info, &tma, &pipelines);
             let swz = |v| tma.swizzle_of(v);
             smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swz)

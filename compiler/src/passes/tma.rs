@@ -16,7 +16,9 @@
 //!   variable lives in the swizzled layout, its box is one panel wide (`P/2` elements on the last
 //!   dimension), and one copy per panel fills it; or
 //! * a plain tile read element by element (2- or 4-byte elements, a row of whole 16-byte
-//!   chunks, at most 256 columns): row-major, no swizzle, one copy of the whole tile.
+//!   chunks, at most 256 columns): one copy of the whole tile, row-major — or, read in a wgmma
+//!   fragment's order with 16-bit elements and rows a multiple of 8, in the widest swizzle
+//!   dividing a row, one copy per panel (no bank conflicts there).
 //! Boxes are the tile's rows tall on the row dimension and 1 on every point dimension.
 //!
 //! One tensor map per distinct (tensor, box, swizzle); the kernel receives them after its size
@@ -35,6 +37,7 @@ use crate::ir::{Index, Inst, Kernel, Op, Param, ParamKind, Var};
 use crate::layout::swizzle::Swizzle;
 use crate::target::TargetInfo;
 
+use super::fuse::Fusion;
 use super::pipeline::Pipeline;
 use super::var_roles::VarRoles;
 
@@ -147,7 +150,7 @@ pub fn early_refill(p: &Pipeline) -> bool {
 }
 
 /// Decides the TMA loads of kernel `k`'s pipelined loops on `target`.
-pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &SecondaryMap<Inst, Option<Pipeline>>) -> TmaPlan {
+pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, pipelines: &SecondaryMap<Inst, Option<Pipeline>>) -> TmaPlan {
     let mut out = TmaPlan::default();
     let wgmma = target.mma.wgmma && target.tmem.is_none();
     let tcgen05 = target.mma.tcgen05 && target.tmem.is_some();
@@ -158,11 +161,12 @@ pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &Secon
     // bytes each on a 64-byte boundary; past the target's parameter space a loop keeps cp.async.
     let base: u32 = k.params.values().map(|p| if matches!(p.kind, ParamKind::Tensor { .. }) { 8 } else { 4 }).sum::<u32>() + 4 * k.sizes.len() as u32;
     let param_bytes = |maps: usize| base.next_multiple_of(64) + 128 * maps as u32;
+    let frag_read = fragment_order_reads(k, fusion);
     for (l, p) in pipelines.iter() {
         let Some(p) = p else { continue };
         // A write TMA cannot take (a per-row vector of gates: 4 bytes per row, no 16-byte box)
         // stays a thread copy (`cp.async`) in the same loop.
-        let loads: Vec<(Inst, (Var, TensorMapPlan, u32))> = p.writes.iter().filter_map(|&w| qualify(k, roles, w, tcgen05).map(|q| (w, q))).collect();
+        let loads: Vec<(Inst, (Var, TensorMapPlan, u32))> = p.writes.iter().filter_map(|&w| qualify(k, roles, &frag_read, w, tcgen05).map(|q| (w, q))).collect();
         if loads.is_empty() {
             continue;
         }
@@ -201,6 +205,18 @@ pub fn plan(k: &Kernel, target: &TargetInfo, roles: &VarRoles, pipelines: &Secon
     out
 }
 
+/// The shared-memory variables some root evaluated in a register accumulator's fragment order
+/// reads ([`Fusion::frag_root`]).
+fn fragment_order_reads(k: &Kernel, fusion: &Fusion) -> std::collections::HashSet<Var> {
+    let mut out = std::collections::HashSet::new();
+    k.walk(|i| {
+        if fusion.frag_root(i).is_some() {
+            out.extend(fusion.leaves(k, i).1);
+        }
+    });
+    out
+}
+
 /// Whether every MMA reading `v` as an MN-major B operand splits N on `sw`'s panel
 /// boundaries: wgmma in its accumulator's pieces, tcgen05 in pieces of 256 columns. (An A
 /// operand's units start at multiples of 64 rows, a whole number of panels in every mode.)
@@ -217,7 +233,7 @@ fn panels_fit(k: &Kernel, roles: &VarRoles, v: Var, sw: Swizzle, tcgen05: bool) 
 }
 
 /// The variable, tensor map and row count of pipelined write `w` if TMA can do it.
-fn qualify(k: &Kernel, roles: &VarRoles, w: Inst, tcgen05: bool) -> Option<(Var, TensorMapPlan, u32)> {
+fn qualify(k: &Kernel, roles: &VarRoles, frag_read: &std::collections::HashSet<Var>, w: Inst, tcgen05: bool) -> Option<(Var, TensorMapPlan, u32)> {
     let (v, src, index) = k.written_load(w)?;
     let ParamKind::Tensor { elem, .. } = &k.params[src].kind else { return None };
     let (rows, cols) = k.vars[v].ty.shape()?;
@@ -226,7 +242,7 @@ fn qualify(k: &Kernel, roles: &VarRoles, w: Inst, tcgen05: bool) -> Option<(Var,
         return None;
     }
     // Operand tiles: 16-bit panels in the widest swizzle dividing a row. Plain tiles (read
-    // element by element): the row-major box itself, one row of whole 16-byte chunks.
+    // element by element): one row of whole 16-byte chunks, swizzled panels where 16-bit.
     let sw = if roles.is_tiled(v) {
         if size != 2 || rows % 8 != 0 {
             return None;
@@ -236,7 +252,14 @@ fn qualify(k: &Kernel, roles: &VarRoles, w: Inst, tcgen05: bool) -> Option<(Var,
         if !matches!(size, 2 | 4) || (cols * size) % 16 != 0 || cols > MAX_BOX {
             return None;
         }
-        None
+        // A 16-bit plain tile the threads read in a wgmma fragment's order (8 rows, 4 column
+        // pairs per warp) is swizzled: 8 distinct bank groups instead of 2 (a 4-way conflict on
+        // K#1's 64-byte dv rows). Others stay row-major: the swizzle's address arithmetic in
+        // CTA loops cost k1_scan_channel its last registers (4 bytes of spills).
+        match size {
+            2 if rows % 8 == 0 && frag_read.contains(&v) => Swizzle::for_cols(cols),
+            _ => None,
+        }
     };
     let ranges: Vec<usize> = index.iter().enumerate().filter(|(_, ix)| matches!(ix, Index::Range { .. })).map(|(d, _)| d).collect();
     if ranges.len() != 2 || ranges[1] + 1 != index.len() {
