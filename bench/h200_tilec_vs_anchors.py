@@ -3,8 +3,8 @@
 #     vs torch.matmul (bf16);
 #   * k1_scan_scalar and k1_scan_channel (dsl-examples/k1_reverse_scan.tile) at B=8,
 #     T in {512, 2048, 8192}, H=16, K=V=128 (C=64) vs fla 0.6.0's
-#     chunk_gated_delta_rule_bwd_dhu (Triton) on the same inputs (g, or gk per channel; fla's
-#     per-channel form takes q and k already gated, k1_scan_channel gates them itself).
+#     chunk_gated_delta_rule_bwd_dhu (Triton) on the same inputs (g, or gk per channel: both
+#     per-channel forms take q and k already gated; tilec's with the scale folded into q).
 # tilec kernels are launched by `tilec-run --bench` (CUDA events, median of N launches of the kernel
 # alone); the anchors are timed with triton.testing.do_bench (median, after warm-up and autotune).
 # Also prints how far tilec's outputs are from the anchors' (max |diff| / max |anchor|), so the
@@ -106,8 +106,13 @@ for kind in [] if "k1" in args.skip else args.k1_kernels.split(","):
         # One sequence per batch row: cu = [0, T] (cu_seqlens), co = [0, NT] (its first chunk).
         cu = torch.tensor([0, T], dtype=torch.int32)
         co = torch.tensor([0, NT], dtype=torch.int32)
-        save_file({"cu": cu, "co": co, "q": q.cpu(), "k": k.cpu(), "w": w.cpu(), "g": g.cpu(), "dout": do.cpu(), "dv": dv.cpu(), "dht": dht.cpu(),
-                   "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
+        if kind == "scalar":
+            qk = {"q": q.cpu(), "k": k.cpu(), "scale": torch.tensor(scale, dtype=torch.float32)}
+        else:
+            # k1_scan_channel takes q and k gated (fla's per-channel dhu contract) and the scale
+            # folded into q: here q and k stand for the gated ones, as they do for fla.
+            qk = {"qg": (q.float() * scale).to(torch.bfloat16).cpu(), "kg": k.cpu()}
+        save_file({"cu": cu, "co": co, **qk, "w": w.cpu(), "g": g.cpu(), "dout": do.cpu(), "dv": dv.cpu(), "dht": dht.cpu()}, fin)
         fout = os.path.join(args.work, f"k1_{kind}_out.safetensors")
         res = {"case": f"k1_scan_{kind} B={B} T={T} H={H} K={Kd} V={V} C={C}"}
         try:
@@ -130,9 +135,7 @@ for kind in [] if "k1" in args.skip else args.k1_kernels.split(","):
             res["fla_ms"] = do_bench(call, warmup=25, rep=200)
             if "tilec_ms" in res:
                 res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_ms"]
-            # fla's per-channel dhu takes q and k already gated (its KDA backward gates them in an
-            # earlier kernel); k1_scan_channel gates them itself: same inputs, more work, other outputs.
-            if "tilec_ms" in res and kind == "scalar":
+            if "tilec_ms" in res:
                 o = load_file(fout)
                 res["relerr_vs_fla"] = {"dh": relerr(o["dh"].to(dev), dh_f), "dh0": relerr(o["dh0"].to(dev), dh0_f), "dv2": relerr(o["dv2"].to(dev), dv2_f)}
         except Exception as e:

@@ -133,14 +133,13 @@ impl<'ctx> Codegen<'ctx, '_> {
     fn copy_elements_async(&mut self, src: Param, index: &[Index], (rows, cols): (u32, u32), dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
         let base = self.params[src].ok_or_else(|| BackendError::Invalid("tensor parameter not bound".into()))?.into_pointer_value();
         self.cta_loop(rows * cols, &mut |cg, e| {
-            let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-            let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+            let (r, c) = cg.tile_coords(e, cols)?;
             let (inb, ptr) = cg.global_elem(src, index, r, c)?;
             let from = cg.b.build_select(inb, ptr, base, "cp.src")?;
             let bytes = cg.b.build_select(inb, cg.i32(4), cg.i32(0), "valid")?;
             let off = cg.b.build_int_add(cg.b.build_int_mul(e, cg.i32(4), "")?, dst, "")?;
             let dptr = cg.smem_at(off)?;
-            cg.call("llvm.nvvm.cp.async.ca.shared.global.4.s", None, &[dptr.into(), from.into(), bytes.into()])?;
+            cg.call("llvm.nvvm.cp.async.ca.shared.global.4.s", None, &[dptr.into(), from, bytes])?;
             Ok(())
         })?;
         if wait {

@@ -104,8 +104,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             Type::Tile { elem, rows, cols } => {
                 let buf = self.value_buf(res)?;
                 self.cta_loop(rows * cols, &mut |cg, e| {
-                    let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-                    let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+                    let (r, c) = cg.tile_coords(e, cols)?;
                     let v = cg.element(i, elem, r, c)?;
                     cg.store_elem(buf, e, elem, v)
                 })

@@ -376,6 +376,13 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         Ok(())
     }
 
+    /// Row and column of element `e` of a row-major tile `cols` wide (the element loops' index).
+    pub fn tile_coords(&self, e: IntValue<'ctx>, cols: u32) -> Result<(IntValue<'ctx>, IntValue<'ctx>), BackendError> {
+        let r = self.b.build_int_unsigned_div(e, self.i32(cols as i32), "r")?;
+        let c = self.b.build_int_unsigned_rem(e, self.i32(cols as i32), "c")?;
+        Ok((r, c))
+    }
+
     /// Runs `then` where `cond` holds and `otherwise` where it does not.
     pub fn if_else(
         &mut self,

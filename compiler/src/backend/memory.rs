@@ -97,8 +97,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 let buf = self.value_buf(res)?;
                 let mut elementwise = |cg: &mut Self| {
                     cg.cta_loop(rows * cols, &mut |cg, e| {
-                        let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-                        let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+                        let (r, c) = cg.tile_coords(e, cols)?;
                         let v = cg.load_global(src, index, r, c)?;
                         let v = cg.convert(v, elem, out)?;
                         cg.store_elem(buf, e, out, v)
@@ -207,8 +206,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
         let vel = vty.elem();
         let mut body = |cg: &mut Self, e: IntValue<'ctx>| -> Result<(), BackendError> {
-            let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-            let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+            let (r, c) = cg.tile_coords(e, cols)?;
             let v = cg.operand(value, r, c)?;
             cg.store_global_elem(dst, index, mask, v, vel, r, c)
         };
@@ -242,8 +240,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             let x = if layout == TileLayout::RowMajor {
                 cg.load_elem_at(src, e, vel)?
             } else {
-                let r = cg.b.build_int_unsigned_div(e, cg.i32(cols as i32), "r")?;
-                let c = cg.b.build_int_unsigned_rem(e, cg.i32(cols as i32), "c")?;
+                let (r, c) = cg.tile_coords(e, cols)?;
                 cg.load_elem_in(src, layout, r, c, (rows, cols), vel)?
             };
             let x = cg.convert(x, vel, rel)?;

@@ -19,6 +19,7 @@
 //!   chunks, at most 256 columns): one copy of the whole tile, row-major — or, read in a wgmma
 //!   fragment's order with 16-bit elements and rows a multiple of 8, in the widest swizzle
 //!   dividing a row, one copy per panel (no bank conflicts there).
+//!
 //! Boxes are the tile's rows tall on the row dimension and 1 on every point dimension.
 //!
 //! One tensor map per distinct (tensor, box, swizzle); the kernel receives them after its size
@@ -255,7 +256,7 @@ fn qualify(k: &Kernel, roles: &VarRoles, frag_read: &std::collections::HashSet<V
         // A 16-bit plain tile the threads read in a wgmma fragment's order (8 rows, 4 column
         // pairs per warp) is swizzled: 8 distinct bank groups instead of 2 (a 4-way conflict on
         // K#1's 64-byte dv rows). Others stay row-major: the swizzle's address arithmetic in
-        // CTA loops cost k1_scan_channel its last registers (4 bytes of spills).
+        // CTA loops cost a kernel at 255 registers (k1_scan_channel, then) 4 bytes of spills.
         match size {
             2 if rows % 8 == 0 && frag_read.contains(&v) => Swizzle::for_cols(cols),
             _ => None,
