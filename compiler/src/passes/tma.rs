@@ -84,8 +84,9 @@ pub struct TmaPlan {
     /// Variables kept in a swizzled layout: those TMA fills, and the other operand tiles an MMA
     /// can read swizzled (their writers store 16-byte chunks without bank conflicts).
     pub swizzle: SecondaryMap<Var, Option<Swizzle>>,
-    /// Pipelined loops whose writes are all TMA, with the byte offset of their first full
-    /// mbarrier in the shared-memory header (one 8-byte mbarrier per ring stage).
+    /// Pipelined loops with TMA writes (any others are thread copies), with the byte offset of
+    /// their first full mbarrier in the shared-memory header (one 8-byte mbarrier per ring stage,
+    /// or per write with one stage).
     pub loops: SecondaryMap<Inst, Option<u32>>,
 }
 
