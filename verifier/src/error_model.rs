@@ -99,19 +99,10 @@ pub fn element_bound(kind: BoundKind, p: &Precision, depth: usize, s: f64, r: f6
     }
 }
 
-/// The precision level whose unit roundoff best explains an observed relative error
-/// `err / (depth * scale)`; used to name the effective precision in PRC-01's report.
-pub fn implied_precision(u_eff: f64) -> &'static str {
-    let levels = [(DType::F64, "f64"), (DType::F32, "f32"), (DType::Tf32, "tf32/f16"), (DType::Bf16, "bf16")];
-    let mut best = "below bf16";
-    for (d, name) in levels {
-        if u_eff <= d.unit_roundoff() * 1.01 {
-            best = name;
-            break;
-        }
-    }
-    best
-}
+/// The reduced precisions PRC-01 tries as explanations of an error above the declared bound,
+/// widest significand first: TF32 and FP16 (u = 2^-11; TF32 first for its wider exponent
+/// range), then bf16 (u = 2^-8). Unit roundoffs from Higham Table 2.1 ([`DType::unit_roundoff`]).
+pub const REDUCED_PRECISIONS: [DType; 3] = [DType::Tf32, DType::F16, DType::Bf16];
 
 #[cfg(test)]
 mod tests {
@@ -135,9 +126,9 @@ mod tests {
     }
 
     #[test]
-    fn implied_precision_names_levels() {
-        assert_eq!(implied_precision(2f64.powi(-30)), "f32");
-        assert_eq!(implied_precision(2f64.powi(-12)), "tf32/f16");
-        assert_eq!(implied_precision(2f64.powi(-9)), "bf16");
+    fn reduced_precisions_are_widest_first() {
+        let u: Vec<f64> = REDUCED_PRECISIONS.iter().map(|d| d.unit_roundoff()).collect();
+        assert_eq!(u, vec![2f64.powi(-11), 2f64.powi(-11), 2f64.powi(-8)]);
+        assert!(REDUCED_PRECISIONS.iter().all(|d| d.unit_roundoff() > DType::F32.unit_roundoff()));
     }
 }

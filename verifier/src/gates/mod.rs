@@ -21,6 +21,7 @@ use crate::candidate::harness::Harness;
 use crate::candidate::CandidateError;
 use crate::error_model::{BoundKind, Precision};
 use crate::references::{Dims, Op};
+use crate::tensor::Tensor;
 use compare::ValueReport;
 use inputs::Dist;
 use serde::Serialize;
@@ -151,18 +152,38 @@ pub enum Probe {
     Values(ValueReport),
 }
 
+/// What a compared value probe fed the reference and what the candidate answered, kept for a
+/// gate that explains its verdict beyond the worst ratio (PRC-01).
+#[derive(Debug, Clone)]
+pub struct ProbeData {
+    /// The probe's inputs as the reference saw them: f64 tensors, already rounded to the
+    /// declared input dtype (a separate allocation from the candidate's copy, rule 10).
+    pub inputs: Vec<Tensor>,
+    /// The candidate's outputs.
+    pub outputs: Vec<Tensor>,
+}
+
 /// Run one value probe: generate inputs, run the reference and the candidate, compare.
 pub fn value_probe(ctx: &Ctx, gate: &str, dims: &Dims, dist: Dist, seed: u64, kind: BoundKind) -> Probe {
+    value_probe_data(ctx, gate, dims, dist, seed, kind).0
+}
+
+/// [`value_probe`], also handing back the inputs and the candidate's outputs when the values
+/// were compared (`Some` exactly when the probe is [`Probe::Values`]).
+pub fn value_probe_data(ctx: &Ctx, gate: &str, dims: &Dims, dist: Dist, seed: u64, kind: BoundKind) -> (Probe, Option<ProbeData>) {
     let inp = inputs::generate(ctx.op, dims, dist, seed, ctx.precision.input);
     let r = match ctx.op.forward(dims, &inp.reference) {
         Ok(r) => r,
-        Err(e) => return Probe::NotApplicable(e.to_string()),
+        Err(e) => return (Probe::NotApplicable(e.to_string()), None),
     };
     let call = ctx.harness.forward(gate, dims, inp.candidate);
     match call.outcome {
-        Err(e) if e.is_runtime_failure() => Probe::Runtime(e),
-        Err(e) => Probe::Refused(e.to_string()),
-        Ok(outs) => Probe::Values(compare::compare(&r, &outs, &ctx.precision, kind)),
+        Err(e) if e.is_runtime_failure() => (Probe::Runtime(e), None),
+        Err(e) => (Probe::Refused(e.to_string()), None),
+        Ok(outs) => {
+            let v = compare::compare(&r, &outs, &ctx.precision, kind);
+            (Probe::Values(v), Some(ProbeData { inputs: inp.reference, outputs: outs }))
+        }
     }
 }
 
