@@ -104,3 +104,25 @@ fn protocol_reports_exit_crash_hang_refusal_and_memory_limit() {
     let e = call(&inline("hog", "import numpy as np\ndef forward(x, d):\n    return np.ones(1 << 29)\n")).unwrap_err();
     assert!(matches!(&e, CandidateError::Crashed(m) if m.contains("MemoryError")), "{e:?}");
 }
+
+/// ORD-02 repeats the backward of an external candidate too, including the run after a restart
+/// into a fresh process: the NumPy honest matmul is identical over all 6 backward runs, its twin
+/// whose backward adds the reduction blocks in a random order is named by its gradient.
+#[test]
+fn external_ord02_repeats_the_backward_in_a_fresh_process() {
+    if !python_ready() {
+        return;
+    }
+    let runs = kverify::gates::ord02_determinism::RUNS + 1;
+    let r = battery::run(ext("honest"), None, &opts(Some(vec!["ORD-02".into()]))).expect("battery");
+    let g = &r.gates[0];
+    assert_eq!(g.status, Status::Pass, "{}", g.detail);
+    let want = format!("{runs} forward runs (incl. one in a fresh process), {runs} backward runs (incl. one in a fresh process); all bitwise identical");
+    assert_eq!(g.detail, want);
+    let r = battery::run(ext("nondeterministic_grad"), None, &opts(Some(vec!["ORD-02".into()]))).expect("battery");
+    let g = &r.gates[0];
+    assert_eq!(g.status, Status::Fail, "{}", g.detail);
+    assert_eq!(r.verdict, Verdict::Broken);
+    assert!(g.detail.contains("grad A: ") && g.detail.contains(&format!("distinct bit patterns over {runs} runs, first difference at run ")), "{}", g.detail);
+    assert!(!g.detail.contains("grad B:") && !g.detail.contains("output:"), "{}", g.detail);
+}

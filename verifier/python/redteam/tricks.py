@@ -205,3 +205,32 @@ def wrong_grad(inputs, dims):
 def wrong_grad_backward(inputs, grads, dims):
     da, db = honest_backward(inputs, grads, dims)
     return [da, (0.5 * db).astype(np.float32)]
+
+
+GRAD_BLOCK = 16
+
+
+def _blocked_grad_a(g, b, order):
+    # dA = dC B^T with the N reduction in GRAD_BLOCK-wide blocks, block partial sums added to an
+    # f32 accumulator in `order`: a split-K backward adding its blocks in completion order.
+    n = g.shape[1]
+    acc = np.zeros((g.shape[0], b.shape[0]), np.float32)
+    for blk in order:
+        sl = slice(blk * GRAD_BLOCK, min((blk + 1) * GRAD_BLOCK, n))
+        acc += _mm(g[:, sl], b[:, sl].T)
+    return acc
+
+
+def nondeterministic_grad(inputs, dims):
+    return honest(inputs, dims)
+
+
+def nondeterministic_grad_backward(inputs, grads, dims):
+    _, b = inputs
+    (g,) = grads
+    _, db = honest_backward(inputs, grads, dims)
+    nb = max(-(-dims["N"] // GRAD_BLOCK), 1)
+    # Completion order of the blocks: a fresh OS-seeded permutation per call (the in-process twin
+    # rotates by a call counter; a permutation makes a repeat over 6 runs vanishingly unlikely).
+    order = np.random.default_rng().permutation(nb)
+    return [_blocked_grad_a(g, b, order), db]

@@ -334,6 +334,65 @@ fn wrong_grad() -> InProcess {
     h
 }
 
+/// Block width of the backward reduction of [`honest_blocked_grad`] and `nondeterministic_grad`.
+pub const GRAD_BLOCK: usize = 16;
+
+/// dA = dC B^T in f32 with the reduction over N split into [`GRAD_BLOCK`]-wide blocks: each
+/// block is summed in order, and the block partial sums are added to the accumulator starting
+/// at block `start` (wrapping), as a split-K backward adds its blocks in completion order.
+pub fn blocked_grad_a(d: &Dims, g: &[f32], b: &[f32], start: usize) -> Vec<f32> {
+    let (m, k, n) = (d.get("M"), d.get("K"), d.get("N"));
+    let nb = n.div_ceil(GRAD_BLOCK).max(1);
+    let mut out = vec![0f32; m * k];
+    for i in 0..m {
+        for p in 0..k {
+            let mut s = 0f32;
+            for q in 0..nb {
+                let blk = (start + q) % nb;
+                let mut part = 0f32;
+                for j in blk * GRAD_BLOCK..((blk + 1) * GRAD_BLOCK).min(n) {
+                    part += g[i * n + j] * b[p * n + j];
+                }
+                s += part;
+            }
+            out[i * k + p] = s;
+        }
+    }
+    out
+}
+
+/// The honest matmul whose backward computes dA by [`blocked_grad_a`] with the first block
+/// chosen by `start` (called once per backward call); dB is the honest mirror's.
+fn blocked_grad(name: &str, start: impl Fn(usize) -> usize + Send + Sync + 'static) -> InProcess {
+    let mut h = honest_matmul();
+    h.name = name.into();
+    let inner = h.bwd.clone();
+    let bwd: BwdFn = Arc::new(move |d, x, g| {
+        let f = inner.as_ref().ok_or(CandidateError::NoBackward)?;
+        let mut out = f(d, x, g)?;
+        let nb = d.get("N").div_ceil(GRAD_BLOCK).max(1);
+        let da = blocked_grad_a(d, &to_f32_vec(&g[0]), &to_f32_vec(&x[1]), start(nb));
+        if let Some(t) = out.outputs.get_mut(0) {
+            *t = Tensor::f32(t.shape.clone(), da);
+        }
+        Ok(out)
+    });
+    h.bwd = Some(bwd);
+    h
+}
+
+/// Honest twin of `nondeterministic_grad`: the same blocked backward, blocks always in order.
+pub fn honest_blocked_grad() -> InProcess {
+    blocked_grad("honest_blocked_grad", |_| 0)
+}
+
+fn nondeterministic_grad() -> InProcess {
+    // Deterministic forward; the backward's first block is a per-candidate call counter (the
+    // block that "finished first"): calls 0, 1, 2, ... start at blocks 0, 1, 2, ... mod the count.
+    let calls = Arc::new(AtomicU64::new(0));
+    blocked_grad("nondeterministic_grad", move |nb| (calls.fetch_add(1, Ordering::Relaxed) as usize) % nb)
+}
+
 /// Every trick, in a fixed order.
 pub fn tricks() -> Vec<Trick> {
     vec![
@@ -360,5 +419,6 @@ pub fn tricks() -> Vec<Trick> {
         Trick { name: "near_miss_scale", gate: "CMP-01", op: "matmul", what: "off by a factor 1 + 1e-2", build: near_miss_scale },
         Trick { name: "saturating", gate: "ORD-03", op: "matmul", what: "saturates products at the fp16 range", build: saturating },
         Trick { name: "wrong_grad", gate: "CMP-02", op: "matmul", what: "gradient of B off by a factor 2", build: wrong_grad },
+        Trick { name: "nondeterministic_grad", gate: "ORD-02", op: "matmul", what: "backward adds its reduction blocks in a run-dependent order", build: nondeterministic_grad },
     ]
 }
