@@ -2,7 +2,7 @@
 
 Each function is ``forward(inputs, dims)``; matmul tricks get inputs [A (M,K), B (K,N)] in
 float32 and must return C (M,N); the max tricks get [x (R,N)] and return y (R,).
-Each mirrors the in-process trick of the same name in verifier/src/redteam/tricks.py.
+Each mirrors the in-process trick of the same name in verifier/src/redteam/tricks.rs.
 """
 import os
 import time
