@@ -196,6 +196,12 @@ fn honest_mirror_of_every_operator_is_clean() {
     for op in kverify::references::all_ops() {
         let r = run(honest(&op, Precision::F32), &["CMP-01", "CMP-02", "ORD-01", "ORD-02", "ORD-03", "EXC-01", "EXC-02", "PRC-01", "PRC-02", "RES-01"]);
         assert_eq!(r.verdict, Verdict::Clean, "{}", battery::table(&r));
+        // With a reference backward, CMP-02 really ran: native and every CMP-03 / minimum shape.
+        if op.backward.is_some() {
+            let g = r.gates.iter().find(|g| g.id == "CMP-02").expect("CMP-02");
+            assert_eq!(g.status, Status::Pass, "{}: {}", op.id, g.detail);
+            assert!(g.detail.contains("other shapes ok"), "{}: {}", op.id, g.detail);
+        }
     }
 }
 
