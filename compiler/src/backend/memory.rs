@@ -145,6 +145,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         let elem = self.tensor_elem(dst)?;
         let i64t = self.ctx.i64_type();
         let bytes = 2 * elem.size_bytes();
+        // Columns on the last (unit-stride) dimension: only then can a pair be one store.
+        let column_is_last = index.iter().filter(|ix| matches!(ix, Index::Range { .. })).count() >= 2 && matches!(index.last(), Some(Index::Range { .. }));
         let mut all = self.ctx.bool_type().const_int(1, false);
         let mut items = vec![];
         for &(r, c, vals, keep) in pairs {
@@ -157,10 +159,12 @@ impl<'ctx> Codegen<'ctx, '_> {
                 w1 = self.b.build_and(w1, k1, "keep")?;
             }
             let vs = [self.to_storage(self.convert(vals[0], vel, elem)?, elem)?, self.to_storage(self.convert(vals[1], vel, elem)?, elem)?];
-            let addr = self.b.build_ptr_to_int(p0, i64t, "")?;
-            let low = self.b.build_and(addr, i64t.const_int(u64::from(bytes - 1), false), "")?;
-            let aligned = self.b.build_int_compare(IntPredicate::EQ, low, i64t.const_zero(), "aligned")?;
-            all = self.b.build_and(all, self.b.build_and(self.b.build_and(w0, w1, "")?, aligned, "")?, "pairs")?;
+            if column_is_last {
+                let addr = self.b.build_ptr_to_int(p0, i64t, "")?;
+                let low = self.b.build_and(addr, i64t.const_int(u64::from(bytes - 1), false), "")?;
+                let aligned = self.b.build_int_compare(IntPredicate::EQ, low, i64t.const_zero(), "aligned")?;
+                all = self.b.build_and(all, self.b.build_and(self.b.build_and(w0, w1, "")?, aligned, "")?, "pairs")?;
+            }
             items.push(([w0, w1], [p0, p1], vs));
         }
         let mut each = |cg: &mut Self| -> Result<(), BackendError> {
@@ -171,7 +175,6 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             Ok(())
         };
-        let column_is_last = index.iter().filter(|ix| matches!(ix, Index::Range { .. })).count() >= 2 && matches!(index.last(), Some(Index::Range { .. }));
         if !column_is_last {
             return each(self);
         }

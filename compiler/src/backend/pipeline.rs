@@ -219,19 +219,13 @@ impl<'ctx> Codegen<'ctx, '_> {
             let Op::WriteVar(v, _) = k.insts[w].op else { return Err(BackendError::Invalid(format!("pipelined {w} is not a variable write"))) };
             dsts.push(self.stage_base(v, stage)?);
         }
-        let copies = |cg: &mut Self, wait: bool| -> Result<(), BackendError> {
-            for (&w, &dst) in writes.iter().zip(&dsts) {
-                let Op::WriteVar(v, x) = k.insts[w].op else { continue };
-                cg.write_var_tile(v, x, dst, wait)?;
-            }
-            Ok(())
-        };
         // In a TMA loop, the writes TMA cannot take are `cp.async` copies by the threads.
         let thread: Vec<bool> = writes.iter().map(|&w| self.tp.tma.thread_copy(loop_inst, w)).collect();
-        let thread_copies = |cg: &mut Self| -> Result<(), BackendError> {
-            for ((&w, &dst), _) in writes.iter().zip(&dsts).zip(&thread).filter(|(_, &t)| t) {
+        // Copies by the threads: every write (`only_thread` false), or the thread copies alone.
+        let copies = |cg: &mut Self, wait: bool, only_thread: bool| -> Result<(), BackendError> {
+            for ((&w, &dst), _) in writes.iter().zip(&dsts).zip(&thread).filter(|(_, &t)| t || !only_thread) {
                 let Op::WriteVar(v, x) = k.insts[w].op else { continue };
-                cg.write_var_tile(v, x, dst, false)?;
+                cg.write_var_tile(v, x, dst, wait)?;
             }
             Ok(())
         };
@@ -247,12 +241,12 @@ impl<'ctx> Codegen<'ctx, '_> {
                             cg.tma_issue(&writes[n..=n], &dsts[n..=n], bar, true)?;
                         }
                         if thread.contains(&true) {
-                            thread_copies(cg)?;
+                            copies(cg, false, true)?;
                             cg.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
                         }
                         Ok(())
                     };
-                    self.if_else(ok, &mut issue, &mut |cg| copies(cg, true))?;
+                    self.if_else(ok, &mut issue, &mut |cg| copies(cg, true, false))?;
                 }
                 None => {
                     let bar = self.tma_barrier(loop_inst, stage)?;
@@ -260,12 +254,12 @@ impl<'ctx> Codegen<'ctx, '_> {
                     let tma_dsts: Vec<IntValue<'ctx>> = dsts.iter().zip(&thread).filter(|(_, &t)| !t).map(|(&d, _)| d).collect();
                     let mut issue = |cg: &mut Self| -> Result<(), BackendError> {
                         cg.tma_issue(&tma_writes, &tma_dsts, bar, false)?;
-                        thread_copies(cg)
+                        copies(cg, false, true)
                     };
-                    self.if_else(ok, &mut issue, &mut |cg| copies(cg, true))?;
+                    self.if_else(ok, &mut issue, &mut |cg| copies(cg, true, false))?;
                 }
             },
-            None => copies(self, false)?,
+            None => copies(self, false, false)?,
         }
         for (v, old) in saved.into_iter().rev() {
             self.scalars[v] = old;
