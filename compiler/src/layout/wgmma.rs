@@ -111,6 +111,17 @@ mod tests {
     }
 
     #[test]
+    fn odd_registers_are_the_next_column_of_the_even_ones() {
+        // The fragment stores write d[2j], d[2j + 1] as one pair at (r, c), (r, c + 1), c even.
+        for t in 0..128 {
+            for i in (0..64).step_by(2) {
+                let (r, c) = at(t, i);
+                assert_eq!((c % 2, at(t, i + 1)), (0, (r, c + 1)), "thread {t} register {i}");
+            }
+        }
+    }
+
+    #[test]
     fn fragment_is_a_bijection_onto_the_block() {
         for n in [8, 64, 128, 256] {
             let mut seen = vec![false; (64 * n) as usize];
