@@ -94,22 +94,27 @@ impl Pipeline {
     }
 }
 
-/// The value of a scalar integer computed from constants only (`const`, `+ - * / %`, `cdiv`).
+/// The value of a scalar integer computed from constants only (`const`, `+ - * / %`, `cdiv`,
+/// `min`, `max`), in the project's one integer arithmetic ([`tilec_abi::expr::apply`], the
+/// runtime's and the interpreter's too); `None` on overflow or division by zero.
 fn const_int(k: &Kernel, v: Value) -> Option<i64> {
+    use tilec_abi::expr::Op as SizeOp;
     let ValueDef::Result(i) = k.values[v].def else { return None };
     match k.insts[i].op {
         Op::ConstInt(c) => Some(c),
         Op::Binary(op, a, b) => {
-            let (a, b) = (const_int(k, a)?, const_int(k, b)?);
-            match op {
-                BinOp::Add => a.checked_add(b),
-                BinOp::Sub => a.checked_sub(b),
-                BinOp::Mul => a.checked_mul(b),
-                BinOp::Div if b > 0 && a >= 0 => Some(a / b),
-                BinOp::Rem if b > 0 && a >= 0 => Some(a % b),
-                BinOp::Cdiv if b > 0 && a >= 0 => Some(a / b + i64::from(a % b != 0)),
-                _ => None,
-            }
+            let op = match op {
+                BinOp::Add => SizeOp::Add,
+                BinOp::Sub => SizeOp::Sub,
+                BinOp::Mul => SizeOp::Mul,
+                BinOp::Div => SizeOp::Div,
+                BinOp::Rem => SizeOp::Rem,
+                BinOp::Cdiv => SizeOp::Cdiv,
+                BinOp::Min => SizeOp::Min,
+                BinOp::Max => SizeOp::Max,
+                _ => return None,
+            };
+            tilec_abi::expr::apply(op, const_int(k, a)?, const_int(k, b)?).ok()
         }
         _ => None,
     }
