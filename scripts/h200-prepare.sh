@@ -51,6 +51,9 @@ case_ views_n40 tests/gpu/views.tile views --size N=40
 # Reduction orders (row: strided lanes + butterfly; column: sequential) at widths 3, 33, 80,
 # 200 and a partial last tile of rows; the GPU must equal the interpreter bitwise.
 case_ reductions_r150 tests/gpu/reductions.tile reductions --size R=150 --size G=3
+# Row reductions of wgmma accumulators folded in their fragments (quads + 2 shuffles): the
+# same order, so bitwise too; widths 16 … 256, a max, an i32 sum, two accumulators at once.
+case_ reductions_frag_r150 tests/gpu/frag_reductions.tile frag_reductions --size R=150
 # gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
 case_ cumsum_t100 dsl-examples/gdn.tile gate_cumsum --size B=2 --size T=100 --size H=3 "${dense2[@]}"
 case_ combine_t100 dsl-examples/gdn.tile combine --size B=2 --size T=100 --size G=1 --size H=3 "${dense2[@]}"

@@ -19,6 +19,7 @@ fn roots(src: &str) -> Vec<(String, String, String)> {
                 let what = match &k.insts[i].op {
                     Op::Store { dst, .. } => format!("store {}", k.params[*dst].name),
                     Op::WriteVar(w, _) => format!("write {}", k.vars[*w].name),
+                    Op::Reduce(op, axis, _) => format!("reduce {op:?} {axis:?}"),
                     other => format!("{other:?}"),
                 };
                 out.push((k.name.clone(), what, k.vars[v].name.clone()));
@@ -48,23 +49,78 @@ fn gemm_epilogue_is_a_fragment_order_store() {
 }
 
 #[test]
-fn a_transposed_or_reduced_read_goes_through_shared_memory() {
+fn a_transposed_or_column_reduced_read_goes_through_shared_memory() {
     let src = "kernel t(a: bf16[64, 64], b: bf16[64, 64], x: out f32[64, 64], y: out f32[64, 1], z: out f32[64, 64]) grid(1) threads(128) {
         let at: smem = load a[0..+64, 0..+64];
         let bt: smem = load b[0..+64, 0..+64];
         let mut acc: tmem f32[64, 64] = at @ bt;
         store x[0..+64, 0..+64] = acc.T;
-        store y[0..+64, 0..+1] = row_sum(acc);
+        store y[0..+64, 0..+1] = col_sum(acc).T;
         store z[0..+64, 0..+64] = acc * 2.0;
     }";
-    // Only the third store reads each element where its thread holds it.
+    // Only the third store reads each element where its thread holds it: a column's elements
+    // are spread over 8 lanes and 4 warps, and its order is sequential from row 0.
     assert_eq!(roots(src), vec![("t".to_string(), "store z".to_string(), "acc".to_string())]);
+}
+
+#[test]
+fn a_row_reduction_is_folded_where_the_fragments_are() {
+    let src = "kernel t(a: bf16[64, 64], b: bf16[64, 64], y: out f32[64, 1], z: out f32[64, 1]) grid(1) threads(128) {
+        let at: smem = load a[0..+64, 0..+64];
+        let bt: smem = load b[0..+64, 0..+64];
+        let acc: tmem = at @ bt;
+        store y[0..+64, 0..+1] = row_sum(acc * 2.0);
+        store z[0..+64, 0..+1] = row_max(acc);
+    }";
+    let want = [("reduce Sum Row", "acc"), ("reduce Max Row", "acc")];
+    assert_eq!(roots(src), want.map(|(a, b)| ("t".to_string(), a.to_string(), b.to_string())).to_vec());
+    // No read of the accumulator is copied to a shared-memory tile (every `ReadVar` result is
+    // fused); a column sum's read is.
+    let copied = |src: &str| {
+        let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+        let pk = c.kernels().next().expect("kernel");
+        let (k, tp) = (pk.kernel, pk.target(Target::Sm90a).expect("plan"));
+        let mut n = 0;
+        k.walk(|i| n += usize::from(matches!(k.insts[i].op, Op::ReadVar(_)) && k.insts[i].result.is_some_and(|r| !tp.fusion.is_fused(r))));
+        n
+    };
+    assert_eq!(copied(src), 0);
+    assert_eq!(copied(&src.replace("row_max(acc)", "col_sum(acc).T")), 1);
+}
+
+#[test]
+fn accumulators_of_one_distribution_are_read_in_the_same_registers() {
+    // `p + q` in p's order reads q at the same register index (both 64 x 64 on one warpgroup);
+    // r is 64 x 128, distributed otherwise: its read is written back to shared memory.
+    let src = "kernel t(a: bf16[64, 64], b: bf16[128, 64], z: out f32[64, 64], y: out f32[64, 64]) grid(1) threads(128) {
+        let at: smem = load a[0..+64, 0..+64];
+        let bt: smem = load b[0..+64, 0..+64];
+        let ct: smem = load b[64..+64, 0..+64];
+        let wt: smem = load b[0..+128, 0..+64];
+        let p: tmem = at @ bt.T;
+        let q: tmem = at @ ct.T;
+        let r: tmem = at @ wt.T;
+        store z[0..+64, 0..+64] = p + q;
+        store y[0..+64, 0..+64] = p * r[:, 0..+64];
+    }";
+    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+    assert!(c.ok(), "{:?}", c.diags);
+    let pk = c.kernels().next().expect("kernel");
+    let (k, tp) = (pk.kernel, pk.target(Target::Sm90a).expect("plan"));
+    let var = |n: &str| k.vars.iter().find(|(_, d)| d.name == n).map(|(v, _)| v).expect("var");
+    let mut stores = vec![];
+    k.walk(|i| {
+        if let Op::Store { dst, .. } = &k.insts[i].op {
+            stores.push((k.params[*dst].name.clone(), ["p", "q", "r"].map(|n| tp.fusion.reads_fragments_of(i, var(n)))));
+        }
+    });
+    assert_eq!(stores, vec![("z".to_string(), [true, true, false]), ("y".to_string(), [true, false, false])]);
 }
 
 #[test]
 fn wide_accumulators_with_a_buffer_keep_the_shared_memory_path() {
     // 64 x 128 on one warpgroup is 64 registers per thread, over the 32 of straight-line
-    // fragment-order code (K#2 spilled at 64); 64 x 64 is 32.
+    // fragment-order code (K#2 spilled at 64); 64 x 64 is 32; 64 x 256 is 128.
     let mk = |n: u32| format!("kernel w(a: bf16[64, 64], b: bf16[64, {n}], z: out f32[64, {n}], s: out f32[64, 1]) grid(1) threads(128) {{
         let at: smem = load a[0..+64, 0..+64];
         let bt: smem = load b[0..+64, 0..+{n}];
@@ -72,9 +128,13 @@ fn wide_accumulators_with_a_buffer_keep_the_shared_memory_path() {
         store s[0..+64, 0..+1] = row_sum(acc);
         store z[0..+64, 0..+{n}] = acc * 2.0;
     }}");
-    assert_eq!(roots(&mk(64)).len(), 1);
-    assert!(roots(&mk(128)).is_empty());
+    // The row sum keeps only its partials live: it is folded in fragments up to 64 registers.
+    let ops = |n| roots(&mk(n)).into_iter().map(|x| x.1).collect::<Vec<_>>();
+    assert_eq!(ops(64), ["reduce Sum Row", "store z"]);
+    assert_eq!(ops(128), ["reduce Sum Row"]);
+    assert!(ops(256).is_empty());
     assert_eq!(tilec::passes::fuse::MAX_FRAGMENT_ROOT_FLOATS, 32);
+    assert_eq!(tilec::passes::fuse::MAX_FRAGMENT_REDUCE_FLOATS, 64);
 }
 
 #[test]

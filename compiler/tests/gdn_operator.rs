@@ -90,8 +90,8 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
 #[test]
 fn a_sign_flip_in_dg_fails_verification() {
     let mutations = [
-        ("b4", "row_sum(qs * dqc) + row_sum(ds2) - col_sum(ds2).T;", "row_sum(qs * dqc) - row_sum(ds2) + col_sum(ds2).T;"),
-        ("b6", "load dg1[b, t0..+C, hv] + load dg2[b, t0..+C, hv], 0.0)", "load dg1[b, t0..+C, hv] - load dg2[b, t0..+C, hv], 0.0)"),
+        ("b4", "row_sum(qs * dqi) + row_sum(ds2) - col_sum(ds2).T;", "row_sum(qs * dqi) - row_sum(ds2) + col_sum(ds2).T;"),
+        ("b6", "select(valid, d1 + load dg2[b, t0..+C, hv], 0.0)", "select(valid, d1 - load dg2[b, t0..+C, hv], 0.0)"),
     ];
     for (tag, from, to) in mutations {
         let dir = std::env::temp_dir().join(format!("tilec-gdn-flip-{tag}-{}", std::process::id()));

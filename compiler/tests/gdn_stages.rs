@@ -66,15 +66,19 @@ fn gate_cumsum_and_its_reverse_match_fp64() {
         let gt = HostTensor::from_f64(DType::F32, vec![b, t, h], &g).unwrap();
         let g = gt.to_f64();
         let gc = run("gate_cumsum", BTreeMap::from([("g".to_string(), gt.clone())]))["gc"].to_f64();
-        // combine: dg = rev_cumsum(dg1 + dg2); dg2 = 0 here, and dk = dk1 + dk2 is checked below.
-        let zeros = HostTensor::zeros(DType::F32, vec![b, t, h]).unwrap();
+        // combine: dg = rev_cumsum(Σ_kb dg1[.., kb] + dg2), and dk = dk1 + dk2 is checked below.
+        // dg1's two key blocks (dqkwg's BKQ = 64 of K = 128) hold c and −c, which sum to an
+        // exact 0: a block left out of the sum leaves ±c in dg.
+        let c: Vec<f64> = (0..b * t * h).map(|_| rng.uniform() * 4.0 - 2.0).collect();
+        let blocks: Vec<f64> = c.iter().flat_map(|&x| [x, -x]).collect();
+        let dg1 = HostTensor::from_f64(DType::F32, vec![b, t, h, 2], &blocks).unwrap();
         let ks = vec![b, t, h, KD];
         let (dk1, dk1v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
         let (dk2, dk2v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
         let (dq1, dq1v) = random_tensor(&mut rng, DType::F32, &ks, 1.0);
         // dq and dk passed (zeros) give H; G = 1: no GVA, each sum has one term.
         let z = HostTensor::zeros(DType::F32, ks.clone()).unwrap();
-        let out = run("combine", BTreeMap::from([("dg1".to_string(), gt), ("dg2".to_string(), zeros), ("dq1".to_string(), dq1), ("dk1".to_string(), dk1), ("dk2".to_string(), dk2), ("dq".to_string(), z.clone()), ("dk".to_string(), z)]));
+        let out = run("combine", BTreeMap::from([("dg1".to_string(), dg1), ("dg2".to_string(), gt), ("dq1".to_string(), dq1), ("dk1".to_string(), dk1), ("dk2".to_string(), dk2), ("dq".to_string(), z.clone()), ("dk".to_string(), z)]));
         let dg = out["dg"].to_f64();
         assert_eq!(out["dq"].to_f64(), dq1v, "dq: the one value head's dq");
         // One f32 addition: the correctly rounded sum.

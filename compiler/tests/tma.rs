@@ -258,7 +258,7 @@ fn an_operand_tile_read_back_by_the_threads_is_read_in_place() {
 }
 
 /// A register accumulator written only by MMAs and `zeros` has no shared-memory buffer even
-/// when the threads read it (sm_90a): a read the fragment order cannot evaluate (a row sum)
+/// when the threads read it (sm_90a): a read the fragment order cannot evaluate (a column sum)
 /// gets the fragments written straight into its result tile — one 16 KB tile here, where a
 /// buffer and a copy of it took two.
 #[test]
@@ -267,7 +267,7 @@ fn an_accumulator_read_by_the_threads_needs_no_buffer() {
             let at: smem = load a[0..+64, 0..+64];
             let bt: smem = load b[0..+64, 0..+64];
             let p: tmem = at @ bt;
-            store s[0..+64] = row_sum(p);
+            store s[0..+64] = col_sum(p).T;
         }";
     let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
     assert!(c.ok(), "{:?}", c.diags);

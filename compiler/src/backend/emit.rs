@@ -78,9 +78,10 @@ pub(crate) struct Codegen<'ctx, 'k> {
     pub wgmma_pending: bool,
     /// The tensor-map parameters, in [`crate::passes::tma::TmaPlan::maps`] order.
     pub tmaps: Vec<PointerValue<'ctx>>,
-    /// While a root is evaluated in an accumulator's fragment order: the accumulator and the
-    /// fragment register of the element at hand ([`super::sm90::frag_eval`]).
-    pub frag_ctx: Option<(crate::ir::Var, PointerValue<'ctx>)>,
+    /// While a root is evaluated in an accumulator's fragment order: that accumulator's
+    /// distribution and the index of the element at hand among each thread's fragment registers
+    /// ([`super::sm90::frag_eval`]); every accumulator of that distribution is read there.
+    pub frag_ctx: Option<(crate::layout::wgmma::Distribution, u32)>,
 }
 
 impl<'ctx, 'k> Codegen<'ctx, 'k> {
@@ -250,6 +251,10 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             // Per-element operations (`Op::is_elementwise`, an exhaustive list in the IR).
             op if op.is_elementwise() => self.elementwise(i),
             Op::Scan { src, reverse } => self.scan(i, *src, *reverse),
+            Op::Reduce(..) if self.tp.fusion.frag_root(i).is_some() => {
+                let v = self.tp.fusion.frag_root(i).ok_or_else(|| BackendError::Invalid("fragment root".into()))?;
+                self.fragment_reduce_rows(i, v)
+            }
             Op::Reduce(op, axis, v) => self.reduce(i, *op, *axis, *v),
             Op::Load { src, index } => self.load(i, *src, index),
             Op::Store { .. } | Op::WriteVar(..) if self.tp.fusion.frag_root(i).is_some() => {

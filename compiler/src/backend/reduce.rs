@@ -56,7 +56,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// The identity of `op` on register class `cl`: +0, −∞ or +∞ (i32: 0, MIN, MAX).
-    fn identity(&self, op: ReduceOp, cl: Class) -> BasicValueEnum<'ctx> {
+    pub(crate) fn identity(&self, op: ReduceOp, cl: Class) -> BasicValueEnum<'ctx> {
         match (op, cl) {
             (ReduceOp::Sum, Class::Float) => self.ctx.f32_type().const_zero().into(),
             (ReduceOp::Max, Class::Float) => self.ctx.f32_type().const_float(f64::NEG_INFINITY).into(),
@@ -128,7 +128,7 @@ impl<'ctx> Codegen<'ctx, '_> {
 }
 
 /// The element type reductions accumulate in: f32 for floats, i32 for integers.
-fn acc_elem(cl: Class) -> Elem {
+pub(crate) fn acc_elem(cl: Class) -> Elem {
     if cl == Class::Float {
         Elem::F32
     } else {

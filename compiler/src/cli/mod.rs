@@ -52,7 +52,7 @@ pub enum TargetArg {
     /// Blackwell (tcgen05, tensor memory).
     #[value(name = "sm_100a")]
     Sm100a,
-    /// Hopper (mma.sync; runs on the H200).
+    /// Hopper (wgmma, TMA; runs on the H200).
     #[value(name = "sm_90a")]
     Sm90a,
     /// Both.

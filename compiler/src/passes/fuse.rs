@@ -17,14 +17,20 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Block, Inst, Kernel, Op, Value, ValueDef};
+use crate::ir::{Axis, Block, Inst, Kernel, Op, Value, ValueDef};
 
 use crate::target::TargetInfo;
 
-/// Most fragment registers per thread of an accumulator evaluated in fragment order: the
-/// evaluation is straight-line code per register, and at 64 (K#2's 64 x 128 accumulators on one
-/// warpgroup) ptxas ran out of registers (255 and 124 B of spills, against 170 without).
+/// Most fragment registers per thread of an accumulator evaluated in fragment order by a root
+/// that writes element for element: the evaluation is straight-line code per register, and at
+/// 64 (K#2's 64 x 128 accumulators on one warpgroup) ptxas ran out of registers (255 and
+/// 124 B of spills, against 170 without).
 pub const MAX_FRAGMENT_ROOT_FLOATS: u32 = 32;
+
+/// The same for a row reduction, which keeps only its partials (8 per row) live, and for an
+/// update of an accumulator in place (each element written back as it is computed): K#2's row
+/// sums over and updates of its 64 x 128 accumulators fit, with their write-backs gone.
+pub const MAX_FRAGMENT_REDUCE_FLOATS: u32 = 64;
 
 /// Fusion decisions: `fused[v]` is true when `v` has no buffer and is evaluated in its consumer.
 #[derive(Clone, Debug, Default)]
@@ -36,6 +42,10 @@ pub struct Fusion {
     /// transpose on the way), so each thread evaluates exactly the elements whose accumulator
     /// values it holds, in registers (issue 9, item 1).
     pub frag_root: SecondaryMap<Inst, Option<crate::ir::Var>>,
+    /// Other accumulators a fragment-order root reads in the same registers: those with the
+    /// root's accumulator's distribution, which hold each element in the same thread at the
+    /// same register index (`store dq = dqi + dqa`).
+    pub frag_also: SecondaryMap<Inst, Vec<crate::ir::Var>>,
     /// For an instruction whose result is fused: the instruction of its block that evaluates it
     /// (its consumer, or that consumer's own evaluator, transitively).
     pub eval_at: SecondaryMap<Inst, Option<Inst>>,
@@ -60,6 +70,12 @@ impl Fusion {
     /// The accumulator whose fragment order root instruction `i` is evaluated in, if any.
     pub fn frag_root(&self, i: Inst) -> Option<crate::ir::Var> {
         self.frag_root.get(i).copied().flatten()
+    }
+
+    /// Whether root `i` reads accumulator `v` in its registers (the root's own accumulator or
+    /// one of the same distribution).
+    pub fn reads_fragments_of(&self, i: Inst, v: crate::ir::Var) -> bool {
+        self.frag_root(i) == Some(v) || self.frag_also.get(i).is_some_and(|vs| vs.contains(&v))
     }
 
     /// The tile values (buffers) and variables an instruction actually reads once fused
@@ -157,11 +173,24 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                 if acc(*var) {
                     // (An accumulator only ever stored is stored from its fragments however
                     // large; any other read of a large one is written out to its result tile.)
-                    if !roles.is_stored_only(*var) && roles.accumulator(*var).is_some_and(|d| d.floats_per_thread() > MAX_FRAGMENT_ROOT_FLOATS) {
+                    let dist = roles.accumulator(*var);
+                    let floats = dist.map_or(0, |d| d.floats_per_thread());
+                    let whole_rows = dist.is_some_and(|d| d.pieces == 1) && floats <= MAX_FRAGMENT_REDUCE_FLOATS;
+                    let same = |w: crate::ir::Var| w != *var && roles.accumulator(w) == dist;
+                    let Some(root) = fragment_root(k, &out, &uses, u, vshape, *var, whole_rows, &|w| in_smem(w) || same(w)) else { continue };
+                    // A row reduction keeps only its partials live, and an update of an
+                    // accumulator in place writes each element back as it goes.
+                    let light = match k.insts[root].op {
+                        Op::Reduce(..) => true,
+                        Op::WriteVar(w, _) => roles.accumulator(w) == dist,
+                        _ => false,
+                    };
+                    if !light && !roles.is_stored_only(*var) && floats > MAX_FRAGMENT_ROOT_FLOATS {
                         continue;
                     }
-                    let Some(root) = fragment_root(k, &out, &uses, u, vshape, *var, &in_smem) else { continue };
-                    if out.frag_root[root].is_some_and(|w| w != *var) {
+                    // A root already in another accumulator's order reads this one there too
+                    // if the two are distributed alike.
+                    if out.frag_root[root].is_some_and(|w| w != *var && !same(w)) {
                         continue;
                     }
                     // The root may write the accumulator itself: each element is read and
@@ -187,7 +216,10 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             eval_pos[i] = Some(end);
             out.eval_at[i] = data.insts.get(end).copied();
             if let Some((root, var)) = frag {
-                out.frag_root[root] = Some(var);
+                match out.frag_root[root] {
+                    Some(w) if w != var => out.frag_also[root].push(var),
+                    _ => out.frag_root[root] = Some(var),
+                }
             }
         }
     }
@@ -197,15 +229,21 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
 /// The root a read of accumulator `var` (a `vshape` tile) fused into consumer `u` would be
 /// evaluated in, if it can be evaluated in the accumulator's fragment order: the chain of
 /// fused results from `u` up is elementwise at `vshape` (no transpose: every element is read
-/// where it is written) and ends in a `Store` of a `vshape` tile or a `WriteVar` of the
-/// accumulator itself or of a shared-memory variable of that shape.
-fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, u: Inst, vshape: (u32, u32), var: crate::ir::Var, in_smem: &dyn Fn(crate::ir::Var) -> bool) -> Option<Inst> {
+/// where it is written) and ends in a `Store` of a `vshape` tile, a `WriteVar` of the
+/// accumulator itself or of a variable `writable` accepts (shared memory, an accumulator of
+/// the same distribution) of that shape, or a row reduction (`whole_rows`: see below).
+#[allow(clippy::too_many_arguments)] // the walk's context: kernel, fusion so far, uses, start, shape, accumulator
+fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, u: Inst, vshape: (u32, u32), var: crate::ir::Var, whole_rows: bool, writable: &dyn Fn(crate::ir::Var) -> bool) -> Option<Inst> {
     let mut x = u;
     loop {
         let op = &k.insts[x].op;
         match op {
             Op::Store { value, .. } => return (k.values[*value].ty.shape() == Some(vshape)).then_some(x),
-            Op::WriteVar(w, _) => return ((*w == var || in_smem(*w)) && k.vars[*w].ty.shape() == Some(vshape)).then_some(x),
+            Op::WriteVar(w, _) => return ((*w == var || writable(*w)) && k.vars[*w].ty.shape() == Some(vshape)).then_some(x),
+            // A row reduction folds each row where its quad of threads holds it, when every
+            // unit spans whole rows (backend/sm90/frag_reduce.rs); a column's elements are spread
+            // over 8 lanes and 4 warps, and its order is sequential from row 0.
+            Op::Reduce(_, Axis::Row, a) => return (k.values[*a].ty.shape() == Some(vshape) && whole_rows).then_some(x),
             // Index remaps: the element read is not the element written.
             Op::Transpose(_) | Op::Slice { .. } | Op::Insert { .. } => return None,
             op if op.is_elementwise() => {}

@@ -56,6 +56,7 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
         match &k.insts[i].op {
             Op::Store { dst, .. } => format!("stored to `{}`", k.params[*dst].name),
             Op::WriteVar(w, _) => format!("written to `{}`", k.vars[*w].name),
+            Op::Reduce(..) => "row-reduced by its quads of threads".into(),
             _ => String::new(),
         }
     };
@@ -63,7 +64,7 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
         let conv = match &k.insts[i].op {
             Op::ReadVar(v) if tp.roles.accumulator(*v).is_some() => {
                 // The root a fused read is evaluated in, when that is in the fragments' order.
-                let root = Some(tp.fusion.evaluated_at(i)).filter(|&r| r != i && tp.fusion.frag_root(r) == Some(*v));
+                let root = Some(tp.fusion.evaluated_at(i)).filter(|&r| r != i && tp.fusion.reads_fragments_of(r, *v));
                 Some(match root {
                     Some(r) => format!("`{}` read in its fragments, {} in fragment order by {r} (no shared memory)", k.vars[*v].name, root_of(r)),
                     _ => format!("`{}` fragments written back to shared memory, then read", k.vars[*v].name),
@@ -71,7 +72,7 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
             }
             Op::WriteVar(v, x) if tp.roles.accumulator(*v).is_some() => Some(if super::var_roles::is_splat(k, *x) {
                 format!("`{}` fragments set from a scalar", k.vars[*v].name)
-            } else if tp.fusion.frag_root(i) == Some(*v) {
+            } else if tp.fusion.frag_root(i).is_some_and(|f| tp.roles.accumulator(f) == tp.roles.accumulator(*v)) {
                 format!("`{}` fragments updated in registers, element by element (no shared memory)", k.vars[*v].name)
             } else {
                 format!("`{}` written to shared memory, fragments reloaded", k.vars[*v].name)

@@ -167,7 +167,8 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
         // memory: not by its MMAs, a broadcast write, or a root evaluated in its fragments.
         let touches = |v: Var| {
             roles.accumulator(v).is_none()
-                || !(fusion.frag_root(i) == Some(v)
+                || !(fusion.reads_fragments_of(i, v)
+                    || matches!(k.insts[i].op, Op::WriteVar(w, _) if w == v && fusion.frag_root(i).is_some_and(|f| roles.accumulator(f) == roles.accumulator(v)))
                     || matches!(k.insts[i].op, Op::Mma { dst, .. } if dst == v)
                     || matches!(k.insts[i].op, Op::WriteVar(w, x) if w == v && super::var_roles::is_splat(k, x)))
         };

@@ -10,6 +10,8 @@
 
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
+use crate::layout::wgmma::Distribution;
+
 use crate::ir::{Inst, Op, Value, Var};
 use crate::layout::wgmma::fragment_coords;
 
@@ -24,10 +26,13 @@ use super::super::BackendError;
 const GROUP_PAIRS: usize = 8;
 
 impl<'ctx> Codegen<'ctx, '_> {
-    /// The fragment register a fused `ReadVar` of `v` reads at the element being evaluated,
-    /// inside [`Codegen::fragment_root`].
+    /// The fragment register a fused `ReadVar` of accumulator `v` reads at the element being
+    /// evaluated, inside [`Codegen::fragment_root`]: accumulators of one distribution keep
+    /// element `(r, c)` in the same thread at the same register index.
     pub fn frag_read(&self, v: Var) -> Option<PointerValue<'ctx>> {
-        self.frag_ctx.filter(|(w, _)| *w == v).map(|(_, p)| p)
+        let (d, idx) = self.frag_ctx?;
+        let (arr, dv) = self.fragment(v).ok()?;
+        (dv == d).then(|| self.frag_slot(arr, d.floats_per_thread(), idx).ok()).flatten()
     }
 
     /// Emits root `i` (a `Store` or `WriteVar`) in the fragment order of accumulator `v`.
@@ -40,9 +45,8 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// instead of being repeated after each store, which may alias them.
     pub fn fragment_root(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
         self.settle_wgmma()?;
-        let (arr, d) = self.fragment(v)?;
+        let (_, d) = self.fragment(v)?;
         let per_slot = d.piece_n / 2;
-        let len = d.floats_per_thread();
         let op = self.k.insts[i].op.clone();
         self.for_each_unit(d, &mut |cg, s, r0, c0, t| {
             for group in (0..per_slot).step_by(2).collect::<Vec<_>>().chunks(GROUP_PAIRS) {
@@ -50,23 +54,23 @@ impl<'ctx> Codegen<'ctx, '_> {
                 for &e in group {
                     let (r, c) = fragment_coords(&*cg, t, e)?;
                     let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
-                    let slots = [cg.frag_slot(arr, len, s * per_slot + e)?, cg.frag_slot(arr, len, s * per_slot + e + 1)?];
-                    let (vals, keep) = cg.fragment_pair(&op, v, slots, r, c)?;
-                    pairs.push(FragPair { slots, r, c, vals, keep });
+                    let idx = s * per_slot + e;
+                    let (vals, keep) = cg.fragment_pair(&op, d, idx, r, c)?;
+                    pairs.push(FragPair { idx, r, c, vals, keep });
                 }
-                cg.write_fragment_pairs(&op, v, &pairs)?;
+                cg.write_fragment_pairs(&op, d, &pairs)?;
             }
             Ok(())
         })
     }
 
     /// The values of root `op` at elements `(r, c)` and `(r, c + 1)` (and its `where` mask
-    /// there); `slots` hold the accumulator's values at those elements.
-    fn fragment_pair(&mut self, op: &Op, v: Var, slots: [PointerValue<'ctx>; 2], r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<([BasicValueEnum<'ctx>; 2], Option<[IntValue<'ctx>; 2]>), BackendError> {
+    /// there), whose registers are `idx` and `idx + 1` of accumulators of distribution `d`.
+    fn fragment_pair(&mut self, op: &Op, d: Distribution, idx: u32, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<([BasicValueEnum<'ctx>; 2], Option<[IntValue<'ctx>; 2]>), BackendError> {
         let cs = [c, self.b.build_int_add(c, self.i32(1), "")?];
-        // Each element's expression reads the accumulator at its own slot.
+        // Each element's expression reads the accumulators at its own register.
         let at = |cg: &mut Self, k: usize, x: Value| {
-            cg.frag_ctx = Some((v, slots[k]));
+            cg.frag_ctx = Some((d, idx + k as u32));
             let y = cg.operand(x, r, cs[k]);
             cg.frag_ctx = None;
             y
@@ -89,17 +93,19 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// Writes the evaluated pairs of root `op`.
-    fn write_fragment_pairs(&mut self, op: &Op, v: Var, pairs: &[FragPair<'ctx>]) -> Result<(), BackendError> {
+    /// Writes the evaluated pairs of root `op` (evaluated in the order of distribution `d`).
+    fn write_fragment_pairs(&mut self, op: &Op, d: Distribution, pairs: &[FragPair<'ctx>]) -> Result<(), BackendError> {
         match op {
             Op::Store { dst, index, value, .. } => {
                 let elems: Vec<_> = pairs.iter().map(|p| (p.r, p.c, p.vals, p.keep)).collect();
                 self.store_global_pairs(*dst, index, &elems, self.res_elem(*value))
             }
-            Op::WriteVar(w, _) if *w == v => {
+            // An accumulator of the same distribution (the one whose order it is, or another).
+            Op::WriteVar(w, _) if self.accumulator(*w) == Some(d) => {
+                let (arr, _) = self.fragment(*w)?;
                 for p in pairs {
-                    self.b.build_store(p.slots[0], p.vals[0])?;
-                    self.b.build_store(p.slots[1], p.vals[1])?;
+                    self.b.build_store(self.frag_slot(arr, d.floats_per_thread(), p.idx)?, p.vals[0])?;
+                    self.b.build_store(self.frag_slot(arr, d.floats_per_thread(), p.idx + 1)?, p.vals[1])?;
                 }
                 Ok(())
             }
@@ -145,8 +151,8 @@ impl<'ctx> Codegen<'ctx, '_> {
 
 /// One evaluated pair of fragment elements, `(r, c)` and `(r, c + 1)`.
 struct FragPair<'ctx> {
-    /// The accumulator registers of the two elements.
-    slots: [PointerValue<'ctx>; 2],
+    /// The fragment register index of the first element (the second's is the next).
+    idx: u32,
     r: IntValue<'ctx>,
     c: IntValue<'ctx>,
     /// The root's values there (the written variable's element type for a `WriteVar`).
