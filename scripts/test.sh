@@ -7,3 +7,6 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/.tools/env.sh"
 cd "$root"
 cargo test --workspace --locked "$@"
+# tilec_torch (python/): plan loading, argument checks, launch arguments; standard library only,
+# under a second (its torch tests skip where torch is not installed).
+python3 -m unittest discover -s python/tests

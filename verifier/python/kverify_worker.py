@@ -6,7 +6,8 @@ Runs one NumPy (or PyTorch) candidate function per process:
     python3 kverify_worker.py --module my_kernel.py --function forward [--backward backward]
 
 The candidate is ``forward(inputs, dims) -> array | list[array]`` where ``inputs`` is a list of
-writable NumPy arrays (C order) and ``dims`` a dict such as ``{"M": 64, "K": 64, "N": 64}``;
+writable NumPy arrays (C order, except in CMP-03's layout probes: transposed, offset or stride-0
+views of the same values, see ``apply_layout``) and ``dims`` a dict such as ``{"M": 64, "K": 64, "N": 64}``;
 ``backward(inputs, grads, dims) -> list[array]`` returns one gradient per input. Raise
 ``NotImplementedError`` to refuse an input (reported as a refusal, not a crash). PyTorch tensors
 may be returned; their device is reported and they are copied to the host.
@@ -94,9 +95,40 @@ def to_host(o):
     return o, dev
 
 
+LAYOUT_OFFSET = 3  # NaN elements before an "offset" view (kverify's LAYOUT_OFFSET)
+
+
+def apply_layout(a, how):
+    """The same values as ``a`` in the requested memory layout (protocol field ``layouts``)."""
+    if how == "contiguous":
+        return a
+    if how == "transposed":  # last two axes column-major: a view of a contiguous transpose
+        return np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2) if a.ndim >= 2 else a
+    if how == "offset":  # a dense view starting LAYOUT_OFFSET elements into a NaN-headed buffer
+        buf = np.full(a.size + LAYOUT_OFFSET, np.nan, a.dtype)
+        buf[LAYOUT_OFFSET:] = a.ravel()
+        return buf[LAYOUT_OFFSET:].reshape(a.shape)
+    if how == "expanded":  # stride 0 along the first axis of extent > 1 (values constant there)
+        axes = [i for i, n in enumerate(a.shape) if n > 1]
+        if not axes:
+            return a
+        ax = axes[0]
+        src = np.take(a, [0], axis=ax).copy()
+        strides = list(src.strides)
+        strides[ax] = 0
+        v = np.lib.stride_tricks.as_strided(src, shape=a.shape, strides=strides)
+        if not np.array_equal(v, a, equal_nan=True):
+            raise ValueError(f"expanded layout asked for values that vary along axis {ax}")
+        return v
+    raise ValueError(f"unknown layout {how}")
+
+
 def handle(req, fwd, bwd):
     tensors = read_safetensors(req["inputs"])
     inputs = [tensors[f"in{i}"] for i in range(req["n_inputs"])]
+    layouts = req.get("layouts")
+    if layouts is not None:
+        inputs = [apply_layout(a, how) for a, how in zip(inputs, layouts)]
     before = [a.tobytes() for a in inputs]
     dims = req["dims"]
     try:
@@ -125,7 +157,10 @@ def handle(req, fwd, bwd):
         descs.append({"name": f"out{i}", "device": dev})
     mutated = [j for j, (a, b) in enumerate(zip(inputs, before)) if a.tobytes() != b]
     write_safetensors(req["output"], outs)
-    return {"id": req["id"], "ok": True, "outputs": descs, "mutated_inputs": mutated, "aliases": aliases}
+    resp = {"id": req["id"], "ok": True, "outputs": descs, "mutated_inputs": mutated, "aliases": aliases}
+    if layouts is not None:
+        resp["layouts"] = layouts
+    return resp
 
 
 def main():

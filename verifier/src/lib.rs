@@ -7,6 +7,7 @@
 //! * [`gates`]: the twelve gates; [`battery`] runs them and forms the verdict.
 //! * [`redteam`]: deliberately broken candidates and the honest one.
 //! * [`calibrate`]: trip points and margins of the band gates.
+//! * [`audit`]: judging KernelBench-style Model/ModelNew corpora (`kverify audit`).
 
 // Lint policy (docs/architecture.md): every public item is documented; library code reports
 // errors instead of panicking or printing (the CLI prints, and says so).
@@ -23,3 +24,4 @@ pub mod candidate;
 pub mod gates;
 pub mod redteam;
 pub mod calibrate;
+pub mod audit;

@@ -22,6 +22,9 @@ enum Command {
     Redteam(kverify::cli::redteam_cmd::RedteamArgs),
     /// Calibrate the band gates: honest noise floor, trip point, onset of real error, margins.
     Calibrate(kverify::cli::calibrate_cmd::CalibrateArgs),
+    /// Judge a KernelBench-style corpus (Model / ModelNew per row): gates, KernelBench's own
+    /// check, the differential; resumable, shardable (docs/audit.md).
+    Audit(kverify::cli::audit_cmd::AuditArgs),
 }
 
 fn fail(e: impl std::fmt::Display) -> ! {
@@ -60,6 +63,10 @@ fn main() {
             Err(e) => fail(e),
         },
         Command::Calibrate(a) => match kverify::cli::calibrate_cmd::run(&a) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => fail(e),
+        },
+        Command::Audit(a) => match kverify::cli::audit_cmd::run(&a) {
             Ok(code) => std::process::exit(code),
             Err(e) => fail(e),
         },

@@ -4,7 +4,7 @@
 use kverify::battery::{self, Options, Verdict};
 use kverify::candidate::Candidate;
 use kverify::gates::Status;
-use kverify::redteam::{honest_matmul, honest_max, tricks};
+use kverify::redteam::{honest_matmul, honest_max, honest_twins, tricks};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,15 +35,24 @@ fn every_trick_is_rejected_by_its_gate() {
 
 #[test]
 fn honest_candidates_pass_every_applicable_gate() {
-    for cand in [honest_matmul(), honest_max()] {
+    let mut all = vec![honest_matmul(), honest_max()];
+    all.extend(honest_twins());
+    assert_eq!(all.len(), 10);
+    for cand in all {
         let name = cand.name.clone();
+        let forward_only = !cand.has_backward();
         let r = battery::run(Arc::new(cand), None, &opts(None)).expect("battery runs");
         for g in &r.gates {
             assert!(matches!(g.status, Status::Pass | Status::NotApplicable), "{name} {} {:?}: {}", g.id, g.status, g.detail);
         }
         assert_eq!(r.verdict, Verdict::Clean);
-        // Only RES-02 (no metadata) and, for max, CMP-02 (no backward) may be n/a.
+        // Only RES-02 (no metadata), for a forward-only candidate CMP-02 (every operator class
+        // has a reference backward now), and for a class without a reduction PRC-02 may be n/a.
         let na: Vec<_> = r.gates.iter().filter(|g| g.status == Status::NotApplicable).map(|g| g.id).collect();
-        assert!(na.iter().all(|id| *id == "RES-02" || *id == "CMP-02"), "{name}: {na:?}");
+        let mut want: Vec<&str> = if forward_only { vec!["CMP-02", "RES-02"] } else { vec!["RES-02"] };
+        if matches!(r.op.as_str(), "clamp" | "logsigmoid" | "exp") {
+            want.insert(want.len() - 1, "PRC-02");
+        }
+        assert_eq!(na, want, "{name}");
     }
 }

@@ -7,7 +7,7 @@ use kverify::battery::{self, Options, Verdict};
 use kverify::candidate::external::{ExternalCandidate, Manifest};
 use kverify::candidate::{Candidate, CandidateError};
 use kverify::gates::Status;
-use kverify::redteam::tricks;
+use kverify::redteam::{honest_twins, tricks};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,9 @@ fn external_red_team() {
     if !python_ready() {
         return;
     }
-    for name in ["honest", "honest-max"] {
+    let mut honest: Vec<String> = vec!["honest".into(), "honest-max".into()];
+    honest.extend(honest_twins().into_iter().map(|h| h.name));
+    for name in &honest {
         let r = battery::run(ext(name), None, &opts(None)).expect("battery");
         for g in &r.gates {
             assert!(matches!(g.status, Status::Pass | Status::NotApplicable), "{name} {} {:?}: {}", g.id, g.status, g.detail);
@@ -54,10 +56,11 @@ fn external_red_team() {
         assert_eq!(r.verdict, Verdict::Clean, "{name}");
     }
     let mut missed = Vec::new();
-    for t in tricks() {
-        let r = battery::run(ext(t.name), None, &opts(Some(vec![t.gate.into()]))).expect("battery");
+    let all: Vec<(&str, &str)> = tricks().iter().map(|t| (t.name, t.gate)).chain(kverify::redteam::external_only_tricks().iter().map(|t| (t.name, t.gate))).collect();
+    for (name, gate) in all {
+        let r = battery::run(ext(name), None, &opts(Some(vec![gate.into()]))).expect("battery");
         if !matches!(r.gates[0].status, Status::Fail | Status::Error) {
-            missed.push(format!("{} passed {}: {}", t.name, t.gate, r.gates[0].detail));
+            missed.push(format!("{name} passed {gate}: {}", r.gates[0].detail));
         }
     }
     assert!(missed.is_empty(), "{missed:#?}");

@@ -3,23 +3,23 @@
 //!
 //! One subprocess per candidate, started lazily and reused across calls (state persists, as it
 //! would in a loaded PyTorch module, which is how caching tricks are caught). Each call has a
-//! time limit: on expiry the process group is killed and the call reports a timeout; the next
-//! call starts a fresh process. The address space is capped with `setrlimit(RLIMIT_AS)` in the
-//! child before `exec`. A process that dies is reported with its signal or exit code and the
-//! tail of its stderr.
+//! time limit: on expiry the worker and every process it started are killed and the call reports
+//! a timeout; the next call starts a fresh process. Containment (the subreaper shim that kills
+//! every descendant, including those that called `setsid()`, when the worker ends for any
+//! reason; bounded reads; `RLIMIT_AS`) is [`super::process`]. A process that dies is reported
+//! with its signal or exit code and the tail of its stderr.
 
+pub(crate) use super::process::{confine, signal_name, tail};
+use super::process::{Worker, MAX_LINE};
 use super::safetensors_io;
-use super::{Candidate, CandidateError, CandidateOutput};
+use super::{Candidate, CandidateError, CandidateOutput, Layout};
 use crate::error_model::Precision;
 use crate::references::{op_by_id, Dims};
 use crate::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Protocol name and version the worker must announce.
@@ -106,6 +106,9 @@ struct Request<'a> {
     grads: Option<String>,
     n_grads: usize,
     output: String,
+    /// Per-input layout request (CMP-03's layout probes); absent for dense inputs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layouts: Option<&'a [Layout]>,
 }
 
 /// One output description in a response.
@@ -135,13 +138,9 @@ struct Response {
     refused: Option<String>,
     #[serde(default)]
     error: Option<String>,
-}
-
-struct Proc {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
+    /// The layouts the worker applied (an echo of the request's).
+    #[serde(default)]
+    layouts: Option<Vec<Layout>>,
 }
 
 /// An external-process candidate.
@@ -152,7 +151,7 @@ pub struct ExternalCandidate {
     pub time_limit: Duration,
     /// Address-space limit of the process, MiB (0: none).
     pub mem_limit_mb: u64,
-    proc_: Mutex<Option<Proc>>,
+    proc_: Mutex<Option<Worker>>,
     next_id: Mutex<u64>,
     dir: Option<tempfile::TempDir>,
 }
@@ -163,48 +162,6 @@ fn parse_device(s: &str) -> Device {
     } else {
         Device::Cuda(s.rsplit(':').next().and_then(|n| n.parse().ok()).unwrap_or(0))
     }
-}
-
-/// Set up `cmd` as every candidate process is run: single-threaded BLAS, stdout and stderr
-/// piped, its own process group (so a timeout can kill the whole group) and, when
-/// `mem_limit_mb` > 0, `RLIMIT_AS` capped in the child before `exec`. Shared by the
-/// persistent external workers and the one-shot tilec executors (`super::tilec`).
-pub(crate) fn confine(cmd: &mut Command, mem_limit_mb: u64) {
-    cmd.env("OMP_NUM_THREADS", "1").env("OPENBLAS_NUM_THREADS", "1").stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mem = mem_limit_mb.saturating_mul(1024 * 1024);
-    // SAFETY: only async-signal-safe calls (setpgid, setrlimit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setpgid(0, 0);
-            if mem > 0 {
-                let lim = libc::rlimit { rlim_cur: mem as libc::rlim_t, rlim_max: mem as libc::rlim_t };
-                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Name of a fatal signal, for crash reports.
-pub(crate) fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTERM => "SIGTERM",
-        _ => "signal",
-    }
-}
-
-/// The last `lines` lines of `s`, joined with ` | ` (stderr tails in reports).
-pub(crate) fn tail(s: &str, lines: usize) -> String {
-    let v: Vec<&str> = s.lines().collect();
-    v[v.len().saturating_sub(lines)..].join(" | ")
 }
 
 impl ExternalCandidate {
@@ -220,93 +177,17 @@ impl ExternalCandidate {
         }
     }
 
-    fn spawn(&self) -> Result<Proc, CandidateError> {
+    fn spawn(&self) -> Result<Worker, CandidateError> {
         let m = &self.manifest;
         let mut cmd = Command::new(&m.command[0]);
-        cmd.args(&m.command[1..]).current_dir(&m.dir).envs(&m.env).stdin(Stdio::piped());
-        confine(&mut cmd, self.mem_limit_mb);
-        let mut child = cmd.spawn().map_err(|e| CandidateError::Io(format!("cannot start `{}`: {e}", m.command.join(" "))))?;
-        let stdin = child.stdin.take().ok_or_else(|| CandidateError::Io("no stdin".into()))?;
-        let stdout = child.stdout.take().ok_or_else(|| CandidateError::Io("no stdout".into()))?;
-        let mut stderr_pipe = child.stderr.take().ok_or_else(|| CandidateError::Io("no stderr".into()))?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(l).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let se = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr_pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut s) = se.lock() {
-                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    if s.len() > 16384 {
-                        let cut = s.len() - 8192;
-                        let cut = (cut..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(cut);
-                        s.drain(..cut);
-                    }
-                }
-            }
-        });
-        let mut p = Proc { child, stdin, lines: rx, stderr };
-        // The worker announces itself first.
-        match p.lines.recv_timeout(self.time_limit) {
-            Ok(l) => {
-                let v: serde_json::Value = serde_json::from_str(&l).map_err(|e| CandidateError::Protocol(format!("bad hello `{l}`: {e}")))?;
-                if v.get("protocol").and_then(|x| x.as_str()) != Some(PROTOCOL) {
-                    Self::kill(&mut p);
-                    return Err(CandidateError::Protocol(format!("expected hello with protocol {PROTOCOL}, got `{l}`")));
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                Self::kill(&mut p);
-                return Err(CandidateError::TimedOut { limit_s: self.time_limit.as_secs_f64() });
-            }
-            Err(RecvTimeoutError::Disconnected) => return Err(self.death(&mut p)),
-        }
-        Ok(p)
+        cmd.args(&m.command[1..]).current_dir(&m.dir).envs(&m.env);
+        Worker::spawn(cmd, PROTOCOL, self.time_limit, self.mem_limit_mb, MAX_LINE).map_err(|e| match e {
+            CandidateError::Io(msg) => CandidateError::Io(format!("{msg} (`{}`)", m.command.join(" "))),
+            e => e,
+        })
     }
 
-    fn kill(p: &mut Proc) {
-        let pid = p.child.id() as i32;
-        // SAFETY: signalling the process group we created for this child.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-        let _ = p.child.kill();
-        let _ = p.child.wait();
-    }
-
-    /// Wait for a process whose stdout closed and describe how it died.
-    fn death(&self, p: &mut Proc) -> CandidateError {
-        let status = p.child.wait();
-        std::thread::sleep(Duration::from_millis(20));
-        let err = p.stderr.lock().map(|s| tail(&s, 3)).unwrap_or_default();
-        match status {
-            Ok(st) => {
-                if let Some(sig) = st.signal() {
-                    CandidateError::Crashed(format!("killed by signal {sig} ({}){}", signal_name(sig), if err.is_empty() { String::new() } else { format!(": {err}") }))
-                } else {
-                    CandidateError::Exited { code: st.code().unwrap_or(-1), stderr_tail: err }
-                }
-            }
-            Err(e) => CandidateError::Io(e.to_string()),
-        }
-    }
-
-    fn call(&self, pass: &str, dims: &Dims, inputs: &[Tensor], grads: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
+    fn call(&self, pass: &str, dims: &Dims, inputs: &[Tensor], grads: &[Tensor], layouts: Option<&[Layout]>) -> Result<CandidateOutput, CandidateError> {
         let dir = self.dir.as_ref().ok_or_else(|| CandidateError::Io("no temporary directory".into()))?.path().to_path_buf();
         let id = {
             let mut n = self.next_id.lock().map_err(|_| CandidateError::Io("poisoned".into()))?;
@@ -332,32 +213,20 @@ impl ExternalCandidate {
             grads: if grads.is_empty() { None } else { Some(g_path.display().to_string()) },
             n_grads: grads.len(),
             output: out_path.display().to_string(),
+            layouts,
         };
-        let line = serde_json::to_string(&req).map_err(|e| CandidateError::Io(e.to_string()))? + "\n";
+        let line = serde_json::to_string(&req).map_err(|e| CandidateError::Io(e.to_string()))?;
         let mut guard = self.proc_.lock().map_err(|_| CandidateError::Io("poisoned".into()))?;
         if guard.is_none() {
             *guard = Some(self.spawn()?);
         }
         let p = guard.as_mut().ok_or_else(|| CandidateError::Io("no process".into()))?;
-        if p.stdin.write_all(line.as_bytes()).and_then(|_| p.stdin.flush()).is_err() {
-            let e = self.death(p);
-            *guard = None;
-            return Err(e);
-        }
-        let resp_line = loop {
-            match p.lines.recv_timeout(self.time_limit) {
-                Ok(l) if l.trim().is_empty() => continue,
-                Ok(l) => break l,
-                Err(RecvTimeoutError::Timeout) => {
-                    Self::kill(p);
-                    *guard = None;
-                    return Err(CandidateError::TimedOut { limit_s: self.time_limit.as_secs_f64() });
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    let e = self.death(p);
-                    *guard = None;
-                    return Err(e);
-                }
+        let resp_line = match p.request(&line, self.time_limit) {
+            Ok(l) => l,
+            Err(e) => {
+                // The worker is dead or was killed with its whole tree (timeout, over-long line).
+                *guard = None;
+                return Err(e);
             }
         };
         drop(guard);
@@ -381,7 +250,8 @@ impl ExternalCandidate {
             t.device = parse_device(&o.device);
             outputs.push(t);
         }
-        Ok(CandidateOutput { outputs, reported_mutations: resp.mutated_inputs, reported_aliases: resp.aliases })
+        let layouts_applied = layouts.is_some() && resp.layouts.as_deref() == layouts;
+        Ok(CandidateOutput { outputs, reported_mutations: resp.mutated_inputs, reported_aliases: resp.aliases, layouts_applied })
     }
 }
 
@@ -389,7 +259,7 @@ impl Drop for ExternalCandidate {
     fn drop(&mut self) {
         if let Ok(mut g) = self.proc_.lock() {
             if let Some(p) = g.as_mut() {
-                Self::kill(p);
+                p.kill();
             }
         }
     }
@@ -412,19 +282,26 @@ impl Candidate for ExternalCandidate {
         self.manifest.backward
     }
     fn forward(&self, dims: &Dims, inputs: &mut [Tensor]) -> Result<CandidateOutput, CandidateError> {
-        self.call("forward", dims, inputs, &[])
+        self.call("forward", dims, inputs, &[], None)
     }
     fn backward(&self, dims: &Dims, inputs: &mut [Tensor], grads: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
         if !self.manifest.backward {
             return Err(CandidateError::NoBackward);
         }
-        self.call("backward", dims, inputs, grads)
+        self.call("backward", dims, inputs, grads, None)
+    }
+    fn supports_layouts(&self) -> bool {
+        true
+    }
+    fn forward_layout(&self, dims: &Dims, inputs: &mut [Tensor], layouts: &[Layout]) -> Result<CandidateOutput, CandidateError> {
+        self.call("forward", dims, inputs, &[], Some(layouts))
     }
     fn restart(&self) -> Result<bool, CandidateError> {
         let mut g = self.proc_.lock().map_err(|_| CandidateError::Io("poisoned".into()))?;
         if let Some(p) = g.as_mut() {
-            Self::kill(p);
+            p.kill();
         }
+        *g = None;
         *g = Some(self.spawn()?);
         Ok(true)
     }

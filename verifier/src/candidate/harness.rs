@@ -36,6 +36,8 @@ pub struct CallResult {
     pub aliased: Vec<(usize, usize)>,
     /// Wall time of the call.
     pub elapsed: Duration,
+    /// The candidate confirmed the requested input layouts (see [`super::Layout`]).
+    pub layouts_applied: bool,
 }
 
 /// Runs calls of one candidate.
@@ -49,6 +51,7 @@ pub struct Harness {
 
 enum Which {
     Forward,
+    Layout(Vec<super::Layout>),
     Backward(Vec<Tensor>),
 }
 
@@ -66,6 +69,11 @@ impl Harness {
     /// Forward call on the candidate's own copy of `inputs`.
     pub fn forward(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>) -> CallResult {
         self.call(gate, dims, inputs, Which::Forward)
+    }
+
+    /// Forward call with the inputs handed over in `layouts` (CMP-03's layout probes).
+    pub fn forward_layout(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>, layouts: Vec<super::Layout>) -> CallResult {
+        self.call(gate, dims, inputs, Which::Layout(layouts))
     }
 
     /// Backward call.
@@ -87,6 +95,7 @@ impl Harness {
             let mut inputs = inputs;
             let r = catch_unwind(AssertUnwindSafe(|| match &which {
                 Which::Forward => cand.forward(&d, &mut inputs),
+                Which::Layout(l) => cand.forward_layout(&d, &mut inputs, l),
                 Which::Backward(g) => cand.backward(&d, &mut inputs, g),
             }));
             let r = r.unwrap_or_else(|p| {
@@ -100,7 +109,7 @@ impl Harness {
             let _ = tx.send((inputs, r));
         });
         if let Err(e) = spawned {
-            return CallResult { outcome: Err(CandidateError::Io(e.to_string())), mutated: vec![], aliased: vec![], elapsed: start.elapsed() };
+            return CallResult { outcome: Err(CandidateError::Io(e.to_string())), mutated: vec![], aliased: vec![], elapsed: start.elapsed(), layouts_applied: false };
         }
         let got = rx.recv_timeout(self.time_limit + grace);
         let elapsed = start.elapsed();
@@ -110,13 +119,14 @@ impl Harness {
                 mutated: vec![],
                 aliased: vec![],
                 elapsed,
+                layouts_applied: false,
             },
             Ok((inputs_after, r)) => {
                 let mutated: Vec<usize> =
                     inputs_after.iter().zip(&before).enumerate().filter(|(_, (t, h))| t.checksum() != **h).map(|(i, _)| i).collect();
                 match r {
-                    Err(e) => CallResult { outcome: Err(e), mutated, aliased: vec![], elapsed },
-                    Ok(CandidateOutput { outputs, reported_mutations, reported_aliases }) => {
+                    Err(e) => CallResult { outcome: Err(e), mutated, aliased: vec![], elapsed, layouts_applied: false },
+                    Ok(CandidateOutput { outputs, reported_mutations, reported_aliases, layouts_applied }) => {
                         let mut mutated = mutated;
                         for m in reported_mutations {
                             if !mutated.contains(&m) {
@@ -134,7 +144,7 @@ impl Harness {
                                 }
                             }
                         }
-                        CallResult { outcome: Ok(outputs), mutated, aliased, elapsed }
+                        CallResult { outcome: Ok(outputs), mutated, aliased, elapsed, layouts_applied }
                     }
                 }
             }

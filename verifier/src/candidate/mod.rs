@@ -5,12 +5,15 @@
 //!   one subprocess per candidate with a time limit and a memory limit.
 //! * [`tilec`]: tilec kernels, run one process per call by tilec's CPU interpreter or, for a
 //!   built artifact, by the runtime's GPU launcher `tilec-run`.
+//! * [`process`]: containment shared by every child process (subreaper shim, tree kill,
+//!   bounded reads).
 //! * [`harness`]: runs one call under a time limit, catches panics, and detects input mutation
 //!   and output aliasing; every gate goes through it.
 
 pub mod external;
 pub mod harness;
 pub mod inprocess;
+pub mod process;
 pub mod safetensors_io;
 pub mod tilec;
 
@@ -27,7 +30,28 @@ pub struct CandidateOutput {
     pub reported_mutations: Vec<usize>,
     /// (output, input) pairs whose memory overlaps, as reported by an external worker.
     pub reported_aliases: Vec<(usize, usize)>,
+    /// The worker confirmed it handed the candidate the requested [`Layout`]s (it echoed them).
+    pub layouts_applied: bool,
 }
+
+/// How one input reaches the candidate (CMP-03's layout probes, protocol field `layouts`):
+/// always the same logical values, in another memory layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Dense row-major (the default).
+    Contiguous,
+    /// The last two axes stored column-major: a transposed view of a contiguous transpose.
+    Transposed,
+    /// A dense view starting [`LAYOUT_OFFSET`] elements into a larger buffer whose head is NaN.
+    Offset,
+    /// A stride-0 view along the first axis of extent > 1 (kverify makes the values constant
+    /// along that axis first, so the view holds the same values).
+    Expanded,
+}
+
+/// Elements of NaN before an [`Layout::Offset`] view's first element.
+pub const LAYOUT_OFFSET: usize = 3;
 
 /// Why a call produced no output.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -95,5 +119,15 @@ pub trait Candidate: Send + Sync {
     /// Returns false when there is no process to restart.
     fn restart(&self) -> Result<bool, CandidateError> {
         Ok(false)
+    }
+    /// Whether the candidate receives arrays that can be strided views (the NumPy worker):
+    /// CMP-03 then also passes non-contiguous inputs through [`Candidate::forward_layout`].
+    fn supports_layouts(&self) -> bool {
+        false
+    }
+    /// Forward call with each input handed over in `layouts[i]` (same values). The default
+    /// ignores the layouts (dense tensors) and leaves `layouts_applied` false.
+    fn forward_layout(&self, dims: &Dims, inputs: &mut [Tensor], _layouts: &[Layout]) -> Result<CandidateOutput, CandidateError> {
+        self.forward(dims, inputs)
     }
 }

@@ -12,7 +12,7 @@
 //! parameters, write one with its `out` parameters, exit. A [`Binding`] maps the operator's
 //! inputs (in kverify's order, see [`crate::references`]) to parameter names, and the kernel's
 //! output parameters back to the operator's outputs. Each call runs under the same confinement
-//! as the external-process workers ([`super::external::confine`]: own process group, address
+//! as the external-process workers ([`super::process::confine`]: own process group, address
 //! space limit) with a time limit after which the whole group is killed; deaths are reported with
 //! the signal or exit code and the tail of stderr, never as value errors (fairness rule 9).
 
@@ -276,7 +276,7 @@ impl TilecCandidate {
             let t = tensors.remove(n).ok_or_else(|| CandidateError::Protocol(format!("kernel wrote no output `{n}` (it wrote: {have})")))?;
             outputs.push(t);
         }
-        Ok(CandidateOutput { outputs, reported_mutations: vec![], reported_aliases: vec![] })
+        Ok(CandidateOutput { outputs, reported_mutations: vec![], reported_aliases: vec![], layouts_applied: false })
     }
 
     /// For a GPU candidate: `Ok(())` when `tilec-run` can reach a GPU, checked by one call at
@@ -327,12 +327,7 @@ pub fn run_once(cmd: &mut Command, limit: Duration, mem_limit_mb: u64) -> Result
     let status = match child.wait_timeout(limit) {
         Ok(Some(st)) => st,
         Ok(None) => {
-            // SAFETY: signalling the process group created for this child by `confine`.
-            unsafe {
-                libc::kill(-(child.id() as i32), libc::SIGKILL);
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            super::process::kill_tree(&mut child);
             return Err(CandidateError::TimedOut { limit_s: limit.as_secs_f64() });
         }
         Err(e) => return Err(CandidateError::Io(format!("waiting for `{prog}`: {e}"))),

@@ -9,3 +9,4 @@ pub mod gates_cmd;
 pub mod redteam_cmd;
 pub mod calibrate_cmd;
 pub mod tilec_args;
+pub mod audit_cmd;

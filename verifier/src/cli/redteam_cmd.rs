@@ -4,7 +4,7 @@ use crate::battery::Options;
 use crate::candidate::external::{ExternalCandidate, Manifest};
 use crate::candidate::Candidate;
 use crate::redteam::matrix::{self, Entry, Row};
-use crate::redteam::{honest_matmul, honest_max, tricks};
+use crate::redteam::{external_only_tricks, honest_matmul, honest_max, honest_twins, tricks};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,17 +49,24 @@ pub fn in_process_entries() -> Vec<Entry> {
         Entry { name: "honest".into(), target: None, cand: Arc::new(honest_matmul()) },
         Entry { name: "honest-max".into(), target: None, cand: Arc::new(honest_max()) },
     ];
+    for h in honest_twins() {
+        v.push(Entry { name: h.name.clone(), target: None, cand: Arc::new(h) });
+    }
     for t in tricks() {
         v.push(Entry { name: t.name.into(), target: Some(t.gate.into()), cand: Arc::new((t.build)()) });
     }
     v
 }
 
-/// The entries of the external red team in `dir` (`honest.json`, `honest-max.json`, `<trick>.json`).
+/// The entries of the external red team in `dir` (`honest.json`, `honest-max.json`, one
+/// `<name>.json` per honest twin of [`honest_twins`], `<trick>.json`, including the
+/// [`external_only_tricks`]).
 pub fn external_entries(dir: &std::path::Path, limit: Duration) -> Result<Vec<Entry>, RedteamError> {
     let mut v = Vec::new();
     let mut names: Vec<(String, Option<String>)> = vec![("honest".into(), None), ("honest-max".into(), None)];
+    names.extend(honest_twins().into_iter().map(|h| (h.name, None)));
     names.extend(tricks().into_iter().map(|t| (t.name.to_string(), Some(t.gate.to_string()))));
+    names.extend(external_only_tricks().into_iter().map(|t| (t.name.to_string(), Some(t.gate.to_string()))));
     for (n, target) in names {
         let m = Manifest::load(&dir.join(format!("{n}.json")))?;
         let c: Arc<dyn Candidate> = Arc::new(ExternalCandidate::new(m, limit, 2048));

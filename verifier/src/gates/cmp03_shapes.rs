@@ -7,8 +7,12 @@
 //!   envelope's maximum with the others at their minimum. Shapes that break the operator's
 //!   constraint are skipped and listed. A refusal fails as `rejected`, a wrong value as `wrong`,
 //!   a crash or hang is an error (rule 9).
+//!   Then the probes of [`super::cmp03_probes`]: each changeable dim just past every power of
+//!   two up to its envelope and past the envelope (a refusal there is listed, not failed), and
+//!   for candidates that receive arrays, transposed, offset and stride-0 views of the inputs.
 //! * Bound source: as CMP-01; the shapes come only from the operator's fixed conventions (rule 6).
 
+use super::cmp03_probes::{layout_probe, layout_set, size_set, widened, PAST_ENVELOPE_BYTES};
 use super::{inputs::gate_seed, inputs::Dist, value_probe, value_result, Ctx, GateInfo, GateResult, Probe, Status};
 use crate::error_model::BoundKind;
 use crate::references::{DimKind, DimSpec, Dims, Op};
@@ -80,11 +84,44 @@ pub fn run(ctx: &Ctx) -> GateResult {
     let mut rejected = Vec::new();
     let mut wrong = Vec::new();
     let mut visited = 0;
+    let (sizes, skipped_sizes) = size_set(ctx.op, &ctx.dims, PAST_ENVELOPE_BYTES);
+    let mut declined = Vec::new();
+    let mut probes: Vec<(String, Box<dyn Fn() -> Option<Probe> + '_>, bool)> = Vec::new();
     for (i, (label, d)) in shapes.iter().enumerate() {
-        let l = format!("{label} [{d}]");
-        match value_probe(ctx, INFO.id, d, Dist::Normal, gate_seed(INFO.id, i as u64), BoundKind::Deterministic) {
+        let seed = gate_seed(INFO.id, i as u64);
+        probes.push((format!("{label} [{d}]"), Box::new(move || Some(value_probe(ctx, INFO.id, d, Dist::Normal, seed, BoundKind::Deterministic))), false));
+    }
+    for (i, p) in sizes.iter().enumerate() {
+        let seed = gate_seed(INFO.id, 100 + i as u64);
+        let past = p.past_envelope;
+        probes.push((
+            p.label.clone(),
+            Box::new(move || {
+                let op = if past { widened(ctx.op, &changed_dim(ctx, &p.dims), p.dims.get(&changed_dim(ctx, &p.dims))) } else { ctx.op.clone() };
+                let wide = Ctx { op: &op, harness: ctx.harness, precision: ctx.precision, dims: ctx.dims.clone(), meta: ctx.meta };
+                Some(value_probe(&wide, INFO.id, &p.dims, Dist::Normal, seed, BoundKind::Deterministic))
+            }),
+            past,
+        ));
+    }
+    let mut layouts_note = String::from("layouts: not probed (the candidate receives dense tensors)");
+    if ctx.harness.cand.supports_layouts() {
+        layouts_note = "layouts: transposed, offset, expanded views".into();
+        for (i, (label, l)) in layout_set(&ctx.op.input_shapes(&ctx.dims)).into_iter().enumerate() {
+            probes.push((format!("{label} [{}]", ctx.dims), Box::new(move || layout_probe(ctx, INFO.id, i as u64, &l)), false));
+        }
+    }
+    let mut unconfirmed = Vec::new();
+    for (l, probe, past) in &probes {
+        let l = l.clone();
+        let Some(p) = probe() else {
+            unconfirmed.push(l);
+            continue;
+        };
+        match p {
             Probe::NotApplicable(_) => continue,
             Probe::Runtime(e) => return GateResult::new(INFO, Status::Error, format!("{l}: {e}")),
+            Probe::Refused(why) if *past => declined.push(format!("{l}: {why}")),
             Probe::Refused(why) => rejected.push(format!("{l}: {why}")),
             Probe::Values(v) => {
                 visited += 1;
@@ -118,8 +155,23 @@ pub fn run(ctx: &Ctx) -> GateResult {
     match worst {
         None => GateResult::new(INFO, Status::NotApplicable, "no legal alternative shape"),
         Some(mut g) => {
-            g.detail = format!("{visited} shapes ok; worst {}; skipped: {}", g.detail, if skipped.is_empty() { "none".into() } else { skipped.join("; ") });
+            let mut skipped = skipped;
+            skipped.extend(skipped_sizes);
+            if !unconfirmed.is_empty() {
+                layouts_note = format!("layouts: not applied by the worker (no `layouts` echo): {}", unconfirmed.join("; "));
+            }
+            g.detail = format!(
+                "{visited} shapes ok; worst {}; declined past the envelope: {}; {layouts_note}; skipped: {}",
+                g.detail,
+                if declined.is_empty() { "none".into() } else { declined.join("; ") },
+                if skipped.is_empty() { "none".into() } else { skipped.join("; ") }
+            );
             g
         }
     }
+}
+
+/// The one changeable dim a size probe moved past the envelope (the dim above its maximum).
+fn changed_dim(ctx: &Ctx, d: &Dims) -> String {
+    ctx.op.dims.iter().find(|s| d.get(s.name) > s.max).map(|s| s.name.to_string()).unwrap_or_default()
 }

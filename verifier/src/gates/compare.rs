@@ -33,9 +33,10 @@ impl ValueReport {
     }
 }
 
-/// Compare `outs` with the reference. Positions where the reference is NaN or +-Inf are left to
-/// EXC-01 (rule 2); a non-finite candidate value where the reference is finite is an infinite
-/// error.
+/// Compare `outs` with the reference. Positions where the reference is NaN or +-Inf, or beyond
+/// the range of the declared output dtype (so that it rounds to +-Inf there, as EXC-01 rounds
+/// it), are left to EXC-01 (rule 2); a non-finite candidate value where the reference is finite
+/// is an infinite error.
 pub fn compare(r: &RefOutput, outs: &[Tensor], p: &Precision, kind: BoundKind) -> ValueReport {
     let mut rep = ValueReport::default();
     if outs.len() != r.outputs.len() {
@@ -52,7 +53,7 @@ pub fn compare(r: &RefOutput, outs: &[Tensor], p: &Precision, kind: BoundKind) -
         let rv = rt.to_f64_vec();
         let cv = ct.to_f64_vec();
         for (i, (&y, &x)) in rv.iter().zip(&cv).enumerate() {
-            if !y.is_finite() {
+            if !y.is_finite() || !p.output.round(y).is_finite() {
                 rep.excluded_nonfinite += 1;
                 continue;
             }

@@ -2,14 +2,25 @@
 //!
 //! * Question: where the reference gives NaN / +Inf / -Inf, does the candidate give the same
 //!   class, and nowhere else?
-//! * Decision: two fixed seeds of standard-normal inputs with NaN, +Inf and -Inf injected into
-//!   the data inputs (one per 256 elements). The class mask {NaN, +Inf, -Inf, finite} of the
-//!   candidate must equal that of the reference rounded to the declared output dtype (so an
-//!   fp64 value beyond the output's range legitimately becomes Inf), element for element.
+//! * Decision: the class mask {NaN, +Inf, -Inf, finite} of the candidate must equal that of the
+//!   reference rounded to the declared output dtype (so an fp64 value beyond the output's range
+//!   legitimately becomes Inf), element for element, on every probe:
+//!   - two fixed seeds of standard-normal inputs with NaN, +Inf and -Inf injected into the data
+//!     inputs (one per 256 elements);
+//!   - one probe of rows that are entirely non-finite (all -inf, all +inf, NaN beside +inf;
+//!     [`super::exc01_probes::nonfinite_rows`]);
+//!   - a poison-then-partial sequence: all inputs NaN at the base shape, then ordinary inputs at
+//!     each partial-tile shape ([`super::exc01_probes::partial_shapes`]), so a read of what the
+//!     poisoned call left behind shows up as a non-finite output where the reference is finite.
+//! * Charging: over-propagation (non-finite where the reference is finite) counts exactly as
+//!   under-propagation (finite where the reference is not) and a wrong non-finite class; the
+//!   report counts each.
 //! * Bound source: none: tolerance-free (exact mask equality).
 
 use super::compare::{nonfinite_class, NonFiniteClass};
-use super::{inputs, inputs::gate_seed, Ctx, GateInfo, GateResult, Status};
+use super::inputs::{self, gate_seed, Inputs};
+use super::{exc01_probes, Ctx, GateInfo, GateResult, Status};
+use crate::references::Dims;
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {
@@ -19,45 +30,79 @@ pub const INFO: GateInfo = GateInfo {
     question: "Where the reference gives NaN/+Inf/-Inf, does the candidate give the same class, and nowhere else?",
 };
 
-/// Run the gate.
-pub fn run(ctx: &Ctx) -> GateResult {
-    let mut mismatches = 0usize;
-    let mut checked = 0usize;
-    let mut nonfinite_expected = 0usize;
-    let mut first: Option<String> = None;
-    let mut any = false;
-    for s in 0..2u64 {
-        let x = inputs::generate(ctx.op, &ctx.dims, inputs::Dist::NonFinite, gate_seed(INFO.id, s), ctx.precision.input);
-        let Ok(r) = ctx.op.forward(&ctx.dims, &x.reference) else { continue };
-        any = true;
-        let call = ctx.harness.forward(INFO.id, &ctx.dims, x.candidate);
-        let outs = match call.outcome {
-            Ok(o) => o,
-            Err(e) if e.is_runtime_failure() => return GateResult::new(INFO, Status::Error, format!("seed#{s}: {e}")),
-            Err(e) => return GateResult::new(INFO, Status::Fail, format!("rejected at seed#{s}: {e}")),
-        };
-        if outs.len() != r.outputs.len() || outs.iter().zip(&r.outputs).any(|(a, b)| a.shape != b.shape) {
-            return GateResult::new(INFO, Status::Fail, format!("seed#{s}: output count or shape differs from the reference"));
-        }
-        for (o, (rt, ct)) in r.outputs.iter().zip(&outs).enumerate() {
-            for (i, (y, c)) in rt.to_f64_vec().into_iter().zip(ct.to_f64_vec()).enumerate() {
-                let want = nonfinite_class(ctx.precision.output.round(y));
-                let got = nonfinite_class(c);
-                checked += 1;
-                if want != NonFiniteClass::Finite {
-                    nonfinite_expected += 1;
-                }
-                if want != got {
-                    mismatches += 1;
-                    if first.is_none() {
-                        first = Some(format!("seed#{s} output {o} element {i}: reference {want:?}, candidate {got:?} ({c})"));
-                    }
-                }
+#[derive(Default)]
+struct Tally {
+    probes: usize,
+    checked: usize,
+    expected: usize,
+    under: usize,
+    over: usize,
+    wrong_class: usize,
+    first: Option<String>,
+}
+
+/// Run one probe and add its mask comparison to `t`. `Ok(false)` when the reference does not
+/// apply (rule 1); `Err` with the gate's result on a runtime failure, refusal or wrong shape.
+fn judge(ctx: &Ctx, label: &str, dims: &Dims, x: Inputs, t: &mut Tally) -> Result<bool, GateResult> {
+    let Ok(r) = ctx.op.forward(dims, &x.reference) else { return Ok(false) };
+    let outs = match ctx.harness.forward(INFO.id, dims, x.candidate).outcome {
+        Ok(o) => o,
+        Err(e) if e.is_runtime_failure() => return Err(GateResult::new(INFO, Status::Error, format!("{label}: {e}"))),
+        Err(e) => return Err(GateResult::new(INFO, Status::Fail, format!("rejected at {label}: {e}"))),
+    };
+    if outs.len() != r.outputs.len() || outs.iter().zip(&r.outputs).any(|(a, b)| a.shape != b.shape) {
+        return Err(GateResult::new(INFO, Status::Fail, format!("{label}: output count or shape differs from the reference")));
+    }
+    t.probes += 1;
+    for (o, (rt, ct)) in r.outputs.iter().zip(&outs).enumerate() {
+        for (i, (y, c)) in rt.to_f64_vec().into_iter().zip(ct.to_f64_vec()).enumerate() {
+            let want = nonfinite_class(ctx.precision.output.round(y));
+            let got = nonfinite_class(c);
+            t.checked += 1;
+            if want != NonFiniteClass::Finite {
+                t.expected += 1;
+            }
+            if want == got {
+                continue;
+            }
+            match (want, got) {
+                (_, NonFiniteClass::Finite) => t.under += 1,
+                (NonFiniteClass::Finite, _) => t.over += 1,
+                _ => t.wrong_class += 1,
+            }
+            if t.first.is_none() {
+                t.first = Some(format!("{label} output {o} element {i}: reference {want:?}, candidate {got:?} ({c})"));
             }
         }
     }
-    if !any {
+    Ok(true)
+}
+
+/// Run the gate.
+pub fn run(ctx: &Ctx) -> GateResult {
+    let mut t = Tally::default();
+    let (dims, inp) = (&ctx.dims, ctx.precision.input);
+    let mut probes: Vec<(String, Dims, Inputs)> = (0..2u64)
+        .map(|s| (format!("seed#{s}"), dims.clone(), inputs::generate(ctx.op, dims, inputs::Dist::NonFinite, gate_seed(INFO.id, s), inp)))
+        .collect();
+    probes.push(("non-finite rows".into(), dims.clone(), exc01_probes::nonfinite_rows(ctx.op, dims, gate_seed(INFO.id, 2), inp)));
+    for (k, (label, d)) in exc01_probes::partial_shapes(ctx).into_iter().enumerate() {
+        probes.push((format!("poison [{dims}] before {label}"), dims.clone(), exc01_probes::poison(ctx.op, dims, inp)));
+        let x = inputs::generate(ctx.op, &d, inputs::Dist::Normal, gate_seed(INFO.id, 10 + k as u64), inp);
+        probes.push((format!("after poison: {label} [{d}]"), d, x));
+    }
+    for (label, d, x) in probes {
+        if let Err(g) = judge(ctx, &label, &d, x, &mut t) {
+            return g;
+        }
+    }
+    if t.probes == 0 {
         return GateResult::new(INFO, Status::NotApplicable, "reference not applicable to the probes");
     }
-    super::mask_result(INFO, mismatches, format!("{mismatches} class mismatches in {checked} elements ({nonfinite_expected} non-finite expected)"), first)
+    let m = t.under + t.over + t.wrong_class;
+    let summary = format!(
+        "{m} class mismatches in {} elements of {} probes ({} non-finite expected): {} under-propagated, {} over-propagated, {} of the wrong class",
+        t.checked, t.probes, t.expected, t.under, t.over, t.wrong_class
+    );
+    super::mask_result(INFO, m, summary, t.first)
 }

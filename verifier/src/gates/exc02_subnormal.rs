@@ -2,8 +2,10 @@
 //!
 //! * Question: with subnormal inputs (and inputs whose products are subnormal), does the
 //!   zero / non-zero / sign pattern match?
-//! * Decision: two probes at the native shape (subnormal data; tiny normal data whose products
-//!   underflow), signs fixed per leading index so no cancellation makes the sign ambiguous. The
+//! * Decision: the probes of [`super::exc02_probes`] at the native shape (subnormal data; tiny
+//!   normal data whose products underflow; and, for the classes those cannot reach, inputs that
+//!   make the reference *output* subnormal in the declared output dtype, e.g. softmax rows
+//!   [0, ln t, ...]), signs fixed so no cancellation makes the sign ambiguous. The
 //!   sign class {-, 0, +} of the candidate must equal that of the reference rounded to the
 //!   output dtype at every finite position whose |reference| exceeds the deterministic bound;
 //!   below it, rounding alone could legitimately change the class, so those positions are left
@@ -13,7 +15,7 @@
 //!   CMP-01 bound including the underflow term depth * eta (Higham §2.1).
 
 use super::compare::sign_class;
-use super::{inputs, inputs::gate_seed, Ctx, GateInfo, GateResult, Status};
+use super::{exc02_probes, inputs::gate_seed, Ctx, GateInfo, GateResult, Status};
 use crate::error_model::{element_bound, BoundKind};
 
 /// Static description.
@@ -32,18 +34,18 @@ pub fn run(ctx: &Ctx) -> GateResult {
     let mut first: Option<String> = None;
     let mut any = false;
     let out_dt = ctx.precision.output;
-    for (s, dist) in [(0u64, inputs::Dist::Subnormal), (1, inputs::Dist::Tiny)] {
-        let x = inputs::generate(ctx.op, &ctx.dims, dist, gate_seed(INFO.id, s), ctx.precision.input);
+    for probe in exc02_probes::probes(ctx.op, &ctx.dims, &ctx.precision, |s| gate_seed(INFO.id, s)) {
+        let (dist, x) = (probe.label, probe.inputs);
         let Ok(r) = ctx.op.forward(&ctx.dims, &x.reference) else { continue };
         any = true;
         let call = ctx.harness.forward(INFO.id, &ctx.dims, x.candidate);
         let outs = match call.outcome {
             Ok(o) => o,
-            Err(e) if e.is_runtime_failure() => return GateResult::new(INFO, Status::Error, format!("{dist:?}: {e}")),
-            Err(e) => return GateResult::new(INFO, Status::Fail, format!("rejected at {dist:?}: {e}")),
+            Err(e) if e.is_runtime_failure() => return GateResult::new(INFO, Status::Error, format!("{dist}: {e}")),
+            Err(e) => return GateResult::new(INFO, Status::Fail, format!("rejected at {dist}: {e}")),
         };
         if outs.len() != r.outputs.len() || outs.iter().zip(&r.outputs).any(|(a, b)| a.shape != b.shape) {
-            return GateResult::new(INFO, Status::Fail, format!("{dist:?}: output count or shape differs from the reference"));
+            return GateResult::new(INFO, Status::Fail, format!("{dist}: output count or shape differs from the reference"));
         }
         for (o, ((rt, prof), ct)) in r.outputs.iter().zip(&r.profiles).zip(&outs).enumerate() {
             for (i, (y, c)) in rt.to_f64_vec().into_iter().zip(ct.to_f64_vec()).enumerate() {
@@ -62,7 +64,7 @@ pub fn run(ctx: &Ctx) -> GateResult {
                 if sign_class(yr) != sign_class(c) || !c.is_finite() {
                     mismatches += 1;
                     if first.is_none() {
-                        first = Some(format!("{dist:?} output {o} element {i}: reference {yr:e}, candidate {c:e}"));
+                        first = Some(format!("{dist} output {o} element {i}: reference {yr:e}, candidate {c:e}"));
                     }
                 }
             }

@@ -16,10 +16,11 @@ pub enum Dist {
     Normal,
     /// sign * U[1,2) * 2^U(-E,E): many binades (ORD-03). E is 20 for f32/bf16 inputs, 6 for f16.
     WideRange,
-    /// Standard normal with NaN / +Inf / -Inf injected into data inputs (EXC-01).
+    /// Standard normal with NaN / +Inf / -Inf injected into data inputs (EXC-01): one per 256
+    /// elements, anywhere in the first data input, within the first leading slice of the others.
     NonFinite,
-    /// Subnormal data (EXC-02): first data input sign * U[1,2) * min_normal * 2^-10 with one sign
-    /// per leading index, other inputs U[1,2).
+    /// Subnormal data (EXC-02): first data input sign * U[1,2) * max(min_normal 2^-10,
+    /// min_subnormal) with one sign per leading index, other inputs U[1,2).
     Subnormal,
     /// Normal but tiny data whose products are subnormal (EXC-02): first data input
     /// sign * U[1,2) * 2^-(e/2+4) (e = |exponent of min_normal|), other data inputs likewise positive.
@@ -73,7 +74,10 @@ pub fn generate(op: &Op, dims: &Dims, dist: Dist, seed: u64, in_dtype: DType) ->
             }
             Dist::Subnormal | Dist::Tiny => {
                 let e = -in_dtype.min_normal().log2();
-                let mag = if dist == Dist::Subnormal { in_dtype.min_normal() * 2f64.powi(-10) } else { 2f64.powf(-(e / 2.0 + 4.0).floor()) };
+                // Subnormal: 2^-10 below the smallest normal, but never below the smallest
+                // subnormal (bf16 has only 7 subnormal binades; 2^-136 would round to 0).
+                let sub = (in_dtype.min_normal() * 2f64.powi(-10)).max(in_dtype.min_subnormal());
+                let mag = if dist == Dist::Subnormal { sub } else { 2f64.powf(-(e / 2.0 + 4.0).floor()) };
                 if idx == first_data {
                     let signs: Vec<f64> = (0..lead.max(1)).map(|_| sign(&mut rng)).collect();
                     v.extend((0..n).map(|i| signs[if per_lead > 0 { i / per_lead } else { 0 }] * rng.gen_range(1.0..2.0) * mag));
@@ -105,9 +109,13 @@ pub fn generate(op: &Op, dims: &Dims, dist: Dist, seed: u64, in_dtype: DType) ->
             }
         }
         if dist == Dist::NonFinite && spec.data {
+            // The first data input anywhere; every other data input only within its first
+            // leading slice: one non-finite key (attention) or weight row reaches a whole batch
+            // entry or output column, and the probe must leave finite outputs to compare.
+            let span = if idx == first_data || shape.len() < 2 { n } else { per_lead };
             let count = (n / 256).max(1);
             for _ in 0..count {
-                let at = rng.gen_range(0..n.max(1));
+                let at = rng.gen_range(0..span.max(1));
                 if at < v.len() {
                     v[at] = match rng.gen_range(0..3) {
                         0 => f64::NAN,

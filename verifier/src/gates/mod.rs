@@ -4,9 +4,12 @@
 
 pub mod cmp01_value;
 pub mod cmp02_gradient;
+pub mod cmp03_probes;
 pub mod cmp03_shapes;
 pub mod compare;
 pub mod exc01_nonfinite;
+pub mod exc01_probes;
+pub mod exc02_probes;
 pub mod exc02_subnormal;
 pub mod inputs;
 pub mod ord01_reduction_order;
@@ -171,7 +174,11 @@ pub fn value_probe(ctx: &Ctx, gate: &str, dims: &Dims, dist: Dist, seed: u64, ki
 /// [`value_probe`], also handing back the inputs and the candidate's outputs when the values
 /// were compared (`Some` exactly when the probe is [`Probe::Values`]).
 pub fn value_probe_data(ctx: &Ctx, gate: &str, dims: &Dims, dist: Dist, seed: u64, kind: BoundKind) -> (Probe, Option<ProbeData>) {
-    let inp = inputs::generate(ctx.op, dims, dist, seed, ctx.precision.input);
+    value_probe_with(ctx, gate, dims, inputs::generate(ctx.op, dims, dist, seed, ctx.precision.input), kind)
+}
+
+/// [`value_probe_data`] on inputs the gate built itself.
+pub fn value_probe_with(ctx: &Ctx, gate: &str, dims: &Dims, inp: inputs::Inputs, kind: BoundKind) -> (Probe, Option<ProbeData>) {
     let r = match ctx.op.forward(dims, &inp.reference) {
         Ok(r) => r,
         Err(e) => return (Probe::NotApplicable(e.to_string()), None),

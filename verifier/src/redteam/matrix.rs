@@ -75,13 +75,15 @@ fn cell(s: Option<Status>, target: bool) -> String {
 /// The matrix as text: `.` pass, `X` fail, `E` error (crash/hang), `-` n/a; brackets mark the
 /// gate meant to catch the trick.
 pub fn format(rows: &[Row]) -> String {
-    let mut s = format!("{:<36}", "candidate");
+    let labels: Vec<String> = rows.iter().map(|r| format!("{} ({})", r.name, r.report.op)).collect();
+    let w = labels.iter().map(|l| l.len() + 2).max().unwrap_or(0).max(36);
+    let mut s = format!("{:<w$}", "candidate");
     for g in GATES.iter() {
         s += &format!("{:^7}", g.id);
     }
     s += "  verdict    expected\n";
-    for r in rows {
-        s += &format!("{:<36}", format!("{} ({})", r.name, r.report.op));
+    for (r, label) in rows.iter().zip(&labels) {
+        s += &format!("{label:<w$}");
         for g in GATES.iter() {
             let t = r.target.as_deref() == Some(g.id);
             s += &format!("{:^7}", cell(r.status(g.id), t));

@@ -3,6 +3,10 @@
 //! on all of them.
 
 pub mod matrix;
+pub mod op_tricks;
+pub mod size_tricks;
 pub mod tricks;
 
+pub use op_tricks::honest_twins;
+pub use size_tricks::external_only_tricks;
 pub use tricks::{honest_blocked_grad, honest_matmul, honest_max, tricks, Trick};

@@ -393,8 +393,15 @@ fn nondeterministic_grad() -> InProcess {
     blocked_grad("nondeterministic_grad", move |nb| (calls.fetch_add(1, Ordering::Relaxed) as usize) % nb)
 }
 
-/// Every trick, in a fixed order.
+/// Every trick, in a fixed order: the matmul and max tricks, then those of [`super::op_tricks`].
 pub fn tricks() -> Vec<Trick> {
+    let mut v = matmul_tricks();
+    v.extend(super::op_tricks::tricks());
+    v.extend(super::size_tricks::tricks());
+    v
+}
+
+fn matmul_tricks() -> Vec<Trick> {
     vec![
         Trick { name: "identity", gate: "CMP-01", op: "matmul", what: "returns its input", build: identity },
         Trick { name: "zeros", gate: "CMP-01", op: "matmul", what: "returns zeros", build: zeros },

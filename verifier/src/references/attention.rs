@@ -118,7 +118,7 @@ pub fn sdpa(causal: bool) -> Op {
         k64: Arc::new(move |d, x| sdpa_kernel::<f64>(d, x, causal)),
         k32: Arc::new(move |d, x| sdpa_kernel::<f32>(d, x, causal)),
         profile: Arc::new(move |d, x, _| sdpa_profile(d, x, causal)),
-        backward: None,
+        backward: Some(super::attention_bwd::sdpa(causal)),
     }
 }
 

@@ -94,7 +94,7 @@ pub fn conv1d() -> Op {
         profile: Arc::new(|d, x, _| {
             vec![ErrorProfile { depth: d.get("Cin") * d.get("Kw"), scale: conv1d_generic(d, x[0], x[1], true) }]
         }),
-        backward: None,
+        backward: Some(super::conv_bwd::conv1d()),
     }
 }
 
@@ -136,7 +136,7 @@ pub fn conv2d() -> Op {
                 scale: conv2d_generic(d, x[0], x[1], true),
             }]
         }),
-        backward: None,
+        backward: Some(super::conv_bwd::conv2d()),
     }
 }
 

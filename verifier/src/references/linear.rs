@@ -137,7 +137,7 @@ pub fn bmm() -> Op {
             }
             vec![ErrorProfile { depth: k, scale: s }]
         }),
-        backward: None,
+        backward: Some(super::linear_bwd::bmm()),
     }
 }
 
@@ -234,7 +234,7 @@ pub fn gemm_bias_act(act: Act) -> Op {
             }
             vec![ErrorProfile { depth: k + 12, scale }]
         }),
-        backward: None,
+        backward: Some(super::linear_bwd::gemm_bias_act(act)),
     }
 }
 

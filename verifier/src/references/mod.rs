@@ -9,10 +9,16 @@
 //! in (fairness rule 11).
 
 pub mod attention;
+pub mod attention_bwd;
 pub mod conv;
+pub mod conv_bwd;
+pub mod elementwise;
 pub mod linear;
+pub mod linear_bwd;
 pub mod normalize;
+pub mod normalize_bwd;
 pub mod reduce;
+pub mod reduce_bwd;
 pub mod registry;
 
 use crate::error_model::ErrorProfile;

@@ -158,7 +158,7 @@ pub fn log_softmax() -> Op {
             }
             vec![ErrorProfile { depth: n + 4, scale }]
         }),
-        backward: None,
+        backward: Some(super::normalize_bwd::log_softmax()),
     }
 }
 
@@ -237,7 +237,7 @@ pub fn layer_norm() -> Op {
             }
             vec![ErrorProfile { depth: n + 6, scale }]
         }),
-        backward: None,
+        backward: Some(super::normalize_bwd::layer_norm()),
     }
 }
 
@@ -265,7 +265,7 @@ pub fn rms_norm() -> Op {
             }
             vec![ErrorProfile { depth: n + 5, scale }]
         }),
-        backward: None,
+        backward: Some(super::normalize_bwd::rms_norm()),
     }
 }
 

@@ -98,17 +98,17 @@ pub fn row_reduce(kind: RowReduce) -> Op {
                 RowReduce::Max => vec![ErrorProfile { depth: 1, scale: vec![0.0; r] }],
             }
         }),
-        backward: if kind == RowReduce::Sum {
-            Some(Backward {
+        backward: match kind {
+            RowReduce::Sum => Some(Backward {
                 k64: Arc::new(sum_bwd::<f64>),
                 k32: Arc::new(sum_bwd::<f32>),
                 profile: Arc::new(|d, _, _, _| {
                     let (r, n) = rows(d);
                     vec![ErrorProfile { depth: 1, scale: vec![0.0; r * n] }]
                 }),
-            })
-        } else {
-            None
+            }),
+            RowReduce::Mean => Some(super::reduce_bwd::mean()),
+            RowReduce::Max => Some(super::reduce_bwd::max()),
         },
     }
 }
@@ -149,7 +149,7 @@ pub fn cumsum() -> Op {
             }
             vec![ErrorProfile { depth: n, scale }]
         }),
-        backward: None,
+        backward: Some(super::reduce_bwd::cumsum()),
     }
 }
 

@@ -5,9 +5,10 @@ use super::normalize::{layer_norm, log_softmax, rms_norm, softmax};
 use super::reduce::{cumsum, row_reduce, RowReduce};
 use super::{attention::sdpa, conv, Op};
 
-/// Every operator class, in a fixed order.
+/// Every operator class, in a fixed order: the reductions, products and normalisations, then
+/// the elementwise classes.
 pub fn all_ops() -> Vec<Op> {
-    vec![
+    let mut v = vec![
         matmul(),
         bmm(),
         softmax(),
@@ -25,7 +26,9 @@ pub fn all_ops() -> Vec<Op> {
         gemm_bias_act(Act::Relu),
         gemm_bias_act(Act::Gelu),
         gemm_bias_act(Act::Silu),
-    ]
+    ];
+    v.extend(super::elementwise::all());
+    v
 }
 
 /// Look an operator class up by id.

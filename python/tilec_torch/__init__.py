@@ -1,0 +1,29 @@
+"""tilec_torch: tilec's ahead-of-time compiled operators called from PyTorch (docs/torch.md).
+
+Loads a ``tilec build`` output folder (operator plans, kernel metadata, cubin/PTX), checks torch
+tensors against the metadata before any launch, and launches through NVIDIA's cuda-python driver
+bindings on torch's current stream. No compiled extension.
+"""
+
+from .bind import BindError, TensorSpec
+from .driver import DriverError, available
+from .expr import ExprError, SizeExpr
+from .fla import chunk_gated_delta_rule, chunk_gated_delta_rule_bwd
+from .launch import OperatorError, PackedLaunch, Prepared, TiledEncoding, encoding, pack_launch, prepare
+from .meta import KernelMeta, LoadedOperator, MetaError, OperatorPlan, load_kernel_meta, load_operator, load_plan
+from .operator import Operator, TensorError
+
+__version__ = "0.1.0"
+
+
+def gpu_status() -> str:
+    """'ok', or a sentence saying why nothing can be launched here (no GPU, no cuda-python, no torch)."""
+    return available() or "ok"
+
+
+__all__ = [
+    "BindError", "DriverError", "ExprError", "KernelMeta", "LoadedOperator", "MetaError", "Operator", "OperatorError",
+    "OperatorPlan", "PackedLaunch", "Prepared", "SizeExpr", "TensorError", "TensorSpec", "TiledEncoding",
+    "chunk_gated_delta_rule", "chunk_gated_delta_rule_bwd", "encoding", "gpu_status", "load_kernel_meta",
+    "load_operator", "load_plan", "pack_launch", "prepare",
+]

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""kverify audit worker (protocol kverify-audit/1, docs/audit.md): judges one KernelBench-style
+task at a time — its reference ``Model`` and a candidate ``ModelNew`` — with PyTorch.
+
+    python3 audit_worker.py --device cpu|cuda:N
+
+kverify starts one worker per job under its containment (docs/audit.md), sends one JSON line
+per request and reads one JSON line per answer. The worker *measures*; every decision (bounds,
+pass/fail, applicability) is taken by kverify (verifier/src/audit/judge.rs).
+
+Requests:
+  {"id", "cmd": "load", "ref_code", "seed"}                 build Model (fp32 and fp64 copies)
+  {"id", "cmd": "load_candidate", "custom_code"}           build ModelNew, seeded the same way
+  {"id", "cmd": "prepare", "gate", "params"}  reference-side work of a gate (its failure is n/a)
+  {"id", "cmd": "run", "gate", "params"}      candidate-side work of a gate (its failure is charged)
+Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool}
+(``env``: the failure is this machine's — no CUDA — not the kernel's).
+"""
+import argparse
+import copy
+import hashlib
+import json
+import os
+import sys
+import traceback
+import types
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+PROTOCOL = "kverify-audit/1"
+ENV_MARKERS = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUDA GPUs", "CUDA_HOME", "nvcc", "cuda runtime", "CUDA driver")
+
+torch = None  # imported in main() so that a missing torch is a start-up failure with a message
+U32 = 2.0**-24
+
+
+def set_seed(seed):
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(seed)
+
+
+def exec_module(code, name):
+    mod = types.ModuleType(name)
+    mod.__dict__["__name__"] = name
+    exec(compile(code, f"<{name}>", "exec"), mod.__dict__)
+    return mod
+
+
+def is_env_error(msg):
+    """A failure that says this machine has no CUDA (only then: on a GPU host an nvcc error is
+    the kernel's own build failure)."""
+    return not torch.cuda.is_available() and any(m.lower() in msg.lower() for m in ENV_MARKERS)
+
+
+def outputs(o):
+    """Flatten a forward's result into a list of tensors (non-tensors are kept for type checks)."""
+    if isinstance(o, (list, tuple)):
+        r = []
+        for x in o:
+            r.extend(outputs(x))
+        return r
+    return [o]
+
+
+def tensor_bytes(t):
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def digest(outs):
+    h = hashlib.sha256()
+    for t in outs:
+        if torch.is_tensor(t):
+            h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+            h.update(tensor_bytes(t))
+        else:
+            h.update(repr(t).encode())
+    return h.hexdigest()
+
+
+class Task:
+    def __init__(self, req, device):
+        self.device = torch.device(device)
+        self.seed = int(req.get("seed", 42))
+        self.ref_mod = exec_module(req["ref_code"], "kverify_reference")
+        self.init_inputs = list(self.ref_mod.get_init_inputs())
+        set_seed(self.seed)
+        m = self.ref_mod.Model(*self.init_inputs)
+        self.ref32 = m.to(self.device)
+        self.cpu32 = None
+        self.ref64 = None
+        self.fp64_reason = None
+        try:
+            self.ref64 = copy.deepcopy(m).double().to(self.device)
+        except Exception as e:  # a model that cannot be made fp64 is n/a, never charged
+            self.fp64_reason = f"cannot convert Model to float64: {e}"
+        self.cand = None
+        self.cand_error = "not loaded"
+        self.cache = {}
+
+    def load_candidate(self, code):
+        """Build ModelNew seeded like Model (a failure is the candidate's: reported, not raised)."""
+        self.cand_error = None
+        try:
+            cmod = exec_module(code, "kverify_candidate")
+            set_seed(self.seed)
+            self.cand = cmod.ModelNew(*self.init_inputs).to(self.device)
+        except BaseException as e:  # the candidate's own failure to build
+            self.cand_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+
+    # -- inputs and models -------------------------------------------------------------------
+    def inputs(self, seed, nan=False):
+        set_seed(seed)
+        xs = list(self.ref_mod.get_inputs())
+        if nan:
+            for x in xs:
+                if torch.is_tensor(x) and x.is_floating_point() and x.numel() > 0:
+                    flat = x.view(-1)
+                    flat[(seed % 256) % flat.numel() :: 256] = float("nan")
+        return [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
+
+    def run_ref64(self, xs):
+        if self.ref64 is None:
+            raise RuntimeError(self.fp64_reason)
+        xd = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in xs]
+        prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.are_deterministic_algorithms_enabled())
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            with torch.no_grad():
+                out = outputs(self.ref64(*xd))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev[0], prev[1]
+            torch.use_deterministic_algorithms(prev[2])
+        for t in out:
+            if torch.is_tensor(t) and t.is_floating_point() and t.dtype != torch.float64:
+                raise RuntimeError(f"Model does not compute in float64 (output dtype {t.dtype})")
+        return out
+
+    def run_ref32(self, xs):
+        with torch.no_grad():
+            return outputs(self.ref32(*[x.clone() if torch.is_tensor(x) else x for x in xs]))
+
+    def run_cpu32_single_thread(self, xs):
+        """The second honest ordering: the fp32 Model on the CPU — with one thread when the
+        device is the CPU itself (another summation order than the multi-threaded run), with
+        all threads when the device is a GPU (already another library and order; one thread
+        would make GPU-sized tasks take minutes)."""
+        if self.cpu32 is None:
+            self.cpu32 = copy.deepcopy(self.ref32).to("cpu")
+        n = torch.get_num_threads()
+        torch.set_num_threads(1 if self.device.type == "cpu" else n)
+        try:
+            with torch.no_grad():
+                return outputs(self.cpu32(*[x.detach().cpu().clone() if torch.is_tensor(x) else x for x in xs]))
+        finally:
+            torch.set_num_threads(n)
+
+    def run_cand(self, xs):
+        if self.cand is None:
+            raise RuntimeError(f"ModelNew failed to build: {self.cand_error}")
+        with torch.no_grad():
+            return outputs(self.cand(*xs))
+
+    # -- comparisons ---------------------------------------------------------------------------
+    @staticmethod
+    def norm_err(ys, rs):
+        """max |y - r| / (|r| + mean|r|) over positions where r is finite, as floats; plus the
+        number of positions where r is finite and y is not, and whether the shapes agree."""
+        worst, bad, shape_ok = 0.0, 0, len(ys) == len(rs)
+        for y, r in zip(ys, rs):
+            if not (torch.is_tensor(y) and torch.is_tensor(r)) or tuple(y.shape) != tuple(r.shape):
+                shape_ok = False
+                continue
+            r = r.detach().to("cpu", torch.float64)
+            y = y.detach().to("cpu", torch.float64)
+            fin = torch.isfinite(r)
+            if not bool(fin.any()):
+                continue
+            scale = r[fin].abs().mean()
+            den = (r.abs() + scale).clamp_min(1.1754943508222875e-38)
+            e = ((y - r).abs() / den)[fin]
+            bad += int((~torch.isfinite(y[fin])).sum())
+            e = e[torch.isfinite(e)]
+            if e.numel():
+                worst = max(worst, float(e.max()))
+        return worst, bad, shape_ok
+
+    @staticmethod
+    def classes(ts, dtype=None):
+        r = []
+        for t in ts:
+            t = t.detach().cpu()
+            if dtype is not None and t.is_floating_point():
+                t = t.to(dtype)
+            if t.is_floating_point():
+                r.append(torch.where(torch.isnan(t), 1, torch.where(t == float("inf"), 2, torch.where(t == float("-inf"), 3, 0))).reshape(-1))
+            else:
+                r.append(torch.zeros(t.numel(), dtype=torch.int64))
+        return r
+
+    def call_facts(self, xs, want):
+        """One candidate call with RES-01's checks: output types, device, dtype, shape, aliasing
+        of and changes to the inputs."""
+        before = [x.clone() if torch.is_tensor(x) else None for x in xs]
+        outs = self.run_cand(xs)
+        f = {"types": [type(o).__module__ + "." + type(o).__qualname__ for o in outs]}
+        f["type_exact"] = all(type(o) is torch.Tensor for o in outs)
+        f["devices"] = [str(o.device) if torch.is_tensor(o) else "none" for o in outs]
+        f["device_ok"] = all(torch.is_tensor(o) and o.device == self.device for o in outs)
+        f["dtypes"] = [str(o.dtype) if torch.is_tensor(o) else "none" for o in outs]
+        f["dtype_ok"] = len(outs) == len(want) and all(torch.is_tensor(o) and o.dtype == w.dtype for o, w in zip(outs, want))
+        f["shape_ok"] = len(outs) == len(want) and all(torch.is_tensor(o) and tuple(o.shape) == tuple(w.shape) for o, w in zip(outs, want))
+        f["alias"] = [[i, j] for i, o in enumerate(outs) for j, x in enumerate(xs) if torch.is_tensor(o) and torch.is_tensor(x) and overlaps(o, x)]
+        f["mutated"] = [j for j, (x, b) in enumerate(zip(xs, before)) if b is not None and not same_bits(x, b)]
+        plain = [o.as_subclass(torch.Tensor) if torch.is_tensor(o) else o for o in outs]
+        return f, plain
+
+    # -- gates ---------------------------------------------------------------------------------
+    def prepare(self, gate, p):
+        seeds = p.get("seeds", [self.seed])
+        if gate == "KB":
+            self.cache["KB"] = [self.run_ref32(self.inputs(s)) for s in seeds]
+            return {"trials": len(seeds)}
+        if gate == "CMP-01":
+            facts = []
+            for s in seeds:
+                xs = self.inputs(s)
+                r64 = self.run_ref64(xs)
+                honest = [self.norm_err(self.run_ref32(xs), r64)[0], self.norm_err(self.run_cpu32_single_thread(xs), r64)[0]]
+                self.cache[("CMP-01", s)] = r64
+                facts.append({"seed": s, "honest": honest})
+            return {"seeds": facts}
+        if gate == "RES-01":
+            xa, xb = self.inputs(seeds[0]), self.inputs(seeds[1])
+            ra = self.run_ref32(xa)
+            rb = self.run_ref32(xb)
+            self.cache["RES-01"] = (ra, rb)
+            # What the task's own Model does to its inputs is its contract, not a violation.
+            ref_self = Task.__new__(Task)
+            ref_self.__dict__.update(self.__dict__)
+            ref_self.cand = self.ref32
+            f, _ = ref_self.call_facts(self.inputs(seeds[0]), ra)
+            return {"ref_alias": f["alias"], "ref_mutated": f["mutated"], "ref_changes": digest(ra) != digest(rb)}
+        if gate == "ORD-02":
+            xs = self.inputs(seeds[0])
+            return {"ref_hashes": [digest(self.run_ref32(xs)) for _ in range(p.get("runs", 5))]}
+        if gate == "EXC-01":
+            xs = self.inputs(seeds[0], nan=True)
+            if not any(torch.is_tensor(x) and x.is_floating_point() and x.numel() for x in xs):
+                return {"applicable": False, "reason": "no floating-point input"}
+            r64 = self.run_ref64(xs)
+            want = self.run_ref32(xs)
+            cls = self.classes(r64, want[0].dtype if want and torch.is_tensor(want[0]) else None)
+            own = self.classes(want)
+            self.cache["EXC-01"] = (cls, want)
+            agree = len(cls) == len(own) and all(a.shape == b.shape and bool((a == b).all()) for a, b in zip(cls, own))
+            return {"applicable": True, "ref_nonfinite": int(sum(int((c != 0).sum()) for c in cls)), "own_fp32_agrees": agree}
+        raise ValueError(f"unknown gate {gate}")
+
+    def run(self, gate, p):
+        seeds = p.get("seeds", [self.seed])
+        if gate == "KB":
+            atol, rtol = p.get("atol", 1e-2), p.get("rtol", 1e-2)
+            trials = []
+            for s, ref in zip(seeds, self.cache["KB"]):
+                out = self.run_cand(self.inputs(s))
+                shape_ok = len(out) == len(ref) and all(torch.is_tensor(o) and o.shape == r.shape for o, r in zip(out, ref))
+                close = shape_ok and all(torch.allclose(o.as_subclass(torch.Tensor).to(r.device, r.dtype), r, atol=atol, rtol=rtol) for o, r in zip(out, ref))
+                trials.append({"seed": s, "shape_ok": bool(shape_ok), "allclose": bool(close)})
+            return {"trials": trials}
+        if gate == "CMP-01":
+            facts = []
+            for s in seeds:
+                out = self.run_cand(self.inputs(s))
+                out = [o.as_subclass(torch.Tensor) if torch.is_tensor(o) else o for o in out]
+                e, bad, shape_ok = self.norm_err(out, self.cache[("CMP-01", s)])
+                facts.append({"seed": s, "err": e, "nonfinite_where_ref_finite": bad, "shape_ok": shape_ok})
+            return {"seeds": facts}
+        if gate == "RES-01":
+            ra, rb = self.cache["RES-01"]
+            fa, oa = self.call_facts(self.inputs(seeds[0]), ra)
+            fb, ob = self.call_facts(self.inputs(seeds[1]), rb)
+            stale = digest(oa) == digest(ob)
+            return {"calls": [fa, fb], "stale_candidate": stale}
+        if gate == "ORD-02":
+            xs = self.inputs(seeds[0])
+            hs = []
+            for _ in range(p.get("runs", 5)):
+                hs.append(digest(self.run_cand([x.clone() if torch.is_tensor(x) else x for x in xs])))
+            return {"hashes": hs}
+        if gate == "EXC-01":
+            cls, want = self.cache["EXC-01"]
+            out = self.run_cand(self.inputs(seeds[0], nan=True))
+            got = self.classes([o.as_subclass(torch.Tensor) for o in out])
+            if len(got) != len(cls) or any(a.shape != b.shape for a, b in zip(got, cls)):
+                return {"mismatches": -1, "total": 0, "detail": "output count or size differs"}
+            mism = sum(int((a != b).sum()) for a, b in zip(got, cls))
+            swallowed = sum(int(((b != 0) & (a == 0)).sum()) for a, b in zip(got, cls))
+            return {"mismatches": mism, "swallowed": swallowed, "total": int(sum(c.numel() for c in cls))}
+        raise ValueError(f"unknown gate {gate}")
+
+
+def overlaps(a, b):
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
+
+
+def same_bits(x, b):
+    if x.shape != b.shape or x.dtype != b.dtype:
+        return False
+    return tensor_bytes(x) == tensor_bytes(b)
+
+
+def main():
+    global torch
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    import torch as _torch  # noqa: E402  (a missing torch ends the worker before its hello)
+
+    torch = _torch
+    out = sys.stdout
+    # Candidates print; keep the protocol channel for the protocol.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    proto.write(json.dumps({"protocol": PROTOCOL, "pid": os.getpid(), "torch": torch.__version__, "device": a.device}) + "\n")
+    proto.flush()
+    task = None
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        rid = req.get("id", 0)
+        try:
+            if req["cmd"] == "load":
+                task = Task(req, a.device)
+                resp = {"id": rid, "ok": True, "facts": {"fp64_ok": task.ref64 is not None, "fp64_reason": task.fp64_reason}}
+            elif req["cmd"] == "load_candidate":
+                task.load_candidate(req["custom_code"])
+                facts = {"candidate_ok": task.cand is not None, "candidate_error": task.cand_error}
+                if task.cand_error:
+                    facts["env"] = is_env_error(task.cand_error)
+                resp = {"id": rid, "ok": True, "facts": facts}
+            elif req["cmd"] in ("prepare", "run"):
+                fn = task.prepare if req["cmd"] == "prepare" else task.run
+                resp = {"id": rid, "ok": True, "facts": fn(req["gate"], req.get("params", {}))}
+            else:
+                resp = {"id": rid, "ok": False, "error": f"unknown cmd {req['cmd']}"}
+        except BaseException as e:  # a failure of the measured side; kverify decides whom to charge
+            msg = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+            resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg)}
+        proto.write(json.dumps(resp) + "\n")
+        proto.flush()
+    del out
+
+
+if __name__ == "__main__":
+    main()

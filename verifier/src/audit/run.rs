@@ -1,0 +1,396 @@
+//! Running the audit: one worker process per job, a fresh one per kernel, the per-kernel
+//! protocol (which side a failure is charged to), the store, the progress line.
+//!
+//! Attribution: every gate is two requests. `prepare` does the reference-side work (the task's
+//! own Model in fp64 and fp32); its failure, crash or timeout makes the gate `n/a`, never
+//! charged. `run` does the candidate side; its exception, crash, hang or exit is the gate's
+//! `error` (the kernel is `broken`). After any process failure the next request starts a fresh
+//! worker and loads the task again.
+
+use super::judge::{self, GateResult, Status, GATES};
+use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store};
+use crate::candidate::process::Worker;
+use crate::candidate::CandidateError;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Protocol the audit worker announces.
+pub const PROTOCOL: &str = "kverify-audit/1";
+
+/// Longest answer line from an audit worker.
+pub const MAX_LINE: usize = 1 << 22;
+
+/// How the audit runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Worker command; `--device DEV` is appended.
+    pub worker: Vec<String>,
+    /// Devices; job j uses `devices[j % len]`.
+    pub devices: Vec<String>,
+    /// Parallel jobs (worker processes).
+    pub jobs: usize,
+    /// Time limit of one request.
+    pub time_limit: Duration,
+    /// Address-space limit of a worker, MiB (0: none; CUDA needs none).
+    pub mem_limit_mb: u64,
+    /// Base seed (KernelBench uses 42 to build both models).
+    pub seed: u64,
+    /// Print a progress line on stderr.
+    pub progress: bool,
+    /// `TORCH_EXTENSIONS_DIR` of every worker: the persistent `load_inline` build cache.
+    pub extensions_dir: Option<PathBuf>,
+    /// Parallel workers of the build-ahead pass (0: none): before judging, every `load_inline`
+    /// kernel still to judge is loaded once, so its extension is compiled into the cache by
+    /// up to this many builds at a time, and judging then loads it from there.
+    pub build_jobs: usize,
+}
+
+/// The default worker: `python3 <crate>/python/audit_worker.py`.
+pub fn default_worker() -> Vec<String> {
+    vec!["python3".into(), concat!(env!("CARGO_MANIFEST_DIR"), "/python/audit_worker.py").into()]
+}
+
+/// Seeds of each gate's inputs, derived from the base seed.
+fn seeds(gate: &str, base: u64) -> Vec<u64> {
+    let (off, n) = match gate {
+        "KB" => (1, 5),
+        "CMP-01" => (101, 3),
+        "RES-01" => (201, 2),
+        "ORD-02" => (301, 1),
+        _ => (401, 1),
+    };
+    (0..n).map(|i| base + off + i).collect()
+}
+
+enum Answer {
+    Facts(Value),
+    /// The worker answered `ok: false` (an exception); `env`: this machine's fault (no CUDA).
+    Raised { error: String, env: bool },
+}
+
+struct Session<'a> {
+    opts: &'a Options,
+    device: String,
+    worker: Option<Worker>,
+    next_id: u64,
+    loaded: bool,
+}
+
+impl Session<'_> {
+    fn start(&mut self) -> Result<(), AuditError> {
+        self.worker = None;
+        self.loaded = false;
+        let mut cmd = Command::new(&self.opts.worker[0]);
+        cmd.args(&self.opts.worker[1..]).arg("--device").arg(&self.device);
+        if let Some(d) = &self.opts.extensions_dir {
+            cmd.env("TORCH_EXTENSIONS_DIR", d);
+        }
+        let w = Worker::spawn(cmd, PROTOCOL, self.opts.time_limit, self.opts.mem_limit_mb, MAX_LINE).map_err(|e| AuditError::Worker(e.to_string()))?;
+        self.worker = Some(w);
+        Ok(())
+    }
+
+    /// One request; on a process failure the worker is gone (killed with its tree).
+    fn req(&mut self, mut msg: Value) -> Result<Result<Answer, CandidateError>, AuditError> {
+        if self.worker.is_none() {
+            self.start()?;
+        }
+        self.next_id += 1;
+        msg["id"] = json!(self.next_id);
+        let Some(w) = self.worker.as_mut() else { return Err(AuditError::Worker("no worker".into())) };
+        let line = match w.request(&msg.to_string(), self.opts.time_limit) {
+            Ok(l) => l,
+            Err(e) => {
+                self.worker = None;
+                self.loaded = false;
+                return Ok(Err(e));
+            }
+        };
+        let v: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                self.worker = None;
+                self.loaded = false;
+                return Ok(Err(CandidateError::Protocol(format!("answer is not JSON ({e}): {}", line.chars().take(200).collect::<String>()))));
+            }
+        };
+        if v.get("id").and_then(Value::as_u64) != Some(self.next_id) {
+            self.worker = None;
+            self.loaded = false;
+            return Ok(Err(CandidateError::Protocol(format!("answer {} to request {}", v.get("id").cloned().unwrap_or(Value::Null), self.next_id))));
+        }
+        if v.get("ok").and_then(Value::as_bool) == Some(true) {
+            Ok(Ok(Answer::Facts(v.get("facts").cloned().unwrap_or(Value::Null))))
+        } else {
+            let error = v.get("error").and_then(Value::as_str).unwrap_or("no message").to_string();
+            Ok(Ok(Answer::Raised { error, env: v.get("env").and_then(Value::as_bool).unwrap_or(false) }))
+        }
+    }
+}
+
+/// How a kernel's audit ended early.
+enum Stop {
+    Skipped(String),
+    RefError(String),
+}
+
+/// Load the task (reference, then candidate) into the session's worker if not loaded.
+/// `Err(Stop)` ends the kernel; `Ok(Some(r))` is a candidate failure that every gate reports.
+fn ensure_loaded(s: &mut Session, k: &Kernel) -> Result<Result<Option<GateResult>, Stop>, AuditError> {
+    if s.loaded && s.worker.is_some() {
+        return Ok(Ok(None));
+    }
+    match s.req(json!({"cmd": "load", "ref_code": k.ref_code, "seed": s.opts.seed}))? {
+        Err(e) => return Ok(Err(Stop::RefError(format!("reference failed at load: {e}")))),
+        Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("reference needs what this machine lacks: {error}")))),
+        Ok(Answer::Raised { error, .. }) => return Ok(Err(Stop::RefError(format!("reference raised at load: {error}")))),
+        Ok(Answer::Facts(_)) => {}
+    }
+    match s.req(json!({"cmd": "load_candidate", "custom_code": k.custom_code}))? {
+        Err(e) => Ok(Ok(Some(GateResult::new(Status::Error, format!("ModelNew build: {e}"))))),
+        Ok(Answer::Raised { error, .. }) => Ok(Ok(Some(GateResult::new(Status::Error, format!("ModelNew build: {error}"))))),
+        Ok(Answer::Facts(f)) => {
+            if f.get("candidate_ok").and_then(Value::as_bool) == Some(true) {
+                s.loaded = true;
+                return Ok(Ok(None));
+            }
+            let err = f.get("candidate_error").and_then(Value::as_str).unwrap_or("").to_string();
+            if f.get("env").and_then(Value::as_bool) == Some(true) {
+                return Ok(Err(Stop::Skipped(format!("ModelNew needs what this machine lacks: {err}"))));
+            }
+            Ok(Ok(Some(GateResult::new(Status::Error, format!("ModelNew failed to build: {err}")))))
+        }
+    }
+}
+
+/// One gate: prepare (reference side) then run (candidate side), judged.
+fn gate(s: &mut Session, k: &Kernel, g: &str) -> Result<Result<GateResult, Stop>, AuditError> {
+    match ensure_loaded(s, k)? {
+        Err(stop) => return Ok(Err(stop)),
+        Ok(Some(failure)) => return Ok(Ok(failure)),
+        Ok(None) => {}
+    }
+    let params = json!({"seeds": seeds(g, s.opts.seed), "runs": 5, "atol": judge::KB_TOL, "rtol": judge::KB_TOL});
+    let prep = match s.req(json!({"cmd": "prepare", "gate": g, "params": params}))? {
+        Err(e) => return Ok(Ok(GateResult::new(Status::Na, format!("reference side failed: {e}")))),
+        Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("reference needs what this machine lacks: {error}")))),
+        Ok(Answer::Raised { error, .. }) => return Ok(Ok(GateResult::new(Status::Na, format!("reference side raised: {error}")))),
+        Ok(Answer::Facts(f)) => f,
+    };
+    let run = match s.req(json!({"cmd": "run", "gate": g, "params": params}))? {
+        Err(e) => return Ok(Ok(GateResult::new(Status::Error, e.to_string()))),
+        Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("ModelNew needs what this machine lacks: {error}")))),
+        Ok(Answer::Raised { error, .. }) => return Ok(Ok(GateResult::new(Status::Error, format!("exception: {error}")))),
+        Ok(Answer::Facts(f)) => f,
+    };
+    Ok(Ok(match g {
+        "KB" => judge::kernelbench(&run),
+        "CMP-01" => judge::cmp01(&prep, &run),
+        "RES-01" => judge::res01(&prep, &run),
+        "ORD-02" => {
+            // Once more in a fresh process.
+            s.worker = None;
+            s.loaded = false;
+            let fresh = match ensure_loaded(s, k)? {
+                Err(stop) => return Ok(Err(stop)),
+                Ok(Some(failure)) => return Ok(Ok(failure)),
+                Ok(None) => match s.req(json!({"cmd": "run", "gate": g, "params": {"seeds": seeds(g, s.opts.seed), "runs": 1}}))? {
+                    Err(e) => return Ok(Ok(GateResult::new(Status::Error, format!("fresh process: {e}")))),
+                    Ok(Answer::Raised { error, .. }) => return Ok(Ok(GateResult::new(Status::Error, format!("fresh process: exception: {error}")))),
+                    Ok(Answer::Facts(f)) => f.get("hashes").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str).map(str::to_string),
+                },
+            };
+            judge::ord02(&prep, &run, fresh.as_deref())
+        }
+        _ => judge::exc01(&prep, &run),
+    }))
+}
+
+/// Audit one kernel in a fresh worker.
+fn audit_kernel(s: &mut Session, k: &Kernel) -> Result<Record, AuditError> {
+    let t0 = Instant::now();
+    s.start()?;
+    let mut rec = Record {
+        key: k.key.clone(),
+        row: k.row,
+        level: k.level,
+        task: k.task,
+        accepted: k.accepted,
+        control: k.control,
+        load_inline: k.load_inline,
+        status: "judged".into(),
+        note: String::new(),
+        gates: BTreeMap::new(),
+        verdict: None,
+        device: s.device.clone(),
+        elapsed_s: 0.0,
+    };
+    for g in GATES {
+        match gate(s, k, g)? {
+            Ok(r) => {
+                rec.gates.insert(g.to_string(), r);
+            }
+            Err(Stop::Skipped(why)) => {
+                rec.status = "skipped".into();
+                rec.note = why;
+                rec.gates.clear();
+                break;
+            }
+            Err(Stop::RefError(why)) => {
+                rec.status = "reference-error".into();
+                rec.note = why;
+                rec.gates.clear();
+                break;
+            }
+        }
+    }
+    s.worker = None;
+    if rec.status == "judged" {
+        rec.verdict = Some(judge::verdict(&rec.gates).to_string());
+    }
+    rec.elapsed_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    Ok(rec)
+}
+
+/// What `audit` did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Rows in the corpus.
+    pub corpus_rows: usize,
+    /// Kernels selected (this shard, after `--limit`).
+    pub selected: usize,
+    /// Already recorded before this run (skipped as finished).
+    pub resumed: usize,
+    /// Judged by this run.
+    pub judged_now: usize,
+    /// The record directory.
+    pub out: PathBuf,
+}
+
+/// Audit the corpus's kernels of one shard into `out`, skipping those already recorded there.
+/// Records are appended as each kernel ends, so a kill loses at most the kernels in flight.
+pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usize>, control: bool, opts: &Options) -> Result<Outcome, AuditError> {
+    if opts.worker.is_empty() || opts.devices.is_empty() {
+        return Err(AuditError::Usage("empty worker command or device list".into()));
+    }
+    let (corpus_rows, kernels) = load_corpus(corpus, control)?;
+    let sel = select(kernels, shard, limit);
+    let done = load_records(out)?;
+    let todo: VecDeque<Kernel> = sel.iter().filter(|k| !done.contains_key(&k.key)).cloned().collect();
+    let resumed = sel.len() - todo.len();
+    let total = todo.len();
+    let mut store = Store::open(out, shard)?;
+    let builds: VecDeque<Kernel> = todo.iter().filter(|k| k.load_inline).cloned().collect();
+    if opts.build_jobs > 0 && !builds.is_empty() {
+        build_ahead(builds, opts)?;
+    }
+    let queue = Arc::new(Mutex::new(todo));
+    let abort = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Result<Record, AuditError>>();
+    let mut handles = Vec::new();
+    for j in 0..opts.jobs.max(1).min(total.max(1)) {
+        let (queue, abort, tx, opts) = (Arc::clone(&queue), Arc::clone(&abort), tx.clone(), opts.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false };
+            loop {
+                if abort.load(Ordering::SeqCst) {
+                    break;
+                }
+                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+                let Some(k) = next else { break };
+                if tx.send(audit_kernel(&mut s, &k)).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let t0 = Instant::now();
+    let mut n = 0;
+    let mut first_err = None;
+    for r in rx {
+        match r {
+            Ok(rec) => {
+                store.append(&rec)?;
+                n += 1;
+                if opts.progress {
+                    progress(n, total, t0.elapsed(), &rec);
+                }
+            }
+            Err(e) => {
+                abort.store(true, Ordering::SeqCst);
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    if opts.progress && total > 0 {
+        eprintln_safe("");
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    Ok(Outcome { corpus_rows, selected: sel.len(), resumed, judged_now: n, out: out.to_path_buf() })
+}
+
+/// The build-ahead pass: load each kernel (reference and candidate) once, `build_jobs` at a
+/// time, and drop the worker; what it built stays in `TORCH_EXTENSIONS_DIR`. Outcomes are not
+/// recorded (the judging pass loads again and judges a failed build).
+fn build_ahead(kernels: VecDeque<Kernel>, opts: &Options) -> Result<(), AuditError> {
+    let queue = Arc::new(Mutex::new(kernels));
+    let mut handles = Vec::new();
+    for j in 0..opts.build_jobs {
+        let (queue, opts) = (Arc::clone(&queue), opts.clone());
+        handles.push(std::thread::spawn(move || -> Result<(), AuditError> {
+            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false };
+            loop {
+                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+                let Some(k) = next else { return Ok(()) };
+                s.start()?;
+                let _ = ensure_loaded(&mut s, &k)?;
+                s.worker = None;
+            }
+        }));
+    }
+    for h in handles {
+        h.join().map_err(|_| AuditError::Worker("build thread panicked".into()))??;
+    }
+    Ok(())
+}
+
+fn eprintln_safe(s: &str) {
+    let _ = writeln!(std::io::stderr(), "{s}");
+}
+
+/// The progress line: count, percentage, elapsed, ETA, last kernel.
+fn progress(n: usize, total: usize, el: Duration, rec: &Record) {
+    let per = el.as_secs_f64() / n as f64;
+    let eta = per * (total - n) as f64;
+    let width = 30;
+    let filled = width * n / total.max(1);
+    let what = rec.verdict.clone().unwrap_or_else(|| rec.status.clone());
+    let _ = write!(
+        std::io::stderr(),
+        "\r[{}{}] {n}/{total} {:.0}%  elapsed {}  ETA {}  {} {what}\x1b[K",
+        "#".repeat(filled),
+        "-".repeat(width - filled),
+        100.0 * n as f64 / total.max(1) as f64,
+        hms(el.as_secs_f64()),
+        hms(eta),
+        rec.key
+    );
+    let _ = std::io::stderr().flush();
+}
+
+fn hms(s: f64) -> String {
+    let s = s.round() as u64;
+    format!("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}

@@ -1,0 +1,256 @@
+//! `kverify audit` end to end against the PyTorch-free stand-in worker
+//! (`tests/fixtures/audit/fake_worker.py`): every outcome recorded and the audit going on past
+//! crashes, hangs, garbage and escaping children; kill and resume; shards merging.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fake_worker() -> String {
+    format!("python3 {}/tests/fixtures/audit/fake_worker.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kverify-audit-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp");
+    d
+}
+
+const REF: &str = "class Model: pass\n";
+
+fn row(task: i64, directive: Option<Value>, accepted: bool) -> Value {
+    let custom = match directive {
+        Some(d) => format!("#FAKE {d}\nclass ModelNew: pass\n"),
+        None => "class ModelNew: pass\n".into(),
+    };
+    json!({"level_id": 1, "task_id": task, "ref_code": REF, "custom_code": custom, "score_default": if accepted { json!(1.5) } else { Value::Null }})
+}
+
+fn write_corpus(dir: &Path, rows: &[Value]) -> PathBuf {
+    let p = dir.join("corpus.jsonl");
+    std::fs::write(&p, rows.iter().map(|r| r.to_string() + "\n").collect::<String>()).expect("write");
+    p
+}
+
+fn kverify(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kverify"));
+    c.arg("audit").args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+fn records(dir: &Path) -> Vec<Value> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        if n.starts_with("kernels-") {
+            for l in std::fs::read_to_string(e.path()).expect("read").lines() {
+                v.push(serde_json::from_str(l).expect("record"));
+            }
+        }
+    }
+    v.sort_by_key(|r: &Value| r["key"].as_str().unwrap_or("").to_string());
+    v
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')).unwrap_or(false)
+}
+
+#[test]
+fn every_outcome_is_recorded_and_the_audit_goes_on() {
+    let dir = scratch("outcomes");
+    let pidfile = dir.join("pids");
+    let rows = vec![
+        row(1, None, true),                                                                                   // clean
+        row(2, Some(json!({"run": {"CMP-01": {"seeds": [{"seed": 1, "err": 1e-3, "nonfinite_where_ref_finite": 0, "shape_ok": true}]}}})), true), // violation
+        row(3, Some(json!({"run": {"EXC-01": {"mismatches": 5, "total": 100, "swallowed": 5}}})), true),     // broken, KB pass
+        row(4, Some(json!({"crash": "RES-01"})), true),                                                       // broken (SIGSEGV)
+        row(5, Some(json!({"hang": "ORD-02"})), true),                                                        // broken (timeout)
+        row(6, Some(json!({"garbage": "EXC-01"})), true),                                                     // broken (protocol)
+        row(7, Some(json!({"fork": "KB", "pidfile": pidfile.display().to_string()})), true),                  // KB error, escapee killed
+        row(8, Some(json!({"env": "Torch not compiled with CUDA enabled"})), true),                           // skipped
+        row(9, Some(json!({"build_error": "SyntaxError: bad"})), false),                                       // broken, not accepted
+        row(10, Some(json!({"run": {"KB": {"trials": [{"shape_ok": true, "allclose": false}]}}})), true),     // KB fail, clean
+        row(11, Some(json!({"longline": "CMP-01"})), true),                                                   // broken (line limit)
+        json!({"level_id": 1, "task_id": 12, "ref_code": format!("#FAKE {}\n{REF}", json!({"ref_raise": "boom"})), "custom_code": "class ModelNew: pass\n", "score_default": 1.0}),
+        json!({"level_id": 1, "task_id": 13, "ref_code": REF, "custom_code": "", "score_default": null}),    // no ModelNew: not selected
+    ];
+    let corpus = write_corpus(&dir, &rows);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--time-limit", "3", "--jobs", "2", "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = records(&out);
+    assert_eq!(r.len(), 12);
+    let by = |t: i64| r.iter().find(|x| x["task"] == t).cloned().unwrap_or(Value::Null);
+    let verdicts: Vec<Value> = (1..=12).map(|t| by(t)["verdict"].clone()).collect();
+    assert_eq!(verdicts, vec![json!("clean"), json!("violation"), json!("broken"), json!("broken"), json!("broken"), json!("broken"), json!("broken"), Value::Null, json!("broken"), json!("clean"), json!("broken"), Value::Null]);
+    assert!(by(4)["gates"]["RES-01"]["detail"].as_str().unwrap_or("").contains("SIGSEGV"), "{}", by(4));
+    assert!(by(5)["gates"]["ORD-02"]["detail"].as_str().unwrap_or("").contains("timed out"), "{}", by(5));
+    assert_eq!(by(5)["gates"]["EXC-01"]["status"], "pass", "the audit goes on in a fresh worker after a hang");
+    assert!(by(6)["gates"]["EXC-01"]["detail"].as_str().unwrap_or("").contains("not JSON"), "{}", by(6));
+    assert!(by(7)["gates"]["KB"]["detail"].as_str().unwrap_or("").contains("SIGABRT"), "{}", by(7));
+    assert!(by(11)["gates"]["CMP-01"]["detail"].as_str().unwrap_or("").contains("longer than"), "{}", by(11));
+    assert_eq!(by(8)["status"], "skipped");
+    assert_eq!(by(12)["status"], "reference-error");
+    assert_eq!(by(9)["gates"]["CMP-01"]["status"], "error");
+    let pids: Vec<i32> = std::fs::read_to_string(&pidfile).unwrap_or_default().lines().filter_map(|l| l.parse().ok()).collect();
+    assert_eq!(pids.len(), 1, "the forking kernel ran once");
+    assert!(!alive(pids[0]), "setsid child {} of a crashed worker outlived it", pids[0]);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).expect("summary")).expect("json");
+    assert_eq!((s["corpus_rows"].as_u64(), s["recorded"].as_u64(), s["judged"].as_u64(), s["skipped"].as_u64()), (Some(13), Some(12), Some(10), Some(1)));
+    // Judged and accepted: all but task 9; broken among them: 3, 4, 5, 6, 7, 11; not clean: + 2.
+    assert_eq!((s["judged_accepted"].as_u64(), s["accepted_broken"].as_u64(), s["accepted_any_violation"].as_u64()), (Some(9), Some(6), Some(7)));
+    let d = &s["differential"];
+    // KB passes: 1, 2, 3, 4, 5, 6, 11 (the crash, hang, garbage and long line come after KB); fails: 7, 9, 10.
+    assert_eq!((d["kb_pass_clean"].as_u64(), d["kb_pass_rejected"].as_u64(), d["kb_fail_clean"].as_u64(), d["kb_fail_rejected"].as_u64()), (Some(1), Some(6), Some(1), Some(2)));
+    // RES-01 errors: the crash at RES-01 and the build failure (a failure at KB is KB's alone).
+    assert_eq!(s["gates"]["RES-01"]["error"].as_u64(), Some(2), "{}", s["gates"]["RES-01"]);
+    for f in ["summary.txt", "funnel.svg", "gates.svg"] {
+        let t = std::fs::read_to_string(out.join(f)).expect(f);
+        assert!(t.len() > 100, "{f} is empty");
+    }
+}
+
+fn corpus_of(n: i64, sleep: f64, pidlog: &Path) -> Vec<Value> {
+    let base = json!({"sleep": sleep, "pidlog": pidlog.display().to_string()});
+    let with = |k: &str, v: Value| {
+        let mut d = base.clone();
+        d[k] = v;
+        d
+    };
+    (0..n)
+        .map(|t| match t % 4 {
+            0 => row(t, Some(base.clone()), true),
+            1 => row(t, Some(with("run", json!({"EXC-01": {"mismatches": 1, "total": 9}}))), true),
+            2 => row(t, Some(with("run", json!({"KB": {"trials": [{"shape_ok": false, "allclose": false}]}}))), t % 3 == 0),
+            _ => row(t, Some(with("run", json!({"CMP-01": {"seeds": [{"seed": 1, "err": 1.0, "nonfinite_where_ref_finite": 0, "shape_ok": true}]}}))), true),
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_audit_resumes_to_the_same_report() {
+    let dir = scratch("resume");
+    let pidlog = dir.join("pids");
+    let corpus = write_corpus(&dir, &corpus_of(10, 0.04, &pidlog));
+    let c = corpus.to_str().unwrap_or("");
+    let (whole, part) = (dir.join("whole"), dir.join("part"));
+    let w = fake_worker();
+    let o = kverify(&[c, "--out", whole.to_str().unwrap_or(""), "--worker", &w, "--jobs", "2", "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Kill the second audit (SIGKILL) once 3 kernels are recorded.
+    let mut child = kverify(&[c, "--out", part.to_str().unwrap_or(""), "--worker", &w, "--jobs", "2", "--quiet"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let t0 = Instant::now();
+    let file = part.join("kernels-0of1.jsonl");
+    while std::fs::read_to_string(&file).map(|s| s.lines().count()).unwrap_or(0) < 3 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().expect("kill");
+    let _ = child.wait();
+    // The workers of the killed audit die with it (their shims see their parent gone).
+    let pids: Vec<i32> = std::fs::read_to_string(&pidlog).unwrap_or_default().lines().filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect();
+    assert!(!pids.is_empty());
+    let t1 = Instant::now();
+    while pids.iter().any(|&p| alive(p)) && t1.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(pids.iter().all(|&p| !alive(p)), "workers of a killed audit survive: {pids:?}");
+    let at_kill = std::fs::read_to_string(&file).map(|s| s.lines().count()).unwrap_or(0);
+    assert!((3..10).contains(&at_kill), "killed after {at_kill} of 10 kernels: not mid-run");
+    let o = kverify(&[c, "--out", part.to_str().unwrap_or(""), "--worker", &w, "--jobs", "2", "--quiet"]).output().expect("rerun");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{at_kill} already recorded")), "{err}");
+    let keys: Vec<String> = std::fs::read_to_string(&file).expect("read").lines().map(|l| serde_json::from_str::<Value>(l).expect("line")["key"].as_str().unwrap_or("").to_string()).collect();
+    let mut uniq = keys.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!((keys.len(), uniq.len()), (10, 10), "a kernel lost or judged twice: {keys:?}");
+    let a = std::fs::read_to_string(whole.join("summary.json")).expect("a");
+    let b = std::fs::read_to_string(part.join("summary.json")).expect("b");
+    assert_eq!(a, b);
+    assert_eq!(std::fs::read_to_string(whole.join("summary.txt")).expect("a"), std::fs::read_to_string(part.join("summary.txt")).expect("b"));
+    let s: Value = serde_json::from_str(&a).expect("json");
+    assert_eq!(s["verdicts"], json!({"broken": 3, "clean": 5, "violation": 2}));
+}
+
+#[test]
+fn shards_merge_into_the_unsharded_report() {
+    let dir = scratch("shards");
+    let corpus = write_corpus(&dir, &corpus_of(7, 0.0, &dir.join("pids")));
+    let c = corpus.to_str().unwrap_or("");
+    let w = fake_worker();
+    let (whole, merged) = (dir.join("whole"), dir.join("merged"));
+    assert!(kverify(&[c, "--out", whole.to_str().unwrap_or(""), "--worker", &w, "--quiet"]).output().expect("run").status.success());
+    for shard in ["0/3", "2/3", "1/3"] {
+        let o = kverify(&[c, "--out", merged.to_str().unwrap_or(""), "--worker", &w, "--shard", shard, "--quiet"]).output().expect("run");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(std::fs::read_dir(&merged).expect("dir").flatten().filter(|e| e.file_name().to_string_lossy().starts_with("kernels-")).count(), 3);
+    let o = kverify(&[c, "--out", merged.to_str().unwrap_or(""), "--report-only"]).output().expect("report");
+    assert!(o.status.success());
+    assert_eq!(std::fs::read_to_string(whole.join("summary.json")).expect("a"), std::fs::read_to_string(merged.join("summary.json")).expect("b"));
+    let limited = dir.join("limited");
+    assert!(kverify(&[c, "--out", limited.to_str().unwrap_or(""), "--worker", &w, "--shard", "1/2", "--limit", "2", "--quiet"]).output().expect("run").status.success());
+    let keys: Vec<String> = records(&limited).iter().map(|r| r["key"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(keys, vec!["0001-L1-T1".to_string(), "0003-L1-T3".to_string()]);
+}
+
+#[test]
+fn a_worker_that_cannot_start_stops_the_audit_without_records() {
+    let dir = scratch("nostart");
+    let corpus = write_corpus(&dir, &corpus_of(2, 0.0, &dir.join("pids")));
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", "false", "--quiet"]).output().expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("audit worker could not start: exited with code 1"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(records(&out).is_empty());
+}
+
+/// Killing kverify (SIGKILL) while a candidate hangs: the hung worker, which never reads its
+/// closed stdin again, dies too (its shim sees its parent gone).
+#[test]
+fn killing_kverify_kills_a_hung_worker() {
+    let dir = scratch("killhung");
+    let pidlog = dir.join("pids");
+    let corpus = write_corpus(&dir, &[row(1, Some(json!({"hang": "KB", "pidlog": pidlog.display().to_string()})), true)]);
+    let out = dir.join("out");
+    let mut child = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--time-limit", "100", "--quiet"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let t0 = Instant::now();
+    let mut pids: Vec<i32> = Vec::new();
+    while pids.is_empty() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+        pids = std::fs::read_to_string(&pidlog).unwrap_or_default().lines().filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect();
+    }
+    std::thread::sleep(Duration::from_millis(300)); // into the hanging KB request
+    assert!(pids.len() == 1 && alive(pids[0]), "worker not running: {pids:?}");
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let t1 = Instant::now();
+    while alive(pids[0]) && t1.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(pids[0]), "hung worker {} outlived the killed kverify", pids[0]);
+}
+
+/// The build-ahead pass loads every `load_inline` kernel once before judging, `--build-jobs` at
+/// a time, with `TORCH_EXTENSIONS_DIR` set for every worker.
+#[test]
+fn load_inline_kernels_are_built_ahead_into_the_extension_cache() {
+    let dir = scratch("buildahead");
+    let pidlog = dir.join("pids");
+    let d = json!({"pidlog": pidlog.display().to_string()});
+    let inline = |t: i64| json!({"level_id": 1, "task_id": t, "ref_code": REF, "custom_code": format!("#FAKE {d}\n# uses load_inline\nclass ModelNew: pass\n"), "score_default": 1.0});
+    let corpus = write_corpus(&dir, &[inline(1), row(2, Some(d.clone()), true), inline(3)]);
+    let (out, ext) = (dir.join("out"), dir.join("ext"));
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--build-jobs", "2", "--extensions-dir", ext.to_str().unwrap_or(""), "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<String> = std::fs::read_to_string(&pidlog).expect("pids").lines().map(str::to_string).collect();
+    // 2 builds ahead, then 3 kernels judged, each loaded twice (once more for ORD-02's fresh process).
+    assert_eq!(lines.len(), 2 + 3 * 2, "{lines:?}");
+    assert!(lines.iter().all(|l| l.ends_with(&format!(" {}", ext.display()))), "{lines:?}");
+    let r = records(&out);
+    assert_eq!(r.iter().map(|x| x["load_inline"].as_bool().unwrap_or(false)).collect::<Vec<_>>(), vec![true, false, true]);
+}

@@ -1,0 +1,66 @@
+//! `kverify audit` with the real PyTorch worker on CPU: the red-team ModelNew tricks of
+//! `tests/fixtures/audit/redteam.jsonl` are each caught by their gate, the honest ones and the
+//! positive control (each task's own Model as ModelNew) are clean. Needs PyTorch, which CI does
+//! not install: run with `PYTHONPATH=<dir with torch and numpy> cargo test -p kverify --test
+//! audit_torch -- --ignored` (about 3 minutes on 2 cores; docs/audit.md).
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit/redteam.jsonl")
+}
+
+fn audit(out: &std::path::Path, extra: &[&str]) -> Vec<Value> {
+    let _ = std::fs::remove_dir_all(out);
+    let o = Command::new(env!("CARGO_BIN_EXE_kverify"))
+        .arg("audit")
+        .arg(corpus())
+        .arg("--out")
+        .arg(out)
+        .args(["--jobs", "2", "--quiet", "--time-limit", "300"])
+        .args(extra)
+        .output()
+        .expect("run kverify");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("kernels-0of1.jsonl")).expect("records");
+    text.lines().map(|l| serde_json::from_str(l).expect("record")).collect()
+}
+
+#[test]
+#[ignore = "needs PyTorch (not installed in CI); see the module doc for how to run it"]
+fn redteam_tricks_are_caught_by_their_gate_and_honest_kernels_are_clean() {
+    let rows: Vec<Value> = std::fs::read_to_string(corpus()).expect("corpus").lines().map(|l| serde_json::from_str(l).expect("row")).collect();
+    let recs = audit(&std::env::temp_dir().join(format!("kverify-audit-torch-{}", std::process::id())), &[]);
+    assert_eq!(recs.len(), rows.len());
+    let mut wrong = Vec::new();
+    for r in &recs {
+        let row = &rows[r["row"].as_u64().unwrap_or(0) as usize];
+        let (name, expect) = (row["name"].as_str().unwrap_or(""), row["expect"].as_str().unwrap_or(""));
+        if r["status"] != "judged" {
+            wrong.push(format!("{name}: {} ({})", r["status"], r["note"]));
+        } else if expect == "clean" {
+            if r["verdict"] != "clean" {
+                wrong.push(format!("{name}: honest but {}: {}", r["verdict"], r["gates"]));
+            }
+        } else if r["gates"][expect]["status"] != "fail" {
+            wrong.push(format!("{name}: {expect} did not fail: {}", r["gates"][expect]));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+#[ignore = "needs PyTorch (not installed in CI); see the module doc for how to run it"]
+fn positive_control_is_clean_on_every_gate_that_applies() {
+    // Rows 0-2 are the three distinct tasks.
+    let recs = audit(&std::env::temp_dir().join(format!("kverify-audit-control-{}", std::process::id())), &["--control", "--limit", "3"]);
+    assert_eq!(recs.len(), 3);
+    for r in &recs {
+        assert_eq!(r["verdict"], "clean", "{r}");
+        assert_eq!(r["gates"]["KB"]["status"], "pass", "{r}");
+        let passed = r["gates"].as_object().map(|g| g.values().filter(|x| x["status"] == "pass").count()).unwrap_or(0);
+        assert_eq!(passed, 5, "every gate applies to these tasks and passes: {r}");
+    }
+}
