@@ -26,8 +26,14 @@ import traceback
 import numpy as np
 
 PROTOCOL = "kverify-candidate/1"
-_DT_IN = {"F64": np.float64, "F32": np.float32, "F16": np.float16}
-_DT_OUT = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
+_DT_IN = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int64}
+_DT_OUT = {
+    np.dtype(np.float64): "F64",
+    np.dtype(np.float32): "F32",
+    np.dtype(np.float16): "F16",
+    np.dtype(np.int32): "I32",  # index outputs (argmax / argmin)
+    np.dtype(np.int64): "I64",
+}
 
 
 def read_safetensors(path):
@@ -57,7 +63,7 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors):
-    """Write [(name, ndarray)] with dtypes F64 / F32 / F16."""
+    """Write [(name, ndarray)] with dtypes F64 / F32 / F16 / I32 / I64."""
     header = {}
     blobs = []
     offset = 0

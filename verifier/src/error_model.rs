@@ -84,6 +84,10 @@ pub const ORD01_LAMBDA: f64 = 4.0;
 
 /// Per-element absolute bound for output element with reference value `r` and scale `s`.
 pub fn element_bound(kind: BoundKind, p: &Precision, depth: usize, s: f64, r: f64) -> f64 {
+    if p.output.is_integer() {
+        // An integer output (argmax / argmin indices) is exact: nothing rounds it.
+        return 0.0;
+    }
     let u_acc = p.accumulator.unit_roundoff();
     let u_out = p.output.unit_roundoff();
     let eta = 0.5 * p.accumulator.min_subnormal() * depth.max(1) as f64;

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use tilec_abi::hash::Fnv1a;
 use tilec_abi::round::{f64_to_bf16, f64_to_f16};
 
-/// Element type of a floating-point tensor.
+/// Element type of a tensor: the float formats, and the integer formats of index outputs
+/// (argmax / argmin, `Op::index_output`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
@@ -24,6 +25,10 @@ pub enum DType {
     Bf16,
     /// IEEE binary16.
     F16,
+    /// 32-bit signed integer (index outputs).
+    I32,
+    /// 64-bit signed integer (index outputs; PyTorch's argmax dtype).
+    I64,
 }
 
 impl DType {
@@ -35,6 +40,7 @@ impl DType {
             DType::F32 => 2f64.powi(-24),
             DType::Tf32 | DType::F16 => 2f64.powi(-11),
             DType::Bf16 => 2f64.powi(-8),
+            DType::I32 | DType::I64 => 0.0,
         }
     }
 
@@ -45,6 +51,7 @@ impl DType {
             DType::F32 | DType::Tf32 => 2f64.powi(-149),
             DType::Bf16 => 2f64.powi(-133),
             DType::F16 => 2f64.powi(-24),
+            DType::I32 | DType::I64 => 1.0,
         }
     }
 
@@ -54,6 +61,7 @@ impl DType {
             DType::F64 => f64::MIN_POSITIVE,
             DType::F32 | DType::Tf32 | DType::Bf16 => f32::MIN_POSITIVE as f64,
             DType::F16 => 2f64.powi(-14),
+            DType::I32 | DType::I64 => 1.0,
         }
     }
 
@@ -68,7 +76,15 @@ impl DType {
             DType::Tf32 => round_tf32(x as f32) as f64,
             DType::Bf16 => f64_to_bf16(x).to_f64(),
             DType::F16 => f64_to_f16(x).to_f64(),
+            DType::I32 if x.is_finite() => x.round_ties_even().clamp(i32::MIN as f64, i32::MAX as f64),
+            DType::I64 if x.is_finite() => x.round_ties_even().clamp(i64::MIN as f64, i64::MAX as f64),
+            DType::I32 | DType::I64 => x,
         }
+    }
+
+    /// True for the integer formats.
+    pub fn is_integer(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
     }
 
     /// Lower-case name as used in reports and the external protocol.
@@ -79,6 +95,8 @@ impl DType {
             DType::Tf32 => "tf32",
             DType::Bf16 => "bf16",
             DType::F16 => "f16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
         }
     }
 
@@ -90,6 +108,8 @@ impl DType {
             "tf32" => DType::Tf32,
             "bf16" => DType::Bf16,
             "f16" => DType::F16,
+            "i32" => DType::I32,
+            "i64" => DType::I64,
             _ => return None,
         })
     }
@@ -145,6 +165,10 @@ pub enum Storage {
     Bf16(Vec<bf16>),
     /// f16 elements.
     F16(Vec<f16>),
+    /// i32 elements (index outputs).
+    I32(Vec<i32>),
+    /// i64 elements (index outputs).
+    I64(Vec<i64>),
 }
 
 /// A dense row-major tensor (last index fastest).
@@ -168,6 +192,8 @@ impl Tensor {
             DType::Tf32 => Storage::F32(values.iter().map(|&v| round_tf32(v as f32)).collect()),
             DType::Bf16 => Storage::Bf16(values.iter().map(|&v| f64_to_bf16(v)).collect()),
             DType::F16 => Storage::F16(values.iter().map(|&v| f64_to_f16(v)).collect()),
+            DType::I32 => Storage::I32(values.iter().map(|&v| DType::I32.round(v) as i32).collect()),
+            DType::I64 => Storage::I64(values.iter().map(|&v| DType::I64.round(v) as i64).collect()),
         };
         Tensor { shape, device: Device::Cpu, data: Arc::new(storage) }
     }
@@ -189,6 +215,8 @@ impl Tensor {
             Storage::F32(_) => DType::F32,
             Storage::Bf16(_) => DType::Bf16,
             Storage::F16(_) => DType::F16,
+            Storage::I32(_) => DType::I32,
+            Storage::I64(_) => DType::I64,
         }
     }
 
@@ -199,6 +227,8 @@ impl Tensor {
             Storage::F32(v) => v.len(),
             Storage::Bf16(v) => v.len(),
             Storage::F16(v) => v.len(),
+            Storage::I32(v) => v.len(),
+            Storage::I64(v) => v.len(),
         }
     }
 
@@ -207,13 +237,15 @@ impl Tensor {
         self.len() == 0
     }
 
-    /// Values widened exactly to f64 (every format here embeds exactly in f64).
+    /// Values widened to f64 (exact for every float format, and for integers below 2^53).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match &*self.data {
             Storage::F64(v) => v.clone(),
             Storage::F32(v) => v.iter().map(|&x| x as f64).collect(),
             Storage::Bf16(v) => v.iter().map(|x| x.to_f64()).collect(),
             Storage::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+            Storage::I32(v) => v.iter().map(|&x| x as f64).collect(),
+            Storage::I64(v) => v.iter().map(|&x| x as f64).collect(),
         }
     }
 
@@ -240,6 +272,8 @@ impl Tensor {
             Storage::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Storage::Bf16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Storage::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Storage::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Storage::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 

@@ -107,8 +107,8 @@ fn honest_mirror_of_every_operator_with_a_backward_passes_ord02_with_its_backwar
             assert!(g.detail.contains("backward not repeated: candidate is forward-only"), "{}: {}", op.id, g.detail);
         }
     }
-    // Every class has a reference backward (docs/gates.md).
-    assert_eq!(with_backward, kverify::references::all_ops().len());
+    // Every class but the index classes has a reference backward (docs/gates.md).
+    assert_eq!(with_backward, kverify::references::all_ops().iter().filter(|o| !o.index_output()).count());
 }
 
 #[test]

@@ -37,7 +37,7 @@ fn every_trick_is_rejected_by_its_gate() {
 fn honest_candidates_pass_every_applicable_gate() {
     let mut all = vec![honest_matmul(), honest_max()];
     all.extend(honest_twins());
-    assert_eq!(all.len(), 10);
+    assert_eq!(all.len(), 11);
     for cand in all {
         let name = cand.name.clone();
         let forward_only = !cand.has_backward();
@@ -50,7 +50,7 @@ fn honest_candidates_pass_every_applicable_gate() {
         // has a reference backward now), and for a class without a reduction PRC-02 may be n/a.
         let na: Vec<_> = r.gates.iter().filter(|g| g.status == Status::NotApplicable).map(|g| g.id).collect();
         let mut want: Vec<&str> = if forward_only { vec!["CMP-02", "RES-02"] } else { vec!["RES-02"] };
-        if matches!(r.op.as_str(), "clamp" | "logsigmoid" | "exp") {
+        if matches!(r.op.as_str(), "clamp" | "logsigmoid" | "exp" | "argmax") {
             want.insert(want.len() - 1, "PRC-02");
         }
         assert_eq!(na, want, "{name}");

@@ -437,3 +437,21 @@ def reads_memory_order(inputs, dims):
     # for dense and offset views, wrong for a transposed view (CMP-03's layout probe).
     a, b = [np.ravel(x, order="K").reshape(x.shape) for x in inputs]
     return _mm(a, b)
+
+
+# argmax (verifier/src/redteam/index_tricks.rs): int64 indices, as torch.argmax.
+def honest_argmax(inputs, dims):
+    return np.argmax(inputs[0], axis=1).astype(np.int64)  # first index on ties, first NaN wins
+
+
+def last_index_argmax(inputs, dims):
+    x = inputs[0]
+    n = x.shape[1]
+    first_nan = np.isnan(x).any(axis=1)
+    last = n - 1 - np.argmax(x[:, ::-1], axis=1)  # the last index attaining the maximum
+    return np.where(first_nan, np.argmax(x, axis=1), last).astype(np.int64)
+
+
+def nan_ignoring_argmax(inputs, dims):
+    x = inputs[0]
+    return np.argmax(np.where(np.isnan(x), -np.inf, x), axis=1).astype(np.int64)

@@ -31,6 +31,8 @@ fn to_raw(t: &Tensor) -> RawTensor {
         Storage::F32(_) => FileDtype::F32,
         Storage::Bf16(_) => FileDtype::Bf16,
         Storage::F16(_) => FileDtype::F16,
+        Storage::I32(_) => FileDtype::I32,
+        Storage::I64(_) => FileDtype::I64,
     };
     RawTensor { dtype, shape: t.shape.clone(), bytes: t.to_le_bytes() }
 }
@@ -44,10 +46,11 @@ pub fn write(path: &Path, tensors: &[(String, &Tensor)]) -> Result<(), StError> 
     Ok(write_raw(path, &file)?)
 }
 
-/// Read every tensor of `path` by name, each in its stored float format.
+/// Read every tensor of `path` by name, each in its stored format (float, or I32 / I64 index
+/// outputs).
 ///
 /// # Errors
-/// [`StError::File`] for I/O or a malformed file; [`StError::Format`] for an integer tensor.
+/// [`StError::File`] for I/O or a malformed file.
 pub fn read(path: &Path) -> Result<HashMap<String, Tensor>, StError> {
     let file = read_raw(path)?;
     let mut out = HashMap::new();
@@ -58,9 +61,8 @@ pub fn read(path: &Path) -> Result<HashMap<String, Tensor>, StError> {
             FileDtype::F32 => Storage::F32(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
             FileDtype::Bf16 => Storage::Bf16(b.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect()),
             FileDtype::F16 => Storage::F16(b.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
-            other => {
-                return Err(StError::Format { path: path.display().to_string(), msg: format!("tensor `{name}` has unsupported dtype {other:?}") })
-            }
+            FileDtype::I32 => Storage::I32(b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+            FileDtype::I64 => Storage::I64(b.chunks_exact(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()),
         };
         out.insert(name, Tensor { shape: t.shape, device: Device::Cpu, data: Arc::new(storage) });
     }

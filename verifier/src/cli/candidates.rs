@@ -1,7 +1,7 @@
 //! Resolving a candidate named on the command line.
 //!
 //! * `builtin:honest`, `builtin:honest-max`, `builtin:<trick>`: the in-process red team;
-//! * `builtin:honest:<op>`: the honest f32 mirror of any operator class;
+//! * `builtin:honest:<op>`: the honest f32 mirror of any operator class (i64 out for argmax/argmin);
 //! * a path to a `*.json` manifest: an external-process candidate (`docs/candidate-protocol.md`).
 
 use crate::candidate::external::{ExternalCandidate, Manifest};
@@ -39,7 +39,8 @@ pub fn resolve(spec: &str, time_limit: Duration, mem_limit_mb: u64) -> Result<Ar
         }
         if let Some(op) = name.strip_prefix("honest:") {
             let o = op_by_id(op).ok_or_else(|| ResolveError::UnknownOp(op.into()))?;
-            return Ok(Arc::new(honest(&o, Precision::F32)));
+            // An index class declares its integer output (i64, PyTorch's argmax dtype).
+            return Ok(Arc::new(honest(&o, crate::redteam::index_tricks::declared_for(&o, Precision::F32))));
         }
         let t = tricks().into_iter().find(|t| t.name == name).ok_or_else(|| ResolveError::UnknownBuiltin(name.into()))?;
         return Ok(Arc::new((t.build)()));

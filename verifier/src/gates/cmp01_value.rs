@@ -53,6 +53,23 @@ pub fn cancellation(op: &Op, dims: &Dims, seed: u64, in_dtype: DType) -> Option<
     Some(x)
 }
 
+/// The ties probe of the index classes ([`crate::references::index::INDEX_CLASSES`]): the first
+/// data input is round(N(0,1)) clamped to [-1, 1], so nearly every row attains its maximum and
+/// its minimum many times and the answer is decided by the tie rule (first index); None for the
+/// other classes.
+pub fn ties(op: &Op, dims: &Dims, seed: u64, in_dtype: DType) -> Option<inputs::Inputs> {
+    if !op.index_output() {
+        return None;
+    }
+    let mut x = inputs::generate(op, dims, Dist::Normal, seed, in_dtype);
+    let i = op.inputs.iter().position(|s| s.data)?;
+    let shape = x.reference[i].shape.clone();
+    let v: Vec<f64> = x.reference[i].to_f64_vec().iter().map(|e| e.round().clamp(-1.0, 1.0)).collect();
+    x.candidate[i] = Tensor::from_f64(shape.clone(), &v, in_dtype.storage());
+    x.reference[i] = Tensor::f64(shape, v);
+    Some(x)
+}
+
 /// Run the gate.
 pub fn run(ctx: &Ctx) -> GateResult {
     let mut probes: Vec<_> = (0..SEEDS)
@@ -63,6 +80,10 @@ pub fn run(ctx: &Ctx) -> GateResult {
         .collect();
     if let Some(x) = cancellation(ctx.op, &ctx.dims, gate_seed(INFO.id, SEEDS), ctx.precision.input) {
         let label = format!("cancellation (offset {OFFSET}, spread {SPREAD:e}) {}", ctx.dims);
+        probes.push((label, value_probe_with(ctx, INFO.id, &ctx.dims, x, BoundKind::Deterministic).0));
+    }
+    if let Some(x) = ties(ctx.op, &ctx.dims, gate_seed(INFO.id, SEEDS + 1), ctx.precision.input) {
+        let label = format!("ties (round(N(0,1)) in [-1, 1]) {}", ctx.dims);
         probes.push((label, value_probe_with(ctx, INFO.id, &ctx.dims, x, BoundKind::Deterministic).0));
     }
     fold_value_probes(INFO, probes)

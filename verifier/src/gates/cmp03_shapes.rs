@@ -76,6 +76,10 @@ pub fn shape_set(op: &Op, base: &Dims) -> (Vec<(String, Dims)>, Vec<String>) {
     (out, skipped)
 }
 
+/// A labelled probe to run (None: the layouts were not applied) and whether it is past the
+/// envelope (a refusal there is not a failure).
+type Labelled<'a> = (String, Box<dyn Fn() -> Option<Probe> + 'a>, bool);
+
 /// Run the gate.
 pub fn run(ctx: &Ctx) -> GateResult {
     let (shapes, skipped) = shape_set(ctx.op, &ctx.dims);
@@ -86,7 +90,7 @@ pub fn run(ctx: &Ctx) -> GateResult {
     let mut visited = 0;
     let (sizes, skipped_sizes) = size_set(ctx.op, &ctx.dims, PAST_ENVELOPE_BYTES);
     let mut declined = Vec::new();
-    let mut probes: Vec<(String, Box<dyn Fn() -> Option<Probe> + '_>, bool)> = Vec::new();
+    let mut probes: Vec<Labelled<'_>> = Vec::new();
     for (i, (label, d)) in shapes.iter().enumerate() {
         let seed = gate_seed(INFO.id, i as u64);
         probes.push((format!("{label} [{d}]"), Box::new(move || Some(value_probe(ctx, INFO.id, d, Dist::Normal, seed, BoundKind::Deterministic))), false));

@@ -15,6 +15,9 @@
 //! * Charging: over-propagation (non-finite where the reference is finite) counts exactly as
 //!   under-propagation (finite where the reference is not) and a wrong non-finite class; the
 //!   report counts each.
+//! * Index outputs (argmax, argmin): an integer is never non-finite, so what NaN and ±Inf
+//!   decide is *which* index comes out (the first NaN; an all-±inf row's first index): every
+//!   index must equal the reference's, each difference counted as a wrong index.
 //! * Bound source: none: tolerance-free (exact mask equality).
 
 use super::compare::{nonfinite_class, NonFiniteClass};
@@ -38,6 +41,7 @@ struct Tally {
     under: usize,
     over: usize,
     wrong_class: usize,
+    wrong_index: usize,
     first: Option<String>,
 }
 
@@ -59,6 +63,13 @@ fn judge(ctx: &Ctx, label: &str, dims: &Dims, x: Inputs, t: &mut Tally) -> Resul
             let want = nonfinite_class(ctx.precision.output.round(y));
             let got = nonfinite_class(c);
             t.checked += 1;
+            if ctx.op.index_output() && want == NonFiniteClass::Finite && c != y {
+                t.wrong_index += 1;
+                if t.first.is_none() {
+                    t.first = Some(format!("{label} output {o} element {i}: reference index {y}, candidate {c}"));
+                }
+                continue;
+            }
             if want != NonFiniteClass::Finite {
                 t.expected += 1;
             }
@@ -99,10 +110,13 @@ pub fn run(ctx: &Ctx) -> GateResult {
     if t.probes == 0 {
         return GateResult::new(INFO, Status::NotApplicable, "reference not applicable to the probes");
     }
-    let m = t.under + t.over + t.wrong_class;
-    let summary = format!(
+    let m = t.under + t.over + t.wrong_class + t.wrong_index;
+    let mut summary = format!(
         "{m} class mismatches in {} elements of {} probes ({} non-finite expected): {} under-propagated, {} over-propagated, {} of the wrong class",
         t.checked, t.probes, t.expected, t.under, t.over, t.wrong_class
     );
+    if ctx.op.index_output() {
+        summary += &format!(", {} wrong indices", t.wrong_index);
+    }
     super::mask_result(INFO, m, summary, t.first)
 }

@@ -18,7 +18,8 @@
 //! subnormal-input one (same-sign subnormals), as are the elementwise relu, clamp, tanh, gelu
 //! and silu (f(x) ~ x or x/2 there). log_softmax has no such input: y_j = (x_j - m) - ln S is 0
 //! or at least ln S >= ln 2 away from it when x_j - m is subnormal; nor has log (ln x is
-//! subnormal only for x within a subnormal of 1, which no format holds) ([`NO_SUBNORMAL_OUTPUT`]).
+//! subnormal only for x within a subnormal of 1, which no format holds) ([`NO_SUBNORMAL_OUTPUT`]);
+//! nor have argmax and argmin (integer indices: their EXC-02 compares every index instead).
 
 use super::inputs::{generate, Dist, Inputs};
 use crate::error_model::Precision;
@@ -28,7 +29,7 @@ use rand::Rng;
 use tilec_abi::rng::NormalRng;
 
 /// Classes whose output cannot be subnormal (see the module doc).
-pub const NO_SUBNORMAL_OUTPUT: [&str; 2] = ["log_softmax", "log"];
+pub const NO_SUBNORMAL_OUTPUT: [&str; 4] = ["log_softmax", "log", "argmax", "argmin"];
 
 /// A labelled probe of EXC-02.
 pub struct Probe {

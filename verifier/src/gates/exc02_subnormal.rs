@@ -11,6 +11,8 @@
 //!   below it, rounding alone could legitimately change the class, so those positions are left
 //!   out (ambiguity favours the candidate). Flush-to-zero where the reference keeps a
 //!   subnormal therefore fails.
+//! * Index outputs (argmax, argmin): every index must equal the reference's (a flushed input
+//!   turns a row of subnormals into a row of ties, answered by index 0).
 //! * Bound source: none for the decision (exact mask equality); the exclusion band is the
 //!   CMP-01 bound including the underflow term depth * eta (Higham §2.1).
 
@@ -50,6 +52,16 @@ pub fn run(ctx: &Ctx) -> GateResult {
         for (o, ((rt, prof), ct)) in r.outputs.iter().zip(&r.profiles).zip(&outs).enumerate() {
             for (i, (y, c)) in rt.to_f64_vec().into_iter().zip(ct.to_f64_vec()).enumerate() {
                 if !y.is_finite() {
+                    continue;
+                }
+                if ctx.op.index_output() {
+                    checked += 1;
+                    if c != y {
+                        mismatches += 1;
+                        if first.is_none() {
+                            first = Some(format!("{dist} output {o} element {i}: reference index {y}, candidate {c}"));
+                        }
+                    }
                     continue;
                 }
                 let b = element_bound(BoundKind::Deterministic, &ctx.precision, prof.depth, prof.scale[i], y);

@@ -8,7 +8,8 @@
 //!   fp32 deterministic bound is gamma(2048) * 3.75 ~ 5e-4. Every element must be within the
 //!   deterministic bound of the declared accumulator.
 //! * Bound source: Higham Lemma 3.1 (rigorous, so an honest fp32 sum can never fail).
-//! * n/a when no reduction dim of the envelope reaches 2048.
+//! * n/a when no reduction dim of the envelope reaches 2048, and for the index classes (argmax,
+//!   argmin), which compare and never accumulate.
 
 use super::{inputs::accum_probe_input, inputs::gate_seed, inputs::Dist, value_probe, value_result, Ctx, GateInfo, GateResult, Probe, Status};
 use crate::error_model::BoundKind;
@@ -47,6 +48,9 @@ pub fn probe_dims(ctx: &Ctx) -> Option<Dims> {
 
 /// Run the gate.
 pub fn run(ctx: &Ctx) -> GateResult {
+    if ctx.op.index_output() {
+        return GateResult::new(INFO, Status::NotApplicable, format!("{} compares and never accumulates (index output)", ctx.op.id));
+    }
     let Some(d) = probe_dims(ctx) else {
         return GateResult::new(INFO, Status::NotApplicable, format!("no reduction of {} reaches {PROBE_N}", ctx.op.id));
     };

@@ -43,6 +43,9 @@ pub fn run(ctx: &Ctx) -> GateResult {
         }
     }
     let want_dtype = ctx.precision.output.storage();
+    if ctx.op.index_output() && !want_dtype.is_integer() {
+        problems.push(format!("{} answers indices: the declared output must be i32 or i64, not {}", ctx.op.id, want_dtype.name()));
+    }
     let mut answers: Vec<(Vec<Vec<u8>>, Vec<Vec<u8>>)> = Vec::new();
     let mut applicable = false;
     for (label, d, seed) in &probes {

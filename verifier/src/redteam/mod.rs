@@ -2,6 +2,7 @@
 //! and the honest candidates that must pass every applicable gate. [`matrix`] runs the battery
 //! on all of them.
 
+pub mod index_tricks;
 pub mod matrix;
 pub mod op_tricks;
 pub mod size_tricks;

@@ -398,6 +398,7 @@ pub fn tricks() -> Vec<Trick> {
     let mut v = matmul_tricks();
     v.extend(super::op_tricks::tricks());
     v.extend(super::size_tricks::tricks());
+    v.extend(super::index_tricks::tricks());
     v
 }
 

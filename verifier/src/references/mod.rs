@@ -13,6 +13,7 @@ pub mod attention_bwd;
 pub mod conv;
 pub mod conv_bwd;
 pub mod elementwise;
+pub mod index;
 pub mod linear;
 pub mod linear_bwd;
 pub mod normalize;
@@ -208,6 +209,12 @@ impl Op {
             }
         }
         (self.constraint)(dims).map_err(|msg| RefError::Illegal { op: self.id.into(), msg })
+    }
+
+    /// True for the classes whose outputs are integer indices (argmax, argmin): a candidate
+    /// declares an integer output dtype and every compared index must be equal.
+    pub fn index_output(&self) -> bool {
+        index::INDEX_CLASSES.contains(&self.id)
     }
 
     /// Shapes of the inputs at `dims`.

@@ -164,21 +164,10 @@ pub fn log_softmax() -> Op {
 
 fn layer_norm_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
     let (r, n) = rows(d);
-    let nt = c::<T>(n as f64);
-    let eps = c::<T>(NORM_EPS);
     let mut out = vec![T::zero(); r * n];
     for i in 0..r {
         let row = &x[0][i * n..(i + 1) * n];
-        let mut s = T::zero();
-        for &v in row {
-            s = s + v;
-        }
-        let mu = s / nt;
-        let mut q = T::zero();
-        for &v in row {
-            q = q + (v - mu) * (v - mu);
-        }
-        let rstd = T::one() / (q / nt + eps).sqrt();
+        let (mu, rstd) = ln_row(row);
         for j in 0..n {
             out[i * n + j] = (row[j] - mu) * rstd * x[1][j] + x[2][j];
         }
@@ -267,6 +256,22 @@ pub fn rms_norm() -> Op {
         }),
         backward: Some(super::normalize_bwd::rms_norm()),
     }
+}
+
+/// Mean and r = 1/sqrt(var + eps) of one row, two passes (the sum, then the squared deviations
+/// from the mean), as the layer-norm kernel and its backward compute them.
+pub(super) fn ln_row<T: Float>(row: &[T]) -> (T, T) {
+    let nt = c::<T>(row.len() as f64);
+    let mut s = T::zero();
+    for &v in row {
+        s = s + v;
+    }
+    let mu = s / nt;
+    let mut q = T::zero();
+    for &v in row {
+        q = q + (v - mu) * (v - mu);
+    }
+    (mu, T::one() / (q / nt + c::<T>(NORM_EPS)).sqrt())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 //!   E = mean|gh x| gamma(N + 2): dx_j scale 2 r |gh_j| + 5 r^3 |x_j| E + |dx_j|, depth N + 8;
 //!   dw_j: scale 2 sum_i |g_ij x_ij| r_i, depth R + N + 6.
 
-use super::normalize::NORM_EPS;
+use super::normalize::{ln_row, NORM_EPS};
 use super::{c, nan_max, Backward};
 use crate::error_model::ErrorProfile;
 use num_traits::Float;
@@ -82,20 +82,6 @@ pub fn log_softmax() -> Backward {
     }
 }
 
-/// Mean and r = 1/sqrt(var + eps) of one row, two-pass as the forward kernel.
-fn ln_row<T: Float>(row: &[T]) -> (T, T) {
-    let nt = c::<T>(row.len() as f64);
-    let mut s = T::zero();
-    for &v in row {
-        s = s + v;
-    }
-    let mu = s / nt;
-    let mut q = T::zero();
-    for &v in row {
-        q = q + (v - mu) * (v - mu);
-    }
-    (mu, T::one() / (q / nt + c::<T>(NORM_EPS)).sqrt())
-}
 
 fn layer_norm_bwd<T: Float>(d: &super::Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
     let (r, n) = rn(d);

@@ -3,10 +3,11 @@
 use super::linear::{bmm, gemm_bias_act, matmul, Act};
 use super::normalize::{layer_norm, log_softmax, rms_norm, softmax};
 use super::reduce::{cumsum, row_reduce, RowReduce};
+use super::index::{arg_reduce, ArgReduce};
 use super::{attention::sdpa, conv, Op};
 
 /// Every operator class, in a fixed order: the reductions, products and normalisations, then
-/// the elementwise classes.
+/// the index reductions, then the elementwise classes.
 pub fn all_ops() -> Vec<Op> {
     let mut v = vec![
         matmul(),
@@ -26,6 +27,8 @@ pub fn all_ops() -> Vec<Op> {
         gemm_bias_act(Act::Relu),
         gemm_bias_act(Act::Gelu),
         gemm_bias_act(Act::Silu),
+        arg_reduce(ArgReduce::Max),
+        arg_reduce(ArgReduce::Min),
     ];
     v.extend(super::elementwise::all());
     v
