@@ -2,6 +2,9 @@
 //! 3 and 4): the tricks are caught exactly where their arithmetic goes wrong, their twins pass.
 //! The external half needs python3 with NumPy (skips with a message when absent).
 
+mod common;
+
+use common::{python_ready, root};
 use kverify::battery::{self, Options, Verdict};
 use kverify::candidate::external::{ExternalCandidate, Manifest};
 use kverify::candidate::{Candidate, Layout, LAYOUT_OFFSET};
@@ -11,7 +14,6 @@ use kverify::gates::{GateResult, Status};
 use kverify::redteam::{honest_twins, tricks};
 use kverify::references::op_by_id;
 use kverify::tensor::DType;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,26 +78,8 @@ fn a_16_bit_column_offset_fails_only_past_the_envelope_with_the_derived_error() 
     assert!(g.detail.contains("layouts: not probed (the candidate receives dense tensors)"), "{}", g.detail);
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-fn python_ready() -> bool {
-    let tools = root().join("../.tools/py");
-    if tools.is_dir() {
-        let old = std::env::var("PYTHONPATH").unwrap_or_default();
-        std::env::set_var("PYTHONPATH", if old.is_empty() { tools.display().to_string() } else { format!("{}:{old}", tools.display()) });
-    }
-    let ok = std::process::Command::new("python3").args(["-c", "import numpy"]).output().map(|o| o.status.success()).unwrap_or(false);
-    if !ok {
-        eprintln!("SKIPPED: python3 with numpy not found");
-    }
-    ok
-}
-
 fn ext(name: &str) -> Arc<dyn Candidate> {
-    let m = Manifest::load(&root().join(format!("python/redteam/{name}.json"))).expect("manifest");
-    Arc::new(ExternalCandidate::new(m, Duration::from_secs(5), 2048))
+    common::ext(name, Duration::from_secs(5))
 }
 
 /// A candidate from inline code, run by `worker` (a path relative to the temp folder or absolute).

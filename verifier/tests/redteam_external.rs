@@ -3,38 +3,19 @@
 //! such. Needs python3 with NumPy (scripts/setup.sh installs it into .tools/py; this test adds
 //! that folder to PYTHONPATH itself). Skips with a message only when they are truly absent.
 
+mod common;
+
+use common::{python_ready, root};
 use kverify::battery::{self, Options, Verdict};
 use kverify::candidate::external::{ExternalCandidate, Manifest};
 use kverify::candidate::{Candidate, CandidateError};
 use kverify::gates::Status;
 use kverify::redteam::{honest_twins, tricks};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-/// Put .tools/py on PYTHONPATH and report whether python3 can import numpy.
-fn python_ready() -> bool {
-    let tools = root().join("../.tools/py");
-    if tools.is_dir() {
-        let old = std::env::var("PYTHONPATH").unwrap_or_default();
-        let new = if old.is_empty() { tools.display().to_string() } else { format!("{}:{old}", tools.display()) };
-        // Set once, before any candidate process starts; tests in this file only read it.
-        std::env::set_var("PYTHONPATH", new);
-    }
-    let ok = std::process::Command::new("python3").args(["-c", "import numpy"]).output().map(|o| o.status.success()).unwrap_or(false);
-    if !ok {
-        eprintln!("SKIPPED: python3 with numpy not found (run scripts/setup.sh and `. .tools/env.sh`)");
-    }
-    ok
-}
-
 fn ext(name: &str) -> Arc<dyn Candidate> {
-    let m = Manifest::load(&root().join(format!("python/redteam/{name}.json"))).expect("manifest");
-    Arc::new(ExternalCandidate::new(m, Duration::from_secs(3), 2048))
+    common::ext(name, Duration::from_secs(3))
 }
 
 fn opts(gates: Option<Vec<String>>) -> Options {

@@ -1,0 +1,34 @@
+//! Helpers shared by the tests that run NumPy candidates through the external protocol.
+
+use kverify::candidate::external::{ExternalCandidate, Manifest};
+use kverify::candidate::Candidate;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The verifier crate's folder.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// Puts .tools/py (where scripts/setup.sh installs NumPy) on PYTHONPATH and reports whether
+/// python3 can import numpy; says why when it cannot. Set once, before any candidate process
+/// starts; the tests only read it afterwards.
+pub fn python_ready() -> bool {
+    let tools = root().join("../.tools/py");
+    if tools.is_dir() {
+        let old = std::env::var("PYTHONPATH").unwrap_or_default();
+        std::env::set_var("PYTHONPATH", if old.is_empty() { tools.display().to_string() } else { format!("{}:{old}", tools.display()) });
+    }
+    let ok = std::process::Command::new("python3").args(["-c", "import numpy"]).output().map(|o| o.status.success()).unwrap_or(false);
+    if !ok {
+        eprintln!("SKIPPED: python3 with numpy not found (run scripts/setup.sh and `. .tools/env.sh`)");
+    }
+    ok
+}
+
+/// The red-team manifest `python/redteam/<name>.json` as a candidate with a per-call time limit.
+pub fn ext(name: &str, time_limit: Duration) -> Arc<dyn Candidate> {
+    let m = Manifest::load(&root().join(format!("python/redteam/{name}.json"))).expect("manifest");
+    Arc::new(ExternalCandidate::new(m, time_limit, 2048))
+}
