@@ -253,16 +253,22 @@ def kernel_meta_from_dict(raw: dict, dir: str = "", where: str = "metadata") -> 
     return KernelMeta(version, kernel, target, sizes, params, grid, block, smem, envelope, maps, ptx, cubin, dir, raw)
 
 
-def load_kernel_meta(path: str) -> KernelMeta:
+def _load_json(path: str, what: str, parse):
+    """Reads the JSON file at `path` and parses it with `parse(raw, folder, file name)`; every
+    error names the file."""
     try:
         with open(path, encoding="utf-8") as f:
             raw = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
-        raise MetaError(f"cannot read metadata file {path}: {e}") from None
+        raise MetaError(f"cannot read {what} file {path}: {e}") from None
     try:
-        return kernel_meta_from_dict(raw, os.path.dirname(path), os.path.basename(path))
+        return parse(raw, os.path.dirname(path), os.path.basename(path))
     except MetaError as e:
         raise MetaError(f"{path}: {e}") from None
+
+
+def load_kernel_meta(path: str) -> KernelMeta:
+    return _load_json(path, "metadata", kernel_meta_from_dict)
 
 
 @dataclass(frozen=True)
@@ -385,15 +391,7 @@ def validate_plan(plan: OperatorPlan):
 
 
 def load_plan(path: str) -> OperatorPlan:
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise MetaError(f"cannot read plan file {path}: {e}") from None
-    try:
-        return plan_from_dict(raw, os.path.dirname(path), os.path.basename(path))
-    except MetaError as e:
-        raise MetaError(f"{path}: {e}") from None
+    return _load_json(path, "plan", plan_from_dict)
 
 
 @dataclass

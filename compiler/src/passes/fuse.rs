@@ -37,10 +37,10 @@ pub const MAX_FRAGMENT_REDUCE_FLOATS: u32 = 64;
 pub struct Fusion {
     /// Per value.
     pub fused: SecondaryMap<Value, bool>,
-    /// Roots evaluated in the fragment order of a register accumulator: a `Store` or `WriteVar`
-    /// whose fused expression reads the accumulator (`ReadVar` fused at full shape, no
-    /// transpose on the way), so each thread evaluates exactly the elements whose accumulator
-    /// values it holds, in registers (issue 9, item 1).
+    /// Roots evaluated in the fragment order of a register accumulator: a `Store`, a `WriteVar`
+    /// or a row `Reduce` whose fused expression reads the accumulator (`ReadVar` fused at full
+    /// shape, no transpose on the way), so each thread evaluates exactly the elements whose
+    /// accumulator values it holds, in registers (issue 9, item 1).
     pub frag_root: SecondaryMap<Inst, Option<crate::ir::Var>>,
     /// Other accumulators a fragment-order root reads in the same registers: those with the
     /// root's accumulator's distribution, which hold each element in the same thread at the
