@@ -5,7 +5,8 @@
 #   3. tilec build the K#1 reverse state scan, and gdn.tile — the GDN backward operator, its
 #      stages and the K#1/K#2 kernels it imports — for sm_100a and sm_90a (PTX, cubin, metadata,
 #      gdn_bwd.<target>.plan.json) with --verify: the operator runs on the interpreter and every
-#      gradient is judged against kverify's fp64 oracle;
+#      gradient is judged against kverify's fp64 oracle; then gdn_fwd.tile, the forward
+#      operators (o and the final state judged the same way), into the same folder;
 #   4. kverify RES-02 on the built artifacts' metadata (TMEM budget, lifecycle, smem, spills).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,10 +24,10 @@ for f in dsl-examples/negative/*.tile; do
   echo "== tilec check $f   (must be rejected)"
   if "$bin/tilec" check "$f"; then echo "ERROR: $f was accepted"; exit 1; fi
 done
-for ex in k1_reverse_scan gdn; do
-  out="$root/out/$ex"
+for ex in k1_reverse_scan gdn gdn_fwd; do
+  out="$root/out/${ex%_fwd}"
   verify=()
-  [ "$ex" = gdn ] && verify=(--verify)
+  [ "$ex" != k1_reverse_scan ] && verify=(--verify)
   echo "== tilec build dsl-examples/$ex.tile --target all -o $out ${verify[*]}"
   "$bin/tilec" build "dsl-examples/$ex.tile" --target all -o "$out" "${verify[@]}"
   for m in "$out"/*.meta.json; do

@@ -45,7 +45,7 @@ fn mutated(dir: &Path, from: &str, to: &str) -> PathBuf {
 /// once) in `file`; the path of the copied gdn.tile.
 fn mutated_in(dir: &Path, file: &str, from: &str, to: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    for f in ["gdn.tile", "k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile", "sequences.tile"] {
+    for f in ["gdn.tile", "gdn_fwd.tile", "k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile", "sequences.tile"] {
         let src = std::fs::read_to_string(examples().join(f)).unwrap();
         let src = if f == file {
             assert_eq!(src.matches(from).count(), 1, "the mutation site must be unique");
@@ -297,6 +297,65 @@ fn a_wrong_gva_head_mapping_fails_verification() {
     assert!(!bad.is_empty(), "the wrong head mapping passed: {js:?}");
     assert!(bad.iter().all(|c| c.starts_with("GVA")), "a case without GVA failed: {bad:?}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The forward operators of gdn_fwd.tile (o and the final state ht, both judged by the oracle):
+/// every member runs the stage kernels its backward recomputes, then the output stage, and
+/// meets the derived bound on both outputs at every case; the varlen forms too (GDN and KDA: the
+/// two gate kinds with the delta rule).
+#[test]
+fn the_forward_operators_meet_their_bounds_on_o_and_ht() {
+    let fwd = check(&examples().join("gdn_fwd.tile"));
+    let bwd = check(&examples().join("gdn.tile"));
+    let launches = |c: &Checked, name: &str| -> Vec<String> { c.module.operators.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("operator {name}")).launches.iter().map(|l| l.kernel.clone()).collect() };
+    let members = [("gdn", "chunk_o", 7), ("ssd", "chunk_o", 6), ("la", "chunk_o", 3), ("gla", "chunk_o_channel", 6), ("kda", "chunk_o_channel", 7)];
+    for (member, output_stage, cases) in members {
+        let name = format!("{member}_fwd");
+        // The stages before the output stage are exactly the backward's recomputation, in order.
+        let f = launches(&fwd, &name);
+        let b = launches(&bwd, &format!("{member}_bwd"));
+        assert_eq!(f.last().map(String::as_str), Some(output_stage), "{name}");
+        assert_eq!(f[..f.len() - 1], b[..f.len() - 1], "{name}: the forward's stages are the backward's first launches");
+        let mut ops = vec![(name.clone(), cases)];
+        if member == "gdn" || member == "kda" {
+            ops.push((format!("{name}_varlen"), cases + 1));
+        }
+        for (op, cases) in ops {
+            let js = judge_op(&fwd, &op);
+            let got: Vec<&str> = js.iter().map(|j| j.output.as_str()).collect();
+            assert_eq!(got, ["o", "ht"].repeat(cases), "{op}: o and ht at every case");
+            for j in &js {
+                eprintln!("{op} {} {}: {:.3e} (bound {:.3e})", j.case, j.output, j.error, j.bound);
+                assert!(j.ok(), "{op} {} {}: {:e} > {:e}", j.case, j.output, j.error, j.bound);
+                // o is stored in bf16: its error is at least a fraction of bf16's unit roundoff
+                // (an exact match would mean the oracle met itself).
+                if j.output == "o" {
+                    assert!(j.error > 2f64.powi(-12), "{op} {} o: error {:e} is implausibly small", j.case, j.error);
+                }
+            }
+        }
+    }
+}
+
+/// The output stages bite: P built with e^(Γ_j − Γ_i) (the decay reversed) in chunk_o, and Pᵀ
+/// read untransposed (P v_new → Pᵀ v_new) in chunk_o_channel, each fail o and leave ht —
+/// computed before the output stage — within its bound.
+#[test]
+fn a_wrong_output_stage_fails_o_and_only_o() {
+    let mutations = [
+        ("decay", "gdn_fwd.tile", "gdn_fwd", "qk * exp2(g - g.T) * scale", "qk * exp2(g.T - g) * scale"),
+        ("transpose", "gdn_channel.tile", "gla_fwd", "acc += pts.T @ vn;", "acc += pts @ vn;"),
+    ];
+    for (tag, file, op, from, to) in mutations {
+        let dir = std::env::temp_dir().join(format!("tilec-gdn-fwd-{tag}-{}", std::process::id()));
+        mutated_in(&dir, file, from, to);
+        let c = check(&dir.join("gdn_fwd.tile"));
+        let js = judge_op(&c, op);
+        let bad: Vec<&str> = js.iter().filter(|j| !j.ok()).map(|j| j.output.as_str()).collect();
+        assert!(!bad.is_empty(), "{tag}: the wrong output stage passed: {js:?}");
+        assert!(bad.iter().all(|o| *o == "o"), "{tag}: only o is wrong, but {bad:?} failed");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
 
 /// `--verify=gpu`'s runner: each case's inputs go to `tilec-run PLAN --inputs IN --out OUT` in a

@@ -129,7 +129,7 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                     let names: &[&str] = if output { &crate::verify::OUTPUT_NAMES } else { &crate::verify::INPUT_NAMES };
                     if !names.contains(&p.name.as_str()) {
                         diags.push(
-                            Diagnostic::error(Code::UndefinedName, format!("`{}` is not one of fla's {} names, which `contract({})` judges by", p.name, if output { "gradient" } else { "input" }, c.name), p.span, "not matched to the oracle")
+                            Diagnostic::error(Code::UndefinedName, format!("`{}` is not one of fla's {} names, which `contract({})` judges by", p.name, if output { "output" } else { "input" }, c.name), p.span, "not matched to the oracle")
                                 .with_note(format!("help: name it one of {}", names.join(", "))),
                         );
                     }
@@ -137,7 +137,7 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
             }
             None => diags.push(
                 Diagnostic::error(Code::UndefinedName, format!("no recurrence member `{}` to verify against", c.name), c.span, "unknown contract")
-                    .with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's gradients, with fla's tensor names)"),
+                    .with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's outputs or gradients, with fla's tensor names)"),
             ),
         }
     }
