@@ -100,8 +100,10 @@ class FlaMapping(unittest.TestCase):
         self.assertEqual(kw["scale"], 0.25)
 
     def test_entry_points(self):
-        with self.assertRaisesRegex(NotImplementedError, "forward is not built"):
-            chunk_gated_delta_rule(None, None, None, None, None)
+        x = fla_inputs()
+        x.pop("do")
+        with self.assertRaisesRegex(TensorError, "`q` is on cpu; tilec's operators run on a CUDA device only"):
+            chunk_gated_delta_rule(**x, artifacts=ART)  # the forward (custom op): CUDA only
         with self.assertRaisesRegex(TensorError, "`q` is on cpu"):
             chunk_gated_delta_rule_bwd(**fla_inputs(), artifacts=ART)
         with self.assertRaisesRegex(ValueError, "TILEC_TORCH_ARTIFACTS"):

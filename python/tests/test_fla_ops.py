@@ -1,0 +1,381 @@
+"""The fla-named forward functions and the ``tilec::`` custom ops, on CPU (docs/torch.md).
+
+No GPU: the plan launches are replaced by ``naive_recurrence.StandIn`` (the fp64 token-serial
+recurrence of gdn-math.md §2 and its autograd gradients), so these tests cover the Python side
+only — argument checks, fake implementations, tracing, the autograd formula (what is saved,
+gradient order and dtypes, dht = 0) — never the plans' numbers. Skipped without torch (CI);
+run with ``PYTHONPATH=.tools/torch python3 -m unittest discover -s python/tests``.
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+import tilec_torch  # noqa: E402
+from tilec_torch import TensorError  # noqa: E402
+
+if torch is not None:
+    from naive_recurrence import StandIn, inputs_of, recurrence  # noqa: E402
+    from tilec_torch import ops  # noqa: E402
+    from tilec_torch.fla import normalize_output  # noqa: E402
+
+GATE = {"gdn": "scalar", "kda": "channel", "gla": "channel", "ssd": "scalar", "la": None}
+WRAPPER = {"gdn": "chunk_gated_delta_rule", "kda": "chunk_kda", "gla": "chunk_gla", "ssd": "chunk_simple_gla", "la": "chunk_linear_attn"}
+
+
+def make(member, B=2, T=5, H=1, G=2, K=3, V=4, N=None, dtype=None, seed=0):
+    """Plan-named inputs of ``member`` (q, k, v, [g], [beta], s0): bf16/f32 as the plans, or all
+    ``dtype``. Gates are log decays ≤ 0, beta in (0, 1), k normalised (the regime of the models)."""
+    gen = torch.Generator().manual_seed(seed)
+    HV = H * G
+    lo = dtype or torch.bfloat16
+    st = dtype or torch.float32
+    x = dict(q=torch.randn(B, T, H, K, generator=gen).to(lo),
+             k=torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1).to(lo),
+             v=torch.randn(B, T, HV, V, generator=gen).to(lo))
+    if GATE[member] == "scalar":
+        x["g"] = (-0.5 * torch.rand(B, T, HV, generator=gen)).to(st)
+    elif GATE[member] == "channel":
+        x["g"] = (-0.5 * torch.rand(B, T, HV, K, generator=gen)).to(st)
+    if member in ("gdn", "kda"):
+        x["beta"] = torch.rand(B, T, HV, generator=gen).to(lo)
+    x["s0"] = torch.randn(N if N is not None else B, HV, K, V, generator=gen).to(st)
+    return x
+
+
+def call(member, x, **kw):
+    """The fla wrapper of ``member`` on plan-named inputs (s0 -> initial_state)."""
+    a = {n: t for n, t in x.items() if n != "s0"}
+    if member == "la":
+        kw.setdefault("normalize", False)
+    return getattr(tilec_torch, WRAPPER[member])(**a, initial_state=x.get("s0"), **kw)
+
+
+class _Patched(unittest.TestCase):
+    """Installs a runner (the stand-in by default) in place of the plan launches."""
+
+    runner = None
+
+    def setUp(self):
+        self.saved = ops.run_plan
+        self.standin = StandIn()
+        ops.run_plan = self.runner if self.runner is not None else self.standin
+
+    def tearDown(self):
+        ops.run_plan = self.saved
+
+
+def _never(name, artifacts, args):
+    raise AssertionError(f"the real implementation ran ({name}) where only the fake one should")
+
+
+@unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
+class FakeShapes(_Patched):
+    """FakeTensorMode: only the fake implementations run; shapes and dtypes from the inputs."""
+
+    runner = staticmethod(_never)
+
+    def test_forward_and_backward_shapes_every_member(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        for member in GATE:
+            for varlen in (False, True):
+                with self.subTest(member=member, varlen=varlen), FakeTensorMode():
+                    B, T, H, G, K, V = (1, 9, 2, 3, 64, 32) if varlen else (2, 9, 2, 3, 64, 32)
+                    cu = torch.tensor([0, 4, 9], dtype=torch.int64) if varlen else None
+                    N = 2
+                    x = make(member, B=B, T=T, H=H, G=G, K=K, V=V, N=N)
+                    for n in x:
+                        x[n].requires_grad_(True)
+                    o, ht = call(member, x, cu_seqlens=cu, output_final_state=True)
+                    self.assertEqual((tuple(o.shape), o.dtype), ((B, T, H * G, V), torch.bfloat16))
+                    self.assertEqual((tuple(ht.shape), ht.dtype), ((N, H * G, K, V), torch.float32))
+                    (o.float().sum() + ht.sum()).backward()
+                    for n, t in x.items():  # fla's dtypes: bf16 for q, k, v, beta; f32 for g, h0
+                        self.assertEqual((tuple(t.grad.shape), t.grad.dtype), (tuple(t.shape), t.dtype), n)
+
+    def test_backward_op_gives_state_precision(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode():
+            x = make("kda", H=2, G=2, K=8, V=16)
+            do = torch.empty(2, 5, 4, 16, dtype=torch.bfloat16)
+            grads = ops.bwd_op("kda")(*x.values(), do, torch.empty_like(x["s0"]), None, 0.5, "")
+        self.assertEqual([tuple(g.shape) for g in grads], [tuple(t.shape) for t in x.values()])
+        self.assertEqual({g.dtype for g in grads}, {torch.float32})
+
+
+@unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
+class Tracing(_Patched):
+    def test_make_fx_graph_holds_both_ops(self):
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        ops.run_plan = _never
+
+        def step(q, k, v, g, beta, s0):
+            o, ht = tilec_torch.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True)
+            return torch.autograd.grad(o.float().square().sum() + ht.sum(), (q, g, s0))
+
+        x = make("gdn", H=2, G=2, K=8, V=16)
+        for t in x.values():
+            t.requires_grad_(True)
+        gm = make_fx(step, tracing_mode="fake")(*x.values())
+        targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+        self.assertIn("tilec.gdn_fwd.default", targets)
+        self.assertIn("tilec.gdn_bwd.default", targets)
+
+    def test_compile_fullgraph_forward_and_backward(self):
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
+
+        graphs = {}
+
+        def keep(kind):
+            def compiler(gm, example_inputs):
+                graphs[kind] = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+                return make_boxed_func(gm.forward)
+            return compiler
+
+        class Layer(torch.nn.Module):
+            def __init__(self, d=16, H=2, G=2, K=8, V=8):
+                super().__init__()
+                self.H, self.HV, self.K, self.V = H, H * G, K, V
+                self.qk = torch.nn.Linear(d, 2 * H * K, dtype=torch.bfloat16)
+                self.vb = torch.nn.Linear(d, H * G * (V + 2), dtype=torch.bfloat16)
+
+            def forward(self, x, cu_seqlens=None):
+                B, T, _ = x.shape
+                q, k = self.qk(x).view(B, T, 2, self.H, self.K).unbind(2)
+                vb = self.vb(x).view(B, T, self.HV, self.V + 2)
+                v, g, beta = vb[..., :self.V], torch.nn.functional.logsigmoid(vb[..., self.V].float()), vb[..., self.V + 1].sigmoid()
+                k = torch.nn.functional.normalize(k.float(), dim=-1).to(torch.bfloat16)
+                o, _ = tilec_torch.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu_seqlens)   # q, g: strided views
+                return o.float().square().mean()
+
+        torch.manual_seed(0)
+        layer = Layer()
+        for cu in (None, torch.tensor([0, 3, 7])):
+            with self.subTest(varlen=cu is not None):
+                graphs.clear()
+                torch._dynamo.reset()
+                x = torch.randn(1 if cu is not None else 2, 7, 16, dtype=torch.bfloat16)
+                compiled = torch.compile(layer, fullgraph=True, backend=aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw")))
+                loss = compiled(x, cu)
+                loss.backward()
+                got = [p.grad.clone() for p in layer.parameters()]
+                layer.zero_grad()
+                eager = layer(x, cu)
+                eager.backward()
+                self.assertIn("tilec.gdn_fwd.default", graphs["fw"])
+                self.assertIn("tilec.gdn_bwd.default", graphs["bw"])
+                self.assertEqual(loss.item(), eager.item())
+                for a, p in zip(got, layer.parameters()):
+                    self.assertTrue(torch.equal(a, p.grad))
+                layer.zero_grad()
+                self.assertEqual({c[0] for c in self.standin.calls}, {"gdn_fwd_varlen", "gdn_bwd_varlen"} if cu is not None else {"gdn_fwd", "gdn_bwd"})
+                self.standin.calls.clear()
+
+
+@unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
+class AutogradWiring(_Patched):
+    """gradcheck through the ops' autograd formula and the autograd.Function classes, with the fp64
+    stand-in as the plans: catches a swapped or missing gradient, a wrong saved tensor, scale or
+    cu_seqlens not reaching the backward."""
+
+    def gradcheck(self, member, fn, cu=None, B=2):
+        x = make(member, B=B, T=6, H=1, G=2, K=3, V=2, dtype=torch.float64, N=None if cu is None else len(cu) - 1, seed=3)
+        args = [t.requires_grad_(True) for t in x.values()]
+        scale = 0.7
+
+        def f(*a):
+            return fn(member)(*a, cu, scale, "art")
+
+        self.assertTrue(torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-7, rtol=1e-6))
+
+    def test_registered_autograd_every_member_dense_and_varlen(self):
+        for member in GATE:
+            with self.subTest(member=member):
+                self.gradcheck(member, ops.fwd_op)
+                self.gradcheck(member, ops.fwd_op, cu=torch.tensor([0, 2, 2, 6], dtype=torch.int32), B=1)
+
+    def test_autograd_function_classes(self):
+        for member, cls in ops.FUNCTIONS.items():
+            with self.subTest(member=member):
+                self.gradcheck(member, lambda m: cls.apply, cu=torch.tensor([0, 4, 6], dtype=torch.int32), B=1)
+
+    def test_saves_inputs_only_and_runs_the_backward_plan(self):
+        x = make("gdn", H=2, G=2, K=4, V=4)
+        for t in x.values():
+            t.requires_grad_(True)
+        o, ht = ops.fwd_op("gdn")(*x.values(), None, 0.5, "art")
+        saved = o.grad_fn.saved_tensors
+        self.assertEqual(len(saved), 7)  # q, k, v, g, beta, s0, cu_seqlens (None): no W, U, states
+        self.assertIsNone(saved[6])
+        for s, t in zip(saved, x.values()):
+            self.assertTrue(s is t or s.data_ptr() == t.data_ptr())
+        o.float().sum().backward()        # do: an expanded (stride-0) gradient; dht: None
+        name, art, args = self.standin.calls[-1]
+        self.assertEqual((name, art, args["scale"]), ("gdn_bwd", "art", 0.5))
+        self.assertTrue(bool((args["dht"] == 0).all()))
+        self.assertEqual(args["do"].dtype, torch.bfloat16)
+        # fla's dtypes: dq, dk, dv, dbeta in the inputs' bf16, dg and dh0 f32.
+        self.assertEqual([t.grad.dtype for t in x.values()], [torch.bfloat16] * 3 + [torch.float32, torch.bfloat16, torch.float32])
+
+    def test_no_state_gradient_without_initial_state(self):
+        x = make("ssd")
+        s0 = x.pop("s0")
+        for t in x.values():
+            t.requires_grad_(True)
+        o, ht = tilec_torch.chunk_simple_gla(**x, output_final_state=True)
+        (o.float().sum() + ht.sum()).backward()
+        fwd, bwd = self.standin.calls
+        self.assertEqual(tuple(fwd[2]["s0"].shape), tuple(s0.shape))
+        self.assertTrue(bool((fwd[2]["s0"] == 0).all()))
+        self.assertTrue(torch.equal(bwd[2]["dht"], torch.ones_like(s0)))
+        self.assertTrue(all(t.grad is not None for t in x.values()))
+
+    def test_final_state_gradient_reaches_the_plan(self):
+        x = make("gla", dtype=torch.float64)
+        for t in x.values():
+            t.requires_grad_(True)
+        o, ht = ops.fwd_op("gla")(*x.values(), None, 0.25, "")
+        w = torch.randn_like(ht)
+        (ht * w).sum().backward()
+        self.assertTrue(torch.equal(self.standin.calls[-1][2]["dht"], w))
+        self.assertTrue(bool((self.standin.calls[-1][2]["do"] == 0).all()))
+
+    def test_opcheck_against_the_stand_in(self):
+        for member in GATE:
+            with self.subTest(member=member):
+                x = make(member, H=1, G=2, K=3, V=2, T=4)
+                for n in ("q", "k", "v"):
+                    x[n].requires_grad_(True)
+                torch.library.opcheck(ops.fwd_op(member).default, (*x.values(), None, 0.5, "art"))
+                cu = torch.tensor([0, 1, 4], dtype=torch.int32)
+                y = make(member, B=1, H=1, G=2, K=3, V=2, T=4, N=2)
+                torch.library.opcheck(ops.fwd_op(member).default, (*y.values(), cu, 0.5, "art"))
+
+
+@unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
+class StandInValues(unittest.TestCase):
+    """The stand-in is the recurrence: values worked out by hand (gdn-math.md §1-2)."""
+
+    def test_one_token_delta_rule(self):
+        # S_1 = e^g S_0 (I − β k kᵀ)... with S_0 = 0: S_1 = β k vᵀ, o_1 = scale·β (q·k) v.
+        x = make("gdn", B=1, T=1, H=1, G=1, K=3, V=2, dtype=torch.float64)
+        x["s0"].zero_()
+        o, ht, _ = recurrence("gdn", x, 0.5, None)
+        q, k, v, b = x["q"][0, 0, 0], x["k"][0, 0, 0], x["v"][0, 0, 0], x["beta"][0, 0, 0]
+        torch.testing.assert_close(o[0, 0, 0], 0.5 * b * (q @ k) * v)
+        torch.testing.assert_close(ht[0, 0], b * torch.outer(k, v))
+
+    def test_decay_only_and_varlen_restart(self):
+        # SSD with v = 0: S_t = e^{Σg} S_0; varlen restarts every sequence from its own s0 row.
+        x = make("ssd", B=1, T=5, H=1, G=2, K=3, V=2, N=2, dtype=torch.float64)
+        x["v"].zero_()
+        o, ht, _ = recurrence("ssd", x, 1.0, torch.tensor([0, 2, 5]))
+        g = x["g"][0]
+        torch.testing.assert_close(ht[0], g[:2].sum(0).exp()[:, None, None] * x["s0"][0])
+        torch.testing.assert_close(ht[1], g[2:].sum(0).exp()[:, None, None] * x["s0"][1])
+        S = g[2:4].sum(0).exp()[:, None, None] * x["s0"][1]       # the state after token 3
+        torch.testing.assert_close(o[0, 3], torch.einsum("hk,hkv->hv", x["q"][0, 3].repeat_interleave(2, 0), S))
+
+
+@unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
+class ArgumentChecks(_Patched):
+    def refuse(self, member, pattern, param, **over):
+        x = make(member, H=2, G=2, K=8, V=8)
+        kw = {n: over.pop(n) for n in list(over) if n not in x}
+        x.update(over)
+        with self.assertRaises(TensorError) as c:
+            call(member, x, **kw)
+        self.assertRegex(str(c.exception), pattern)
+        self.assertEqual(c.exception.param, param)
+        self.assertEqual(self.standin.calls, [])
+
+    def test_dtypes_shapes_devices(self):
+        x = make("gdn", H=2, G=2, K=8, V=8)
+        self.refuse("gdn", r"`v` must be bfloat16 .* found float32", "v", v=x["v"].float())
+        self.refuse("gdn", r"`g` must be float32 .* found bfloat16", "g", g=x["g"].bfloat16())
+        self.refuse("kda", r"`g` must be \[2, 5, 4, 8\] \(\[B, T, HV, K\]\), found \(2, 5, 4\)", "g", g=x["g"])
+        self.refuse("gdn", r"`beta` must be a torch.Tensor", "beta", beta=0.5)
+        self.refuse("gdn", r"`k` must have q's shape", "k", k=x["k"][:, :4])
+        self.refuse("gla", r"`v` has 3 heads, not a multiple of q's H = 2", "v", v=torch.zeros(2, 5, 3, 8, dtype=torch.bfloat16))
+        self.refuse("gdn", r"`initial_state` must be \[N, HV, K, V\] = \[2, 4, 8, 8\] \(N = B\)", "initial_state", s0=x["s0"][:1])
+        self.refuse("gdn", r"`k` is on meta, but `q` is on cpu", "k", k=x["k"].to("meta"))
+
+    def test_varlen_rules(self):
+        self.refuse("gdn", r"batch size is expected to be 1 rather than 2", "q", cu_seqlens=torch.tensor([0, 5]))
+        x = make("gdn", B=1, N=3)
+        with self.assertRaisesRegex(TensorError, r"= \[2, 2, 3, 4\] \(N = len\(cu_seqlens\) - 1\), found \(3, 2, 3, 4\)"):
+            call("gdn", x, cu_seqlens=torch.tensor([0, 2, 5]))
+        with self.assertRaisesRegex(TensorError, "1-D int32 or int64"):
+            call("gdn", make("gdn", B=1, N=2), cu_seqlens=torch.tensor([0.0, 2.0, 5.0]))
+        o, ht = call("gdn", make("gdn", B=1, N=2), cu_seqlens=torch.tensor([0, 2, 5]), output_final_state=True)
+        name, _, args = self.standin.calls[-1]
+        self.assertEqual((name, args["cu_seqlens"].dtype, tuple(ht.shape)), ("gdn_fwd_varlen", torch.int32, (2, 2, 3, 4)))
+
+    def test_cpu_needs_cuda(self):
+        ops.run_plan = self.saved  # the real runner
+        with self.assertRaisesRegex(TensorError, r"`q` is on cpu; tilec's operators run on a CUDA device only") as c:
+            call("gdn", make("gdn"), artifacts="/nonexistent")
+        self.assertEqual(c.exception.param, "q")
+
+    def test_final_state_scale_and_options(self):
+        x = make("gla", K=16)
+        o, ht = call("gla", x)
+        self.assertIsNone(ht)
+        self.assertAlmostEqual(self.standin.calls[-1][2]["scale"], 16 ** -0.5)
+        o2, ht = call("gla", x, output_final_state=True, scale=2.0)
+        self.assertEqual(tuple(ht.shape), tuple(x["s0"].shape))
+        self.assertEqual(self.standin.calls[-1][2]["scale"], 2.0)
+        with self.assertRaisesRegex(NotImplementedError, r"use_qk_l2norm_in_kernel=True is not supported"):
+            call("gdn", make("gdn"), use_qk_l2norm_in_kernel=True)
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'bogus'"):
+            call("gdn", make("gdn"), bogus=1)
+        call("gdn", make("gdn"), use_qk_l2norm_in_kernel=False, cu_seqlens_cpu=None)
+
+    def test_simple_gla_forms(self):
+        x = make("ssd", H=1, G=2)
+        gamma = torch.tensor([-0.1, -0.3])
+        a = dict(q=x["q"], k=x["k"], v=x["v"])
+        tilec_torch.chunk_simple_gla(**a)
+        self.assertEqual(self.standin.calls[-1][0], "la_fwd")
+        tilec_torch.chunk_simple_gla(**a, g_gamma=gamma)
+        self.assertEqual(self.standin.calls[-1][0], "ssd_fwd")
+        self.assertTrue(torch.equal(self.standin.calls[-1][2]["g"], gamma.expand(2, 5, 2)))
+        with self.assertRaisesRegex(ValueError, "only one of `g` and `g_gamma`"):
+            tilec_torch.chunk_simple_gla(**a, g=x["g"], g_gamma=gamma)
+
+    def test_linear_attn_normalisation(self):
+        # o_t / (<scale q_t, z_t> + 1e-10), z_t = z_0 + Σ_{s≤t} k_s per sequence; G = 2 value heads per q/k head.
+        torch.manual_seed(1)
+        B, T, H, G, K, V = 1, 5, 2, 3, 3, 2
+        q, k = torch.rand(B, T, H, K, dtype=torch.float64), torch.rand(B, T, H, K, dtype=torch.float64)
+        o = torch.randn(B, T, H * G, V, dtype=torch.float64)
+        z0 = torch.rand(2, 1, H, K, dtype=torch.float64)
+        cu = torch.tensor([0, 2, 5])
+        got, z = normalize_output(o, q, k, 0.5, z0, cu)
+        for n, (a, b) in enumerate([(0, 2), (2, 5)]):
+            zt = z0[n, 0].clone()
+            for t in range(a, b):
+                zt = zt + k[0, t]
+                den = (0.5 * q[0, t] * zt).sum(-1)   # [H]
+                torch.testing.assert_close(got[0, t], o[0, t] / den.repeat_interleave(G)[:, None])
+            torch.testing.assert_close(z[n, 0], zt)
+        x = make("la", H=1, G=2)
+        out, (kv, zf) = call("la", x, normalize=True, output_final_state=True)
+        self.assertEqual((tuple(zf.shape), tuple(kv.shape)), ((2, 1, 1, 3), tuple(x["s0"].shape)))
+
+
+if __name__ == "__main__":
+    unittest.main()
