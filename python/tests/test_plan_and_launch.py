@@ -154,6 +154,32 @@ class Loading(unittest.TestCase):
                 load_operator(d, "nope")
 
 
+class ForwardPlans(unittest.TestCase):
+    """gdn_fwd.tile's forward plans (fixtures from the same build as the backward's)."""
+
+    def test_forward_plan_loads_and_binds(self):
+        op = load_operator(ART, "gdn_fwd")
+        kernels = [l.kernel for l in op.plan.launches]
+        # The backward's recomputation, then the output stage.
+        self.assertEqual(kernels, ["seq_bounds", "chunk_table", "repeat_heads", "repeat_heads", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "chunk_o"])
+        specs = {k: v for k, v in gdn_specs(G=2).items() if k not in ("do", "dht")}
+        p = prepare(op, specs, {"scale": 0.088})
+        outs = {o.name: o.shape for o in p.outputs}
+        self.assertEqual(outs, {"o": (2, 100, 4, 128), "ht": (2, 4, 128, 128)})
+        with self.assertRaises(OperatorError) as c:
+            prepare(op, gdn_specs(G=2), {"scale": 0.088})
+        self.assertEqual(c.exception.param, "do")
+
+    def test_varlen_forward_states_per_sequence(self):
+        vl = load_operator(ART, "gdn_fwd_varlen")
+        self.assertEqual(vl.plan.offsets, [("cu_seqlens", "T")])
+        specs = {k: v for k, v in gdn_specs(B=1, T=200).items() if k not in ("do", "dht")}
+        specs["s0"] = S("f32", (3, 2, 128, 128))          # three sequences
+        specs["cu_seqlens"] = S("i32", (4,))
+        p = prepare(vl, specs, {"scale": 0.088})
+        self.assertEqual({o.name: o.shape for o in p.outputs}["ht"], (3, 2, 128, 128))
+
+
 class Binding(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
