@@ -89,10 +89,13 @@ for c in gdn ssd la gla kda gdn_varlen ssd_varlen la_varlen gla_varlen kda_varle
   scale=$(python3 scripts/gdn_case.py "$g/raw.safetensors" "$g/in.safetensors" "$g/rounded.safetensors")
   "$t/release/kverify" ref --model $m --inputs "$g/rounded.safetensors" --scale "$scale" --method serial --out "$g/ref.safetensors" >/dev/null
   "$tilec" run --interp --target sm_90a dsl-examples/gdn.tile "${consts[@]}" --operator $op --inputs "$g/in.safetensors" --out "$g/interp.safetensors" 2>/dev/null
+  # The forward (gdn_fwd.tile's <member>_fwd[_varlen]) on the same inputs less do and dht.
+  python3 -c 'import sys, tilec_io; tilec_io.write(sys.argv[2], {k: v for k, v in tilec_io.read(sys.argv[1]).items() if k not in ("do", "dht")})' "$g/in.safetensors" "$g/in_fwd.safetensors"
+  "$tilec" run --interp --target sm_90a dsl-examples/gdn_fwd.tile "${consts[@]}" --operator ${op/_bwd/_fwd} --inputs "$g/in_fwd.safetensors" --out "$g/interp_fwd.safetensors" 2>/dev/null
   rm "$g/raw.safetensors" "$g/rounded.safetensors"
-  # Only the gradients, in f32 (the carry's 64 MiB): their 6e-8 relative rounding is far below
-  # the 1e-3 errors measured against them.
-  python3 -c 'import sys, numpy, tilec_io; p = sys.argv[1]; tilec_io.write(p, {k: v.astype(numpy.float32) for k, v in tilec_io.read(p).items() if k.startswith("d") and k not in ("do", "dst")})' "$g/ref.safetensors"
+  # Only the gradients and the forward's o and final state st, in f32 (the carry's 64 MiB):
+  # their 6e-8 relative rounding is far below the 1e-3 errors measured against them.
+  python3 -c 'import sys, numpy, tilec_io; p = sys.argv[1]; tilec_io.write(p, {k: v.astype(numpy.float32) for k, v in tilec_io.read(p).items() if (k.startswith("d") and k not in ("do", "dst")) or k in ("o", "st")})' "$g/ref.safetensors"
 done
 # Debug symbols would take the carry past its 64 MiB (gpu_smoke alone is 36 MB with them).
 strip "$d/bin/"* 2>/dev/null || true
