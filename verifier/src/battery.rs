@@ -67,7 +67,7 @@ pub struct Report {
 #[derive(Debug, thiserror::Error)]
 pub enum BatteryError {
     /// The candidate names an operator without a reference.
-    #[error("candidate implements unknown operator `{0}`")]
+    #[error("candidate implements unknown operator `{0}`{hint}", hint = crate::references::op_hint(.0))]
     UnknownOp(String),
     /// Dims outside the conventions.
     #[error("{0}")]

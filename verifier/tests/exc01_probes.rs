@@ -13,7 +13,7 @@ use kverify::gates::inputs::{gate_seed, generate, Dist};
 use kverify::gates::{Ctx, GateResult, Status};
 use kverify::redteam::op_tricks::SUM_BLOCK;
 use kverify::redteam::{honest_twins, tricks};
-use kverify::references::{all_ops, op_by_id};
+use kverify::references::{all_ops, op_by_id, RefError};
 use kverify::tensor::{DType, Tensor};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,6 +51,17 @@ fn split(op: &kverify::references::Op, d: &kverify::references::Dims, x: &[Tenso
 fn every_probe_leaves_finite_and_nonfinite_outputs_in_every_class() {
     for op in all_ops() {
         let d = op.native();
+        if op.finite_domain() {
+            // The recurrence classes: the oracle refuses every non-finite probe (n/a, rule 1);
+            // EXC-01 judges them only after a poisoned call (tests/recurrence_candidate.rs).
+            for s in 0..2u64 {
+                let x = generate(&op, &d, Dist::NonFinite, gate_seed("EXC-01", s), DType::F32);
+                assert!(matches!(op.forward(&d, &x.reference), Err(RefError::Domain { .. })), "{} seed#{s}", op.id);
+            }
+            let x = nonfinite_rows(&op, &d, gate_seed("EXC-01", 2), DType::F32);
+            assert!(matches!(op.forward(&d, &x.reference), Err(RefError::Domain { .. })), "{} rows", op.id);
+            continue;
+        }
         for s in 0..2u64 {
             let x = generate(&op, &d, Dist::NonFinite, gate_seed("EXC-01", s), DType::F32);
             if op.index_output() {

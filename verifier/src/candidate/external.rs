@@ -87,7 +87,7 @@ impl Manifest {
             return Err(ManifestError::Invalid { path: p, msg: "empty command".into() });
         }
         if op_by_id(&m.op).is_none() {
-            return Err(ManifestError::Invalid { path: p, msg: format!("unknown op `{}`", m.op) });
+            return Err(ManifestError::Invalid { path: p, msg: format!("unknown op `{}`{}", m.op, crate::references::op_hint(&m.op)) });
         }
         m.dir = path.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }).unwrap_or(Path::new(".")).to_path_buf();
         Ok(m)

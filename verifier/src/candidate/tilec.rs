@@ -70,7 +70,7 @@ pub struct Binding {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TilecError {
     /// The operator id has no reference.
-    #[error("unknown operator `{0}`")]
+    #[error("unknown operator `{0}`{hint}", hint = crate::references::op_hint(.0))]
     UnknownOp(String),
     /// The binding does not name one parameter per operator tensor.
     #[error("operator `{op}` has {want} {what}, the binding names {got} ({names})")]

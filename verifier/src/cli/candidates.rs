@@ -21,7 +21,7 @@ pub enum ResolveError {
     #[error("unknown builtin candidate `{0}` (try builtin:honest, builtin:honest:<op>, or a trick name from `kverify redteam`)")]
     UnknownBuiltin(String),
     /// Unknown operator.
-    #[error("unknown operator `{0}`")]
+    #[error("unknown operator `{0}`{hint}", hint = crate::references::op_hint(.0))]
     UnknownOp(String),
     /// Manifest problems.
     #[error("{0}")]

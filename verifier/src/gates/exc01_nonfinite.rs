@@ -18,6 +18,11 @@
 //! * Index outputs (argmax, argmin): an integer is never non-finite, so what NaN and ±Inf
 //!   decide is *which* index comes out (the first NaN; an all-±inf row's first index): every
 //!   index must equal the reference's, each difference counted as a wrong index.
+//! * Classes whose reference refuses non-finite inputs (the recurrence family,
+//!   [`crate::references::Op::finite_domain`]): the injected and row probes are `n/a` (rule 1)
+//!   and counted as such in the detail; the poisoned calls still go to the candidate (not
+//!   compared) and the ordinary calls after them are judged, so a kernel that carries a state
+//!   or workspace from one call into the next is caught by over-propagation.
 //! * Bound source: none: tolerance-free (exact mask equality).
 
 use super::compare::{nonfinite_class, NonFiniteClass};
@@ -36,6 +41,8 @@ pub const INFO: GateInfo = GateInfo {
 #[derive(Default)]
 struct Tally {
     probes: usize,
+    not_applicable: usize,
+    why_na: Option<String>,
     checked: usize,
     expected: usize,
     under: usize,
@@ -48,7 +55,14 @@ struct Tally {
 /// Run one probe and add its mask comparison to `t`. `Ok(false)` when the reference does not
 /// apply (rule 1); `Err` with the gate's result on a runtime failure, refusal or wrong shape.
 fn judge(ctx: &Ctx, label: &str, dims: &Dims, x: Inputs, t: &mut Tally) -> Result<bool, GateResult> {
-    let Ok(r) = ctx.op.forward(dims, &x.reference) else { return Ok(false) };
+    let r = match ctx.op.forward(dims, &x.reference) {
+        Ok(r) => r,
+        Err(e) => {
+            t.not_applicable += 1;
+            t.why_na.get_or_insert_with(|| e.to_string());
+            return Ok(false);
+        }
+    };
     let outs = match ctx.harness.forward(INFO.id, dims, x.candidate).outcome {
         Ok(o) => o,
         Err(e) if e.is_runtime_failure() => return Err(GateResult::new(INFO, Status::Error, format!("{label}: {e}"))),
@@ -103,6 +117,14 @@ pub fn run(ctx: &Ctx) -> GateResult {
         probes.push((format!("after poison: {label} [{d}]"), d, x));
     }
     for (label, d, x) in probes {
+        // A poisoned call whose inputs the reference refuses (the recurrence classes refuse
+        // NaN) still reaches the candidate: what it leaves behind is what the next call judges.
+        if label.starts_with("poison") && ctx.op.forward(&d, &x.reference).is_err() {
+            match ctx.harness.forward(INFO.id, &d, x.candidate).outcome {
+                Err(e) if e.is_runtime_failure() => return GateResult::new(INFO, Status::Error, format!("{label}: {e}")),
+                _ => continue,
+            }
+        }
         if let Err(g) = judge(ctx, &label, &d, x, &mut t) {
             return g;
         }
@@ -117,6 +139,9 @@ pub fn run(ctx: &Ctx) -> GateResult {
     );
     if ctx.op.index_output() {
         summary += &format!(", {} wrong indices", t.wrong_index);
+    }
+    if t.not_applicable > 0 {
+        summary += &format!("; {} probes n/a ({})", t.not_applicable, t.why_na.unwrap_or_default());
     }
     super::mask_result(INFO, m, summary, t.first)
 }

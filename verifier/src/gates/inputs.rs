@@ -54,7 +54,8 @@ fn sign(rng: &mut NormalRng) -> f64 {
     }
 }
 
-/// Generate the inputs of `op` at `dims`.
+/// Generate the inputs of `op` at `dims`: raw values of `dist`, mapped onto the class's domain
+/// by its [`crate::references::InputRule`] when it has one, then rounded to `in_dtype`.
 pub fn generate(op: &Op, dims: &Dims, dist: Dist, seed: u64, in_dtype: DType) -> Inputs {
     let mut rng = NormalRng::new(seed);
     let shapes = op.input_shapes(dims);
@@ -125,9 +126,14 @@ pub fn generate(op: &Op, dims: &Dims, dist: Dist, seed: u64, in_dtype: DType) ->
                 }
             }
         }
-        let rounded: Vec<f64> = v.into_iter().map(|x| in_dtype.round(x)).collect();
-        vals.push(rounded);
+        vals.push(v);
     }
+    // Classes with structured inputs (the recurrence family: unit keys, log-decays <= 0, gates
+    // in (0, 1)) map the raw draws onto their domain before the rounding.
+    if let Some(rule) = &op.input_rule {
+        (rule.condition)(dims, &mut vals);
+    }
+    let vals: Vec<Vec<f64>> = vals.into_iter().map(|v| v.into_iter().map(|x| in_dtype.round(x)).collect()).collect();
     let reference = vals.iter().zip(&shapes).map(|(v, s)| Tensor::f64(s.clone(), v.clone())).collect();
     let candidate = vals.iter().zip(&shapes).map(|(v, s)| Tensor::from_f64(s.clone(), v, in_dtype.storage())).collect();
     Inputs { reference, candidate }

@@ -95,6 +95,7 @@ fn any_ok(_: &Dims) -> Result<(), String> {
 pub fn sdpa(causal: bool) -> Op {
     let lk_kind = DimKind::Reduction;
     Op {
+        input_rule: None,
         id: if causal { "sdpa_causal" } else { "sdpa" },
         summary: if causal {
             "o = softmax(q k^T / sqrt(D) + causal mask) v"

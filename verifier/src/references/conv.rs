@@ -74,6 +74,7 @@ fn conv2d_ok(d: &Dims) -> Result<(), String> {
 /// `conv1d`: y[Bt,Cout,L-Kw+1] = sum_{c,k} x[Bt,c,l+k] w[Cout,c,k].
 pub fn conv1d() -> Op {
     Op {
+        input_rule: None,
         id: "conv1d",
         summary: "y[Bt,Cout,L-Kw+1] = conv1d(x[Bt,Cin,L], w[Cout,Cin,Kw]), stride 1, valid",
         dims: vec![
@@ -101,6 +102,7 @@ pub fn conv1d() -> Op {
 /// `conv2d`: y[Bt,Cout,H-Kh+1,W-Kw+1] = sum_{c,ky,kx} x[Bt,c,y+ky,x+kx] w[Cout,c,ky,kx].
 pub fn conv2d() -> Op {
     Op {
+        input_rule: None,
         id: "conv2d",
         summary: "y = conv2d(x[Bt,Cin,H,W], w[Cout,Cin,Kh,Kw]), stride 1, valid",
         dims: vec![

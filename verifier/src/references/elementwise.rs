@@ -190,6 +190,7 @@ fn profile_of(v: &[f64], w: &[f64], u: &[f64], pick: impl Fn(f64, f64, f64) -> (
 /// The operator class of `ew` over x[R,N] (R a batch extent, N a free one).
 pub fn op(ew: Ew) -> Op {
     Op {
+        input_rule: None,
         id: ew.id(),
         summary: "y[R,N] = f(x[R,N]) elementwise",
         dims: vec![

@@ -58,6 +58,7 @@ pub fn arg_reduce(kind: ArgReduce) -> Op {
         ArgReduce::Min => ("argmin", "y[R] = argmin_N x[R,N] (first index on ties, first NaN wins; integer output)"),
     };
     Op {
+        input_rule: None,
         id,
         summary,
         dims: vec![

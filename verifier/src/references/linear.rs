@@ -63,6 +63,7 @@ fn mm_backward<T: Float>(d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
 /// `matmul`: C[M,N] = A[M,K] B[K,N]. Backward: dA = dC B^T (depth N), dB = A^T dC (depth M).
 pub fn matmul() -> Op {
     Op {
+        input_rule: None,
         id: "matmul",
         summary: "C[M,N] = A[M,K] @ B[K,N]",
         dims: mm_dims(),
@@ -118,6 +119,7 @@ pub fn bmm() -> Op {
         s
     }));
     Op {
+        input_rule: None,
         id: "bmm",
         summary: "C[Bt,M,N] = A[Bt,M,K] @ B[Bt,K,N]",
         dims,
@@ -208,6 +210,7 @@ pub fn gemm_bias_act(act: Act) -> Op {
         dd.max = dd.max.min(2048);
     }
     Op {
+        input_rule: None,
         id,
         summary: "Y[M,N] = act(X[M,K] @ W[K,N] + b[N])",
         dims,

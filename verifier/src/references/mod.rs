@@ -18,6 +18,8 @@ pub mod linear;
 pub mod linear_bwd;
 pub mod normalize;
 pub mod normalize_bwd;
+pub mod recurrence;
+pub mod recurrence_profile;
 pub mod reduce;
 pub mod reduce_bwd;
 pub mod registry;
@@ -27,7 +29,7 @@ use crate::tensor::{DType, Tensor};
 use serde::Serialize;
 use std::sync::Arc;
 
-pub use registry::{all_ops, op_by_id};
+pub use registry::{all_ops, op_by_id, op_hint};
 
 /// Errors a reference can raise.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -56,6 +58,15 @@ pub enum RefError {
         /// Operator id.
         op: String,
         /// What is wrong.
+        msg: String,
+    },
+    /// An input value lies outside the reference's domain (e.g. a non-finite value for the
+    /// recurrence classes, whose oracle refuses NaN and ±Inf): never charged (rule 1).
+    #[error("reference {op}: input outside the reference's domain: {msg}")]
+    Domain {
+        /// Operator id.
+        op: String,
+        /// What is outside the domain.
         msg: String,
     },
     /// The operator has no backward.
@@ -140,6 +151,18 @@ pub type BackwardKernel<T> = Arc<dyn Fn(&Dims, &[&[T]], &[&[T]]) -> Vec<Vec<T>> 
 /// Backward profile: dims, inputs, output grads, input grads.
 pub type BackwardProfileFn = Arc<dyn Fn(&Dims, &[&[f64]], &[&[f64]], &[Vec<f64>]) -> Vec<ErrorProfile> + Send + Sync>;
 
+/// The input structure of a class whose inputs are not free reals (the recurrence family:
+/// unit-norm keys, log-decays ≤ 0, gates in (0, 1)), applied by every input generator of the
+/// gates, and the values its reference refuses.
+#[derive(Clone, Copy)]
+pub struct InputRule {
+    /// Maps raw generated values (one `Vec` per input, in input order, at `Dims`) onto the
+    /// class's domain in place, before they are rounded to the declared input dtype.
+    pub condition: fn(&Dims, &mut [Vec<f64>]),
+    /// `Err(why)` for f64 inputs outside the reference's domain ([`RefError::Domain`]).
+    pub admit: fn(&Dims, &[&[f64]]) -> Result<(), String>,
+}
+
 /// Backward of an operator (input gradients given output gradients).
 #[derive(Clone)]
 pub struct Backward {
@@ -174,6 +197,9 @@ pub struct Op {
     pub profile: ProfileFn,
     /// Backward, when defined.
     pub backward: Option<Backward>,
+    /// Input structure and domain, for classes whose inputs are not free reals (`None`: any
+    /// real input, non-finite values included).
+    pub input_rule: Option<InputRule>,
 }
 
 impl std::fmt::Debug for Op {
@@ -209,6 +235,13 @@ impl Op {
             }
         }
         (self.constraint)(dims).map_err(|msg| RefError::Illegal { op: self.id.into(), msg })
+    }
+
+    /// True for the classes whose reference refuses non-finite inputs (the recurrence family):
+    /// EXC-01's injected and row probes are `n/a` for them, only its poison-then-partial
+    /// sequence is judged.
+    pub fn finite_domain(&self) -> bool {
+        self.input_rule.is_some()
     }
 
     /// True for the classes whose outputs are integer indices (argmax, argmin): a candidate
@@ -247,11 +280,15 @@ impl Op {
             }
             out.push(v);
         }
+        if let Some(rule) = &self.input_rule {
+            (rule.admit)(dims, &out).map_err(|msg| RefError::Domain { op: self.id.into(), msg })?;
+        }
         Ok(out)
     }
 
     /// Run the fp64 reference. Errors: [`RefError::NotF64`] for any non-f64 input,
-    /// [`RefError::Shape`] / [`RefError::Illegal`] for shapes outside the conventions.
+    /// [`RefError::Shape`] / [`RefError::Illegal`] for shapes outside the conventions,
+    /// [`RefError::Domain`] for values the class's [`InputRule`] refuses.
     pub fn forward(&self, dims: &Dims, inputs: &[Tensor]) -> Result<RefOutput, RefError> {
         let xs = self.check_inputs(dims, inputs)?;
         let outs = (self.k64)(dims, &xs);

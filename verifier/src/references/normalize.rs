@@ -92,6 +92,7 @@ fn softmax_bwd<T: Float>(d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
 /// (|x_i - m| + max_j |x_j - m| + 6), depth N + 6.
 pub fn softmax() -> Op {
     Op {
+        input_rule: None,
         id: "softmax",
         summary: "y[R,N] = softmax(x[R,N]) over N",
         dims: row_dims(256),
@@ -137,6 +138,7 @@ pub fn softmax() -> Op {
 /// `log_softmax` over the last axis of x[R,N].
 pub fn log_softmax() -> Op {
     Op {
+        input_rule: None,
         id: "log_softmax",
         summary: "y[R,N] = log_softmax(x[R,N]) over N",
         dims: row_dims(256),
@@ -197,6 +199,7 @@ fn rms_norm_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
 /// `layer_norm` over the last axis: y = (x - mean) / sqrt(var + 1e-5) * w + b, biased variance.
 pub fn layer_norm() -> Op {
     Op {
+        input_rule: None,
         id: "layer_norm",
         summary: "y[R,N] = (x - mean)/sqrt(var + 1e-5) * w[N] + b[N]",
         dims: row_dims(256),
@@ -233,6 +236,7 @@ pub fn layer_norm() -> Op {
 /// `rms_norm` over the last axis: y = x / sqrt(mean(x^2) + 1e-5) * w.
 pub fn rms_norm() -> Op {
     Op {
+        input_rule: None,
         id: "rms_norm",
         summary: "y[R,N] = x / sqrt(mean(x^2) + 1e-5) * w[N]",
         dims: row_dims(256),

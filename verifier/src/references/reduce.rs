@@ -81,6 +81,7 @@ pub fn row_reduce(kind: RowReduce) -> Op {
         RowReduce::Max => ("max", "y[R] = max_N x[R,N] (NaN-propagating)"),
     };
     Op {
+        input_rule: None,
         id,
         summary,
         dims: dims(),
@@ -129,6 +130,7 @@ fn cumsum_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
 /// `cumsum` over the last axis: y[r,j] = sum_{k<=j} x[r,k].
 pub fn cumsum() -> Op {
     Op {
+        input_rule: None,
         id: "cumsum",
         summary: "y[R,N] = cumsum_N x[R,N]",
         dims: dims(),
