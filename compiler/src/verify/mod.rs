@@ -37,13 +37,24 @@ use crate::interp::{run_operator, Options};
 pub mod gpu;
 use crate::ir::{Elem, Module, Op, Operator, ParamKind, SizeExpr};
 
-/// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`). An
-/// operator with `cu_seqlens` (i32 `[N + 1]`) is varlen: every case runs as packed sequences.
-pub const INPUT_NAMES: [&str; 12] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "cu_seqlens", "scale"];
+/// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`), and
+/// [`SAVED_AI`], the forward's saved inverse that a backward may take instead of recomputing it.
+/// An operator with `cu_seqlens` (i32 `[N + 1]`) is varlen: every case runs as packed sequences.
+pub const INPUT_NAMES: [&str; 13] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "cu_seqlens", "scale", SAVED_AI];
 
-/// The output names an operator with a contract returns (fla's): a forward's output `o` and
-/// final state `ht`, a backward's gradients.
-pub const OUTPUT_NAMES: [&str; 10] = ["o", "ht", "dq", "dk", "dv", "dg", "dbeta", "db", "dw", "ds0"];
+/// The output names an operator with a contract returns (fla's): a forward's output `o`, final
+/// state `ht` and saved inverse [`SAVED_AI`], a backward's gradients.
+pub const OUTPUT_NAMES: [&str; 11] = ["o", "ht", SAVED_AI, "dq", "dk", "dv", "dg", "dbeta", "db", "dw", "ds0"];
+
+/// The forward's saved inverse `Ai = (I + L)⁻¹` of every chunk (fla's `A`), `[B, T, H·G, C]`
+/// with C = [`CHUNK`]: per sequence and value head, row t holds row (t − its chunk's first token)
+/// of that chunk's inverse (chunks restart at each sequence); columns past a partial chunk are 0.
+/// As an output it is judged against the oracle's; as an input it is the oracle's, rounded to
+/// the parameter's dtype — one rounding point more in the bound (see [`verify_operator`]).
+pub const SAVED_AI: &str = "ai";
+
+/// The chunk size of the operators verified (gdn.tile's `C`) and of the oracle's [`SAVED_AI`].
+pub const CHUNK: usize = 64;
 
 /// λ of the probabilistic bound.
 pub const LAMBDA: f64 = 4.0;
@@ -212,6 +223,10 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
     };
     let (kd, vd) = (last_dim("q")?, last_dim("v")?);
     let (roundings, u) = rounding_points(module, op);
+    // A saved Ai taken as an input was rounded once to its dtype before the kernels read it.
+    let takes_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: false, .. }));
+    let roundings = roundings + usize::from(takes_ai);
+    let gives_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
     let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");
     let mut out = Verdict::default();
     for case in &CASES {
@@ -250,11 +265,15 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         }
         let inputs = operator_inputs(op, &mut p).map_err(sig)?;
         let got = run_op(inputs)?;
-        let oracle = |p: &Problem| run(p, Method::Serial, 64).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() });
+        let oracle_err = |e: kverify::recurrence::RecurrenceError| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() };
+        let oracle = |p: &Problem| run(p, Method::Serial, CHUNK).map_err(oracle_err);
         let want = oracle(&p)?;
-        let nudged = oracle(&perturbed(op, &p, case.seed))?;
+        let nudged_p = perturbed(op, &p, case.seed);
+        let nudged = oracle(&nudged_p)?;
+        let (want_ai, nudged_ai) = if gives_ai { (Some(oracle_ai(&p).map_err(oracle_err)?), Some(oracle_ai(&nudged_p).map_err(oracle_err)?)) } else { (None, None) };
+        let reference_of = |name: &str, r: &'_ Results, ai: &Option<Tensor>| -> Option<Tensor> { if name == SAVED_AI { ai.clone() } else { oracle_output(r, name).cloned() } };
         for param in op.params.iter().filter(|p| matches!(p.kind, ParamKind::Tensor { output: true, .. })) {
-            let reference = oracle_output(&want, &param.name).ok_or_else(|| sig(format!("output `{}` is not one the oracle computes ({})", param.name, OUTPUT_NAMES.join(", "))))?;
+            let reference = reference_of(&param.name, &want, &want_ai).ok_or_else(|| sig(format!("output `{}` is not one the oracle computes ({})", param.name, OUTPUT_NAMES.join(", "))))?;
             let t = got.get(&param.name).ok_or_else(|| VerifyError::Run(format!("output `{}` missing", param.name)))?;
             let g = t.to_f64();
             if g.len() != reference.data.len() {
@@ -265,7 +284,7 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
             let rel = |e: f64| if scale > 0.0 { e / scale } else { e };
             let error = rel(err);
             // κu: how far the exact gradient moves when every input moves by one rounding.
-            let moved = oracle_output(&nudged, &param.name).map_or(0.0, |n| rel(max_abs_diff(&n.data, &reference.data)));
+            let moved = reference_of(&param.name, &nudged, &nudged_ai).map_or(0.0, |n| rel(max_abs_diff(&n.data, &reference.data)));
             let sensitivity = moved.max(u);
             out.judgements.push(Judgement { case: label.clone(), output: param.name.clone(), error, reference_max: scale, unit: u, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
         }
@@ -297,6 +316,11 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
             m.insert(param.name.clone(), c);
             continue;
         }
+        if param.name == SAVED_AI {
+            let ai = oracle_ai(p).map_err(|e| e.to_string())?;
+            m.insert(param.name.clone(), HostTensor::from_f64(dt, ai.shape.clone(), &ai.data).map_err(|e| format!("`{}`: {e}", param.name))?);
+            continue;
+        }
         if param.name == "scale" {
             let s = HostTensor::from_f64(dt, vec![], &[p.scale]).map_err(|e| e.to_string())?;
             p.scale = s.to_f64()[0];
@@ -313,6 +337,24 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
         m.insert(param.name.clone(), h);
     }
     Ok(m)
+}
+
+/// The oracle's [`SAVED_AI`] of problem `p`: per sequence and value head, `Saved::ai` of kverify's
+/// fp64 chunkwise forward (`recurrence::chunk::forward`, gdn-math.md §3.2–3.3) at [`CHUNK`].
+///
+/// # Errors
+/// The oracle's ([`kverify::recurrence::RecurrenceError`]): bad cu_seqlens, non-finite input.
+pub fn oracle_ai(p: &Problem) -> Result<Tensor, kverify::recurrence::RecurrenceError> {
+    let (b, t, ..) = kverify::recurrence::batch::dims(p);
+    let hv = kverify::recurrence::batch::value_heads(p);
+    let mut out = Tensor::zeros(&[b, t, hv, CHUNK]);
+    for (n, &(row, t0, _)) in p.sequences()?.iter().enumerate() {
+        for h in 0..hv {
+            let (_, saved) = kverify::recurrence::chunk::forward(&p.general_inputs(n, h)?, CHUNK)?;
+            out.set_bthx_slice(row, h, t0, &saved.ai);
+        }
+    }
+    Ok(out)
 }
 
 /// The oracle's output or gradient for an output name.
