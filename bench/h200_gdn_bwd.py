@@ -1,4 +1,5 @@
-# H200: the gdn_bwd operator of dsl-examples/gdn.tile (the whole GDN backward, 12 launches) run by
+# H200: the gdn_bwd operator of dsl-examples/gdn.tile (the whole GDN backward, 14 launches; and
+# gdn_bwd_saved, the training pair's backward from the forward's Ai) run by
 # `tilec-run <plan>`, beside fla 0.6.0's chunk_gated_delta_rule backward (Triton), in one run:
 #   1. accuracy at B=1 T=256 H=2 K=V=128 on the inputs scripts/h200-prepare.sh made (rounded to
 #      the operator's dtypes): every gradient's max|err| / max|ref| against kverify's fp64 oracle
@@ -29,9 +30,9 @@ ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
 ap.add_argument("--fla-for", default="gdn,gdn_varlen,gdn_gva", help="accuracy cases to run fla beside (its first call JIT-compiles for minutes)")
 ap.add_argument("--qla-for", default="gdn", help="accuracy cases to run FlashQLA beside (when flash_qla imports; its first call per shape JIT-compiles for ~2 min)")
-ap.add_argument("--speed", default="dense,varlen,variants", help="speed sets to run: dense, varlen (both beside fla), variants (tilec at the other head sizes)")
+ap.add_argument("--speed", default="dense,saved,varlen,variants", help="speed sets to run: dense, saved (gdn_bwd_saved: the backward from the forward's Ai, as fla's), varlen (beside fla), variants (tilec at the other head sizes)")
 ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
-ap.add_argument("--fla-speed", default="dense,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
+ap.add_argument("--fla-speed", default="dense,saved,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
@@ -196,6 +197,22 @@ QLA_SPEED = args.qla_speed.split(",")
 FLA_SPEED = args.fla_speed.split(",")
 if "dense" in SPEED:
     emit({"case": f"gdn_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed("speed", inputs(B, T, B), "gdn_bwd.sm_90a.plan.json", anchors=["fla"] * ("dense" in FLA_SPEED) + ["flashqla"] * ("dense" in QLA_SPEED))})
+
+# ---- 2b. the training pair's backward: gdn_bwd_saved takes the Ai that gdn_fwd returns (fla's
+# autograd saves A too, so this is the like-for-like time beside fla's backward) ----------------
+if "saved" in SPEED:
+    x = inputs(B, T, B)
+    ffwd = os.path.join(args.work, "saved_fwd_in.safetensors")
+    save_file({**{k: v.cpu().contiguous() for k, v in x.items() if k not in ("do", "dht")}, "scale": torch.tensor(scale, dtype=torch.float32)}, ffwd)
+    res = {"case": f"gdn_bwd_saved speed B={B} T={T} H={H} K={K} V={V} (Ai from gdn_fwd)"}
+    try:
+        fai = os.path.join(args.work, "saved_fwd_out.safetensors")
+        tilec(ffwd, fai, plan=os.path.join(args.art, "gdn_fwd.sm_90a.plan.json"))
+        x["ai"] = load_file(fai)["ai"].to(dev)
+        res.update(speed("speed_saved", x, "gdn_bwd_saved.sm_90a.plan.json", anchors=["fla"] * ("saved" in FLA_SPEED)))
+    except Exception as e:
+        res["tilec_error"] = repr(e)[:2000]
+    emit(res)
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
