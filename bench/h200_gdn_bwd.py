@@ -30,9 +30,9 @@ ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
 ap.add_argument("--fla-for", default="gdn,gdn_varlen,gdn_gva", help="accuracy cases to run fla beside (its first call JIT-compiles for minutes)")
 ap.add_argument("--qla-for", default="gdn", help="accuracy cases to run FlashQLA beside (when flash_qla imports; its first call per shape JIT-compiles for ~2 min)")
-ap.add_argument("--speed", default="dense,saved,varlen,variants", help="speed sets to run: dense, saved (gdn_bwd_saved: the backward from the forward's Ai, as fla's), varlen (beside fla), variants (tilec at the other head sizes)")
+ap.add_argument("--speed", default="dense,saved,kda,gla,varlen,variants", help="speed sets to run: dense, saved (gdn_bwd_saved: the backward from the forward's Ai, as fla's), kda and gla (the per-channel members, beside fla's chunk_kda / chunk_gla), varlen (beside fla), variants (tilec at the other head sizes)")
 ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
-ap.add_argument("--fla-speed", default="dense,saved,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
+ap.add_argument("--fla-speed", default="dense,saved,kda,gla,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
@@ -75,19 +75,33 @@ def fla_fn():
     return chunk_gated_delta_rule
 
 
+def fla_kda_fn():
+    """fla's chunk_kda (per-channel gate g [B, T, H, K] in log space, and β)."""
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
+    from fla.ops.kda import chunk_kda
+    return chunk_kda
+
+
+def fla_gla_fn():
+    """fla's chunk_gla (per-channel gate, no β)."""
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
+    from fla.ops.gla import chunk_gla
+    return chunk_gla
+
+
 def fla_grads(x, scale, f=None):
-    """fla's (or `f`'s: FlashQLA's) forward with autograd, then the gradients of Σ o·do + Σ h_T·dht; returns (grads, bwd)."""
+    """fla's (or `f`'s: FlashQLA's, fla's KDA or GLA) forward with autograd, then the gradients of Σ o·do + Σ h_T·dht; returns (grads, bwd)."""
     f = f or fla_fn()
-    leaves = {n: x[n].detach().clone().requires_grad_(True) for n in ["q", "k", "v", "g", "beta", "s0"]}
+    order = [n for n in ["q", "k", "v", "g", "beta", "s0"] if n in x]
+    leaves = {n: x[n].detach().clone().requires_grad_(True) for n in order}
     cu = x["cu_seqlens"].long() if "cu_seqlens" in x else None
-    o, ht = f(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"], scale=scale, initial_state=leaves["s0"], output_final_state=True, cu_seqlens=cu)
-    order = ["q", "k", "v", "g", "beta", "s0"]
+    o, ht = f(*[leaves[n] for n in order if n != "s0"], scale=scale, initial_state=leaves["s0"], output_final_state=True, cu_seqlens=cu)
     bwd = lambda: torch.autograd.grad((o, ht), [leaves[n] for n in order], (x["do"], x["dht"]), retain_graph=True)
     g = bwd()
-    return dict(zip(["dq", "dk", "dv", "dg", "dbeta", "ds0"], g)), bwd
+    return dict(zip(["d" + n for n in order], g)), bwd
 
 
-ANCHORS = {"fla": fla_fn, "flashqla": qla_fn}  # the anchors' result keys: <key>_worst, <key>_bwd_ms, ...
+ANCHORS = {"fla": fla_fn, "flashqla": qla_fn, "fla_kda": fla_kda_fn, "fla_gla": fla_gla_fn}  # the anchors' result keys: <key>_worst, <key>_bwd_ms, ...
 
 
 def anchor_accuracy(res, key, x, ref, grads):
@@ -112,7 +126,7 @@ def anchor_speed(res, key, x, fout):
         if "tilec_ms" in res:
             res[f"ratio_tilec_over_{key}"] = res["tilec_ms"] / res[f"{key}_bwd_ms"]
             out = load_file(fout)
-            res[f"tilec_relerr_vs_{key}"] = {n: rel(out[n].to(dev), g[n]) for n in GRADS}
+            res[f"tilec_relerr_vs_{key}"] = {n: rel(out[n].to(dev), g[n]) for n in GRADS if n in g and n in out}
     except Exception as e:
         res[f"{key}_error"] = repr(e)[:2000]
 
@@ -213,6 +227,28 @@ if "saved" in SPEED:
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
     emit(res)
+
+# ---- 2c. the per-channel members: kda_bwd and kda_bwd_saved beside fla's chunk_kda, gla_bwd
+# beside chunk_gla (same B, T, H, K, V; g per key channel, log space) ---------------------------
+for member in [m for m in ("kda", "gla") if m in SPEED]:
+    x = inputs(B, T, B)
+    x["g"] = F.logsigmoid(rn(B, T, H, K)).float()
+    if member == "gla":
+        del x["beta"]
+    anchor = ["fla_" + member] * (member in FLA_SPEED)
+    emit({"case": f"{member}_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed(f"speed_{member}", x, f"{member}_bwd.sm_90a.plan.json", anchors=anchor)})
+    if member == "kda":
+        res = {"case": f"kda_bwd_saved speed B={B} T={T} H={H} K={K} V={V} (Ai from kda_fwd)"}
+        try:
+            ffwd = os.path.join(args.work, "kda_fwd_in.safetensors")
+            save_file({**{k: v.cpu().contiguous() for k, v in x.items() if k not in ("do", "dht")}, "scale": torch.tensor(scale, dtype=torch.float32)}, ffwd)
+            fai = os.path.join(args.work, "kda_fwd_out.safetensors")
+            tilec(ffwd, fai, plan=os.path.join(args.art, "kda_fwd.sm_90a.plan.json"))
+            x["ai"] = load_file(fai)["ai"].to(dev)
+            res.update(speed("speed_kda_saved", x, "kda_bwd_saved.sm_90a.plan.json", anchors=anchor))
+        except Exception as e:
+            res["tilec_error"] = repr(e)[:2000]
+        emit(res)
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
