@@ -16,10 +16,12 @@
 #   (GDN at all five, KDA at V = 256) and tilec's speed (no anchors: each shape is a new JIT).
 # Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
-import argparse, json, os, re, subprocess, time
+import argparse, json, os, re, time
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
+
+from h200_common import Recorder, bits, rel, run_tilec
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
@@ -37,28 +39,16 @@ ap.add_argument("--no-speed", action="store_true", help="accuracy only")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 dev = "cuda"
-rows = []
 OUTF = os.path.join(os.environ.get("OUT", "."), "gdn_bwd.json")
 PLAN = os.path.join(args.art, "gdn_bwd.sm_90a.plan.json")
 GRADS = ["dq", "dk", "dv", "dg", "dbeta", "ds0"]
 
 
-def emit(r):
-    rows.append(r)
-    print(json.dumps(r), flush=True)
-    json.dump(rows, open(OUTF, "w"), indent=1)
+emit = Recorder(OUTF)
 
 
 def tilec(inputs, out, *extra, plan=PLAN):
-    p = subprocess.run([args.tilec_run, plan, "--inputs", inputs, "--out", out, "--code", "cubin", *extra], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"tilec-run failed ({p.returncode}): {p.stdout[-1500:]} {p.stderr[-1500:]}")
-    return p.stdout
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+    return run_tilec(args.tilec_run, plan, inputs, out, *extra)
 
 
 def qla_fn():
@@ -162,7 +152,7 @@ for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la
         # As if every output were bf16 (fla's dtype for dq, dk, dv): the f32 outputs rounded once.
         res["tilec_relerr_bf16_outputs"] = {n: rel(out[n].to(torch.bfloat16), ref[n]) for n in grads}
         res["tilec_worst_bf16_outputs"] = max(res["tilec_relerr_bf16_outputs"].values())
-        res["gpu_vs_interpreter_equal_elements"] = {n: f"{int((out[n].view(torch.int16 if out[n].element_size() == 2 else torch.int32) == interp[n].view(torch.int16 if out[n].element_size() == 2 else torch.int32)).sum())}/{out[n].numel()}" for n in grads}
+        res["gpu_vs_interpreter_equal_elements"] = {n: f"{int((bits(out[n]) == bits(interp[n])).sum())}/{out[n].numel()}" for n in grads}
         res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in grads}
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]

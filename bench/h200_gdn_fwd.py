@@ -11,11 +11,13 @@
 #      against fla's.
 # Usage: python3 bench/h200_gdn_fwd.py --tilec-run RUN --art ART --cases DIR [--fla-speed none]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_fwd.json.
-import argparse, json, os, re, subprocess, time
+import argparse, os, re, time
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+
+from h200_common import Recorder, bits, rel, run_tilec
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
@@ -28,31 +30,15 @@ ap.add_argument("--fla-speed", default="dense", help="'none' times tilec alone (
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 dev = "cuda"
-rows = []
 OUTF = os.path.join(os.environ.get("OUT", "."), "gdn_fwd.json")
 ORACLE = {"o": "o", "ht": "st"}  # the plan's output name -> the oracle's
 
 
-def emit(r):
-    rows.append(r)
-    print(json.dumps(r), flush=True)
-    json.dump(rows, open(OUTF, "w"), indent=1)
+emit = Recorder(OUTF)
 
 
 def tilec(plan, inputs, out, *extra):
-    p = subprocess.run([args.tilec_run, plan, "--inputs", inputs, "--out", out, "--code", "cubin", *extra], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"tilec-run failed ({p.returncode}): {p.stdout[-1500:]} {p.stderr[-1500:]}")
-    return p.stdout
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
-
-
-def bits(t):
-    return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
+    return run_tilec(args.tilec_run, plan, inputs, out, *extra)
 
 
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
