@@ -16,7 +16,7 @@
 #   (GDN at all five, KDA at V = 256) and tilec's speed (no anchors: each shape is a new JIT).
 # Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
-import argparse, json, os, re, time
+import argparse, os, re, time
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
