@@ -9,12 +9,20 @@ Per sequence and value head hv (q/k head hv // G), t in the sequence:
 with b = w = β (GDN, KDA), b = 0 and w = 1 (SSD, GLA, LA); g a scalar (GDN, SSD), per key channel
 (KDA, GLA) or 0 (LA). Gradients: scalar gate dg = Σ_c dg_c; dβ = Σ_c db_c + Σ_v dw_v; GVA sums dq
 and dk over the G value heads of a q/k head.
+
+The delta-rule members' forward plans (gdn, kda) also write ai = (I + L)^-1 of every chunk of
+C = 64 tokens (fla's ``A``, gdn-math.md §3.2–3.3), and their ``<m>_bwd_saved`` plans take it back:
+:func:`chunk_inverses` computes it exactly in fp64; the stand-in returns it rounded to bf16 and
+refuses a saved backward whose ai is not exactly that (the forward's) tensor's values.
 """
 
 import torch
 
 #: member -> (gate, beta): the tensor inputs of its plans (tilec_torch.ops.MEMBERS mirrors it).
 MEMBERS = {"gdn": ("scalar", True), "kda": ("channel", True), "gla": ("channel", False), "ssd": ("scalar", False), "la": (None, False)}
+
+#: The plans' chunk length: ai is [B, T, HV, C].
+C = 64
 
 
 def inputs_of(member):
@@ -99,10 +107,43 @@ def recurrence(member, x, scale, cu=None, seeds=None):
     return o, ht, d
 
 
+def chunk_inverses(member, x, cu=None):
+    """ai [B, T, HV, C] float64: per sequence and chunk of C tokens (chunks restart at every
+    sequence; the last may be partial, c ≤ C rows), with Γ the chunk-local cumulative gate,
+        L_ij = β_i Σ_c k_ic k_jc e^{Γ_ic − Γ_jc}  (i > j; 0 otherwise)       (gdn-math.md §3.2)
+    and Ai = (I + L)^-1 (§3.3); row t of ai holds row t − t_chunk of its chunk's Ai in columns
+    0..c−1, zeros after."""
+    gate, has_beta = MEMBERS[member]
+    assert has_beta, f"{member} has no Ai (only the delta-rule members gdn, kda)"
+    k = x["k"].double()
+    B, T, H, K = k.shape
+    HV = x["v"].shape[2]
+    G = HV // H
+    ai = torch.zeros(B, T, HV, C, dtype=torch.float64)
+    for b, t0, t1, _ in sequences(B, T, cu):
+        for c0 in range(t0, t1, C):
+            c1 = min(c0 + C, t1)
+            c = c1 - c0
+            kc = k[b, c0:c1].repeat_interleave(G, 1).transpose(0, 1)               # [HV, c, K]
+            g = x["g"][b, c0:c1].double()
+            gam = (g.cumsum(0)[:, :, None] if gate == "scalar" else g.cumsum(0)).transpose(0, 1)  # [HV, c, 1 or K]
+            lower = torch.ones(c, c, dtype=torch.bool).tril(-1)[None, :, :, None]     # i > j
+            dec = torch.where(lower, gam[:, :, None, :] - gam[:, None, :, :], -torch.inf).exp()  # e^{Γ_i − Γ_j}, [HV, c, c, 1 or K]
+            L = torch.einsum("hik,hjk,hijk->hij", kc, kc, dec.expand(HV, c, c, K))
+            L = L * x["beta"][b, c0:c1].double().transpose(0, 1)[:, :, None]        # row i times β_i
+            eye = torch.eye(c, dtype=torch.float64).expand(HV, c, c)
+            inv = torch.linalg.solve_triangular(eye + L, eye, upper=False, unitriangular=True)
+            ai[b, c0:c1, :, :c] = inv.transpose(0, 1)
+    return ai
+
+
 class StandIn:
     """Replaces ``run_plan(name, artifacts, args)``: plan ``<member>_fwd[_varlen]`` returns
-    {o, ht}; ``<member>_bwd[_varlen]`` returns {dq, dk, dv, [dg], [dbeta], ds0} — gradients of
-    Σ o⊙do + Σ ht⊙dht — in s0's dtype, as the plans. Records every call in ``calls``."""
+    {o, ht} and, for gdn and kda, ai (bf16 [B, T, HV, C], :func:`chunk_inverses` rounded);
+    ``<member>_bwd[_varlen]`` and (gdn, kda) ``<member>_bwd_saved[_varlen]`` return {dq, dk, dv,
+    [dg], [dbeta], ds0} — gradients of Σ o⊙do + Σ ht⊙dht — in s0's dtype, as the plans. The saved
+    backward asserts that its ai is the forward's: bf16 [B, T, HV, C], equal bit for bit to the
+    ai the forward returns for these inputs. Records every call in ``calls``."""
 
     def __init__(self):
         self.calls = []
@@ -110,9 +151,11 @@ class StandIn:
     def __call__(self, name, artifacts, args):
         self.calls.append((name, artifacts, dict(args)))
         parts = name.split("_")
-        member, kind, varlen = parts[0], parts[1], name.endswith("_varlen")
+        member, kind, varlen, saved = parts[0], parts[1], name.endswith("_varlen"), "saved" in parts
         names = inputs_of(member)
-        expect = set(names) | {"scale"} | ({"do", "dht"} if kind == "bwd" else set()) | ({"cu_seqlens"} if varlen else set())
+        has_ai = MEMBERS[member][1]
+        assert not saved or (kind == "bwd" and has_ai), f"{name}: no such plan (only gdn and kda have a saved backward)"
+        expect = set(names) | {"scale"} | ({"do", "dht"} if kind == "bwd" else set()) | ({"cu_seqlens"} if varlen else set()) | ({"ai"} if saved else set())
         assert set(args) == expect, f"{name}: parameters {sorted(args)}, the plan has {sorted(expect)}"
         for n, t in args.items():
             if isinstance(t, torch.Tensor):
@@ -124,6 +167,15 @@ class StandIn:
         st = args["s0"].dtype
         if kind == "fwd":
             o, ht, _ = recurrence(member, args, args["scale"], cu)
-            return {"o": o.to(args["v"].dtype), "ht": ht.to(st)}
+            out = {"o": o.to(args["v"].dtype), "ht": ht.to(st)}
+            if has_ai:
+                out["ai"] = chunk_inverses(member, args, cu).to(torch.bfloat16)
+            return out
+        if saved:
+            ai, (B, T, HV) = args["ai"], args["v"].shape[:3]
+            assert ai.dtype == torch.bfloat16 and tuple(ai.shape) == (B, T, HV, C), \
+                f"{name}: `ai` is {ai.dtype} {tuple(ai.shape)}, the plan takes bf16 {(B, T, HV, C)} (the forward's)"
+            assert torch.equal(ai, chunk_inverses(member, args, cu).to(torch.bfloat16)), \
+                f"{name}: `ai` is not the Ai the forward returned for these inputs"
         _, _, d = recurrence(member, args, args["scale"], cu, (args["do"], args["dht"]))
         return {"d" + n: d[n].to(st) for n in names}

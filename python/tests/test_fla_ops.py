@@ -3,7 +3,8 @@
 No GPU: the plan launches are replaced by ``naive_recurrence.StandIn`` (the fp64 token-serial
 recurrence of gdn-math.md §2 and its autograd gradients), so these tests cover the Python side
 only — argument checks, fake implementations, tracing, the autograd formula (what is saved,
-gradient order and dtypes, dht = 0) — never the plans' numbers. Skipped without torch (CI);
+gradient order and dtypes, dht = 0, the forward's Ai reaching the saved backward of gdn and kda)
+— never the plans' numbers. Skipped without torch (CI);
 run with ``PYTHONPATH=.tools/torch python3 -m unittest discover -s python/tests``.
 """
 
@@ -24,11 +25,12 @@ import tilec_torch  # noqa: E402
 from tilec_torch import TensorError  # noqa: E402
 
 if torch is not None:
-    from naive_recurrence import StandIn, inputs_of, recurrence  # noqa: E402
+    from naive_recurrence import StandIn, chunk_inverses, inputs_of, recurrence  # noqa: E402
     from tilec_torch import ops  # noqa: E402
     from tilec_torch.fla import normalize_output  # noqa: E402
 
 GATE = {"gdn": "scalar", "kda": "channel", "gla": "channel", "ssd": "scalar", "la": None}
+SAVES_AI = ("gdn", "kda")   # the delta-rule members: the forward also returns ai, the backward is <m>_bwd_saved
 WRAPPER = {"gdn": "chunk_gated_delta_rule", "kda": "chunk_kda", "gla": "chunk_gla", "ssd": "chunk_simple_gla", "la": "chunk_linear_attn"}
 
 
@@ -103,6 +105,28 @@ class FakeShapes(_Patched):
                     for n, t in x.items():  # fla's dtypes: bf16 for q, k, v, beta; f32 for g, h0
                         self.assertEqual((tuple(t.grad.shape), t.grad.dtype), (tuple(t.shape), t.dtype), n)
 
+    def test_forward_op_outputs_and_saved_backward_every_member(self):
+        """The ops' outputs under FakeTensorMode: gdn and kda return (o, ht, ai) with ai bf16
+        [B, T, HV, 64] (also for f64 inputs: the plans write bf16); the others (o, ht); the saved
+        backward's gradients are shaped as the inputs (not ai), in s0's dtype."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        for member in GATE:
+            for dtype in (None, torch.float64):
+                with self.subTest(member=member, dtype=dtype), FakeTensorMode():
+                    x = make(member, B=2, T=9, H=2, G=3, K=64, V=32, dtype=dtype)
+                    out = ops.fwd_op(member)(*x.values(), None, 0.5, "")
+                    self.assertEqual(len(out), 3 if member in SAVES_AI else 2)
+                    if member not in SAVES_AI:
+                        self.assertFalse(hasattr(torch.ops.tilec, f"{member}_bwd_saved"))
+                        continue
+                    ai = out[2]
+                    self.assertEqual((tuple(ai.shape), ai.dtype), ((2, 9, 6, 64), torch.bfloat16))
+                    a = list(x.values())
+                    a.insert(5, ai)   # q, k, v, g, beta, ai, s0
+                    grads = ops.bwd_saved_op(member)(*a, torch.empty_like(out[0]), torch.empty_like(x["s0"]), None, 0.5, "")
+                    self.assertEqual([(tuple(g.shape), g.dtype) for g in grads], [(tuple(t.shape), x["s0"].dtype) for t in x.values()])
+
     def test_backward_op_gives_state_precision(self):
         from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -131,7 +155,8 @@ class Tracing(_Patched):
         gm = make_fx(step, tracing_mode="fake")(*x.values())
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
         self.assertIn("tilec.gdn_fwd.default", targets)
-        self.assertIn("tilec.gdn_bwd.default", targets)
+        self.assertIn("tilec.gdn_bwd_saved.default", targets)
+        self.assertNotIn("tilec.gdn_bwd.default", targets)
 
     def test_compile_fullgraph_forward_and_backward(self):
         from functorch.compile import make_boxed_func
@@ -176,20 +201,21 @@ class Tracing(_Patched):
                 eager = layer(x, cu)
                 eager.backward()
                 self.assertIn("tilec.gdn_fwd.default", graphs["fw"])
-                self.assertIn("tilec.gdn_bwd.default", graphs["bw"])
+                self.assertIn("tilec.gdn_bwd_saved.default", graphs["bw"])
                 self.assertEqual(loss.item(), eager.item())
                 for a, p in zip(got, layer.parameters()):
                     self.assertTrue(torch.equal(a, p.grad))
                 layer.zero_grad()
-                self.assertEqual({c[0] for c in self.standin.calls}, {"gdn_fwd_varlen", "gdn_bwd_varlen"} if cu is not None else {"gdn_fwd", "gdn_bwd"})
+                self.assertEqual({c[0] for c in self.standin.calls}, {"gdn_fwd_varlen", "gdn_bwd_saved_varlen"} if cu is not None else {"gdn_fwd", "gdn_bwd_saved"})
                 self.standin.calls.clear()
 
 
 @unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
 class AutogradWiring(_Patched):
     """gradcheck through the ops' autograd formula and the autograd.Function classes, with the fp64
-    stand-in as the plans: catches a swapped or missing gradient, a wrong saved tensor, scale or
-    cu_seqlens not reaching the backward."""
+    stand-in as the plans: catches a swapped or missing gradient, a wrong saved tensor (the
+    stand-in's saved backward refuses an ai other than the forward's), scale or cu_seqlens not
+    reaching the backward."""
 
     def gradcheck(self, member, fn, cu=None, B=2):
         x = make(member, B=B, T=6, H=1, G=2, K=3, V=2, dtype=torch.float64, N=None if cu is None else len(cu) - 1, seed=3)
@@ -197,7 +223,7 @@ class AutogradWiring(_Patched):
         scale = 0.7
 
         def f(*a):
-            return fn(member)(*a, cu, scale, "art")
+            return fn(member)(*a, cu, scale, "art")[:2]   # gdn, kda: ai is not differentiable
 
         self.assertTrue(torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-7, rtol=1e-6))
 
@@ -212,23 +238,74 @@ class AutogradWiring(_Patched):
             with self.subTest(member=member):
                 self.gradcheck(member, lambda m: cls.apply, cu=torch.tensor([0, 4, 6], dtype=torch.int32), B=1)
 
-    def test_saves_inputs_only_and_runs_the_backward_plan(self):
+    def test_saves_inputs_and_ai_and_runs_the_saved_backward_plan(self):
         x = make("gdn", H=2, G=2, K=4, V=4)
         for t in x.values():
             t.requires_grad_(True)
-        o, ht = ops.fwd_op("gdn")(*x.values(), None, 0.5, "art")
+        o, ht, ai = ops.fwd_op("gdn")(*x.values(), None, 0.5, "art")
+        self.assertEqual(self.standin.calls[-1][0], "gdn_fwd")
+        self.assertFalse(ai.requires_grad)   # non-differentiable: no gradient flows into it
         saved = o.grad_fn.saved_tensors
-        self.assertEqual(len(saved), 7)  # q, k, v, g, beta, s0, cu_seqlens (None): no W, U, states
-        self.assertIsNone(saved[6])
-        for s, t in zip(saved, x.values()):
+        self.assertEqual(len(saved), 8)  # q, k, v, g, beta, s0, ai, cu_seqlens (None): no W, U, states
+        self.assertIsNone(saved[7])
+        for s, t in zip(saved, list(x.values()) + [ai]):
             self.assertTrue(s is t or s.data_ptr() == t.data_ptr())
         o.float().sum().backward()        # do: an expanded (stride-0) gradient; dht: None
         name, art, args = self.standin.calls[-1]
-        self.assertEqual((name, art, args["scale"]), ("gdn_bwd", "art", 0.5))
+        self.assertEqual((name, art, args["scale"]), ("gdn_bwd_saved", "art", 0.5))
+        self.assertEqual(args["ai"].data_ptr(), ai.data_ptr())   # the forward's ai itself, not a recomputation
+        self.assertEqual([c[0] for c in self.standin.calls], ["gdn_fwd", "gdn_bwd_saved"])
         self.assertTrue(bool((args["dht"] == 0).all()))
         self.assertEqual(args["do"].dtype, torch.bfloat16)
         # fla's dtypes: dq, dk, dv, dbeta in the inputs' bf16, dg and dh0 f32.
         self.assertEqual([t.grad.dtype for t in x.values()], [torch.bfloat16] * 3 + [torch.float32, torch.bfloat16, torch.float32])
+
+    def test_saved_backward_every_member_and_function(self):
+        """gdn and kda run <m>_bwd_saved[_varlen] (fed ai), the others <m>_bwd[_varlen], through
+        the registered formula and the Function classes; the wrappers still return (o, ht)."""
+        for member in GATE:
+            for varlen in (False, True):
+                for via in ("op", "function", "wrapper"):
+                    with self.subTest(member=member, varlen=varlen, via=via):
+                        self.standin.calls.clear()
+                        cu = torch.tensor([0, 2, 5], dtype=torch.int32) if varlen else None
+                        x = make(member, B=1 if varlen else 2, N=2)
+                        for t in x.values():
+                            t.requires_grad_(True)
+                        if via == "op":
+                            o = ops.fwd_op(member)(*x.values(), cu, 0.5, "")[0]
+                        elif via == "function":
+                            out = ops.FUNCTIONS[member].apply(*x.values(), cu, 0.5, "")
+                            self.assertEqual(len(out), 2)
+                            o = out[0]
+                        else:
+                            out = call(member, x, cu_seqlens=cu, output_final_state=True)
+                            self.assertEqual(len(out), 2)
+                            o = out[0]
+                        o.float().sum().backward()
+                        suffix = "_varlen" if varlen else ""
+                        bwd = f"{member}_bwd_saved{suffix}" if member in SAVES_AI else f"{member}_bwd{suffix}"
+                        self.assertEqual([c[0] for c in self.standin.calls], [f"{member}_fwd{suffix}", bwd])
+                        self.assertTrue(all(t.grad is not None for t in x.values()))
+
+    def test_saved_backward_refuses_another_ai(self):
+        """The stand-in's saved backward takes only the forward's ai (so a formula feeding it
+        anything else fails every test above); the op itself passes ai through untouched."""
+        x = make("kda", B=1, T=70, H=1, G=2, K=3, V=2, N=2)
+        cu = torch.tensor([0, 66, 70], dtype=torch.int32)
+        o, ht, ai = ops.fwd_op("kda")(*x.values(), cu, 0.5, "")
+        a = list(x.values())
+        do, dht = torch.randn_like(o), torch.randn_like(ht)
+        good = ops.bwd_saved_op("kda")(*a[:5], ai, a[5], do, dht, cu, 0.5, "")
+        ref = ops.bwd_op("kda")(*a, do, dht, cu, 0.5, "")
+        for g, r in zip(good, ref):
+            self.assertTrue(torch.equal(g, r))
+        bad = ai.clone()
+        bad[0, 65, 1, 1] = bad[0, 65, 1, 1] + 0.125   # one entry of the second chunk's inverse
+        for wrong, why in [(bad, "not the Ai the forward returned"), (torch.zeros_like(ai), "not the Ai"),
+                           (ai.float(), r"the plan takes bf16"), (ai[:, :, :, :32].contiguous(), r"the plan takes bf16 \(1, 70, 2, 64\)")]:
+            with self.assertRaisesRegex(AssertionError, why):
+                ops.bwd_saved_op("kda")(*a[:5], wrong, a[5], do, dht, cu, 0.5, "")
 
     def test_no_state_gradient_without_initial_state(self):
         x = make("ssd")
@@ -263,6 +340,50 @@ class AutogradWiring(_Patched):
                 cu = torch.tensor([0, 1, 4], dtype=torch.int32)
                 y = make(member, B=1, H=1, G=2, K=3, V=2, T=4, N=2)
                 torch.library.opcheck(ops.fwd_op(member).default, (*y.values(), cu, 0.5, "art"))
+                if member in SAVES_AI:   # the saved backward, fed the forward's ai
+                    o, ht, ai = ops.fwd_op(member)(*y.values(), cu, 0.5, "art")
+                    a = [t.detach() for t in y.values()]
+                    torch.library.opcheck(ops.bwd_saved_op(member).default, (*a[:-1], ai, a[-1], torch.randn_like(o), torch.randn_like(ht), cu, 0.5, "art"))
+
+
+ART = os.environ.get("TILEC_TORCH_TEST_ARTIFACTS") or os.path.join(HERE, "fixtures", "gdn_sm90a")
+
+
+def _fixture_plans(name, artifacts, args):
+    """A runner binding every call against the fixture plan of that name (the real binder, on CPU)
+    and returning zero outputs of the plan's shapes and dtypes."""
+    from tilec_torch.operator import TORCH_DTYPES
+
+    prepared, _, _ = tilec_torch.Operator(ART, name).check(_allow_cpu=True, **args)
+    return {b.name: torch.zeros(b.shape, dtype=getattr(torch, TORCH_DTYPES[b.dtype])) for b in prepared.outputs}
+
+
+@unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
+class FixturePlans(_Patched):
+    """The arguments the custom ops and their autograd formula hand to ``run_plan`` bind to the
+    real gdn plans (fixtures, K = V = 128): gdn_fwd's ai, as saved, is what gdn_bwd_saved takes."""
+
+    runner = staticmethod(_fixture_plans)
+
+    def test_forward_and_saved_backward_bind(self):
+        for varlen in (False, True):
+            with self.subTest(varlen=varlen):
+                cu = torch.tensor([0, 30, 70], dtype=torch.int32) if varlen else None
+                x = make("gdn", B=1 if varlen else 2, T=70, H=2, G=2, K=128, V=128, N=2)
+                for t in x.values():
+                    t.requires_grad_(True)
+                o, ht, ai = ops.fwd_op("gdn")(*x.values(), cu, 0.1, "")
+                self.assertEqual((tuple(ai.shape), ai.dtype), ((x["q"].shape[0], 70, 4, ops.CHUNK), torch.bfloat16))
+                (o.float().sum() + ht.sum()).backward()
+                self.assertTrue(all(t.grad is not None for t in x.values()))
+                got = [t.grad.clone() for t in x.values()]
+                for t in x.values():
+                    t.grad = None
+                # The Function class binds the same way.
+                o, ht = ops.FUNCTIONS["gdn"].apply(*x.values(), cu, 0.1, "")
+                (o.float().sum() + ht.sum()).backward()
+                for a, t in zip(got, x.values()):
+                    self.assertTrue(torch.equal(a, t.grad))
 
 
 @unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")
@@ -288,6 +409,33 @@ class StandInValues(unittest.TestCase):
         torch.testing.assert_close(ht[1], g[2:].sum(0).exp()[:, None, None] * x["s0"][1])
         S = g[2:4].sum(0).exp()[:, None, None] * x["s0"][1]       # the state after token 3
         torch.testing.assert_close(o[0, 3], torch.einsum("hk,hkv->hv", x["q"][0, 3].repeat_interleave(2, 0), S))
+
+    def test_chunk_inverse_three_tokens_kda(self):
+        # L_10 = β_1 Σ_c k_1c k_0c e^{g_1c}, L_20 = β_2 Σ_c k_2c k_0c e^{g_1c + g_2c}, L_21 = β_2 Σ_c k_2c k_1c e^{g_2c};
+        # (I + L)^-1 = [[1, 0, 0], [−L_10, 1, 0], [−L_20 + L_21 L_10, −L_21, 1]] (gdn-math.md §3.2–3.3).
+        x = make("kda", B=1, T=3, H=1, G=2, K=3, V=2, dtype=torch.float64, seed=5)
+        ai = chunk_inverses("kda", x)
+        self.assertEqual(tuple(ai.shape), (1, 3, 2, 64))
+        for hv in range(2):
+            k, g, b = x["k"][0, :, 0], x["g"][0, :, hv], x["beta"][0, :, hv]
+            L10 = b[1] * (k[1] * k[0] * g[1].exp()).sum()
+            L20 = b[2] * (k[2] * k[0] * (g[1] + g[2]).exp()).sum()
+            L21 = b[2] * (k[2] * k[1] * g[2].exp()).sum()
+            want = torch.tensor([[1, 0, 0], [-L10, 1, 0], [-L20 + L21 * L10, -L21, 1]], dtype=torch.float64)
+            torch.testing.assert_close(ai[0, :, hv, :3], want)
+            self.assertTrue(bool((ai[0, :, hv, 3:] == 0).all()))
+
+    def test_chunk_inverses_restart_per_chunk_and_sequence(self):
+        # GDN, sequences of 70 and 69 tokens: chunks [0, 64), [64, 70), [70, 134), [134, 139); each
+        # block inverts I + L built from its own tokens only, L_ij = β_i (k_i·k_j) e^{Γ_i − Γ_j}.
+        x = make("gdn", B=1, T=139, H=1, G=1, K=4, V=2, N=2, dtype=torch.float64, seed=2)
+        ai = chunk_inverses("gdn", x, torch.tensor([0, 70, 139]))
+        for c0, c1 in [(0, 64), (64, 70), (70, 134), (134, 139)]:
+            k, g, b = x["k"][0, c0:c1, 0], x["g"][0, c0:c1, 0].cumsum(0), x["beta"][0, c0:c1, 0]
+            L = (b[:, None] * (k @ k.T) * (g[:, None] - g[None, :]).exp()).tril(-1)
+            c = c1 - c0
+            torch.testing.assert_close((torch.eye(c, dtype=torch.float64) + L) @ ai[0, c0:c1, 0, :c], torch.eye(c, dtype=torch.float64))
+            self.assertTrue(bool((ai[0, c0:c1, 0, c:] == 0).all()))
 
 
 @unittest.skipIf(torch is None, "torch is not installed: the custom ops need it")

@@ -165,7 +165,9 @@ class ForwardPlans(unittest.TestCase):
         specs = {k: v for k, v in gdn_specs(G=2).items() if k not in ("do", "dht")}
         p = prepare(op, specs, {"scale": 0.088})
         outs = {o.name: o.shape for o in p.outputs}
-        self.assertEqual(outs, {"o": (2, 100, 4, 128), "ht": (2, 4, 128, 128)})
+        # ai: Ai = (I + L)^-1 of every chunk of 64 (fla's A), bf16 [B, T, H * G, 64], for the saved backward.
+        self.assertEqual(outs, {"o": (2, 100, 4, 128), "ht": (2, 4, 128, 128), "ai": (2, 100, 4, 64)})
+        self.assertEqual([(p.name, p.dtype) for p in op.plan.params if p.role == "output"], [("o", "bf16"), ("ht", "f32"), ("ai", "bf16")])
         with self.assertRaises(OperatorError) as c:
             prepare(op, gdn_specs(G=2), {"scale": 0.088})
         self.assertEqual(c.exception.param, "do")
@@ -177,7 +179,68 @@ class ForwardPlans(unittest.TestCase):
         specs["s0"] = S("f32", (3, 2, 128, 128))          # three sequences
         specs["cu_seqlens"] = S("i32", (4,))
         p = prepare(vl, specs, {"scale": 0.088})
-        self.assertEqual({o.name: o.shape for o in p.outputs}["ht"], (3, 2, 128, 128))
+        outs = {o.name: o.shape for o in p.outputs}
+        self.assertEqual((outs["ht"], outs["ai"]), ((3, 2, 128, 128), (1, 200, 2, 64)))
+
+
+class SavedBackward(unittest.TestCase):
+    """gdn_bwd_saved[_varlen]: the backward fed the forward's ai instead of recomputing L and its
+    inverse (fixtures from the same build)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.op = load_operator(ART, "gdn_bwd_saved")
+        cls.vl = load_operator(ART, "gdn_bwd_saved_varlen")
+
+    def specs(self, **override):
+        return gdn_specs(G=2, **dict({"ai": S("bf16", (2, 100, 4, 64))}, **override))
+
+    def test_launches_skip_kkt_and_solve_tril(self):
+        for saved, full in [(self.op, "gdn_bwd"), (self.vl, "gdn_bwd_varlen")]:
+            kernels = [l.kernel for l in saved.plan.launches]
+            want = [k for k in (l.kernel for l in load_operator(ART, full).plan.launches) if k not in ("kkt", "solve_tril")]
+            self.assertEqual(kernels, want, full)
+        self.assertEqual([l.kernel for l in self.op.plan.launches],
+                         ["seq_bounds", "chunk_table", "repeat_heads", "repeat_heads", "gate_cumsum", "recompute_w_u", "state_fwd",
+                          "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"])
+
+    def test_parameters_take_the_forwards_ai(self):
+        self.assertEqual([p.name for p in self.op.plan.params if p.role == "input" and not p.is_scalar],
+                         ["q", "k", "v", "g", "beta", "ai", "s0", "do", "dht"])
+        fwd = load_operator(ART, "gdn_fwd").plan.param("ai")
+        ai = self.op.plan.param("ai")
+        self.assertEqual((ai.dtype, ai.shape, ai.role), (fwd.dtype, fwd.shape, "input"))
+        self.assertEqual(ai.shape, ("B", "T", "(H * G)", "64"))
+
+    def test_binds_as_gdn_bwd(self):
+        p = prepare(self.op, self.specs(), {"scale": 0.088})
+        full = prepare(load_operator(ART, "gdn_bwd"), gdn_specs(G=2), {"scale": 0.088})
+        self.assertEqual(p.sizes, {"B": 2, "T": 100, "H": 2, "G": 2})
+        self.assertEqual({o.name: o.shape for o in p.outputs}, {o.name: o.shape for o in full.outputs})
+        self.assertEqual([s.kernel for s in p.steps], [l.kernel for l in self.op.plan.launches])
+
+    def test_wrong_ai_is_refused_naming_it(self):
+        def refuse(specs, pattern, op=None):
+            with self.assertRaises(OperatorError) as c:
+                prepare(op or self.op, specs, {"scale": 0.088})
+            self.assertRegex(str(c.exception), pattern)
+            self.assertEqual(c.exception.param, "ai")
+
+        refuse(self.specs(ai=S("bf16", (2, 100, 4, 128))), r"`ai` dim 3: expected 64, found 128")
+        refuse(self.specs(ai=S("bf16", (2, 100, 2, 64))), r"`ai` dim 2: expected \(H \* G\) = 4, found 2")   # another head layout
+        refuse(self.specs(ai=S("bf16", (2, 99, 4, 64))), r"size `T` is inconsistent: .* parameter `ai` dim 1 gives 99")
+        refuse(self.specs(ai=S("f32", (2, 100, 4, 64))), r"`ai`: expected dtype bf16, found f32")
+        refuse(self.specs(ai=S("bf16", (2, 100, 4))), r"`ai`: expected rank 4")
+        s = self.specs()
+        del s["ai"]
+        refuse(s, r"missing input parameter `ai`: expected bf16 tensor \[B, T, \(H \* G\), 64\]")
+        vs = gdn_specs(B=1, T=100, cu_seqlens=S("i32", (4,)), ai=S("bf16", (1, 100, 2, 64)))
+        st = S("f32", (3, 2, 128, 128))
+        vs.update(s0=st, dht=st)
+        p = prepare(self.vl, vs, {"scale": 0.1}, {"cu_seqlens": [0, 1, 40, 100]})
+        self.assertEqual({o.name: o.shape for o in p.outputs}["ds0"], (3, 2, 128, 128))
+        vs.update(ai=S("bf16", (1, 100, 4, 64)))
+        refuse(vs, r"operator `gdn_bwd_saved_varlen`: parameter `ai` dim 2: expected \(H \* G\) = 2, found 4", self.vl)
 
 
 class Binding(unittest.TestCase):

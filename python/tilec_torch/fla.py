@@ -12,7 +12,9 @@ S_{t−1} + k_t (w_t⊙v_t)ᵀ, o_t = S_tᵀ (scale·q_t)):
 
 Each returns ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype (bf16), final_state
 ``[N, HV, K, V]`` f32, or None unless ``output_final_state``. They call the ``tilec::<m>_fwd``
-custom ops (``tilec_torch.ops``), whose backward runs the ``<m>_bwd`` plans; gradients come
+custom ops (``tilec_torch.ops``), whose backward runs the ``<m>_bwd_saved`` plans for GDN and KDA
+(fed the forward's Ai = (I + L)^-1 per chunk, which the forward plan also writes and autograd
+saves, as fla saves ``A``) and the ``<m>_bwd`` plans for the others; gradients come
 back in the inputs' dtypes, as fla's (dq, dk, dv, dbeta bf16; dg, dh0 f32; dh0 only when
 ``initial_state`` requires grad).
 
@@ -143,14 +145,15 @@ def _run(fn: str, member: str, x: dict, scale, initial_state, output_final_state
         cu_seqlens = cu_seqlens.to(torch.int32)
     # As fla's input_guard: the plans read dense row-major tensors (a no-op for contiguous ones).
     args = [t.contiguous() for t in (*x.values(), initial_state)]
-    o, ht = ops.fwd_op(member)(*args, cu_seqlens, float(scale), artifacts or "")
+    out = ops.fwd_op(member)(*args, cu_seqlens, float(scale), artifacts or "")
+    o, ht = out[0], out[1]          # gdn, kda: out[2] is ai, saved by the autograd formula only
     return o, (ht if output_final_state else None)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, initial_state=None, output_final_state: bool = False,
                            cu_seqlens=None, artifacts: Optional[str] = None, **fla_opts):
     """GDN (fla's ``chunk_gated_delta_rule``): S_t = (I − β_t k_t k_tᵀ) e^{g_t} S_{t−1} + β_t k_t v_tᵀ,
-    o_t = S_tᵀ (scale·q_t) (gdn-math.md §1), through the ``gdn_fwd[_varlen]`` / ``gdn_bwd[_varlen]`` plans.
+    o_t = S_tᵀ (scale·q_t) (gdn-math.md §1), through the ``gdn_fwd[_varlen]`` / ``gdn_bwd_saved[_varlen]`` plans.
 
     q, k bf16 [B, T, H, K]; v bf16 [B, T, HV, V]; g f32 [B, T, HV] (log decay); beta bf16 [B, T, HV];
     initial_state f32 [N, HV, K, V]. Returns (o bf16 [B, T, HV, V], final_state f32 [N, HV, K, V]
@@ -163,7 +166,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, init
 def chunk_kda(q, k, v, g, beta, scale: Optional[float] = None, initial_state=None, output_final_state: bool = False,
               cu_seqlens=None, artifacts: Optional[str] = None, **fla_opts):
     """KDA (fla's ``chunk_kda``): GDN with a per-channel gate, S_t = (I − β_t k_t k_tᵀ) Diag(e^{g_t})
-    S_{t−1} + β_t k_t v_tᵀ (gdn-math.md §1, §5), through ``kda_fwd[_varlen]`` / ``kda_bwd[_varlen]``.
+    S_{t−1} + β_t k_t v_tᵀ (gdn-math.md §1, §5), through ``kda_fwd[_varlen]`` / ``kda_bwd_saved[_varlen]``.
 
     g f32 [B, T, HV, K]; the rest as :func:`chunk_gated_delta_rule`."""
     return _run("chunk_kda", "kda", dict(q=q, k=k, v=v, g=g, beta=beta), scale, initial_state,

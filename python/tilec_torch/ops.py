@@ -3,23 +3,32 @@
 Importing this module needs torch (>= 2.4, ``torch.library.custom_op``); it registers, for each
 member of the family (shared/docs/gdn-math.md §1 and dsl-examples/gdn.tile):
 
-- ``gdn``: fla's chunk_gated_delta_rule; g f32 [B, T, HV]; beta; plans gdn_fwd[_varlen], gdn_bwd[_varlen]
-- ``kda``: chunk_kda; g f32 [B, T, HV, K]; beta; kda_fwd[_varlen], kda_bwd[_varlen]
+- ``gdn``: fla's chunk_gated_delta_rule; g f32 [B, T, HV]; beta; plans gdn_fwd[_varlen],
+  gdn_bwd_saved[_varlen] (autograd), gdn_bwd[_varlen]
+- ``kda``: chunk_kda; g f32 [B, T, HV, K]; beta; kda_fwd[_varlen], kda_bwd_saved[_varlen], kda_bwd[_varlen]
 - ``gla``: chunk_gla; g f32 [B, T, HV, K]; no beta; gla_fwd[_varlen], gla_bwd[_varlen]
 - ``ssd``: chunk_simple_gla; g f32 [B, T, HV]; no beta; ssd_fwd[_varlen], ssd_bwd[_varlen]
 - ``la``: chunk_linear_attn (and chunk_simple_gla without a gate); no g, no beta; la_fwd[_varlen], la_bwd[_varlen]
 
-two ops (HV = H·G value heads, GVA; N = B, or the number of sequences with ``cu_seqlens``):
+these ops (HV = H·G value heads, GVA; N = B, or the number of sequences with ``cu_seqlens``):
 
-- ``tilec::<m>_fwd(q, k, v, [g], [beta], s0, cu_seqlens?, scale, artifacts) -> (o, ht)``:
-  o ``[B, T, HV, V]`` in v's dtype (bf16 for the plans), ht ``[N, HV, K, V]`` in s0's dtype (f32).
+- ``tilec::<m>_fwd(q, k, v, [g], [beta], s0, cu_seqlens?, scale, artifacts) -> (o, ht[, ai])``:
+  o ``[B, T, HV, V]`` in v's dtype (bf16 for the plans), ht ``[N, HV, K, V]`` in s0's dtype (f32);
+  the delta-rule members (gdn, kda) also ai bf16 ``[B, T, HV, 64]``: Ai = (I + L)^-1 of every
+  chunk of 64 (fla's ``A``; row t holds row t − (its chunk's first token) of its chunk's
+  inverse, chunks restarting at each sequence; gdn-math.md §3.2–3.3).
 - ``tilec::<m>_bwd(q, k, v, [g], [beta], s0, do, dht, cu_seqlens?, scale, artifacts)
   -> (dq, dk, dv, [dg], [dbeta], ds0)``: every gradient in s0's dtype (the plans' f32), shaped as
-  its input.
+  its input; runs ``<m>_bwd[_varlen]``, which recomputes everything from the inputs.
+- gdn and kda only: ``tilec::<m>_bwd_saved(q, k, v, g, beta, ai, s0, do, dht, cu_seqlens?, scale,
+  artifacts) -> (dq, dk, dv, dg, dbeta, ds0)``: the same gradients from ``<m>_bwd_saved[_varlen]``,
+  which takes the forward's ai instead of recomputing L and its inverse (kkt, solve_tril).
 
-The forward's autograd formula (``torch.library.register_autograd``) saves the *inputs* only —
-the backward plan recomputes the forward stages (W, U, the chunk states) itself — and runs the
-backward op with ``do`` and ``dht`` (zeros when the final state's gradient is None). It returns
+The forward's autograd formula (``torch.library.register_autograd``) saves the *inputs* and, for
+gdn and kda, the forward's ai (as fla saves ``A``; ai is marked non-differentiable) — nothing else:
+the backward plan recomputes the other forward stages (W, U, the chunk states) itself — and runs
+``<m>_bwd_saved`` (gdn, kda) or ``<m>_bwd`` (gla, ssd, la) with ``do`` and ``dht`` (zeros when the
+final state's gradient is None). It returns
 fla's dtypes: dq, dk, dv, dg, dbeta cast to their inputs' dtypes (fla: ``dq.to(q)``, ...,
 ``dg.to(g)``, ``db.to(beta)``), ds0 in s0's dtype (f32), and no gradient for inputs that need
 none. ``artifacts`` is the ``tilec build`` folder ('' = ``$TILEC_TORCH_ARTIFACTS``).
@@ -43,6 +52,9 @@ from .operator import TensorError
 
 NAMESPACE = "tilec"
 
+#: The chunk length C of the plans: ai is [B, T, HV, C].
+CHUNK = 64
+
 
 @dataclass(frozen=True)
 class Member:
@@ -59,6 +71,22 @@ class Member:
         return ("q", "k", "v") + (("g",) if self.gate else ()) + (("beta",) if self.beta else ()) + ("s0",)
 
     @property
+    def saves_ai(self) -> bool:
+        """The delta-rule members (beta): the forward plan also writes ai = (I + L)^-1 per chunk,
+        which the autograd formula saves and hands to ``<m>_bwd_saved``."""
+        return self.beta
+
+    @property
+    def outputs(self) -> tuple:
+        """The forward plan's outputs, in order."""
+        return ("o", "ht") + (("ai",) if self.saves_ai else ())
+
+    @property
+    def saved_inputs(self) -> tuple:
+        """The ``<m>_bwd_saved`` plan's tensor inputs before do, dht: ai after beta, before s0."""
+        return self.inputs[:-1] + ("ai", "s0")
+
+    @property
     def grads(self) -> tuple:
         """The backward plan's outputs, in the order of :attr:`inputs`."""
         return tuple("d" + n for n in self.inputs)
@@ -70,12 +98,12 @@ MEMBERS = {m.name: m for m in (
 )}
 
 
-def _schema(member: Member, backward: bool) -> str:
-    ins = [f"Tensor {n}" for n in member.inputs]
+def _schema(member: Member, backward: bool, saved: bool = False) -> str:
+    ins = [f"Tensor {n}" for n in (member.saved_inputs if saved else member.inputs)]
     if backward:
         ins += ["Tensor do", "Tensor dht"]
     ins += ["Tensor? cu_seqlens", "float scale", "str artifacts"]
-    outs = ", ".join(["Tensor"] * (len(member.grads) if backward else 2))
+    outs = ", ".join(["Tensor"] * (len(member.grads) if backward else len(member.outputs)))
     return f"({', '.join(ins)}) -> ({outs})"
 
 
@@ -93,8 +121,8 @@ def run_plan(name: str, artifacts: str, args: dict) -> dict:
 
 # ----- real and fake implementations -----
 
-def _named(member: Member, args: tuple, backward: bool) -> dict:
-    names = member.inputs + (("do", "dht") if backward else ()) + ("cu_seqlens", "scale", "artifacts")
+def _named(member: Member, args: tuple, backward: bool, saved: bool = False) -> dict:
+    names = (member.saved_inputs if saved else member.inputs) + (("do", "dht") if backward else ()) + ("cu_seqlens", "scale", "artifacts")
     return dict(zip(names, args))
 
 
@@ -112,15 +140,17 @@ def _fwd_impl(member: Member):
         a = _named(member, args, False)
         suffix, kw = _plan_args(a)
         out = run_plan(f"{member.name}_fwd{suffix}", a["artifacts"], kw)
-        return out["o"], out["ht"]
+        return tuple(out[n] for n in member.outputs)
     return impl
 
 
-def _bwd_impl(member: Member):
+def _bwd_impl(member: Member, saved: bool = False):
+    plan = f"{member.name}_bwd_saved" if saved else f"{member.name}_bwd"
+
     def impl(*args):
-        a = _named(member, args, True)
+        a = _named(member, args, True, saved)
         suffix, kw = _plan_args(a)
-        out = run_plan(f"{member.name}_bwd{suffix}", a["artifacts"], kw)
+        out = run_plan(f"{plan}{suffix}", a["artifacts"], kw)
         return tuple(out[n] for n in member.grads)
     return impl
 
@@ -129,14 +159,17 @@ def _fwd_fake(member: Member):
     def fake(*args):
         a = _named(member, args, False)
         q, v, s0 = a["q"], a["v"], a["s0"]
-        B, T = q.shape[0], q.shape[1]
-        return v.new_empty((B, T, v.shape[2], v.shape[3])), s0.new_empty(s0.shape)
+        B, T, HV = q.shape[0], q.shape[1], v.shape[2]
+        out = (v.new_empty((B, T, HV, v.shape[3])), s0.new_empty(s0.shape))
+        if member.saves_ai:
+            out += (q.new_empty((B, T, HV, CHUNK), dtype=torch.bfloat16),)
+        return out
     return fake
 
 
-def _bwd_fake(member: Member):
+def _bwd_fake(member: Member, saved: bool = False):
     def fake(*args):
-        a = _named(member, args, True)
+        a = _named(member, args, True, saved)
         dt = a["s0"].dtype
         return tuple(a[n].new_empty(a[n].shape, dtype=dt) for n in member.inputs)
     return fake
@@ -144,23 +177,30 @@ def _bwd_fake(member: Member):
 
 # ----- autograd -----
 
-def _setup_context(member: Member):
+def _setup_context(member: Member, returns_ai: bool = True):
+    """Saves the inputs, then (gdn, kda) the forward's ai — an output, as fla saves ``A`` — then
+    cu_seqlens. ``returns_ai``: ai is an output of the autograd node (the op), so it is marked
+    non-differentiable (the Function classes return (o, ht) only)."""
     def setup_context(ctx, inputs, output):
         a = _named(member, inputs, False)
-        ctx.save_for_backward(*(a[n] for n in member.inputs), a["cu_seqlens"])
+        ai = (output[2],) if member.saves_ai else ()
+        if ai and returns_ai:
+            ctx.mark_non_differentiable(*ai)
+        ctx.save_for_backward(*(a[n] for n in member.inputs), *ai, a["cu_seqlens"])
         ctx.scale, ctx.artifacts = a["scale"], a["artifacts"]
     return setup_context
 
 
 def _backward(member: Member):
     bwd_op = None
+    saved_names = member.inputs + (("ai",) if member.saves_ai else ())
 
-    def backward(ctx, do, dht):
+    def backward(ctx, do, dht, *_):  # the gradient of ai (non-differentiable) is never used
         nonlocal bwd_op
         if bwd_op is None:
-            bwd_op = getattr(getattr(torch.ops, NAMESPACE), f"{member.name}_bwd")
+            bwd_op = getattr(getattr(torch.ops, NAMESPACE), f"{member.name}_bwd_saved" if member.saves_ai else f"{member.name}_bwd")
         saved = ctx.saved_tensors
-        x = dict(zip(member.inputs, saved[:-1]))
+        x = dict(zip(saved_names, saved[:-1]))
         cu = saved[-1]
         q, v, s0 = x["q"], x["v"], x["s0"]
         if do is None:
@@ -170,7 +210,7 @@ def _backward(member: Member):
         # Incoming gradients may be expanded or strided views (e.g. of a .sum()); the plans read dense tensors.
         do = do.to(v.dtype).contiguous()
         dht = dht.to(s0.dtype).contiguous()
-        grads = bwd_op(*(x[n] for n in member.inputs), do, dht, cu, ctx.scale, ctx.artifacts)
+        grads = bwd_op(*(x[n] for n in (member.saved_inputs if member.saves_ai else member.inputs)), do, dht, cu, ctx.scale, ctx.artifacts)
         need = ctx.needs_input_grad
         out = [g.to(x[n].dtype) if need[i] else None for i, (n, g) in enumerate(zip(member.inputs, grads))]
         return tuple(out) + (None, None, None)  # cu_seqlens, scale, artifacts
@@ -183,6 +223,9 @@ def _register(member: Member):
     fwd.register_fake(_fwd_fake(member))
     bwd = torch.library.custom_op(f"{lib}::{member.name}_bwd", _bwd_impl(member), mutates_args=(), schema=_schema(member, True))
     bwd.register_fake(_bwd_fake(member))
+    if member.saves_ai:
+        saved = torch.library.custom_op(f"{lib}::{member.name}_bwd_saved", _bwd_impl(member, True), mutates_args=(), schema=_schema(member, True, True))
+        saved.register_fake(_bwd_fake(member, True))
     fwd.register_autograd(_backward(member), setup_context=_setup_context(member))
     return fwd, bwd
 
@@ -196,25 +239,37 @@ def fwd_op(member: str):
 
 
 def bwd_op(member: str):
-    """The ``torch.ops.tilec.<member>_bwd`` overload packet."""
+    """The ``torch.ops.tilec.<member>_bwd`` overload packet (recomputes every forward stage)."""
     return getattr(getattr(torch.ops, NAMESPACE), f"{member}_bwd")
+
+
+def bwd_saved_op(member: str):
+    """The ``torch.ops.tilec.<member>_bwd_saved`` overload packet (gdn, kda: takes the forward's
+    ai); the one the autograd formula runs."""
+    return getattr(getattr(torch.ops, NAMESPACE), f"{member}_bwd_saved")
 
 
 def _function(cls_name: str, member: Member):
     """A ``torch.autograd.Function`` over ``tilec::<member>_fwd`` with the ops' autograd formula:
-    ``apply(*member.inputs, cu_seqlens, scale, artifacts) -> (o, ht)``."""
+    ``apply(*member.inputs, cu_seqlens, scale, artifacts) -> (o, ht)`` (as fla's Functions; ai is
+    saved, not returned)."""
     op = fwd_op(member.name)
+    setup_context = _setup_context(member, returns_ai=False)
 
-    def forward(*args):
-        return op(*args)
+    def forward(ctx, *args):
+        out = op(*args)
+        setup_context(ctx, args, out)
+        return out[0], out[1]
 
+    bwd = _backward(member)
+    plan = f"{member.name}_bwd_saved" if member.saves_ai else f"{member.name}_bwd"
     return type(cls_name, (torch.autograd.Function,), {
-        "__doc__": f"fla's {cls_name} over tilec's `{member.name}_fwd` / `{member.name}_bwd` plans: "
+        "__doc__": f"fla's {cls_name} over tilec's `{member.name}_fwd` / `{plan}` plans: "
                    f"apply({', '.join(member.inputs)}, cu_seqlens, scale, artifacts) -> (o, ht). "
-                   "Saves the inputs; the backward plan recomputes the forward stages.",
+                   + ("Saves the inputs and the forward's ai; the backward plan recomputes the other forward stages."
+                      if member.saves_ai else "Saves the inputs; the backward plan recomputes the forward stages."),
         "forward": staticmethod(forward),
-        "setup_context": staticmethod(_setup_context(member)),
-        "backward": staticmethod(torch.autograd.function.once_differentiable(_backward(member))),
+        "backward": staticmethod(torch.autograd.function.once_differentiable(bwd)),
     })
 
 
