@@ -7,7 +7,8 @@
 //! logsigmoid gates; sigmoid β) and rounded to the operator's parameter dtypes *before* the
 //! oracle sees them, so input rounding is never charged. Parameters are matched by fla's names:
 //! q, k, v, g, beta (b, w for the general form), s0, do, dht, scale → o, ht (a forward) or dq,
-//! dk, dv, dg, dbeta (db, dw), ds0 (a backward).
+//! dk, dv, dg, dbeta (db, dw), ds0 (a backward); and `ai`, the chunks' (I + L)⁻¹ a forward saves
+//! and a backward may take ([`SAVED_AI`]).
 //!
 //! **Metric**: per output, `max|got − ref| / max|ref|` (the metric the anchors fla and FlashQLA
 //! are measured with, issue 10).
