@@ -15,6 +15,8 @@ Requests:
   {"id", "cmd": "run", "gate", "params"}      candidate-side work of a gate (its failure is charged)
 Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool}
 (``env``: the failure is this machine's — no CUDA — not the kernel's).
+Gates KB, CMP-01, RES-01, ORD-02 and EXC-01 are measured here; CMP-03, ORD-01, ORD-03, EXC-02,
+PRC-01 and PRC-02 by audit_gates.py beside this file (imported after torch).
 """
 import argparse
 import copy
@@ -30,6 +32,7 @@ PROTOCOL = "kverify-audit/1"
 ENV_MARKERS = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUDA GPUs", "CUDA_HOME", "nvcc", "cuda runtime", "CUDA driver")
 
 torch = None  # imported in main() so that a missing torch is a start-up failure with a message
+audit_gates = None  # the further gates (audit_gates.py beside this file), imported with torch
 U32 = 2.0**-24
 
 
@@ -94,6 +97,7 @@ class Task:
         except Exception as e:  # a model that cannot be made fp64 is n/a, never charged
             self.fp64_reason = f"cannot convert Model to float64: {e}"
         self.cand = None
+        self.cand_mod = None
         self.cand_error = "not loaded"
         self.cache = {}
 
@@ -102,15 +106,21 @@ class Task:
         self.cand_error = None
         try:
             cmod = exec_module(code, "kverify_candidate")
+            self.cand_mod = cmod
             set_seed(self.seed)
             self.cand = cmod.ModelNew(*self.init_inputs).to(self.device)
         except BaseException as e:  # the candidate's own failure to build
             self.cand_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
 
     # -- inputs and models -------------------------------------------------------------------
-    def inputs(self, seed, nan=False):
+    def inputs(self, seed, nan=False, kind=None):
+        """``get_inputs()`` after seeding with ``seed``; ``nan``: EXC-01's injection; ``kind``: a
+        probe distribution of audit_gates.transform (wide, pos, sub, tiny) replacing the
+        floating inputs' values (shapes and dtypes kept)."""
         set_seed(seed)
         xs = list(self.ref_mod.get_inputs())
+        if kind is not None:
+            xs = audit_gates.transform(xs, kind, seed)
         if nan:
             for x in xs:
                 if torch.is_tensor(x) and x.is_floating_point() and x.numel() > 0:
@@ -118,8 +128,9 @@ class Task:
                     flat[(seed % 256) % flat.numel() :: 256] = float("nan")
         return [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
 
-    def run_ref64(self, xs):
-        if self.ref64 is None:
+    def run_ref64(self, xs, model=None):
+        model = self.ref64 if model is None else model
+        if model is None:
             raise RuntimeError(self.fp64_reason)
         xd = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in xs]
         prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.are_deterministic_algorithms_enabled())
@@ -128,7 +139,7 @@ class Task:
         torch.use_deterministic_algorithms(True, warn_only=True)
         try:
             with torch.no_grad():
-                out = outputs(self.ref64(*xd))
+                out = outputs(model(*xd))
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev[0], prev[1]
             torch.use_deterministic_algorithms(prev[2])
@@ -137,22 +148,27 @@ class Task:
                 raise RuntimeError(f"Model does not compute in float64 (output dtype {t.dtype})")
         return out
 
-    def run_ref32(self, xs):
+    def run_ref32(self, xs, model=None):
+        model = self.ref32 if model is None else model
         with torch.no_grad():
-            return outputs(self.ref32(*[x.clone() if torch.is_tensor(x) else x for x in xs]))
+            return outputs(model(*[x.clone() if torch.is_tensor(x) else x for x in xs]))
 
-    def run_cpu32_single_thread(self, xs):
+    def run_cpu32_single_thread(self, xs, model=None):
         """The second honest ordering: the fp32 Model on the CPU — with one thread when the
         device is the CPU itself (another summation order than the multi-threaded run), with
         all threads when the device is a GPU (already another library and order; one thread
         would make GPU-sized tasks take minutes)."""
-        if self.cpu32 is None:
-            self.cpu32 = copy.deepcopy(self.ref32).to("cpu")
+        if model is not None:
+            cpu = copy.deepcopy(model).to("cpu")
+        else:
+            if self.cpu32 is None:
+                self.cpu32 = copy.deepcopy(self.ref32).to("cpu")
+            cpu = self.cpu32
         n = torch.get_num_threads()
         torch.set_num_threads(1 if self.device.type == "cpu" else n)
         try:
             with torch.no_grad():
-                return outputs(self.cpu32(*[x.detach().cpu().clone() if torch.is_tensor(x) else x for x in xs]))
+                return outputs(cpu(*[x.detach().cpu().clone() if torch.is_tensor(x) else x for x in xs]))
         finally:
             torch.set_num_threads(n)
 
@@ -219,6 +235,8 @@ class Task:
     # -- gates ---------------------------------------------------------------------------------
     def prepare(self, gate, p):
         seeds = p.get("seeds", [self.seed])
+        if gate in audit_gates.GATES:
+            return audit_gates.prepare(self, gate, seeds)
         if gate == "KB":
             self.cache["KB"] = [self.run_ref32(self.inputs(s)) for s in seeds]
             return {"trials": len(seeds)}
@@ -260,6 +278,8 @@ class Task:
 
     def run(self, gate, p):
         seeds = p.get("seeds", [self.seed])
+        if gate in audit_gates.GATES:
+            return audit_gates.run(self, gate, seeds)
         if gate == "KB":
             atol, rtol = p.get("atol", 1e-2), p.get("rtol", 1e-2)
             trials = []
@@ -321,6 +341,11 @@ def main():
     import torch as _torch  # noqa: E402  (a missing torch ends the worker before its hello)
 
     torch = _torch
+    global audit_gates
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import audit_gates as _gates  # noqa: E402
+
+    audit_gates = _gates
     out = sys.stdout
     # Candidates print; keep the protocol channel for the protocol.
     proto = os.fdopen(os.dup(1), "w")

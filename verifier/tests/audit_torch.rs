@@ -1,8 +1,9 @@
 //! `kverify audit` with the real PyTorch worker on CPU: the red-team ModelNew tricks of
 //! `tests/fixtures/audit/redteam.jsonl` are each caught by their gate, the honest ones and the
-//! positive control (each task's own Model as ModelNew) are clean. Needs PyTorch, which CI does
-//! not install: run with `PYTHONPATH=<dir with torch and numpy> cargo test -p kverify --test
-//! audit_torch -- --ignored` (about 3 minutes on 2 cores; docs/audit.md).
+//! positive control (each task's own Model as ModelNew) are clean on every gate that applies.
+//! Needs PyTorch, which CI does not install: run with `PYTHONPATH=<dir with torch and numpy>
+//! cargo test -p kverify --test audit_torch -- --ignored` (about 2 minutes on 2 cores;
+//! docs/audit.md).
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -57,10 +58,19 @@ fn positive_control_is_clean_on_every_gate_that_applies() {
     // Rows 0-2 are the three distinct tasks.
     let recs = audit(&std::env::temp_dir().join(format!("kverify-audit-control-{}", std::process::id())), &["--control", "--limit", "3"]);
     assert_eq!(recs.len(), 3);
+    // The n/a each task must show (docs/audit.md): the sum (16x4096) and the linear layer
+    // (8x64) write their sizes as literals, so CMP-03 has no size constant to change; PRC-02
+    // needs an output of at least 2^11 at U[1,2) inputs, which only the 4096-long sum reaches
+    // (the matmul's K = 256 gives about 600, the linear layer's 64 inputs less).
+    let na: [&[&str]; 3] = [&["PRC-02"], &["CMP-03"], &["CMP-03", "PRC-02"]];
     for r in &recs {
         assert_eq!(r["verdict"], "clean", "{r}");
-        assert_eq!(r["gates"]["KB"]["status"], "pass", "{r}");
-        let passed = r["gates"].as_object().map(|g| g.values().filter(|x| x["status"] == "pass").count()).unwrap_or(0);
-        assert_eq!(passed, 5, "every gate applies to these tasks and passes: {r}");
+        let want = na[r["task"].as_u64().unwrap_or(1) as usize - 1];
+        let gates = r["gates"].as_object().cloned().unwrap_or_default();
+        assert_eq!(gates.len(), 11, "{r}");
+        for (g, x) in &gates {
+            let expect = if want.contains(&g.as_str()) { "n/a" } else { "pass" };
+            assert_eq!(x["status"], expect, "{g}: {r}");
+        }
     }
 }

@@ -52,11 +52,12 @@ impl GateResult {
 }
 
 /// Gates whose failure is `broken` (tolerance-free).
-pub const TOLERANCE_FREE: [&str; 3] = ["RES-01", "ORD-02", "EXC-01"];
+pub const TOLERANCE_FREE: [&str; 4] = ["RES-01", "ORD-02", "EXC-01", "EXC-02"];
 
 /// The gates the audit runs, in order (`KB` is KernelBench's own check, kept apart from the
-/// verdict; it is the other side of the differential).
-pub const GATES: [&str; 5] = ["KB", "CMP-01", "RES-01", "ORD-02", "EXC-01"];
+/// verdict; it is the other side of the differential). CMP-03 runs last: a candidate that
+/// breaks its device (a CUDA fault) at another size then spoils no other gate's run.
+pub const GATES: [&str; 11] = ["KB", "CMP-01", "RES-01", "ORD-01", "ORD-02", "ORD-03", "EXC-01", "EXC-02", "PRC-01", "PRC-02", "CMP-03"];
 
 fn f(v: &Value, k: &str) -> Option<f64> {
     v.get(k).and_then(Value::as_f64)

@@ -6,11 +6,13 @@
 //!   (one JSON line per kernel, appended and flushed as each kernel finishes).
 //! * [`run`]: one worker process per job (the containment of [`crate::candidate::process`]),
 //!   the per-kernel protocol, the progress line.
-//! * [`judge`]: decisions from the worker's measurements.
+//! * [`judge`]: decisions from the worker's measurements; [`judge_probes`] those of the probe
+//!   gates (CMP-03, ORD-01, ORD-03, EXC-02, PRC-01, PRC-02).
 //! * [`summary`]: funnel, per-gate rates with applicability, the 2x2 differential; table, JSON
 //!   and SVG.
 
 pub mod judge;
+pub mod judge_probes;
 pub mod run;
 pub mod summary;
 

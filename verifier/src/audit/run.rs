@@ -8,6 +8,7 @@
 //! worker and loads the task again.
 
 use super::judge::{self, GateResult, Status, GATES};
+use super::judge_probes;
 use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store};
 use crate::candidate::process::Worker;
 use crate::candidate::CandidateError;
@@ -63,6 +64,12 @@ fn seeds(gate: &str, base: u64) -> Vec<u64> {
         "CMP-01" => (101, 3),
         "RES-01" => (201, 2),
         "ORD-02" => (301, 1),
+        "ORD-01" => (501, 3),
+        "ORD-03" => (601, 2),
+        "EXC-02" => (701, 2),
+        "PRC-01" => (801, 1),
+        "PRC-02" => (811, 1),
+        "CMP-03" => (901, 2),
         _ => (401, 1),
     };
     (0..n).map(|i| base + off + i).collect()
@@ -208,7 +215,9 @@ fn gate(s: &mut Session, k: &Kernel, g: &str) -> Result<Result<GateResult, Stop>
             };
             judge::ord02(&prep, &run, fresh.as_deref())
         }
-        _ => judge::exc01(&prep, &run),
+        "EXC-01" => judge::exc01(&prep, &run),
+        "EXC-02" => judge_probes::exc02(&prep, &run),
+        _ => judge_probes::value_gate(g, &prep, &run),
     }))
 }
 
