@@ -380,6 +380,30 @@ fn the_backward_from_the_saved_inverse_equals_the_recomputing_one() {
     }
 }
 
+/// A contract whose member does not match the operator's signature is refused by `tilec check`
+/// (not first by verify at run time): a scalar gate under `contract(kda)`, β and the saved Ai
+/// under a member without the delta rule — each at the parameter, with the member's signature
+/// in the help.
+#[test]
+fn a_contract_that_does_not_fit_the_signature_is_refused_at_check() {
+    let mutations = [
+        ("kda", ") contract(gdn) {\n    let co: i32[NP];                            // each sequence's first chunk", ") contract(kda) {\n    let co: i32[NP];                            // each sequence's first chunk", vec!["`g` does not fit `contract(kda)`: kda's gate is one per key channel, rank 4"]),
+        ("ssd", ") contract(gdn) {\n    let co: i32[NP];                            // each sequence's first chunk", ") contract(ssd) {\n    let co: i32[NP];                            // each sequence's first chunk", vec!["`beta` does not fit `contract(ssd)`: ssd has no β", "`ai` does not fit `contract(ssd)`: ssd has no delta rule"]),
+    ];
+    for (tag, from, to, want) in mutations {
+        let dir = std::env::temp_dir().join(format!("tilec-gdn-contract-{tag}-{}", std::process::id()));
+        mutated_in(&dir, "gdn_fwd.tile", from, to);
+        let out = Command::new(env!("CARGO_BIN_EXE_tilec")).arg("check").arg(dir.join("gdn_fwd.tile")).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{tag}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{tag}: no `{w}` in\n{err}");
+        }
+        assert!(err.contains(&format!("help: `contract({tag})` takes")), "{tag}: {err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
 /// The output stages bite: P built with e^(Γ_j − Γ_i) (the decay reversed) in chunk_o, and Pᵀ
 /// read untransposed (P v_new → Pᵀ v_new) in chunk_o_channel, each fail o and leave ht —
 /// computed before the output stage — within its bound.

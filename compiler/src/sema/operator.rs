@@ -132,6 +132,8 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                             Diagnostic::error(Code::UndefinedName, format!("`{}` is not one of fla's {} names, which `contract({})` judges by", p.name, if output { "output" } else { "input" }, c.name), p.span, "not matched to the oracle")
                                 .with_note(format!("help: name it one of {}", names.join(", "))),
                         );
+                    } else if let Some(why) = contract_mismatch(*m, p) {
+                        diags.push(Diagnostic::error(Code::TypeMismatch, format!("`{}` does not fit `contract({})`: {why}", p.name, c.name), p.span, "not what the oracle takes").with_note(format!("help: {}", contract_help(*m))));
                     }
                 }
             }
@@ -524,4 +526,36 @@ fn substitute(kd: &SizeExpr, k: Callee, bound: &BTreeMap<String, SizeExpr>) -> O
         SizeExpr::Sym(s) => bound.get(&k.sizes()[*s])?.clone(),
         SizeExpr::Bin(op, a, b) => SizeExpr::Bin(*op, Box::new(substitute(a, k, bound)?), Box::new(substitute(b, k, bound)?)),
     })
+}
+
+/// Why parameter `p` of an operator with `contract(m)` cannot be matched to member `m`'s oracle:
+/// a gate of the wrong rank (a scalar gate is `[B, T, H]`, a per-channel gate `[B, T, H, K]`),
+/// or a gate, β or the saved Ai (`ai`, and their gradients) the member does not have
+/// (gdn-math.md §1: only GDN and KDA have β and the delta rule's inverse; LA has no gate).
+fn contract_mismatch(m: kverify::recurrence::family::Model, p: &crate::ir::ParamData) -> Option<String> {
+    use kverify::recurrence::family::Gate;
+    let ParamKind::Tensor { shape, .. } = &p.kind else { return None };
+    match p.name.as_str() {
+        "g" | "dg" => match m.gate() {
+            Gate::None => Some(format!("{} has no gate", m.name())),
+            Gate::Scalar if shape.len() != 3 => Some(format!("{}'s gate is one per token and head, rank 3 ([B, T, H]), not rank {}", m.name(), shape.len())),
+            Gate::Channel if shape.len() != 4 => Some(format!("{}'s gate is one per key channel, rank 4 ([B, T, H, K]), not rank {}", m.name(), shape.len())),
+            _ => None,
+        },
+        "beta" | "dbeta" if !m.has_beta() => Some(format!("{} has no β (no delta rule)", m.name())),
+        n if n == crate::verify::SAVED_AI && !m.has_beta() => Some(format!("{} has no delta rule, so no (I + L)⁻¹ to save", m.name())),
+        _ => None,
+    }
+}
+
+/// What `contract(m)`'s gate, β and saved inverse look like.
+fn contract_help(m: kverify::recurrence::family::Model) -> String {
+    use kverify::recurrence::family::Gate;
+    let gate = match m.gate() {
+        Gate::None => "no g",
+        Gate::Scalar => "g: f32[B, T, H]",
+        Gate::Channel => "g: f32[B, T, H, K]",
+    };
+    let beta = if m.has_beta() { "beta: bf16[B, T, H], and a forward may return (a backward take) ai: bf16[B, T, H, 64]" } else { "no beta and no ai" };
+    format!("`contract({})` takes {gate}; {beta}", m.name())
 }
