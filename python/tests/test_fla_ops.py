@@ -472,6 +472,18 @@ class ArgumentChecks(_Patched):
         name, _, args = self.standin.calls[-1]
         self.assertEqual((name, args["cu_seqlens"].dtype, tuple(ht.shape)), ("gdn_fwd_varlen", torch.int32, (2, 2, 3, 4)))
 
+    def test_missing_tensors_empty_offsets_and_scale(self):
+        # Found by a breaking pass: these used to surface as AttributeError / torch-internal errors.
+        for member, name in [("gdn", "g"), ("gdn", "beta"), ("kda", "g"), ("gla", "g"), ("gdn", "q"), ("gdn", "v")]:
+            self.refuse(member, rf"`{name}` is required \(a torch.Tensor\), found None", name, **{name: None})
+        x = make("gdn", B=1, N=1)
+        with self.assertRaisesRegex(TensorError, r"`cu_seqlens` must hold at least two offsets") as c:
+            call("gdn", x, cu_seqlens=torch.zeros(0, dtype=torch.int64))
+        self.assertEqual(c.exception.param, "cu_seqlens")
+        for bad in ["x", float("nan"), torch.tensor(0.5), True]:
+            self.refuse("gdn", r"`scale` must be a finite Python number", "scale", scale=bad)
+        self.assertEqual(self.standin.calls, [])
+
     def test_cpu_needs_cuda(self):
         ops.run_plan = self.saved  # the real runner
         with self.assertRaisesRegex(TensorError, r"`q` is on cpu; tilec's operators run on a CUDA device only") as c:

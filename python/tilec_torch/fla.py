@@ -70,10 +70,18 @@ def _is_tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def _check(fn: str, x: dict, gate: Optional[str], cu_seqlens, fla_opts: dict):
+def _check(fn: str, x: dict, gate: Optional[str], cu_seqlens, fla_opts: dict, scale=None):
     """Checks fla-named arguments; returns (B, T, H, K, HV, V, N). Raises TensorError naming the
-    tensor (dtype, rank, sizes, device, B = 1 with cu_seqlens, initial-state rows)."""
+    tensor (a required one missing, dtype, rank, sizes, device, B = 1 with cu_seqlens, an empty
+    cu_seqlens, initial-state rows) or ``scale`` (not a finite real number)."""
+    import math
     import torch
+
+    for n, t in x.items():
+        if t is None and n != "initial_state":
+            raise TensorError(f"{fn}: `{n}` is required (a torch.Tensor), found None", n)
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)):
+        raise TensorError(f"{fn}: `scale` must be a finite Python number (None: K ** -0.5), found {type(scale).__name__} {scale!r:.40}", "scale")
 
     unsupported = {k: v for k, v in fla_opts.items() if k not in _IGNORED_OPTS}
     for k, v in unsupported.items():
@@ -114,6 +122,8 @@ def _check(fn: str, x: dict, gate: Optional[str], cu_seqlens, fla_opts: dict):
         if B != 1:
             raise TensorError(f"{fn}: the batch size is expected to be 1 rather than {B} when using `cu_seqlens` (fla's rule): flatten the sequences into one row", "q")
         N = cu_seqlens.shape[0] - 1
+        if N < 1:
+            raise TensorError(f"{fn}: `cu_seqlens` must hold at least two offsets (0 and T), found {cu_seqlens.shape[0]}", "cu_seqlens")
     s0 = x.get("initial_state")
     if s0 is not None and tuple(s0.shape) != (N, HV, K, V):
         raise TensorError(f"{fn}: `initial_state` must be [N, HV, K, V] = {[N, HV, K, V]} (N = {'len(cu_seqlens) - 1' if cu_seqlens is not None else 'B'}), found {tuple(s0.shape)}", "initial_state")
@@ -136,7 +146,7 @@ def _run(fn: str, member: str, x: dict, scale, initial_state, output_final_state
     import torch
     from . import ops
 
-    B, T, H, K, HV, V, N = _check(fn, dict(x, initial_state=initial_state), gate, cu_seqlens, fla_opts or {})
+    B, T, H, K, HV, V, N = _check(fn, dict(x, initial_state=initial_state), gate, cu_seqlens, fla_opts or {}, scale)
     if scale is None:
         scale = K ** -0.5
     if initial_state is None:
