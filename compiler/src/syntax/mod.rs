@@ -129,12 +129,15 @@ fn parse_error(e: ParseError<usize, Token, (usize, usize)>, src: &str) -> Diagno
             Span::new(location.min(len), location.min(len)),
             expected_list(&expected),
         ),
-        ParseError::UnrecognizedToken { token: (s, t, e), expected } => Diagnostic::error(
-            Code::ParseUnexpected,
-            format!("unexpected {t}"),
-            Span::new(s, e),
-            expected_list(&expected),
-        ),
+        ParseError::UnrecognizedToken { token: (s, t, e), expected } => {
+            let d = Diagnostic::error(Code::ParseUnexpected, format!("unexpected {t}"), Span::new(s, e), expected_list(&expected));
+            // A word where a name may stand, and not taken as one: a reserved word (`out`, `in`, …).
+            let word = src.get(s..e).filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            match word {
+                Some(w) if expected.iter().any(|x| x == "IDENT") => d.with_note(format!("help: `{w}` is a reserved word of the language and cannot be a name; choose another")),
+                _ => d,
+            }
+        }
         ParseError::ExtraToken { token: (s, t, e) } => {
             Diagnostic::error(Code::ParseUnexpected, format!("unexpected {t}"), Span::new(s, e), "extra token")
         }
