@@ -43,6 +43,19 @@ pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostic
         }
         out.push((p.name.name.clone(), size.name.clone()));
     }
+    // fla's name for the table (and verify's mark of a varlen operator): an operator that takes
+    // `cu_seqlens` without `offsets(...)` would launch on an unchecked table — a last entry past T
+    // read past every tensor with no error (found by a breaking pass).
+    for p in &o.params {
+        let declared = out.iter().any(|(t, _)| t == &p.name.name) || p.attr.is_some();
+        let input_vector = op.params.iter().any(|q| q.name == p.name.name && matches!(&q.kind, ParamKind::Tensor { elem: Elem::I32, shape, output: false } if shape.len() == 1));
+        if p.name.name == "cu_seqlens" && input_vector && !declared {
+            diags.push(
+                Diagnostic::error(Code::BadArguments, format!("`cu_seqlens` of operator `{}` is not declared an offset table", o.name.name), p.name.span, "its values would go unchecked")
+                    .with_note("help: declare it `cu_seqlens: i32[NP] offsets(T)` (T the size it splits), so the plan checks 0 first, nondecreasing, last = T before any launch"),
+            );
+        }
+    }
     out
 }
 
