@@ -181,26 +181,11 @@ class Task:
     # -- comparisons ---------------------------------------------------------------------------
     @staticmethod
     def norm_err(ys, rs):
-        """max |y - r| / (|r| + mean|r|) over positions where r is finite, as floats; plus the
-        number of positions where r is finite and y is not, and whether the shapes agree."""
-        worst, bad, shape_ok = 0.0, 0, len(ys) == len(rs)
-        for y, r in zip(ys, rs):
-            if not (torch.is_tensor(y) and torch.is_tensor(r)) or tuple(y.shape) != tuple(r.shape):
-                shape_ok = False
-                continue
-            r = r.detach().to("cpu", torch.float64)
-            y = y.detach().to("cpu", torch.float64)
-            fin = torch.isfinite(r)
-            if not bool(fin.any()):
-                continue
-            scale = r[fin].abs().mean()
-            den = (r.abs() + scale).clamp_min(1.1754943508222875e-38)
-            e = ((y - r).abs() / den)[fin]
-            bad += int((~torch.isfinite(y[fin])).sum())
-            e = e[torch.isfinite(e)]
-            if e.numel():
-                worst = max(worst, float(e.max()))
-        return worst, bad, shape_ok
+        """CMP-01's view of ``audit_gates.errs`` (one normalised error for every gate): the max of
+        |y - r| / (|r| + mean|r|) over positions where r is finite, the number of those positions
+        where y is not finite, and whether the output count and shapes agree."""
+        e = audit_gates.errs(ys, rs)
+        return e["max"], e["bad"], e["shape_ok"]
 
     @staticmethod
     def classes(ts, dtype=None):
