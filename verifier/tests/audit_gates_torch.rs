@@ -6,10 +6,12 @@
 //! which CI does not install: `PYTHONPATH=<dir with torch and numpy> cargo test -p kverify
 //! --test audit_gates_torch -- --ignored` (docs/audit.md, "PyTorch, CI and the GPU machine").
 
+#[allow(dead_code)] // the NumPy-candidate helpers are not used here
+mod common;
+
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 const MATMUL: &str = r#"import torch
 import torch.nn as nn
 
@@ -164,21 +166,9 @@ fn scratch(name: &str) -> PathBuf {
 fn audit(dir: &Path, rows: &[Value], extra: &[&str]) -> BTreeMap<String, Value> {
     let corpus = dir.join("corpus.jsonl");
     std::fs::write(&corpus, rows.iter().map(|r| r.to_string() + "\n").collect::<String>()).expect("corpus");
-    let out = dir.join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_kverify"))
-        .arg("audit")
-        .arg(&corpus)
-        .arg("--out")
-        .arg(&out)
-        .args(["--jobs", "2", "--quiet", "--time-limit", "300"])
-        .args(extra)
-        .output()
-        .expect("run kverify");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = std::fs::read_to_string(out.join("kernels-0of1.jsonl")).expect("records");
-    text.lines()
-        .map(|l| {
-            let r: Value = serde_json::from_str(l).expect("record");
+    common::run_audit(&corpus, &dir.join("out"), extra)
+        .into_iter()
+        .map(|r| {
             let row = r["row"].as_u64().unwrap_or(0) as usize;
             (rows[row]["name"].as_str().unwrap_or("?").to_string(), r)
         })

@@ -5,28 +5,18 @@
 //! cargo test -p kverify --test audit_torch -- --ignored` (about 2 minutes on 2 cores;
 //! docs/audit.md).
 
+#[allow(dead_code)] // the NumPy-candidate helpers are not used here
+mod common;
+
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Command;
 
 fn corpus() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit/redteam.jsonl")
 }
 
 fn audit(out: &std::path::Path, extra: &[&str]) -> Vec<Value> {
-    let _ = std::fs::remove_dir_all(out);
-    let o = Command::new(env!("CARGO_BIN_EXE_kverify"))
-        .arg("audit")
-        .arg(corpus())
-        .arg("--out")
-        .arg(out)
-        .args(["--jobs", "2", "--quiet", "--time-limit", "300"])
-        .args(extra)
-        .output()
-        .expect("run kverify");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = std::fs::read_to_string(out.join("kernels-0of1.jsonl")).expect("records");
-    text.lines().map(|l| serde_json::from_str(l).expect("record")).collect()
+    common::run_audit(&corpus(), out, extra)
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Helpers shared by the tests that run NumPy candidates through the external protocol.
+//! Helpers shared by the tests that run NumPy candidates through the external protocol, and by
+//! the tests that run `kverify audit` on a corpus.
 
 use kverify::candidate::external::{ExternalCandidate, Manifest};
 use kverify::candidate::Candidate;
@@ -31,4 +32,22 @@ pub fn python_ready() -> bool {
 pub fn ext(name: &str, time_limit: Duration) -> Arc<dyn Candidate> {
     let m = Manifest::load(&root().join(format!("python/redteam/{name}.json"))).expect("manifest");
     Arc::new(ExternalCandidate::new(m, time_limit, 2048))
+}
+
+/// Runs `kverify audit CORPUS --out OUT --jobs 2 --quiet --time-limit 300 EXTRA…` (OUT emptied
+/// first), asserts it exits 0, and returns its records (`OUT/kernels-0of1.jsonl`), one per row.
+pub fn run_audit(corpus: &Path, out: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let _ = std::fs::remove_dir_all(out);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kverify"))
+        .arg("audit")
+        .arg(corpus)
+        .arg("--out")
+        .arg(out)
+        .args(["--jobs", "2", "--quiet", "--time-limit", "300"])
+        .args(extra)
+        .output()
+        .expect("run kverify");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("kernels-0of1.jsonl")).expect("records");
+    text.lines().map(|l| serde_json::from_str(l).expect("record")).collect()
 }
