@@ -36,6 +36,7 @@ pub fn ext(name: &str, time_limit: Duration) -> Arc<dyn Candidate> {
 
 /// Runs `kverify audit CORPUS --out OUT --jobs 2 --quiet --time-limit 300 EXTRA…` (OUT emptied
 /// first), asserts it exits 0, and returns its records (`OUT/kernels-0of1.jsonl`), one per row.
+#[allow(dead_code)] // only the audit tests call it; every test that includes this module compiles it
 pub fn run_audit(corpus: &Path, out: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
     let _ = std::fs::remove_dir_all(out);
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_kverify"))
