@@ -484,6 +484,17 @@ class ArgumentChecks(_Patched):
             self.refuse("gdn", r"`scale` must be a finite Python number", "scale", scale=bad)
         self.assertEqual(self.standin.calls, [])
 
+    def test_linear_attn_z_state_shape(self):
+        # fla's z_state is [N, 1, H, K]; a wrong one used to be broadcast or fail inside torch.
+        x = make("la", H=2, G=2, K=8, V=8)
+        for bad in [torch.zeros(2, 3, 2, 8), torch.zeros(1, 2, 8), torch.zeros(2, 1, 2, 4)]:
+            with self.assertRaisesRegex(TensorError, r"z_state of `initial_state` must be \[N, 1, H, K\] = \[2, 1, 2, 8\]") as c:
+                tilec_torch.chunk_linear_attn(x["q"], x["k"], x["v"], initial_state=(x["s0"], bad))
+            self.assertEqual(c.exception.param, "initial_state")
+        self.assertEqual(self.standin.calls, [])
+        tilec_torch.chunk_linear_attn(x["q"], x["k"], x["v"], initial_state=(x["s0"], torch.zeros(2, 1, 2, 8)))
+        self.assertEqual(len(self.standin.calls), 1)
+
     def test_cpu_needs_cuda(self):
         ops.run_plan = self.saved  # the real runner
         with self.assertRaisesRegex(TensorError, r"`q` is on cpu; tilec's operators run on a CUDA device only") as c:

@@ -226,6 +226,13 @@ def chunk_linear_attn(q, k, v, scale: Optional[float] = None, initial_state=None
     z0 = None
     if normalize and isinstance(initial_state, tuple):
         initial_state, z0 = initial_state
+    if z0 is not None and _is_tensor(q) and q.dim() == 4:
+        # fla's z_state is [N, 1, H, K] (N = B, or the sequences of cu_seqlens): checked before any
+        # launch, as broadcasting would otherwise accept a wrong one silently (a breaking pass).
+        n = q.shape[0] if cu_seqlens is None or not _is_tensor(cu_seqlens) else cu_seqlens.shape[0] - 1
+        want = (n, 1, q.shape[2], q.shape[3])
+        if not _is_tensor(z0) or tuple(z0.shape) != want:
+            raise TensorError(f"chunk_linear_attn: the z_state of `initial_state` must be [N, 1, H, K] = {list(want)}, found {tuple(z0.shape) if _is_tensor(z0) else type(z0).__name__}", "initial_state")
     o, ht = _run("chunk_linear_attn", "la", dict(q=q, k=k, v=v), scale, initial_state,
                  True, cu_seqlens, artifacts, None, fla_opts)
     if not normalize:
