@@ -63,10 +63,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             for e in 0..per_slot {
                 let (r, c) = fragment_coords(&*cg, t, e)?;
                 let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
-                let h = ((e >> 1) & 1) as usize;
+                let (h, slot) = partial_slot(e, groups);
                 rows[h].get_or_insert(r);
-                // Column 8j + 2q + b of the row: partial class a = j mod W/8.
-                let slot = 2 * ((e >> 2) as usize % groups) + (e & 1) as usize;
                 cg.frag_ctx = Some((d, s * per_slot + e));
                 let y = cg.operand(x, r, c);
                 cg.frag_ctx = None;
@@ -90,27 +88,133 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// ends with the row's result.
     fn quad_butterfly(&mut self, op: crate::ir::ReduceOp, cl: Class, p: &mut [BasicValueEnum<'ctx>], w: u32) -> Result<BasicValueEnum<'ctx>, BackendError> {
         let (shfl, ty) = if cl == Class::Float { ("llvm.nvvm.shfl.sync.bfly.f32", self.ctx.f32_type().into()) } else { ("llvm.nvvm.shfl.sync.bfly.i32", self.ctx.i32_type().into()) };
-        for s in butterfly(w) {
-            match s {
-                // a ⊕ s/8 in the same thread: keep the lower of each pair (both are equal).
-                s if s >= 8 => {
-                    let m = (s / 8) as usize;
+        for step in quad_steps(w) {
+            match step {
+                // a ⊕ m in the same thread: keep the lower of each pair (both are equal).
+                QuadStep::InThread(m) => {
                     for a in 0..m {
                         for b in 0..2 {
                             p[2 * a + b] = self.fold(op, cl, p[2 * a + b], p[2 * (a ^ m) + b])?;
                         }
                     }
                 }
-                // p ⊕ 4 is quad lane q ⊕ 2, p ⊕ 2 is q ⊕ 1 (lane bits 1 and 0).
-                4 | 2 => {
+                QuadStep::Shuffle(lanes) => {
                     for b in 0..2 {
-                        let other = self.call(shfl, Some(ty), &[self.i32(-1).into(), p[b], self.i32((s / 2) as i32).into(), self.i32(0x1f).into()])?;
+                        let other = self.call(shfl, Some(ty), &[self.i32(-1).into(), p[b], self.i32(lanes as i32).into(), self.i32(0x1f).into()])?;
                         p[b] = self.fold(op, cl, p[b], other)?;
                     }
                 }
-                _ => p[0] = self.fold(op, cl, p[0], p[1])?,
+                QuadStep::Pair => p[0] = self.fold(op, cl, p[0], p[1])?,
             }
         }
         Ok(p[0])
+    }
+}
+
+/// Where element `e` of a thread's unit (register `e` of [`fragment_coords`]) is folded: its row
+/// `h` (rows g and g + 8 of the warp's 16) and its partial slot `2a + b` — column `8j + 2q + b`
+/// of the row is partial class `a = j mod groups` (`groups = W/8`).
+pub(crate) fn partial_slot(e: u32, groups: usize) -> (usize, usize) {
+    (((e >> 1) & 1) as usize, 2 * ((e >> 2) as usize % groups) + (e & 1) as usize)
+}
+
+/// One step of a row's butterfly as the quad of threads holding the row runs it (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QuadStep {
+    /// Partials `2a + b` and `2(a ⊕ m) + b` of one thread (steps s ≥ 8, m = s/8).
+    InThread(usize),
+    /// `shfl.sync.bfly` with this lane mask, on partials 0 and 1 (s = 4: quad lane q ⊕ 2, s = 2:
+    /// q ⊕ 1).
+    Shuffle(u32),
+    /// Partials 0 and 1 of one thread (s = 1: b = 0 with b = 1).
+    Pair,
+}
+
+/// The steps of the row-reduction butterfly over `w` partials ([`butterfly`]), as a quad runs
+/// them.
+pub(crate) fn quad_steps(w: u32) -> impl Iterator<Item = QuadStep> {
+    butterfly(w).map(|s| match s {
+        s if s >= 8 => QuadStep::InThread((s / 8) as usize),
+        4 | 2 => QuadStep::Shuffle(s / 2),
+        _ => QuadStep::Pair,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::layout::reduction::fold_row;
+    use crate::layout::Eval;
+
+    /// Fold trees, interned: a node is its two children sorted (the folds are commutative), so
+    /// two evaluations are equal exactly when they fold the same elements in the same tree.
+    #[derive(Default)]
+    struct Trees(HashMap<(usize, usize), usize>);
+
+    impl Trees {
+        fn fold(&mut self, a: usize, b: usize) -> usize {
+            let key = (a.min(b), a.max(b));
+            let next = 1_000_000 + self.0.len();
+            *self.0.entry(key).or_insert(next)
+        }
+    }
+
+    /// Runs the fragment reduction of one row for the four lanes of the quad that holds it
+    /// (lanes 4g..4g+3 of warp 0, on symbols: element of column c is `c + 1`, the identity 0)
+    /// and returns each lane's result.
+    fn quad_result(trees: &mut Trees, n: u32, g: u32) -> [usize; 4] {
+        let w = row_lanes(n);
+        let groups = (w / 8) as usize;
+        let mut parts: Vec<Vec<usize>> = (0..4).map(|_| vec![0; 2 * groups]).collect();
+        for q in 0..4 {
+            let t = 4 * g + q;
+            for e in 0..n / 2 {
+                let (r, c) = fragment_coords(&Eval, t, e).unwrap_or_else(|x| match x {});
+                let (h, slot) = partial_slot(e, groups);
+                if h == 0 {
+                    assert_eq!(r, g, "register {e} of lane {t} is not in row {g}");
+                    parts[q as usize][slot] = trees.fold(parts[q as usize][slot], c as usize + 1);
+                }
+            }
+        }
+        for step in quad_steps(w) {
+            let before = parts.clone();
+            for q in 0..4usize {
+                let p = &mut parts[q];
+                match step {
+                    QuadStep::InThread(m) => {
+                        for a in 0..m {
+                            for b in 0..2 {
+                                p[2 * a + b] = trees.fold(p[2 * a + b], p[2 * (a ^ m) + b]);
+                            }
+                        }
+                    }
+                    QuadStep::Shuffle(lanes) => {
+                        let other = &before[q ^ lanes as usize];
+                        for b in 0..2 {
+                            p[b] = trees.fold(p[b], other[b]);
+                        }
+                    }
+                    QuadStep::Pair => p[0] = trees.fold(p[0], p[1]),
+                }
+            }
+        }
+        [parts[0][0], parts[1][0], parts[2][0], parts[3][0]]
+    }
+
+    /// The quad's fold is the row-reduction order of `fold_row` (the interpreter's) as a tree, on
+    /// every lane, at every width a whole-row unit has: a wrong shuffle lane, slot or step fails.
+    #[test]
+    fn the_quad_butterfly_is_the_row_reduction_order() {
+        for n in [8, 16, 24, 32, 64, 128, 256] {
+            let mut trees = Trees::default();
+            let cols: Vec<usize> = (1..=n as usize).collect();
+            let want = fold_row(&cols, 0, |a, b| Ok::<_, ()>(trees.fold(a, b))).unwrap_or(usize::MAX);
+            for g in [0, 5] {
+                assert_eq!(quad_result(&mut trees, n, g), [want; 4], "n = {n}, row {g}");
+            }
+        }
     }
 }
