@@ -254,3 +254,20 @@ fn load_inline_kernels_are_built_ahead_into_the_extension_cache() {
     let r = records(&out);
     assert_eq!(r.iter().map(|x| x["load_inline"].as_bool().unwrap_or(false)).collect::<Vec<_>>(), vec![true, false, true]);
 }
+
+/// A time limit that is not a positive finite number of seconds is a usage error (clap, exit 2),
+/// never a panic in `Duration::from_secs_f64` — for audit, check and redteam alike.
+#[test]
+fn a_bad_time_limit_is_a_usage_error() {
+    let dir = scratch("time-limit");
+    let corpus = write_corpus(&dir, &[row(0, None, true)]);
+    for bad in ["-1", "nan", "inf", "0", "ten"] {
+        let flag = format!("--time-limit={bad}");
+        for args in [vec!["audit", corpus.to_str().unwrap_or(""), "--out", dir.join("out").to_str().unwrap_or(""), &flag], vec!["redteam", &flag]] {
+            let o = Command::new(env!("CARGO_BIN_EXE_kverify")).args(&args).output().expect("run kverify");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("--time-limit") && !err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+}

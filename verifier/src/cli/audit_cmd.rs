@@ -32,7 +32,7 @@ pub struct AuditArgs {
     #[arg(long)]
     pub report_only: bool,
     /// Time limit of one worker request, seconds.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, value_parser = super::seconds)]
     pub time_limit: f64,
     /// Address-space limit of a worker, MiB (default 16384 on cpu, none with CUDA).
     #[arg(long)]

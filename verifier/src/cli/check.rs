@@ -22,7 +22,7 @@ pub struct CheckArgs {
     #[arg(long, default_value = "kverify-report.json")]
     pub json: PathBuf,
     /// Time limit per candidate call, seconds.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, value_parser = super::seconds)]
     pub time_limit: f64,
     /// Memory limit of an external candidate's process, MiB.
     #[arg(long, default_value_t = 4096)]

@@ -21,7 +21,7 @@ pub struct RedteamArgs {
     #[arg(long)]
     pub no_in_process: bool,
     /// Time limit per call, seconds.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::seconds)]
     pub time_limit: f64,
     /// Write the rows as JSON here.
     #[arg(long)]
