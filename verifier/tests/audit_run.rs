@@ -271,3 +271,25 @@ fn a_bad_time_limit_is_a_usage_error() {
         }
     }
 }
+
+/// A ModelNew that fails to build is built once per kernel: every gate reports the build
+/// failure, and the worker is asked to load the candidate a single time (it used to be rebuilt
+/// — a full `load_inline` compile — for each of the eleven gates).
+#[test]
+fn a_failed_build_is_not_retried_for_every_gate() {
+    let dir = scratch("build-once");
+    let log = dir.join("loads");
+    let corpus = write_corpus(&dir, &[row(1, Some(json!({"build_error": "SyntaxError: bad", "pidlog": log.display().to_string()})), true)]);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let loads = std::fs::read_to_string(&log).expect("load log").lines().count();
+    assert_eq!(loads, 1, "the candidate was loaded {loads} times");
+    let r = &records(&out)[0];
+    let gates = r["gates"].as_object().expect("gates");
+    assert!(gates.len() > 5);
+    for (g, v) in gates {
+        assert_eq!(v["status"], "error", "{g}: {v}");
+        assert!(v["detail"].as_str().unwrap_or("").contains("SyntaxError: bad"), "{g}: {v}");
+    }
+}

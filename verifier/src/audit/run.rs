@@ -87,6 +87,9 @@ struct Session<'a> {
     worker: Option<Worker>,
     next_id: u64,
     loaded: bool,
+    /// The kernel's ModelNew build failure, once seen: every later gate of the kernel reports it
+    /// without loading again (a failing `load_inline` build is a full nvcc compile).
+    build_failure: Option<GateResult>,
 }
 
 impl Session<'_> {
@@ -150,6 +153,9 @@ enum Stop {
 /// Load the task (reference, then candidate) into the session's worker if not loaded.
 /// `Err(Stop)` ends the kernel; `Ok(Some(r))` is a candidate failure that every gate reports.
 fn ensure_loaded(s: &mut Session, k: &Kernel) -> Result<Result<Option<GateResult>, Stop>, AuditError> {
+    if let Some(f) = &s.build_failure {
+        return Ok(Ok(Some(f.clone())));
+    }
     if s.loaded && s.worker.is_some() {
         return Ok(Ok(None));
     }
@@ -159,9 +165,9 @@ fn ensure_loaded(s: &mut Session, k: &Kernel) -> Result<Result<Option<GateResult
         Ok(Answer::Raised { error, .. }) => return Ok(Err(Stop::RefError(format!("reference raised at load: {error}")))),
         Ok(Answer::Facts(_)) => {}
     }
-    match s.req(json!({"cmd": "load_candidate", "custom_code": k.custom_code}))? {
-        Err(e) => Ok(Ok(Some(GateResult::new(Status::Error, format!("ModelNew build: {e}"))))),
-        Ok(Answer::Raised { error, .. }) => Ok(Ok(Some(GateResult::new(Status::Error, format!("ModelNew build: {error}"))))),
+    let failure = match s.req(json!({"cmd": "load_candidate", "custom_code": k.custom_code}))? {
+        Err(e) => GateResult::new(Status::Error, format!("ModelNew build: {e}")),
+        Ok(Answer::Raised { error, .. }) => GateResult::new(Status::Error, format!("ModelNew build: {error}")),
         Ok(Answer::Facts(f)) => {
             if f.get("candidate_ok").and_then(Value::as_bool) == Some(true) {
                 s.loaded = true;
@@ -171,9 +177,11 @@ fn ensure_loaded(s: &mut Session, k: &Kernel) -> Result<Result<Option<GateResult
             if f.get("env").and_then(Value::as_bool) == Some(true) {
                 return Ok(Err(Stop::Skipped(format!("ModelNew needs what this machine lacks: {err}"))));
             }
-            Ok(Ok(Some(GateResult::new(Status::Error, format!("ModelNew failed to build: {err}")))))
+            GateResult::new(Status::Error, format!("ModelNew failed to build: {err}"))
         }
-    }
+    };
+    s.build_failure = Some(failure.clone());
+    Ok(Ok(Some(failure)))
 }
 
 /// One gate: prepare (reference side) then run (candidate side), judged.
@@ -224,6 +232,7 @@ fn gate(s: &mut Session, k: &Kernel, g: &str) -> Result<Result<GateResult, Stop>
 /// Audit one kernel in a fresh worker.
 fn audit_kernel(s: &mut Session, k: &Kernel) -> Result<Record, AuditError> {
     let t0 = Instant::now();
+    s.build_failure = None;
     s.start()?;
     let mut rec = Record {
         key: k.key.clone(),
@@ -306,7 +315,7 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
     for j in 0..opts.jobs.max(1).min(total.max(1)) {
         let (queue, abort, tx, opts) = (Arc::clone(&queue), Arc::clone(&abort), tx.clone(), opts.clone());
         handles.push(std::thread::spawn(move || {
-            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false };
+            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false, build_failure: None };
             loop {
                 if abort.load(Ordering::SeqCst) {
                     break;
@@ -359,7 +368,7 @@ fn build_ahead(kernels: VecDeque<Kernel>, opts: &Options) -> Result<(), AuditErr
     for j in 0..opts.build_jobs {
         let (queue, opts) = (Arc::clone(&queue), opts.clone());
         handles.push(std::thread::spawn(move || -> Result<(), AuditError> {
-            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false };
+            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false, build_failure: None };
             loop {
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
                 let Some(k) = next else { return Ok(()) };
