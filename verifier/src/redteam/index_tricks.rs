@@ -3,10 +3,9 @@
 //! `verifier/python/redteam/tricks.py`; all declare f32 inputs and i64 outputs (PyTorch's dtype).
 
 use super::tricks::Trick;
-use crate::candidate::inprocess::{honest, to_f32_vec, FwdFn, InProcess};
+use crate::candidate::inprocess::{to_f32_vec, FwdFn, InProcess};
 use crate::candidate::CandidateOutput;
 use crate::error_model::Precision;
-use crate::references::op_by_id;
 use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
 
@@ -25,10 +24,7 @@ pub fn declared_for(op: &crate::references::Op, p: Precision) -> Precision {
 
 /// The honest f32 mirror of argmax (first index on ties, first NaN wins), answering i64.
 pub fn honest_argmax() -> InProcess {
-    let op = op_by_id("argmax").unwrap_or_else(|| crate::references::all_ops().remove(0));
-    let mut h = honest(&op, INDEX_PRECISION);
-    h.name = "honest-argmax".into();
-    h
+    super::op_tricks::mirror_at("argmax", "honest-argmax", INDEX_PRECISION)
 }
 
 /// An argmax over x[R,N] picking with `better(v, best)` from best = the first element.
@@ -58,10 +54,20 @@ fn last_index_argmax() -> InProcess {
     argmax_with("last_index_argmax", |v, b| !b.is_nan() && (v.is_nan() || v >= b))
 }
 
+/// NaN read as −∞ (the NumPy twin's `where(isnan(x), -inf, x)`).
+fn nan_low(x: f32) -> f32 {
+    if x.is_nan() {
+        f32::NEG_INFINITY
+    } else {
+        x
+    }
+}
+
 fn nan_ignoring_argmax() -> InProcess {
-    // A plain `v > best` loop that starts from -inf: NaN never compares greater, so it is
-    // skipped (a row of NaN answers 0, NaN beside +inf answers the +inf).
-    argmax_with("nan_ignoring_argmax", |v, b| v > b || b.is_nan() && !v.is_nan())
+    // NaN read as −∞, first maximum kept — the NumPy twin's `argmax(where(isnan(x), -inf, x))`:
+    // NaN is skipped (a row of NaN answers 0, NaN beside +inf answers the +inf, [NaN, −inf]
+    // answers 0).
+    argmax_with("nan_ignoring_argmax", |v, b| nan_low(v) > nan_low(b))
 }
 
 /// The tricks of this module.
@@ -70,4 +76,25 @@ pub fn tricks() -> Vec<Trick> {
         Trick { name: "last_index_argmax", gate: "CMP-01", op: "argmax", what: "argmax answering the last index on ties (torch: the first)", build: last_index_argmax },
         Trick { name: "nan_ignoring_argmax", gate: "EXC-01", op: "argmax", what: "argmax skipping NaN (torch: the first NaN wins)", build: nan_ignoring_argmax },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::references::Dims;
+    use crate::tensor::Tensor;
+
+    /// The in-process nan_ignoring_argmax answers what its NumPy twin
+    /// (`argmax(where(isnan(x), -inf, x))`) does on the rows where NaN handling differs.
+    #[test]
+    fn nan_ignoring_argmax_matches_its_numpy_twin() {
+        let nan = f32::NAN;
+        let rows = [([nan, f32::NEG_INFINITY, -1.0], 2.0), ([nan, f32::NEG_INFINITY, f32::NEG_INFINITY], 0.0), ([nan, nan, nan], 0.0), ([nan, f32::INFINITY, 1.0], 1.0), ([2.0, nan, 2.0], 0.0)];
+        let c = super::nan_ignoring_argmax();
+        for (row, want) in rows {
+            let mut x = [Tensor::f32(vec![1, 3], row.to_vec())];
+            let out = (c.fwd)(&Dims(vec![("R".into(), 1), ("N".into(), 3)]), &mut x).map_err(|e| e.to_string());
+            let got = out.map(|o| o.outputs[0].to_f64_vec()[0]);
+            assert_eq!(got, Ok(want), "{row:?}");
+        }
+    }
 }

@@ -11,11 +11,26 @@ use crate::tensor::Tensor;
 use std::sync::{Arc, Mutex};
 
 fn mirror(op: &str, name: &str) -> InProcess {
-    // Every id used here is registered; an unknown one is a programming error caught by the tests.
-    let o = op_by_id(op).unwrap_or_else(|| crate::references::all_ops().remove(0));
-    let mut h = honest(&o, Precision::F32);
-    h.name = name.into();
-    h
+    mirror_at(op, name, Precision::F32)
+}
+
+/// The honest f32 (or `precision`) mirror of registered class `op`, named `name`. An id that is
+/// not registered gives a candidate whose every call fails naming it (not another class's
+/// mirror, which would pass every gate); `tests::every_trick_and_twin_is_of_its_declared_class`
+/// keeps the ids in use registered.
+pub(super) fn mirror_at(op: &str, name: &str, precision: Precision) -> InProcess {
+    match op_by_id(op) {
+        Some(o) => {
+            let mut h = honest(&o, precision);
+            h.name = name.into();
+            h
+        }
+        None => {
+            let msg = format!("`{op}` is not a registered operator class");
+            let fwd: FwdFn = Arc::new(move |_, _| Err(CandidateError::Refused(msg.clone())));
+            InProcess { name: name.into(), op_id: op.into(), precision, fwd, bwd: None }
+        }
+    }
 }
 
 fn one(shape: Vec<usize>, v: Vec<f32>) -> Result<CandidateOutput, CandidateError> {
@@ -218,4 +233,25 @@ pub fn tricks() -> Vec<super::tricks::Trick> {
         Trick { name: "nan_dropping_clamp", gate: "EXC-01", op: "clamp", what: "clamp by fmax/fmin: NaN comes out -1", build: nan_dropping_clamp },
         Trick { name: "ftz_logsigmoid", gate: "EXC-02", op: "logsigmoid", what: "logsigmoid flushing its subnormal exp to zero", build: ftz_logsigmoid },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::references::op_by_id;
+
+    /// Every trick (all modules) is built as a candidate of the class it declares, and every honest
+    /// twin's class is registered: a mistyped id cannot turn a twin into another class's mirror.
+    #[test]
+    fn every_trick_and_twin_is_of_its_declared_class() {
+        for t in super::super::tricks::tricks() {
+            let c = (t.build)();
+            assert_eq!(c.op_id, t.op, "trick {}", t.name);
+            assert!(op_by_id(t.op).is_some(), "trick {}: `{}` is not registered", t.name, t.op);
+        }
+        for h in super::honest_twins() {
+            assert!(op_by_id(&h.op_id).is_some(), "twin {}: `{}` is not registered", h.name, h.op_id);
+        }
+        let bad = super::mirror("no_such_class", "x");
+        assert_eq!(bad.op_id, "no_such_class");
+    }
 }
