@@ -59,7 +59,7 @@ pub const TOLERANCE_FREE: [&str; 4] = ["RES-01", "ORD-02", "EXC-01", "EXC-02"];
 /// breaks its device (a CUDA fault) at another size then spoils no other gate's run.
 pub const GATES: [&str; 11] = ["KB", "CMP-01", "RES-01", "ORD-01", "ORD-02", "ORD-03", "EXC-01", "EXC-02", "PRC-01", "PRC-02", "CMP-03"];
 
-fn f(v: &Value, k: &str) -> Option<f64> {
+pub(super) fn f(v: &Value, k: &str) -> Option<f64> {
     v.get(k).and_then(Value::as_f64)
 }
 
@@ -67,11 +67,11 @@ fn b(v: &Value, k: &str) -> bool {
     v.get(k).and_then(Value::as_bool).unwrap_or(false)
 }
 
-fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
+pub(super) fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
     v.get(k).and_then(Value::as_array).map(|a| a.as_slice()).unwrap_or(&[])
 }
 
-fn bad_facts(gate: &str, v: &Value) -> GateResult {
+pub(super) fn bad_facts(gate: &str, v: &Value) -> GateResult {
     GateResult::new(Status::Na, format!("{gate}: worker facts incomplete: {v}"))
 }
 

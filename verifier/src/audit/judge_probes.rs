@@ -10,7 +10,7 @@
 //! and `err` are dimensionless normalised errors `|y − r| / (|r| + mean|r|)` against the task's
 //! fp64 Model (their maximum; for ORD-01 their root mean square).
 
-use super::judge::{GateResult, Status, CMP01_FACTOR, U32};
+use super::judge::{arr, bad_facts, f, GateResult, Status, CMP01_FACTOR, U32};
 use serde_json::Value;
 
 /// PRC-02 applies when some output of the fp64 reference at U[1,2) inputs reaches 2^11: from
@@ -18,20 +18,8 @@ use serde_json::Value;
 /// unit of every U[1,2)-sized term it adds (docs/audit.md, "PRC-02").
 pub const PRC02_MIN_REF: f64 = 2048.0;
 
-fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
-    v.get(k).and_then(Value::as_array).map(|a| a.as_slice()).unwrap_or(&[])
-}
-
-fn num(v: &Value, k: &str) -> Option<f64> {
-    v.get(k).and_then(Value::as_f64)
-}
-
 fn name(v: &Value) -> &str {
     v.get("name").and_then(Value::as_str).unwrap_or("?")
-}
-
-fn incomplete(gate: &str, v: &Value) -> GateResult {
-    GateResult::new(Status::Na, format!("{gate}: worker facts incomplete: {v}"))
 }
 
 /// Why a prepared probe does not apply (`None`: it applies).
@@ -39,13 +27,13 @@ fn probe_na(gate: &str, p: &Value) -> Option<String> {
     if let Some(e) = p.get("ref_error").and_then(Value::as_str) {
         return Some(format!("the task's own Model cannot run here: {e}"));
     }
-    if num(p, "finite").unwrap_or(0.0) == 0.0 {
+    if f(p, "finite").unwrap_or(0.0) == 0.0 {
         return Some("the fp64 reference has no finite output".into());
     }
-    if num(p, "own_nonfinite").unwrap_or(0.0) > 0.0 {
+    if f(p, "own_nonfinite").unwrap_or(0.0) > 0.0 {
         return Some("the task's own fp32 Model is non-finite where its fp64 reference is finite".into());
     }
-    if gate == "PRC-02" && num(p, "ref_max").unwrap_or(0.0) < PRC02_MIN_REF {
+    if gate == "PRC-02" && f(p, "ref_max").unwrap_or(0.0) < PRC02_MIN_REF {
         return Some(format!("no output reaches {PRC02_MIN_REF} at U[1,2) inputs: no long positive reduction to accumulate in fp16"));
     }
     None
@@ -70,7 +58,7 @@ pub fn value_gate(gate: &str, prep: &Value, run: &Value) -> GateResult {
         if gate == "CMP-03" && prep.get("constants").is_some() {
             return GateResult::new(Status::Na, "no module-level size constant shapes the inputs (sizes are literals): nothing to change consistently");
         }
-        return incomplete(gate, prep);
+        return bad_facts(gate, prep);
     }
     let stat = if gate == "ORD-01" { "rms normalised error" } else { "normalised error" };
     let (mut na, mut applied) = (Vec::new(), 0usize);
@@ -80,7 +68,7 @@ pub fn value_gate(gate: &str, prep: &Value, run: &Value) -> GateResult {
             na.push(format!("{}{}: {why}", name(p), sizes(p)));
             continue;
         }
-        let Some(r) = arr(run, "probes").iter().find(|r| name(r) == name(p)) else { return incomplete(gate, run) };
+        let Some(r) = arr(run, "probes").iter().find(|r| name(r) == name(p)) else { return bad_facts(gate, run) };
         applied += 1;
         let at = format!("{}{}", name(p), sizes(p));
         if let Some(e) = r.get("raised").and_then(Value::as_str) {
@@ -89,13 +77,13 @@ pub fn value_gate(gate: &str, prep: &Value, run: &Value) -> GateResult {
         if r.get("shape_ok").and_then(Value::as_bool) != Some(true) {
             return GateResult::new(Status::Fail, format!("wrong at {at}: output shape or count differs from the reference"));
         }
-        let nf = num(r, "nonfinite_where_ref_finite").unwrap_or(0.0);
+        let nf = f(r, "nonfinite_where_ref_finite").unwrap_or(0.0);
         if nf > 0.0 {
             return GateResult::new(Status::Fail, format!("wrong at {at}: {nf} non-finite values where the fp64 reference is finite"));
         }
         let h = arr(p, "honest").iter().filter_map(Value::as_f64).fold(0.0, f64::max);
         let bd = CMP01_FACTOR * h.max(U32);
-        let Some(e) = num(r, "err") else { return incomplete(gate, r) };
+        let Some(e) = f(r, "err") else { return bad_facts(gate, r) };
         if e > bd {
             let why = if gate == "PRC-01" { format!("; {}", reduced_precision(r, bd)) } else { String::new() };
             return GateResult { status: Status::Fail, detail: format!("wrong at {at}: {stat} {e:.3e} > bound {bd:.3e} (16 x honest fp32 {h:.3e}){why}"), measured: Some(e), bound: Some(bd) };
@@ -133,7 +121,7 @@ fn reduced_precision(r: &Value, bound: f64) -> String {
 pub fn exc02(prep: &Value, run: &Value) -> GateResult {
     let ps = arr(prep, "probes");
     if ps.is_empty() {
-        return incomplete("EXC-02", prep);
+        return bad_facts("EXC-02", prep);
     }
     let (mut na, mut compared, mut subs) = (Vec::new(), 0u64, 0u64);
     for p in ps {
@@ -146,11 +134,11 @@ pub fn exc02(prep: &Value, run: &Value) -> GateResult {
             na.push(format!("{}: no position where the honest fp32 runs keep the reference's class beyond their rounding band", name(p)));
             continue;
         }
-        let Some(r) = arr(run, "probes").iter().find(|r| name(r) == name(p)) else { return incomplete("EXC-02", run) };
+        let Some(r) = arr(run, "probes").iter().find(|r| name(r) == name(p)) else { return bad_facts("EXC-02", run) };
         if r.get("shape_ok").and_then(Value::as_bool) != Some(true) {
             return GateResult::new(Status::Fail, format!("{}: output count or size differs", name(p)));
         }
-        let Some(m) = r.get("mismatches").and_then(Value::as_u64) else { return incomplete("EXC-02", r) };
+        let Some(m) = r.get("mismatches").and_then(Value::as_u64) else { return bad_facts("EXC-02", r) };
         if m > 0 {
             let fl = r.get("flushed").and_then(Value::as_u64).unwrap_or(0);
             return GateResult { status: Status::Fail, detail: format!("{} inputs: {m} of {c} compared elements in another sign class than the reference ({fl} non-zero flushed to 0)", name(p)), measured: Some(m as f64), bound: Some(0.0) };

@@ -96,7 +96,8 @@ pub enum AuditError {
     Plot(String),
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> AuditError + '_ {
+/// `map_err` of a file operation on `path`: [`AuditError::Io`] naming it.
+pub(crate) fn io(path: &Path) -> impl Fn(std::io::Error) -> AuditError + '_ {
     move |source| AuditError::Io { path: path.display().to_string(), source }
 }
 

@@ -5,7 +5,7 @@
 //! kernels finished, so an interrupted and resumed audit writes the same files.
 
 use super::judge::{Status, GATES};
-use super::{AuditError, Record};
+use super::{io, AuditError, Record};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -164,10 +164,6 @@ pub fn table(s: &Summary) -> String {
 
 /// Write `summary.json`, `summary.txt`, `funnel.svg` and `gates.svg` into `dir`.
 pub fn write(dir: &Path, s: &Summary) -> Result<(), AuditError> {
-    let io = |p: &Path| {
-        let p = p.display().to_string();
-        move |source| AuditError::Io { path: p.clone(), source }
-    };
     let j = dir.join("summary.json");
     let text = serde_json::to_string_pretty(s).map_err(|e| AuditError::Usage(e.to_string()))? + "\n";
     std::fs::write(&j, text).map_err(io(&j))?;
