@@ -3,7 +3,10 @@
 Imported by bench/h200_gdn_bwd.py and bench/h200_gdn_fwd.py (run as `python3 bench/<script>.py`,
 so this folder is on sys.path). Needs torch only for `rel` and `bits`.
 """
+import importlib
 import json
+import os
+import re
 import subprocess
 
 
@@ -41,3 +44,33 @@ def bits(t):
     """The raw bits of a 16- or 32-bit tensor, for bitwise comparison."""
     import torch
     return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+
+def fla_op(module, name):
+    """fla's `module.name` (e.g. `fla.ops.gated_delta_rule`, `chunk_gated_delta_rule`), with the
+    backend dispatch off and the #640 Hopper guard of `fla.ops.common.chunk_o` lifted (as
+    bench/h200_tilec_vs_anchors.py does). Raises ImportError when fla is not installed."""
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
+    chunk_o = importlib.import_module("fla.ops.common.chunk_o")
+    chunk_o.TRITON_ABOVE_3_7_1 = True
+    return getattr(importlib.import_module(module), name)
+
+
+def parse_bench(txt):
+    """`tilec-run --bench` output: ({kernel: median ms}, the median sum of kernel times in ms)."""
+    kernels = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
+    total = re.search(r"median sum of kernel times ([0-9.]+) ms", txt)
+    if total is None:
+        raise RuntimeError(f"no kernel-time sum in tilec-run's output: {txt[-500:]}")
+    return kernels, float(total.group(1))
+
+
+def gdn_inputs(rn, b, t, h, k, v, n):
+    """Random GDN inputs in fla's layout from the normal sampler `rn(*shape)` (on the device):
+    q, k [b, t, h, k] bf16 (k l2-normalised), v [b, t, h, v] bf16, g = logsigmoid f32 [b, t, h],
+    beta = sigmoid bf16, s0 f32 [n, h, k, v], do bf16 and dht f32 (the loss seeds)."""
+    import torch
+    import torch.nn.functional as F
+    return {"q": rn(b, t, h, k).to(torch.bfloat16), "k": F.normalize(rn(b, t, h, k), dim=-1).to(torch.bfloat16), "v": rn(b, t, h, v).to(torch.bfloat16),
+            "g": F.logsigmoid(rn(b, t, h)).float(), "beta": torch.sigmoid(rn(b, t, h)).to(torch.bfloat16), "s0": rn(n, h, k, v).float(),
+            "do": rn(b, t, h, v).to(torch.bfloat16), "dht": rn(n, h, k, v).float()}

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 
-from h200_common import Recorder, bits, rel, run_tilec
+from h200_common import Recorder, bits, fla_op, gdn_inputs, parse_bench, rel, run_tilec
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
@@ -58,25 +58,17 @@ def qla_fn():
 
 
 def fla_fn():
-    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
-    import fla.ops.common.chunk_o as _co
-    _co.TRITON_ABOVE_3_7_1 = True  # the #640 Hopper guard, as bench/h200_tilec_vs_anchors.py
-    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-    return chunk_gated_delta_rule
+    return fla_op("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
 
 
 def fla_kda_fn():
     """fla's chunk_kda (per-channel gate g [B, T, H, K] in log space, and β)."""
-    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
-    from fla.ops.kda import chunk_kda
-    return chunk_kda
+    return fla_op("fla.ops.kda", "chunk_kda")
 
 
 def fla_gla_fn():
     """fla's chunk_gla (per-channel gate, no β)."""
-    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
-    from fla.ops.gla import chunk_gla
-    return chunk_gla
+    return fla_op("fla.ops.gla", "chunk_gla")
 
 
 def fla_grads(x, scale, f=None):
@@ -171,8 +163,7 @@ def speed(name, x, plan, anchors=("fla",), art=None):
     res = {}
     try:
         txt = tilec(fin, fout, "--bench", "--repeat", str(args.repeat), plan=os.path.join(art or args.art, plan))
-        res["tilec_kernels_ms"] = {m.group(1): float(m.group(2)) for m in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
-        res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
+        res["tilec_kernels_ms"], res["tilec_ms"] = parse_bench(txt)
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
     for key in anchors:
@@ -191,9 +182,7 @@ scale = K ** -0.5
 
 def inputs(b, t, n, K=K, V=V):
     """Random GDN inputs in fla's layout: [b, t, H, ·], states for n sequences."""
-    return {"q": rn(b, t, H, K).to(torch.bfloat16), "k": F.normalize(rn(b, t, H, K), dim=-1).to(torch.bfloat16), "v": rn(b, t, H, V).to(torch.bfloat16),
-            "g": F.logsigmoid(rn(b, t, H)).float(), "beta": torch.sigmoid(rn(b, t, H)).to(torch.bfloat16), "s0": rn(n, H, K, V).float(),
-            "do": rn(b, t, H, V).to(torch.bfloat16), "dht": rn(n, H, K, V).float()}
+    return gdn_inputs(rn, b, t, H, K, V, n)
 
 
 SPEED = args.speed.split(",")

@@ -11,13 +11,12 @@
 #      against fla's.
 # Usage: python3 bench/h200_gdn_fwd.py --tilec-run RUN --art ART --cases DIR [--fla-speed none]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_fwd.json.
-import argparse, os, re, time
+import argparse, os, time
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from h200_common import Recorder, bits, rel, run_tilec
+from h200_common import Recorder, bits, fla_op, gdn_inputs, parse_bench, rel, run_tilec
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
@@ -72,24 +71,19 @@ B, T, H, K, V = 8, args.speed_t, 16, 128, 128
 g_ = torch.Generator(device=dev).manual_seed(3)
 rn = lambda *s: torch.randn(*s, device=dev, generator=g_)
 scale = K ** -0.5
-x = {"q": rn(B, T, H, K).to(torch.bfloat16), "k": F.normalize(rn(B, T, H, K), dim=-1).to(torch.bfloat16), "v": rn(B, T, H, V).to(torch.bfloat16),
-     "g": F.logsigmoid(rn(B, T, H)).float(), "beta": torch.sigmoid(rn(B, T, H)).to(torch.bfloat16), "s0": rn(B, H, K, V).float()}
+x = {k: v for k, v in gdn_inputs(rn, B, T, H, K, V, B).items() if k not in ("do", "dht")}
 fin = os.path.join(args.work, "speed_in.safetensors")
 save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(scale, dtype=torch.float32)}, fin)
 fout = os.path.join(args.work, "speed_out.safetensors")
 res = {"case": f"gdn_fwd speed B={B} T={T} H={H} K={K} V={V}"}
 try:
     txt = tilec(os.path.join(args.art, "gdn_fwd.sm_90a.plan.json"), fin, fout, "--bench", "--repeat", str(args.repeat))
-    res["tilec_kernels_ms"] = {mm.group(1): float(mm.group(2)) for mm in re.finditer(r"bench: (\S+)\s+median ([0-9.]+) ms", txt)}
-    res["tilec_ms"] = float(re.search(r"median sum of kernel times ([0-9.]+) ms", txt).group(1))
+    res["tilec_kernels_ms"], res["tilec_ms"] = parse_bench(txt)
 except Exception as e:
     res["tilec_error"] = repr(e)[:2000]
 if args.fla_speed != "none":
     try:
-        os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
-        import fla.ops.common.chunk_o as _co
-        _co.TRITON_ABOVE_3_7_1 = True  # the #640 Hopper guard, as bench/h200_tilec_vs_anchors.py
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+        chunk_gated_delta_rule = fla_op("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
         from triton.testing import do_bench
         fwd = lambda: chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], scale=scale, initial_state=x["s0"], output_final_state=True)
         t0 = time.time()
