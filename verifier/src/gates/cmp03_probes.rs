@@ -34,6 +34,8 @@ pub struct SizeProbe {
     pub label: String,
     /// The dims.
     pub dims: Dims,
+    /// The dim the probe moved (the one widened when it is past the envelope).
+    pub dim: &'static str,
     /// Beyond the op's envelope: judged with the widened op, a refusal is not a failure.
     pub past_envelope: bool,
 }
@@ -93,7 +95,7 @@ pub fn size_set(op: &Op, base: &Dims, cap: usize) -> (Vec<SizeProbe>, Vec<String
                 skipped.push(format!("{label} (needs {} MiB > {} MiB memory budget)", bytes >> 20, cap >> 20));
                 continue;
             }
-            out.push(SizeProbe { label, dims: d, past_envelope: past });
+            out.push(SizeProbe { label, dims: d, dim: s.name, past_envelope: past });
         }
     }
     (out, skipped)

@@ -101,7 +101,7 @@ pub fn run(ctx: &Ctx) -> GateResult {
         probes.push((
             p.label.clone(),
             Box::new(move || {
-                let op = if past { widened(ctx.op, &changed_dim(ctx, &p.dims), p.dims.get(&changed_dim(ctx, &p.dims))) } else { ctx.op.clone() };
+                let op = if past { widened(ctx.op, p.dim, p.dims.get(p.dim)) } else { ctx.op.clone() };
                 let wide = Ctx { op: &op, harness: ctx.harness, precision: ctx.precision, dims: ctx.dims.clone(), meta: ctx.meta };
                 Some(value_probe(&wide, INFO.id, &p.dims, Dist::Normal, seed, BoundKind::Deterministic))
             }),
@@ -175,7 +175,3 @@ pub fn run(ctx: &Ctx) -> GateResult {
     }
 }
 
-/// The one changeable dim a size probe moved past the envelope (the dim above its maximum).
-fn changed_dim(ctx: &Ctx, d: &Dims) -> String {
-    ctx.op.dims.iter().find(|s| d.get(s.name) > s.max).map(|s| s.name.to_string()).unwrap_or_default()
-}
