@@ -28,7 +28,7 @@
 use super::compare::{nonfinite_class, NonFiniteClass};
 use super::inputs::{self, gate_seed, Inputs};
 use super::{exc01_probes, Ctx, GateInfo, GateResult, Status};
-use crate::references::Dims;
+use crate::references::{Dims, RefOutput};
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {
@@ -52,10 +52,11 @@ struct Tally {
     first: Option<String>,
 }
 
-/// Run one probe and add its mask comparison to `t`. `Ok(false)` when the reference does not
-/// apply (rule 1); `Err` with the gate's result on a runtime failure, refusal or wrong shape.
-fn judge(ctx: &Ctx, label: &str, dims: &Dims, x: Inputs, t: &mut Tally) -> Result<bool, GateResult> {
-    let r = match ctx.op.forward(dims, &x.reference) {
+/// Run one probe — the reference's answer `reference` (run here when `None`) — and add its mask
+/// comparison to `t`. `Ok(false)` when the reference does not apply (rule 1); `Err` with the
+/// gate's result on a runtime failure, refusal or wrong shape.
+fn judge(ctx: &Ctx, label: &str, dims: &Dims, x: Inputs, reference: Option<RefOutput>, t: &mut Tally) -> Result<bool, GateResult> {
+    let r = match reference.map_or_else(|| ctx.op.forward(dims, &x.reference), Ok) {
         Ok(r) => r,
         Err(e) => {
             t.not_applicable += 1;
@@ -107,25 +108,32 @@ fn judge(ctx: &Ctx, label: &str, dims: &Dims, x: Inputs, t: &mut Tally) -> Resul
 pub fn run(ctx: &Ctx) -> GateResult {
     let mut t = Tally::default();
     let (dims, inp) = (&ctx.dims, ctx.precision.input);
-    let mut probes: Vec<(String, Dims, Inputs)> = (0..2u64)
-        .map(|s| (format!("seed#{s}"), dims.clone(), inputs::generate(ctx.op, dims, inputs::Dist::NonFinite, gate_seed(INFO.id, s), inp)))
+    // (label, dims, inputs, whether it is a poisoned call)
+    let mut probes: Vec<(String, Dims, Inputs, bool)> = (0..2u64)
+        .map(|s| (format!("seed#{s}"), dims.clone(), inputs::generate(ctx.op, dims, inputs::Dist::NonFinite, gate_seed(INFO.id, s), inp), false))
         .collect();
-    probes.push(("non-finite rows".into(), dims.clone(), exc01_probes::nonfinite_rows(ctx.op, dims, gate_seed(INFO.id, 2), inp)));
+    probes.push(("non-finite rows".into(), dims.clone(), exc01_probes::nonfinite_rows(ctx.op, dims, gate_seed(INFO.id, 2), inp), false));
+    let poisoned = exc01_probes::poison(ctx.op, dims, inp);
     for (k, (label, d)) in exc01_probes::partial_shapes(ctx).into_iter().enumerate() {
-        probes.push((format!("poison [{dims}] before {label}"), dims.clone(), exc01_probes::poison(ctx.op, dims, inp)));
+        probes.push((format!("poison [{dims}] before {label}"), dims.clone(), poisoned.clone(), true));
         let x = inputs::generate(ctx.op, &d, inputs::Dist::Normal, gate_seed(INFO.id, 10 + k as u64), inp);
-        probes.push((format!("after poison: {label} [{d}]"), d, x));
+        probes.push((format!("after poison: {label} [{d}]"), d, x, false));
     }
-    for (label, d, x) in probes {
-        // A poisoned call whose inputs the reference refuses (the recurrence classes refuse
-        // NaN) still reaches the candidate: what it leaves behind is what the next call judges.
-        if label.starts_with("poison") && ctx.op.forward(&d, &x.reference).is_err() {
-            match ctx.harness.forward(INFO.id, &d, x.candidate).outcome {
-                Err(e) if e.is_runtime_failure() => return GateResult::new(INFO, Status::Error, format!("{label}: {e}")),
-                _ => continue,
+    for (label, d, x, poison) in probes {
+        let mut reference = None;
+        if poison {
+            match ctx.op.forward(&d, &x.reference) {
+                Ok(r) => reference = Some(r),
+                // A poisoned call whose inputs the reference refuses (the recurrence classes
+                // refuse NaN) still reaches the candidate: what it leaves behind is what the next
+                // call judges.
+                Err(_) => match ctx.harness.forward(INFO.id, &d, x.candidate).outcome {
+                    Err(e) if e.is_runtime_failure() => return GateResult::new(INFO, Status::Error, format!("{label}: {e}")),
+                    _ => continue,
+                },
             }
         }
-        if let Err(g) = judge(ctx, &label, &d, x, &mut t) {
+        if let Err(g) = judge(ctx, &label, &d, x, reference, &mut t) {
             return g;
         }
     }
