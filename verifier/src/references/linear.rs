@@ -26,7 +26,7 @@ pub fn matmul_kernel<T: Float>(a: &[T], b: &[T], m: usize, k: usize, n: usize) -
     out
 }
 
-fn transpose<T: Copy>(a: &[T], r: usize, cc: usize) -> Vec<T> {
+pub(super) fn transpose<T: Copy>(a: &[T], r: usize, cc: usize) -> Vec<T> {
     let mut t = Vec::with_capacity(a.len());
     for j in 0..cc {
         for i in 0..r {
@@ -36,7 +36,7 @@ fn transpose<T: Copy>(a: &[T], r: usize, cc: usize) -> Vec<T> {
     t
 }
 
-fn mnk(d: &Dims) -> (usize, usize, usize) {
+pub(super) fn mnk(d: &Dims) -> (usize, usize, usize) {
     (d.get("M"), d.get("K"), d.get("N"))
 }
 

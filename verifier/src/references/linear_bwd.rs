@@ -16,21 +16,12 @@
 //! db scale sum_rows t, depth M + K + 14 (gamma(a) + gamma(b) <= gamma(a + b) covers the sum's
 //! own rounding and the propagated error of dz).
 
-use super::linear::{matmul_kernel, Act};
+use super::linear::{matmul_kernel, mnk, transpose, Act};
 use super::{abs_matmul, c, Backward, Dims};
 use crate::error_model::ErrorProfile;
 use num_traits::Float;
 use std::sync::Arc;
 
-fn transpose<T: Copy>(a: &[T], r: usize, cc: usize) -> Vec<T> {
-    let mut t = Vec::with_capacity(a.len());
-    for j in 0..cc {
-        for i in 0..r {
-            t.push(a[i * cc + j]);
-        }
-    }
-    t
-}
 
 fn bmm_bwd<T: Float>(d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
     let (b, m, k, n) = (d.get("Bt"), d.get("M"), d.get("K"), d.get("N"));
@@ -97,18 +88,15 @@ pub fn act_second_bound(act: Act) -> f64 {
     }
 }
 
-fn mkn(d: &Dims) -> (usize, usize, usize) {
-    (d.get("M"), d.get("K"), d.get("N"))
-}
 
 fn dz<T: Float>(act: Act, d: &Dims, x: &[&[T]], g: &[T]) -> Vec<T> {
-    let (m, k, n) = mkn(d);
+    let (m, k, n) = mnk(d);
     let z = matmul_kernel(x[0], x[1], m, k, n);
     (0..m * n).map(|i| g[i] * act_deriv(act, z[i] + x[2][i % n])).collect()
 }
 
 fn gba_bwd<T: Float>(act: Act, d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (m, k, n) = mkn(d);
+    let (m, k, n) = mnk(d);
     let dzv = dz(act, d, x, g[0]);
     let dx = matmul_kernel(&dzv, &transpose(x[1], k, n), m, n, k);
     let dw = matmul_kernel(&transpose(x[0], m, k), &dzv, k, m, n);
@@ -122,7 +110,7 @@ fn gba_bwd<T: Float>(act: Act, d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> 
 }
 
 fn gba_bwd_profile(act: Act, d: &Dims, x: &[&[f64]], g: &[&[f64]]) -> Vec<ErrorProfile> {
-    let (m, k, n) = mkn(d);
+    let (m, k, n) = mnk(d);
     let z = matmul_kernel(x[0], x[1], m, k, n);
     let s = abs_matmul(x[0], x[1], m, k, n);
     let mut t = vec![0.0; m * n];

@@ -111,6 +111,11 @@ pub struct DimSpec {
 pub struct Dims(pub Vec<(String, usize)>);
 
 impl Dims {
+    /// `(R, N)`: the rows and the row length of the row-wise classes (reductions, normalisations).
+    pub fn rows(&self) -> (usize, usize) {
+        (self.get("R"), self.get("N"))
+    }
+
     /// Size of the named dimension (0 when absent, which conventions never produce).
     pub fn get(&self, name: &str) -> usize {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap_or(0)

@@ -20,9 +20,6 @@ use std::sync::Arc;
 /// Epsilon of layer norm and RMS norm (PyTorch's default for LayerNorm).
 pub const NORM_EPS: f64 = 1e-5;
 
-fn rows(d: &Dims) -> (usize, usize) {
-    (d.get("R"), d.get("N"))
-}
 
 fn row_dims(native_n: usize) -> Vec<DimSpec> {
     vec![
@@ -40,7 +37,7 @@ fn x_input() -> InputSpec {
 }
 
 fn softmax_kernel<T: Float>(d: &Dims, x: &[&[T]], log: bool) -> Vec<Vec<T>> {
-    let (r, n) = rows(d);
+    let (r, n) = d.rows();
     let mut out = vec![T::zero(); r * n];
     for i in 0..r {
         let row = &x[0][i * n..(i + 1) * n];
@@ -71,7 +68,7 @@ fn row_stats(row: &[f64]) -> (f64, f64) {
 }
 
 fn softmax_bwd<T: Float>(d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rows(d);
+    let (r, n) = d.rows();
     let y = softmax_kernel(d, x, false).remove(0);
     let mut dx = vec![T::zero(); r * n];
     for i in 0..r {
@@ -102,7 +99,7 @@ pub fn softmax() -> Op {
         k64: Arc::new(|d, x| softmax_kernel::<f64>(d, x, false)),
         k32: Arc::new(|d, x| softmax_kernel::<f32>(d, x, false)),
         profile: Arc::new(|d, x, outs| {
-            let (r, n) = rows(d);
+            let (r, n) = d.rows();
             let mut scale = vec![0.0; r * n];
             for i in 0..r {
                 let row = &x[0][i * n..(i + 1) * n];
@@ -117,7 +114,7 @@ pub fn softmax() -> Op {
             k64: Arc::new(softmax_bwd::<f64>),
             k32: Arc::new(softmax_bwd::<f32>),
             profile: Arc::new(|d, x, g, _| {
-                let (r, n) = rows(d);
+                let (r, n) = d.rows();
                 let y = softmax_kernel(d, x, false).remove(0);
                 let mut scale = vec![0.0; r * n];
                 for i in 0..r {
@@ -148,7 +145,7 @@ pub fn log_softmax() -> Op {
         k64: Arc::new(|d, x| softmax_kernel::<f64>(d, x, true)),
         k32: Arc::new(|d, x| softmax_kernel::<f32>(d, x, true)),
         profile: Arc::new(|d, x, outs| {
-            let (r, n) = rows(d);
+            let (r, n) = d.rows();
             let mut scale = vec![0.0; r * n];
             for i in 0..r {
                 let row = &x[0][i * n..(i + 1) * n];
@@ -165,7 +162,7 @@ pub fn log_softmax() -> Op {
 }
 
 fn layer_norm_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rows(d);
+    let (r, n) = d.rows();
     let mut out = vec![T::zero(); r * n];
     for i in 0..r {
         let row = &x[0][i * n..(i + 1) * n];
@@ -178,7 +175,7 @@ fn layer_norm_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
 }
 
 fn rms_norm_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rows(d);
+    let (r, n) = d.rows();
     let nt = c::<T>(n as f64);
     let eps = c::<T>(NORM_EPS);
     let mut out = vec![T::zero(); r * n];
@@ -213,7 +210,7 @@ pub fn layer_norm() -> Op {
         k64: Arc::new(layer_norm_kernel::<f64>),
         k32: Arc::new(layer_norm_kernel::<f32>),
         profile: Arc::new(|d, x, outs| {
-            let (r, n) = rows(d);
+            let (r, n) = d.rows();
             let mut scale = vec![0.0; r * n];
             for i in 0..r {
                 let row = &x[0][i * n..(i + 1) * n];
@@ -246,7 +243,7 @@ pub fn rms_norm() -> Op {
         k64: Arc::new(rms_norm_kernel::<f64>),
         k32: Arc::new(rms_norm_kernel::<f32>),
         profile: Arc::new(|d, x, outs| {
-            let (r, n) = rows(d);
+            let (r, n) = d.rows();
             let mut scale = vec![0.0; r * n];
             for i in 0..r {
                 let row = &x[0][i * n..(i + 1) * n];

@@ -29,9 +29,6 @@ use crate::error_model::ErrorProfile;
 use num_traits::Float;
 use std::sync::Arc;
 
-fn rn(d: &super::Dims) -> (usize, usize) {
-    (d.get("R"), d.get("N"))
-}
 
 /// Row max (NaN-propagating) and the largest |x_j - m| of the row.
 fn stats<T: Float>(row: &[T]) -> (T, T) {
@@ -41,7 +38,7 @@ fn stats<T: Float>(row: &[T]) -> (T, T) {
 }
 
 fn log_softmax_bwd<T: Float>(d: &super::Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rn(d);
+    let (r, n) = d.rows();
     let mut dx = vec![T::zero(); r * n];
     for i in 0..r {
         let (row, gr) = (&x[0][i * n..(i + 1) * n], &g[0][i * n..(i + 1) * n]);
@@ -65,7 +62,7 @@ pub fn log_softmax() -> Backward {
         k64: Arc::new(log_softmax_bwd::<f64>),
         k32: Arc::new(log_softmax_bwd::<f32>),
         profile: Arc::new(|d, x, g, _| {
-            let (r, n) = rn(d);
+            let (r, n) = d.rows();
             let mut scale = vec![0.0; r * n];
             for i in 0..r {
                 let (row, gr) = (&x[0][i * n..(i + 1) * n], &g[0][i * n..(i + 1) * n]);
@@ -84,7 +81,7 @@ pub fn log_softmax() -> Backward {
 
 
 fn layer_norm_bwd<T: Float>(d: &super::Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rn(d);
+    let (r, n) = d.rows();
     let nt = c::<T>(n as f64);
     let (w, gy) = (x[1], g[0]);
     let mut dx = vec![T::zero(); r * n];
@@ -117,7 +114,7 @@ pub fn layer_norm() -> Backward {
         k64: Arc::new(layer_norm_bwd::<f64>),
         k32: Arc::new(layer_norm_bwd::<f32>),
         profile: Arc::new(|d, x, g, _| {
-            let (r, n) = rn(d);
+            let (r, n) = d.rows();
             let (w, gy) = (x[1], g[0]);
             let mut sx = vec![0.0; r * n];
             let mut sw = vec![0.0; n];
@@ -156,7 +153,7 @@ fn rms_r<T: Float>(row: &[T]) -> T {
 }
 
 fn rms_norm_bwd<T: Float>(d: &super::Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rn(d);
+    let (r, n) = d.rows();
     let (w, gy) = (x[1], g[0]);
     let mut dx = vec![T::zero(); r * n];
     let mut dw = vec![T::zero(); n];
@@ -182,7 +179,7 @@ pub fn rms_norm() -> Backward {
         k64: Arc::new(rms_norm_bwd::<f64>),
         k32: Arc::new(rms_norm_bwd::<f32>),
         profile: Arc::new(|d, x, g, outs| {
-            let (r, n) = rn(d);
+            let (r, n) = d.rows();
             let (w, gy) = (x[1], g[0]);
             let mut sx = vec![0.0; r * n];
             let mut sw = vec![0.0; n];

@@ -9,9 +9,6 @@ use crate::error_model::ErrorProfile;
 use num_traits::Float;
 use std::sync::Arc;
 
-fn rows(d: &Dims) -> (usize, usize) {
-    (d.get("R"), d.get("N"))
-}
 
 fn dims() -> Vec<DimSpec> {
     vec![
@@ -41,7 +38,7 @@ pub enum RowReduce {
 
 /// Reduce each row of x[R,N] in ascending index order.
 pub fn reduce_kernel<T: Float>(kind: RowReduce, d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rows(d);
+    let (r, n) = d.rows();
     let mut out = Vec::with_capacity(r);
     for i in 0..r {
         let row = &x[0][i * n..(i + 1) * n];
@@ -65,7 +62,7 @@ pub fn reduce_kernel<T: Float>(kind: RowReduce, d: &Dims, x: &[&[T]]) -> Vec<Vec
 }
 
 fn sum_bwd<T: Float>(d: &Dims, _x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rows(d);
+    let (r, n) = d.rows();
     let mut dx = Vec::with_capacity(r * n);
     for i in 0..r {
         dx.extend(std::iter::repeat_n(g[0][i], n));
@@ -91,7 +88,7 @@ pub fn row_reduce(kind: RowReduce) -> Op {
         k64: Arc::new(move |d, x| reduce_kernel::<f64>(kind, d, x)),
         k32: Arc::new(move |d, x| reduce_kernel::<f32>(kind, d, x)),
         profile: Arc::new(move |d, x, _| {
-            let (r, n) = rows(d);
+            let (r, n) = d.rows();
             let abs_sum: Vec<f64> = (0..r).map(|i| x[0][i * n..(i + 1) * n].iter().map(|v| v.abs()).sum()).collect();
             match kind {
                 RowReduce::Sum => vec![ErrorProfile { depth: n, scale: abs_sum }],
@@ -104,7 +101,7 @@ pub fn row_reduce(kind: RowReduce) -> Op {
                 k64: Arc::new(sum_bwd::<f64>),
                 k32: Arc::new(sum_bwd::<f32>),
                 profile: Arc::new(|d, _, _, _| {
-                    let (r, n) = rows(d);
+                    let (r, n) = d.rows();
                     vec![ErrorProfile { depth: 1, scale: vec![0.0; r * n] }]
                 }),
             }),
@@ -115,7 +112,7 @@ pub fn row_reduce(kind: RowReduce) -> Op {
 }
 
 fn cumsum_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rows(d);
+    let (r, n) = d.rows();
     let mut out = vec![T::zero(); r * n];
     for i in 0..r {
         let mut s = T::zero();
@@ -140,7 +137,7 @@ pub fn cumsum() -> Op {
         k64: Arc::new(cumsum_kernel::<f64>),
         k32: Arc::new(cumsum_kernel::<f32>),
         profile: Arc::new(|d, x, _| {
-            let (r, n) = rows(d);
+            let (r, n) = d.rows();
             let mut scale = vec![0.0; r * n];
             for i in 0..r {
                 let mut s = 0.0;

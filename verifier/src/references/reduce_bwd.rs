@@ -14,12 +14,9 @@ use crate::error_model::ErrorProfile;
 use num_traits::Float;
 use std::sync::Arc;
 
-fn rn(d: &Dims) -> (usize, usize) {
-    (d.get("R"), d.get("N"))
-}
 
 fn mean_bwd<T: Float>(d: &Dims, _x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rn(d);
+    let (r, n) = d.rows();
     let nt = c::<T>(n as f64);
     vec![(0..r * n).map(|i| g[0][i / n.max(1)] / nt).collect()]
 }
@@ -57,7 +54,7 @@ pub fn argmax_unique<T: Float>(row: &[T]) -> Option<usize> {
 }
 
 fn max_bwd<T: Float>(d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rn(d);
+    let (r, n) = d.rows();
     let mut dx = vec![T::zero(); r * n];
     for i in 0..r {
         match argmax_unique(&x[0][i * n..(i + 1) * n]) {
@@ -74,14 +71,14 @@ pub fn max() -> Backward {
         k64: Arc::new(max_bwd::<f64>),
         k32: Arc::new(max_bwd::<f32>),
         profile: Arc::new(|d, _, _, _| {
-            let (r, n) = rn(d);
+            let (r, n) = d.rows();
             vec![ErrorProfile { depth: 1, scale: vec![0.0; r * n] }]
         }),
     }
 }
 
 fn cumsum_bwd<T: Float>(d: &Dims, _x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
-    let (r, n) = rn(d);
+    let (r, n) = d.rows();
     let mut dx = vec![T::zero(); r * n];
     for i in 0..r {
         let mut s = T::zero();
@@ -99,7 +96,7 @@ pub fn cumsum() -> Backward {
         k64: Arc::new(cumsum_bwd::<f64>),
         k32: Arc::new(cumsum_bwd::<f32>),
         profile: Arc::new(|d, _, g, _| {
-            let (r, n) = rn(d);
+            let (r, n) = d.rows();
             let mut scale = vec![0.0; r * n];
             for i in 0..r {
                 let mut s = 0.0;
