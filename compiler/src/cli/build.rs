@@ -219,11 +219,15 @@ fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, Path
         match result {
             Ok(v) => {
                 let js = &v.judgements;
-                for j in js {
+                for j in js.iter().chain(&v.isolation) {
                     judged += 1;
                     let verdict = if j.ok() { "ok" } else { "VIOLATION" };
                     violations += usize::from(!j.ok());
-                    println!("  {:<w$} {:<7} {:>17.3e} {:>9.2e} {:>7.1}×  {verdict}", j.case, j.output, j.error, j.bound, j.bound / j.error);
+                    // Varlen: the packed sequence judged on its own scale, where it is the nearest its bound.
+                    let case = j.sequence.map_or_else(|| j.case.clone(), |i| format!("{} seq {i}", j.case));
+                    // A bound of 0 (sequence isolation) asks for equal bits: no margin to give.
+                    let margin = if j.bound == 0.0 { "bitwise".to_string() } else { format!("{:.1}×", j.bound / j.error) };
+                    println!("  {case:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", j.output, j.error, j.bound);
                 }
                 if let Some(j) = js.first() {
                     println!("  bound = {} √R κu: R = {} rounding points in the launched kernels; κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, j.roundings, j.unit.log2());

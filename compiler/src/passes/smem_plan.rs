@@ -7,8 +7,10 @@
 //! * a value lives from its definition to its last use; a use inside a loop that does not contain
 //!   the definition extends the interval to the end of the outermost such loop (the value is
 //!   read again on every iteration);
-//! * a variable lives from its first to its last access, and any access inside a loop extends the
-//!   interval over that (outermost) loop, because the contents are carried between iterations;
+//! * a variable lives from its first access (its declaration) to its last, and an access inside a
+//!   loop that does not contain the declaration extends the interval over that (outermost) loop,
+//!   because the contents are carried between iterations; one declared inside a loop body is
+//!   written before it is read on every iteration, so it is dead between them;
 //! * scratch lives at its instruction only.
 //!
 //! Placement is [`interval_plan::plan`] (first fit over live intervals), shared with the TMEM
@@ -140,6 +142,17 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
     let mut var_iv: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
     let mut scratch_iv: Vec<(Inst, u32)> = vec![];
     let var_in_smem = |v| roles.in_shared_memory(k, v, target);
+    // A variable's first access in program order is its declaration (`let` scoping: it is
+    // written there before any read, on every iteration of a loop that encloses it), so only
+    // loops entered after it carry its contents — as for values (and the TMEM planner's
+    // liveness). A variable declared inside a loop body is dead between iterations.
+    let mut declared: SecondaryMap<Var, Option<u32>> = SecondaryMap::new();
+    k.walk(|i| {
+        let (r, w) = k.inst_vars(i);
+        for v in r.into_iter().chain(w).chain(fusion.leaves(k, i).1) {
+            declared[v] = Some(declared[v].map_or(pp.point[i], |d: u32| d.min(pp.point[i])));
+        }
+    });
     k.walk(|i| {
         let p = pp.point[i];
         if let Some(r) = k.insts[i].result {
@@ -177,7 +190,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
             if !var_in_smem(v) || !touches(v) {
                 continue;
             }
-            let (s, e) = (start_of(i, None), extend(i, None));
+            let (s, e) = (start_of(i, declared[v]), extend(i, declared[v]));
             var_iv[v] = Some(match var_iv[v] {
                 None => (s, e),
                 Some((s0, e0)) => (s0.min(s), e0.max(e)),
@@ -194,21 +207,26 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
             reqs.push((Owner::Value(v), tile_bytes(k.values[v].ty), *iv));
         }
     }
-    let mut rings: SecondaryMap<Var, Option<(u32, u32, u32)>> = SecondaryMap::new();
+    // A pipelined variable lives over its whole loop: later iterations' copies land in it (its
+    // ring of `stages` buffers, or one buffer refilled early) while this iteration runs.
+    let mut rings: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
+    let mut pipelined: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
     for (l, p) in loops.iter() {
-        if let Some(p) = p.as_ref().filter(|p| p.stages > 1) {
+        if let Some(p) = p.as_ref() {
             for &v in &p.vars {
-                let align = if swizzled(v).is_some() { PERIOD_ALIGN } else { ALIGN };
-                rings[v] = Some((p.stages, tile_bytes(k.vars[v].ty).next_multiple_of(align), pp.point[l]));
+                pipelined[v] = Some((pp.point[l], pp.loop_end[l]));
+                if p.stages > 1 {
+                    let align = if swizzled(v).is_some() { PERIOD_ALIGN } else { ALIGN };
+                    rings[v] = Some((p.stages, tile_bytes(k.vars[v].ty).next_multiple_of(align)));
+                }
             }
         }
     }
     for (v, iv) in var_iv.iter() {
-        if let Some(iv) = iv {
-            match rings[v] {
-                Some((stages, stride, start)) => reqs.push((Owner::Var(v), stages * stride, (iv.0.min(start), iv.1))),
-                None => reqs.push((Owner::Var(v), tile_bytes(k.vars[v].ty), *iv)),
-            }
+        if let Some(&(s, e)) = iv.as_ref() {
+            let live = pipelined[v].map_or((s, e), |(ls, le)| (s.min(ls), e.max(le)));
+            let bytes = rings[v].map_or(tile_bytes(k.vars[v].ty), |(stages, stride)| stages * stride);
+            reqs.push((Owner::Var(v), bytes, live));
         }
     }
     for (i, b) in scratch_iv {
@@ -232,7 +250,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
             Owner::Var(v) => {
                 out.vars[v] = Some(off);
                 swizzle = swizzled(v);
-                if let Some((s, stride, _)) = rings[v] {
+                if let Some((s, stride)) = rings[v] {
                     out.rings[v] = Some((s, stride));
                     stages = s;
                 }
@@ -386,5 +404,43 @@ mod tests {
         assert_eq!(off(z), off(x)); // x is dead when z is defined
         assert_ne!(off(w), off(z)); // z stays live over the whole loop
         assert!(p.bytes <= 3 * 1024);
+    }
+
+    /// In a loop body: `a` written and read, then `b` written and read. `a` is declared in the
+    /// body, so it is dead between iterations and `b` may take its bytes — unless `a` is a ring
+    /// of a pipelined loop, whose later iterations' copies land in it while `b` is in use.
+    #[test]
+    fn loop_body_variables_die_between_iterations_rings_span_the_loop() {
+        let mut k = Kernel::new("t", Span::default());
+        let t = Type::tile(Elem::F32, 16, 16);
+        let mut b = Builder::new(&mut k);
+        let va = b.var("a", Space::Smem, t, Span::default());
+        let vb = b.var("b", Space::Smem, t, Span::default());
+        let lo = b.iconst(0);
+        let hi = b.iconst(4);
+        let (l, _, body) = b.for_loop(lo, hi, false);
+        let top = b.block();
+        b.switch_to(body);
+        let one = b.fconst(1.0);
+        let x = b.value(Op::Splat(one), t);
+        let wa = b.effect(Op::WriteVar(va, x));
+        let ra = b.value(Op::ReadVar(va), t);
+        b.effect(Op::WriteVar(vb, ra));
+        let _ = b.value(Op::ReadVar(vb), t);
+        b.switch_to(top);
+        let v = crate::ir::validate::validate(&k).expect("valid test kernel");
+        let sm90 = crate::target::Target::Sm90a.info();
+        let p = plan(&v, sm90, &VarRoles::default(), &Fusion::none(), &SecondaryMap::new(), &|_| None);
+        assert_eq!(p.vars[va], p.vars[vb], "a is dead once b is written: one buffer");
+
+        let mut loops: SecondaryMap<Inst, Option<Pipeline>> = SecondaryMap::new();
+        // Two stages (a ring), and one stage refilled early (after a's last read).
+        for stages in [2, 1] {
+            loops[l] = Some(Pipeline { writes: vec![wa], vars: vec![va], slice: vec![], stages, overlap_mma: false, reverse: false, last_read: vec![], trips: None });
+            let p = plan(&v, sm90, &VarRoles::default(), &Fusion::none(), &loops, &|_| None);
+            let (a0, b0) = (p.vars[va].unwrap(), p.vars[vb].unwrap());
+            let ring = stages * tile_bytes(t).next_multiple_of(ALIGN);
+            assert!(b0 >= a0 + ring || b0 + tile_bytes(t) <= a0, "{stages} stages: b ({b0}) overlaps a's buffer [{a0}, {})", a0 + ring);
+        }
     }
 }

@@ -36,6 +36,7 @@ use tilec_abi::tensor::HostTensor;
 use crate::interp::{run_operator, Options};
 
 pub mod gpu;
+pub mod isolation;
 use crate::ir::{Elem, Module, Op, Operator, ParamKind, SizeExpr};
 
 /// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`), and
@@ -134,6 +135,10 @@ pub struct Verdict {
     pub judgements: Vec<Judgement>,
     /// Cases not run, with why.
     pub not_run: Vec<String>,
+    /// Sequence isolation ([`isolation`]; varlen cases of several sequences): per case, side
+    /// (odd or even sequences redrawn) and output, the largest change of a kept sequence's
+    /// element; the bound is 0.
+    pub isolation: Vec<Judgement>,
 }
 
 /// The verdict on one output at one shape.
@@ -143,7 +148,11 @@ pub struct Judgement {
     pub case: String,
     /// The output parameter.
     pub output: String,
-    /// `max|got − ref| / max|ref|` (the absolute error when the reference is all zeros).
+    /// The packed sequence judged (varlen: the one whose error is nearest its bound, when that is
+    /// nearer than the whole tensor's), else None (the whole tensor).
+    pub sequence: Option<usize>,
+    /// `max|got − ref| / max|ref|` (the absolute error when the reference is all zeros), over
+    /// the whole tensor or over `sequence`'s elements.
     pub error: f64,
     /// `max|ref|`.
     pub reference_max: f64,
@@ -246,7 +255,7 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         } else {
             (Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd, value_heads: case.value_heads }, None, case.name.to_string())
         };
-        let mut p = generate(model, dims, case.seed, None, cu).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
+        let mut p = generate(model, dims, case.seed, None, cu.clone()).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
         match case.tweak {
             Tweak::None => {}
             Tweak::ZeroGate | Tweak::StrongDecay | Tweak::WeakDecay => match p.g.as_mut() {
@@ -280,14 +289,41 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
             if g.len() != reference.data.len() {
                 return Err(VerifyError::Run(format!("output `{}` has {} elements, the oracle's {}", param.name, g.len(), reference.data.len())));
             }
-            let err = max_abs_diff(&g, &reference.data);
-            let scale = reference.data.iter().map(|x| x.abs()).fold(0.0, f64::max);
-            let rel = |e: f64| if scale > 0.0 { e / scale } else { e };
-            let error = rel(err);
-            // κu: how far the exact gradient moves when every input moves by one rounding.
-            let moved = reference_of(&param.name, &nudged, &nudged_ai).map_or(0.0, |n| rel(max_abs_diff(&n.data, &reference.data)));
-            let sensitivity = moved.max(u);
-            out.judgements.push(Judgement { case: label.clone(), output: param.name.clone(), error, reference_max: scale, unit: u, bound: LAMBDA * (roundings as f64).sqrt() * sensitivity, roundings, sensitivity });
+            let moved_ref = reference_of(&param.name, &nudged, &nudged_ai);
+            let judge = |range: std::ops::Range<usize>, sequence: Option<usize>| {
+                let (g, r) = (&g[range.clone()], &reference.data[range.clone()]);
+                let scale = r.iter().map(|x| x.abs()).fold(0.0, f64::max);
+                let rel = |e: f64| if scale > 0.0 { e / scale } else { e };
+                // κu: how far the exact gradient moves when every input moves by one rounding.
+                let moved = moved_ref.as_ref().map_or(0.0, |n| rel(max_abs_diff(&n.data[range.clone()], r)));
+                let sensitivity = moved.max(u);
+                let bound = LAMBDA * (roundings as f64).sqrt() * sensitivity;
+                Judgement { case: label.clone(), output: param.name.clone(), sequence, error: rel(max_abs_diff(g, r)), reference_max: scale, unit: u, bound, roundings, sensitivity }
+            };
+            // Packed sequences are separate problems: each is also judged against its own scale,
+            // so a leak from a large sequence into a small one is not hidden by the large one's
+            // max|ref|; the worst of the whole tensor and its sequences stands.
+            let whole = judge(0..g.len(), None);
+            let worst = cu
+                .as_ref()
+                .map(|cu| isolation::sequence_ranges(&reference.shape, cu))
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| judge(r, Some(i)))
+                .fold(whole, |a, b| if b.error / b.bound > a.error / a.bound || b.error.is_nan() { b } else { a });
+            out.judgements.push(worst);
+        }
+        // Sequence isolation (several packed sequences): redraw the odd-numbered sequences'
+        // inputs, then the even-numbered ones'; the others' outputs must not move a bit.
+        if let Some(cu) = cu.as_ref().filter(|cu| cu.len() > 2) {
+            for parity in 0..2 {
+                let other = generate(model, dims, case.seed + 1000 + parity as u64, None, Some(cu.clone())).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
+                let mut spliced = isolation::splice(&p, &other, cu, |i| i % 2 != parity);
+                let moved = run_op(operator_inputs(op, &mut spliced).map_err(sig)?)?;
+                let what = format!("{label} isolation: {} sequences redrawn", if parity == 0 { "odd" } else { "even" });
+                out.isolation.extend(isolation::judge(&what, &got, &moved, cu, |i| i % 2 == parity));
+            }
         }
     }
     Ok(out)
@@ -458,7 +494,7 @@ mod tests {
             a[pos] = f64::NAN;
             let e = max_abs_diff(&a, &[1.0, 2.5, 3.0]);
             assert!(e.is_nan(), "NaN at {pos} lost: {e}");
-            let j = Judgement { case: "c".into(), output: "o".into(), error: e, reference_max: 1.0, unit: 1.0, bound: 1.0, roundings: 1, sensitivity: 1.0 };
+            let j = Judgement { case: "c".into(), output: "o".into(), sequence: None, error: e, reference_max: 1.0, unit: 1.0, bound: 1.0, roundings: 1, sensitivity: 1.0 };
             assert!(!j.ok());
         }
     }

@@ -1,0 +1,195 @@
+# H200: training through tilec's operators beside fla's (issue 14, docs/training.md).
+#
+# A 2-layer model (d_model 256; per layer RMSNorm → token mixer → RMSNorm → MLP; the mixer: H = 2
+# heads of K = V = 128, q and k l2-normalised, the member's gates from linear maps) learns
+# multi-query associative recall (MQAR, generated here: 8 key–value pairs, then the 8 keys
+# again in random order among filler tokens; the label at each query is its key's value).
+# For each member (gdn, kda, gla, ssd, la) the same seed and data:
+#   tilec  — tilec_torch.chunk_* (forward and backward plans from $ART), run twice: the losses
+#            must be bitwise identical at every step;
+#   fla    — fla 0.6.0's chunk_* (Triton);
+#   fla_p  — fla again on the same batches with their rows permuted: the same mathematics, only
+#            the order of floating-point reductions differs (the batch mean, every weight
+#            gradient's sum over tokens). Its distance to `fla` is the spread the tilec curve is
+#            held to.
+# Per run: the loss at every step, recall accuracy on 8 held-out batches, tokens per second of
+# the training step (steps 2..N, CUDA-synchronised wall time), peak memory, the first step's
+# time (tilec: modules loaded from the ahead-of-time artifacts; fla: its Triton cache cold in a
+# fresh TRITON_CACHE_DIR, unless --warm-fla says the cache was filled before).
+#
+# Usage: python3 bench/h200_train.py --art .device/art [--members gdn,kda,gla,ssd,la]
+#        [--steps 300] [--backends tilec,tilec,fla,fla_p] [--out $OUT/train.json]
+# Writes one JSON object per run (appended, so a cut run keeps what finished) and, with
+# matplotlib, the loss curves to train.png beside it.
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # deterministic cuBLAS
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
+
+MEMBERS = ("gdn", "kda", "gla", "ssd", "la")
+GATE = {"gdn": "scalar", "kda": "channel", "gla": "channel", "ssd": "scalar", "la": None}
+BETA = ("gdn", "kda")
+FLA = {"gdn": ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"), "kda": ("fla.ops.kda", "chunk_kda"),
+       "gla": ("fla.ops.gla", "chunk_gla"), "ssd": ("fla.ops.simple_gla", "chunk_simple_gla"),
+       "la": ("fla.ops.linear_attn", "chunk_linear_attn")}
+TILEC = {"gdn": "chunk_gated_delta_rule", "kda": "chunk_kda", "gla": "chunk_gla", "ssd": "chunk_simple_gla", "la": "chunk_linear_attn"}
+
+VOCAB, N_KV = 128, 8           # keys 1..63, values 64..127, filler 0
+D, H, K = 256, 2, 128
+CONV = 4                       # short causal depthwise convolution on q, k, v (fla's ShortConvolution)
+
+
+def mqar(gen, B, T):
+    """tokens [B, T] int64 and labels [B, T] (−100 except at the N_KV query positions)."""
+    half = VOCAB // 2
+    keys = torch.stack([torch.randperm(half - 1, generator=gen)[:N_KV] + 1 for _ in range(B)])    # distinct keys
+    vals = torch.randint(half, VOCAB, (B, N_KV), generator=gen)
+    x = torch.zeros(B, T, dtype=torch.long)
+    y = torch.full((B, T), -100, dtype=torch.long)
+    x[:, 0:2 * N_KV:2], x[:, 1:2 * N_KV:2] = keys, vals
+    for b in range(B):
+        pos = torch.randperm(T - 2 * N_KV, generator=gen)[:N_KV].sort().values + 2 * N_KV
+        order = torch.randperm(N_KV, generator=gen)
+        x[b, pos] = keys[b, order]
+        y[b, pos] = vals[b, order]
+    return x, y
+
+
+class Mixer(nn.Module):
+    def __init__(self, member, recur):
+        super().__init__()
+        self.member, self.recur = member, recur
+        self.q, self.k, self.v = (nn.Linear(D, H * K, bias=False) for _ in range(3))
+        # The convolutions let a token see its predecessor (the key before a value) in one layer.
+        self.conv = nn.ModuleList(nn.Conv1d(H * K, H * K, CONV, groups=H * K, padding=CONV - 1, bias=False) for _ in range(3)) if CONV else None
+        self.onorm = nn.RMSNorm(K)     # per head, as fla's layers (the state's scale varies by member)
+        self.o = nn.Linear(H * K, D, bias=False)
+        self.a = nn.Linear(D, H * K if GATE[member] == "channel" else H) if GATE[member] else None
+        self.b = nn.Linear(D, H) if member in BETA else None
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        if self.conv is not None:
+            q, k, v = (F.silu(c(y.transpose(1, 2))[..., :T].transpose(1, 2)) for c, y in zip(self.conv, (q, k, v)))
+        q = F.normalize(q.view(B, T, H, K), dim=-1).bfloat16()
+        k = F.normalize(k.view(B, T, H, K), dim=-1).bfloat16()
+        v = v.view(B, T, H, K).bfloat16()
+        kw = {}
+        if self.a is not None:   # log decays: logsigmoid(a + 4) ≈ −0.018 at init (slow decay)
+            g = F.logsigmoid(self.a(x) + 4.0).float()
+            kw["g"] = g.view(B, T, H, K) if GATE[self.member] == "channel" else g.view(B, T, H)
+        if self.b is not None:
+            kw["beta"] = torch.sigmoid(self.b(x)).bfloat16()
+        if self.member == "la":
+            kw["normalize"] = False
+        o, _ = self.recur(q, k, v, scale=K ** -0.5, **kw)
+        return self.o(self.onorm(o.float()).reshape(B, T, H * K))
+
+
+class Model(nn.Module):
+    def __init__(self, member, recur, layers=2):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.layers = nn.ModuleList(nn.ModuleList([nn.RMSNorm(D), Mixer(member, recur), nn.RMSNorm(D),
+                                                   nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))])
+                                    for _ in range(layers))
+        self.norm = nn.RMSNorm(D)
+        self.head = nn.Linear(D, VOCAB, bias=False)
+
+    def forward(self, x):
+        h = self.emb(x)
+        for n1, mix, n2, mlp in self.layers:
+            h = h + mix(n1(h))
+            h = h + mlp(n2(h))
+        return self.head(self.norm(h))
+
+
+def recur_fn(member, backend, art):
+    if backend.startswith("tilec"):
+        import tilec_torch
+        f = getattr(tilec_torch, TILEC[member])
+        return lambda *a, **kw: f(*a, artifacts=art, **kw)
+    from h200_common import fla_op
+    return fla_op(*FLA[member])
+
+
+def train(member, backend, args, data, held):
+    torch.manual_seed(args.seed)
+    model = Model(member, recur_fn(member, backend, args.art)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    perm = torch.Generator().manual_seed(123)
+    losses, times = [], []
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    for step, (x, y) in enumerate(data):
+        if backend == "fla_p":
+            p = torch.randperm(x.shape[0], generator=perm).cuda()
+            x, y = x[p], y[p]
+        lr = args.lr * min(1.0, (step + 1) / 30) * 0.5 * (1 + math.cos(math.pi * step / len(data)))
+        for grp in opt.param_groups:
+            grp["lr"] = lr
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())   # synchronises
+        times.append(time.perf_counter() - t0)
+    peak = torch.cuda.max_memory_allocated()
+    with torch.no_grad():
+        hit = tot = 0
+        for x, y in held:
+            pred = model(x).argmax(-1)
+            m = y != -100
+            hit += (pred[m] == y[m]).sum().item()
+            tot += m.sum().item()
+    B, T = data[0][0].shape
+    return {"member": member, "backend": backend, "losses": losses, "recall": hit / tot,
+            "first_step_s": times[0], "tokens_per_s": B * T * (len(times) - 1) / sum(times[1:]),
+            "peak_mem_mib": peak / 2 ** 20, "steps": len(losses), "batch": B, "seq": T}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--art", required=True)
+    ap.add_argument("--members", default=",".join(MEMBERS))
+    ap.add_argument("--backends", default="tilec,tilec,fla,fla_p")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warm-fla", action="store_true", help="fla's Triton cache was filled before this run (its first step is then not a cold JIT)")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "train.json"))
+    args = ap.parse_args()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    gen = torch.Generator().manual_seed(args.seed)
+    data = [tuple(t.cuda() for t in mqar(gen, args.batch, args.seq)) for _ in range(args.steps)]
+    held = [tuple(t.cuda() for t in mqar(torch.Generator().manual_seed(10_000 + i), args.batch, args.seq)) for i in range(8)]
+    for member in args.members.split(","):
+        for backend in args.backends.split(","):
+            try:
+                r = train(member, backend, args, data, held)
+            except Exception as e:  # recorded, then the next run
+                r = {"member": member, "backend": backend, "error": f"{type(e).__name__}: {e}"[:2000]}
+            r["fla_cache"] = "warm" if args.warm_fla else "cold for the member's first fla run"
+            with open(args.out, "a") as f:
+                f.write(json.dumps(r) + "\n")
+            print(json.dumps({k: v for k, v in r.items() if k != "losses"}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One H200 call's worth of measurements, after `scripts/h200-prepare.sh` (carry `.device`, and
+# `.devmut` for the mutation step): STEPS (default all, in this order) from
+#   check     scripts/h200-check.sh (runtime smoke tests, every example against the interpreter)
+#   mutation  frag_reductions built with the shuffle distances swapped (.devmut): must FAIL --exact
+#   torch     python/tests/test_gpu.py (or TORCH_TESTS, unittest names): tilec_torch through the real plans
+#   fwd       bench/h200_gdn_fwd.py (accuracy, speed beside fla's forward)
+#   bwd       bench/h200_gdn_bwd.py (accuracy, speed dense/saved/kda/gla beside fla)
+#   train     bench/h200_train.py (five members, tilec ×2, fla, fla with permuted batch rows)
+# fla's wheel travels in .device/perf; its Triton cache is filled first by five short training
+# runs in parallel (which also record fla's cold first step). Each step is cut at the call's
+# remaining time (BUDGET seconds from the start, default 570); everything goes to $OUT.
+set -u
+export PYTHONUNBUFFERED=1
+start=$(date +%s); budget=${BUDGET:-570}
+left() { echo $(( budget - ($(date +%s) - start) )); }
+steps=" ${STEPS:-check mutation torch fwd bwd train} "
+has() { [[ $steps == *" $1 "* ]]; }
+M=${MEMBERS:-gdn kda gla ssd la}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/perf/*.whl && export PYTHONPATH=/tmp/site
+R=.device/bin/tilec-run; A=.device/art; io=.device/io
+cold=()
+if has train || has fwd || has bwd; then
+  for m in $M; do
+    timeout 400 python3 bench/h200_train.py --art $A --members $m --backends fla --steps 3 --out $OUT/train_cold.json >/tmp/cold_$m.log 2>&1 & cold+=($!)
+  done
+fi
+if has check; then echo "=== check"; OUT=/tmp/chk timeout $(left) scripts/h200-check.sh; fi
+if has mutation; then
+  echo "=== mutation: frag_reduce shuffle distances swapped (must FAIL)"
+  $R .devmut/art/frag_reductions.sm_90a.meta.json --inputs $io/reductions_frag_r150.in.safetensors --out /tmp/mut.safetensors $(cat $io/reductions_frag_r150.flags) \
+    && python3 scripts/h200_compare_outputs.py reductions_frag_r150_MUTANT /tmp/mut.safetensors $io/reductions_frag_r150.interp.safetensors --exact
+fi
+if has torch; then echo "=== torch"; TILEC_TORCH_ARTIFACTS=$A timeout $(left) python3 -m unittest -v ${TORCH_TESTS:-python/tests/test_gpu.py} 2>&1 | tail -40; fi
+[ ${#cold[@]} -gt 0 ] && { echo "=== waiting for fla's cold runs"; wait "${cold[@]}"; tail -n2 /tmp/cold_*.log; }
+if has fwd; then echo "=== fwd"; timeout $(left) python3 bench/h200_gdn_fwd.py --tilec-run $R --art $A --cases ${CASES:-.device/rec} --repeat 10 2>&1 | grep -v "^$" | cut -c1-600; fi
+if has bwd; then echo "=== bwd"; timeout $(left) python3 bench/h200_gdn_bwd.py --tilec-run $R --art $A --cases ${CASES:-.device/rec} --fla-for ${FLA_FOR:-gdn} --qla-for none --speed ${SPEED:-dense,saved,kda,gla} --qla-speed none --fla-speed ${FLA_SPEED:-dense,saved,kda,gla} 2>&1 | cut -c1-600; fi
+if has train; then echo "=== train"; timeout $(left) python3 bench/h200_train.py --art $A --warm-fla --members ${M// /,} ${TRAIN_ARGS:-} --out $OUT/train.json 2>&1 | cut -c1-400; fi
+echo "=== done in $(( $(date +%s) - start )) s"
