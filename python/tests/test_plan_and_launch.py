@@ -329,7 +329,7 @@ class LaunchArguments(unittest.TestCase):
         self.assertEqual([s.kernel for s in self.p.steps], [l.kernel for l in self.op.plan.launches])
         k1 = self.step("k1_scan_scalar")
         # grid [cdiv(V, 32), (B * H) * (NP - 1), 1] with B=2, H=4 value heads (repeat_heads), NP=2.
-        self.assertEqual((k1.grid, k1.block, k1.dynamic_smem_bytes), ((4, 8, 1), (128, 1, 1), 75328))
+        self.assertEqual((k1.grid, k1.block, k1.dynamic_smem_bytes), ((4, 8, 1), (128, 1, 1), 66880))
         comb = self.step("combine")  # grid [NS, B * H, 1] with H = 2 key heads, NS = 2 chunk rows
         self.assertEqual(comb.grid, (2, 4, 1))
         self.assertEqual(self.step("seq_bounds").grid, (1, 1, 1))
@@ -438,7 +438,7 @@ class DriverLayer(unittest.TestCase):
         finally:
             driver._import_driver = saved
         f, grid, block, smem, stream, got, aligned, extra = fake.launched
-        self.assertEqual((f, grid, block, smem, stream, extra), ("FN", (4, 2, 1), (128, 1, 1), 75328, 1234, 0))
+        self.assertEqual((f, grid, block, smem, stream, extra), ("FN", (4, 2, 1), (128, 1, 1), 66880, 1234, 0))
         self.assertEqual(got[:18], list(pk.params[:18]))
         self.assertEqual(len(fake.encoded), 4)  # k, dv, q, dout; not w
         self.assertEqual(fake.encoded[0][:4], (9, 4, ptrs["gdn_bwd_varlen.kv"], [128, 2, 64, 1]))
