@@ -87,4 +87,21 @@ mod tests {
         assert_eq!(sequence_ranges(&[1, 7, 3], &[0, 7]), vec![0..21]);
         assert!(sequence_ranges(&[3, 5], &[0, 4, 10]).is_empty());
     }
+
+    /// Only the kept sequences' elements count, and a zero changing sign is a change.
+    #[test]
+    fn a_kept_sequence_must_keep_its_bits() {
+        use tilec_abi::meta::DType;
+        let t = |v: &[f64]| BTreeMap::from([("o".to_string(), HostTensor::from_f64(DType::F32, vec![1, 4], v).unwrap())]);
+        let cu = [0, 1, 3, 4]; // three sequences: tokens 0 | 1, 2 | 3
+        let base = t(&[1.0, 2.0, 0.0, 4.0]);
+        // Sequence 1 (odd) moved: invisible when the odd ones were redrawn, a violation otherwise.
+        let moved = t(&[1.0, 2.5, 0.0, 4.0]);
+        assert!(judge("c", &base, &moved, &cu, |i| i % 2 == 0).iter().all(Judgement::ok));
+        let j = judge("c", &base, &moved, &cu, |i| i % 2 == 1);
+        assert_eq!((j.len(), j[0].error, j[0].ok()), (1, 0.5, false));
+        // −0 for +0 in a kept sequence: no difference in value, still a changed bit.
+        let j = judge("c", &base, &t(&[1.0, 2.0, -0.0, 4.0]), &cu, |i| i == 1);
+        assert!(!j[0].ok() && j[0].error > 0.0);
+    }
 }
