@@ -480,6 +480,14 @@ class ArgumentChecks(_Patched):
         with self.assertRaisesRegex(TensorError, r"`cu_seqlens` must hold at least two offsets") as c:
             call("gdn", x, cu_seqlens=torch.zeros(0, dtype=torch.int64))
         self.assertEqual(c.exception.param, "cu_seqlens")
+        # 2³¹ packed tokens (meta tensors: no memory): int64 offsets would not survive the
+        # narrowing to the plans' int32, so the call is refused before any launch.
+        T = 2 ** 31
+        meta = lambda *shape, dtype=torch.bfloat16: torch.empty(*shape, dtype=dtype, device="meta")
+        big = dict(q=meta(1, T, 1, 8), k=meta(1, T, 1, 8), v=meta(1, T, 1, 8), g=meta(1, T, 1, dtype=torch.float32), beta=meta(1, T, 1))
+        with self.assertRaisesRegex(TensorError, r"T = 2147483648 tokens: offsets past 2\^31 - 1 do not fit") as c:
+            call("gdn", big, cu_seqlens=torch.tensor([0, T], dtype=torch.int64))
+        self.assertEqual(c.exception.param, "cu_seqlens")
         for bad in ["x", float("nan"), torch.tensor(0.5), True]:
             self.refuse("gdn", r"`scale` must be a finite Python number", "scale", scale=bad)
         self.assertEqual(self.standin.calls, [])

@@ -124,6 +124,10 @@ def _check(fn: str, x: dict, gate: Optional[str], cu_seqlens, fla_opts: dict, sc
         N = cu_seqlens.shape[0] - 1
         if N < 1:
             raise TensorError(f"{fn}: `cu_seqlens` must hold at least two offsets (0 and T), found {cu_seqlens.shape[0]}", "cu_seqlens")
+        # The plans take int32 offsets: an int64 table is narrowed without reading it (no host
+        # synchronisation, so CUDA graphs work), which is exact while every offset is ≤ T < 2³¹.
+        if T >= 2 ** 31:
+            raise TensorError(f"{fn}: T = {T} tokens: offsets past 2^31 - 1 do not fit the plans' int32 `cu_seqlens`; split the packed batch", "cu_seqlens")
     s0 = x.get("initial_state")
     if s0 is not None and tuple(s0.shape) != (N, HV, K, V):
         raise TensorError(f"{fn}: `initial_state` must be [N, HV, K, V] = {[N, HV, K, V]} (N = {'len(cu_seqlens) - 1' if cu_seqlens is not None else 'B'}), found {tuple(s0.shape)}", "initial_state")
