@@ -296,7 +296,7 @@ pub enum BindError {
         bound: String,
     },
     /// A computed extent or grid dimension is out of range (negative, zero grid, too large).
-    #[error("{what} = `{expr}` evaluates to {value}, outside {range}")]
+    #[error("{what} = `{expr}` evaluates to {value}{given}, outside {range}")]
     OutOfRange {
         /// What was computed, e.g. `launch.grid[1]` or ``parameter `h` dim 2``.
         what: String,
@@ -304,6 +304,9 @@ pub enum BindError {
         expr: String,
         /// Its value.
         value: i64,
+        /// The sizes it was computed from, e.g. ` with T = 0` (empty for a bare size, which
+        /// names itself).
+        given: String,
         /// The legal range.
         range: String,
     },
@@ -416,6 +419,7 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
                         what: format!("scalar `{}`", p.name),
                         expr: p.name.clone(),
                         value: i64::from(v),
+                        given: String::new(),
                         range: "0.. (it is a size)".into(),
                     })?;
                     sizes.record(&p.name, v, format!("scalar `{}`", p.name))?;
@@ -474,6 +478,7 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
                         what: format!("size scalar `{}`", p.name),
                         expr: p.name.clone(),
                         value: v,
+                        given: String::new(),
                         range: "0..=2147483647 (passed as i32)".into(),
                     })?)
                 }
@@ -489,6 +494,7 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
                 what: what(),
                 expr: text.clone(),
                 value: v,
+                given: String::new(),
                 range: "0..".into(),
             })?;
             shape.push(extent);
@@ -521,12 +527,16 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
     let mut grid = [1u32; 3];
     for (axis, text) in meta.grid.iter().enumerate() {
         let what = || format!("launch.grid[{axis}]");
-        let v = parse(what, text)?.eval(&env).map_err(|source| BindError::Expr { context: what(), source })?;
+        let e = parse(what, text)?;
+        let v = e.eval(&env).map_err(|source| BindError::Expr { context: what(), source })?;
         if !(1..=MAX_GRID[axis]).contains(&v) {
+            // `cdiv(T, 64)` is 0: say which size made it so (T = 0), not only the grid.
+            let given = if e.as_symbol().is_some() { vec![] } else { e.symbols().into_iter().filter_map(|n| env.get(&n).map(|x| format!("{n} = {x}"))).collect() };
             return Err(BindError::OutOfRange {
                 what: what(),
                 expr: text.clone(),
                 value: v,
+                given: if given.is_empty() { String::new() } else { format!(" with {}", given.join(", ")) },
                 range: format!("1..={}", MAX_GRID[axis]),
             });
         }

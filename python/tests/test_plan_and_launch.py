@@ -286,6 +286,11 @@ class Binding(unittest.TestCase):
         self.refuse(gdn_specs(q=S("bf16", (2, 100, 2, 96))), r"K = 96 is not supported \(the source supports K ∈ \{64, 128\}\)", "q")
         self.refuse(gdn_specs(v=S("bf16", (2, 100, 2, 256)), do=S("bf16", (2, 100, 2, 256))), r"V = 256 needs `--const V=256`", "v")
 
+    def test_zero_tokens_name_the_size(self):
+        # T = 0 leaves a chunk grid empty: the message names T (as the Rust binder's), not only the grid.
+        msg = self.refuse(gdn_specs(T=0), r"launch \d+ \(`\w+`\): launch.grid\[\d\] = `cdiv\(T, 64\)` evaluates to 0 with T = 0, outside 1\.\.=", None)
+        self.assertIn("operator `gdn_bwd`", msg)
+
     def test_missing_and_unknown(self):
         s = gdn_specs()
         del s["dht"]

@@ -246,11 +246,15 @@ def bind(name: str, sizes_declared, params, grid, block_threads: int, dynamic_sm
     g = []
     for axis, text in enumerate(grid):
         try:
-            v = parse(text).eval(env)
+            e = parse(text)
+            v = e.eval(env)
         except ExprError as e:
             raise BindError(f"launch.grid[{axis}]: {e}") from None
         if not 1 <= v <= MAX_GRID[axis]:
-            raise BindError(f"launch.grid[{axis}] = `{text}` evaluates to {v}, outside 1..={MAX_GRID[axis]}")
+            # As the Rust binder: name the sizes behind a computed grid (`cdiv(T, 64)` with T = 0).
+            given = [] if e.as_symbol() else [f"{n} = {env[n]}" for n in e.symbols() if n in env]
+            with_ = f" with {', '.join(given)}" if given else ""
+            raise BindError(f"launch.grid[{axis}] = `{text}` evaluates to {v}{with_}, outside 1..={MAX_GRID[axis]}")
         g.append(v)
     return Binding(env, tuple(g), (block_threads, 1, 1), dynamic_smem_bytes, tuple(out))
 

@@ -256,7 +256,10 @@ fn envelope_and_grid_limits() {
     // V = 0 gives an empty grid, which cannot launch.
     let mut args = good_args();
     args.tensors.insert("dv".into(), zeros(DType::Bf16, &[B, T, H, 0]));
-    assert!(matches!(bind(&meta, &args), Err(BindError::OutOfRange { what, value: 0, .. }) if what == "launch.grid[0]"));
+    let e = bind(&meta, &args).unwrap_err();
+    assert!(matches!(&e, BindError::OutOfRange { what, value: 0, .. } if what == "launch.grid[0]"), "{e:?}");
+    // The message names the size behind the computed grid (`cdiv(V, 64)`), not only the grid.
+    assert_eq!(e.to_string(), "launch.grid[0] = `cdiv(V, 64)` evaluates to 0 with V = 0, outside 1..=2147483647");
 }
 
 #[test]

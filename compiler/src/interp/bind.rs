@@ -125,6 +125,7 @@ pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<
             what: format!("the explicit value of size `{name}`"),
             expr: name.clone(),
             value: v,
+            given: String::new(),
             range: "0..".into(),
         })?;
         args.sizes.insert(name.clone(), value);
