@@ -1,7 +1,8 @@
 # H200: training through tilec's operators beside fla's (issue 14, docs/training.md).
 #
 # A 2-layer model (d_model 256; per layer RMSNorm → token mixer → RMSNorm → MLP; the mixer: H = 2
-# heads of K = V = 128, q and k l2-normalised, the member's gates from linear maps) learns
+# heads of K = V = 128 after a short causal convolution, q and k l2-normalised, the member's
+# gates from linear maps, a per-head RMSNorm on o) learns
 # multi-query associative recall (MQAR, generated here: 8 key–value pairs, then the 8 keys
 # again in random order among filler tokens; the label at each query is its key's value).
 # For each member (gdn, kda, gla, ssd, la) the same seed and data:
@@ -14,13 +15,14 @@
 #            held to.
 # Per run: the loss at every step, recall accuracy on 8 held-out batches, tokens per second of
 # the training step (steps 2..N, CUDA-synchronised wall time), peak memory, the first step's
-# time (tilec: modules loaded from the ahead-of-time artifacts; fla: its Triton cache cold in a
-# fresh TRITON_CACHE_DIR, unless --warm-fla says the cache was filled before).
+# time (tilec: modules loaded from the ahead-of-time artifacts; fla: Triton's cache as found —
+# cold on a fresh machine; scripts/h200-run.sh fills it first with five short runs in parallel,
+# which record the cold first steps, and passes --warm-fla to the main run).
 #
 # Usage: python3 bench/h200_train.py --art .device/art [--members gdn,kda,gla,ssd,la]
 #        [--steps 300] [--backends tilec,tilec,fla,fla_p] [--out $OUT/train.json]
-# Writes one JSON object per run (appended, so a cut run keeps what finished) and, with
-# matplotlib, the loss curves to train.png beside it.
+# Appends one JSON object per run (a cut run keeps what finished); bench/plot_training.py makes
+# the table and the plot of docs/training.md from them.
 import argparse
 import json
 import math
