@@ -156,6 +156,25 @@ class FakeGpuCall(unittest.TestCase):
     """The whole launch path of ``Operator`` with a recording driver in place of CUDA: each of the
     plan's launches, in order, with its grid/block/shared memory, on the given stream."""
 
+    def test_prepared_launches_are_kept_per_call_signature(self):
+        """The second call with the same dtypes, shapes and scalars reuses the bound launches
+        (no Python binding per training step); another shape or scale binds anew; a refused
+        call is refused again (nothing kept)."""
+        op = Operator(ART, "gdn_bwd")
+        _, kw = gdn_bwd_arguments(**fla_inputs(T=64))
+        first = op.check(_allow_cpu=True, **kw)[0]
+        self.assertIs(op.check(_allow_cpu=True, **kw)[0], first)
+        _, kw2 = gdn_bwd_arguments(**fla_inputs(T=128))
+        other = op.check(_allow_cpu=True, **kw2)[0]
+        self.assertIsNot(other, first)
+        self.assertEqual(other.sizes["T"], 128)
+        self.assertIsNot(op.check(_allow_cpu=True, **dict(kw, scale=0.5))[0], first)
+        bad = dict(kw, v=kw["v"][..., :64].contiguous())
+        for _ in range(2):
+            with self.assertRaises(TensorError):
+                op.check(_allow_cpu=True, **bad)
+        self.assertEqual(len(op._prepared), 3)
+
     def test_every_launch_reaches_the_driver(self):
         import json
         import tempfile

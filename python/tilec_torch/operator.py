@@ -28,6 +28,10 @@ class TensorError(OperatorError):
     """A tensor argument refused before any launch (the message and ``param`` name it)."""
 
 
+#: How many call signatures an Operator keeps prepared launches for.
+PREPARED_CACHE = 64
+
+
 def _torch():
     try:
         import torch
@@ -68,6 +72,10 @@ class Operator:
         self.name = name
         self.code = code
         self._modules: dict = {}  # (device index, kernel) -> driver.Module
+        # Call signature -> Prepared: binding every launch in Python costs ~1–2 ms a call, the
+        # same for every step of a training loop (dtypes, shapes, scalars and host offsets
+        # decide it all). Oldest first out past PREPARED_CACHE entries; refusals are not kept.
+        self._prepared: dict = {}
 
     # ----- checks (no GPU needed) -----
     def check(self, _allow_cpu: bool = False, **kwargs) -> tuple:
@@ -107,10 +115,18 @@ class Operator:
             specs[name] = TensorSpec(dtype_name(v), tuple(int(d) for d in v.shape))
             tensors[name] = v
         offsets_values = {n: [int(x) for x in t.reshape(-1).tolist()] for n, t in host_offsets.items() if t.dtype == torch.int32}
-        try:
-            prepared = prepare(self.loaded, specs, scalars, offsets_values)
-        except OperatorError as e:
-            raise TensorError(str(e), e.param) from None
+        key = (tuple(sorted((n, sp.dtype, sp.shape) for n, sp in specs.items())),
+               tuple(sorted((n, type(v).__name__, repr(v)) for n, v in scalars.items())),
+               tuple(sorted((n, tuple(v)) for n, v in offsets_values.items())))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            try:
+                prepared = prepare(self.loaded, specs, scalars, offsets_values)
+            except OperatorError as e:
+                raise TensorError(str(e), e.param) from None
+            if len(self._prepared) >= PREPARED_CACHE:
+                self._prepared.pop(next(iter(self._prepared)))
+            self._prepared[key] = prepared
         return prepared, tensors, device
 
     # ----- launch -----
