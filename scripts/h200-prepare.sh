@@ -97,10 +97,17 @@ for c in gdn ssd la gla kda gdn_varlen ssd_varlen la_varlen gla_varlen kda_varle
   # their 6e-8 relative rounding is far below the 1e-3 errors measured against them.
   python3 -c 'import sys, numpy, tilec_io; p = sys.argv[1]; tilec_io.write(p, {k: v.astype(numpy.float32) for k, v in tilec_io.read(p).items() if (k.startswith("d") and k not in ("do", "dst")) or k in ("o", "st")})' "$g/ref.safetensors"
 done
+# The anchor, fla-core 0.6.0 (pure Python), travels as a wheel: the device has no network.
+mkdir -p "$d/perf"
+python3 -m pip download -q --no-deps --only-binary=:all: -d "$d/perf" fla-core==0.6.0 \
+  || echo "warning: fla-core 0.6.0 not downloaded: the benches will have no fla anchor" >&2
 # Debug symbols would take the carry past its 64 MiB (gpu_smoke alone is 36 MB with them).
 strip "$d/bin/"* 2>/dev/null || true
 # The head-size variants go to a second carry, .devvar (with tilec-run and the default
 # artifacts, for the varlen speed run): together they pass one call's 64 MiB.
 v=.devvar; rm -rf "$v"; mkdir -p "$v/rec" "$v/bin"
 mv "$d"/art_k* "$v/"; mv "$d"/rec/*_k* "$v/rec/"; cp "$d/bin/tilec-run" "$v/bin/"; cp -r "$d/art" "$v/art"
-du -sh "$d" "$v"
+# The varlen cases go to .devchk/rec: with them .device passes 64 MiB. Their call carries
+# .device/bin, .device/art and .devchk (CASES=.devchk/rec scripts/h200-run.sh).
+c=.devchk; rm -rf "$c"; mkdir -p "$c/rec"; mv "$d"/rec/*_varlen "$c/rec/"
+du -sh "$d" "$v" "$c"

@@ -7,6 +7,8 @@
 #   fwd       bench/h200_gdn_fwd.py (accuracy, speed beside fla's forward)
 #   bwd       bench/h200_gdn_bwd.py (accuracy, speed dense/saved/kda/gla beside fla)
 #   train     bench/h200_train.py (five members, tilec ×2, fla, fla with permuted batch rows)
+# The varlen accuracy cases are in .devchk/rec (the carry's 64 MiB): a call with carry
+# [".device/bin", ".device/art", ".device/perf", ".devchk"] and CASES=.devchk/rec STEPS="fwd bwd" runs them.
 # fla's wheel travels in .device/perf; its Triton cache is filled first by five short training
 # runs in parallel (which also record fla's cold first step). Each step is cut at the call's
 # remaining time (BUDGET seconds from the start, default 570); everything goes to $OUT.
