@@ -22,6 +22,7 @@ ap.add_argument("--members", default="ssd,la,gla,gdn,kda")
 ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "grads.json"))
 args = ap.parse_args()
 B, T, H, K = 4, 128, 2, 128
+open(args.out, "w").close()   # one file per run (rows are appended as members finish)
 for member in args.members.split(","):
     gen = torch.Generator().manual_seed(0)
     rn = lambda *s: torch.randn(*s, generator=gen)

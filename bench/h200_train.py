@@ -187,7 +187,8 @@ def main():
                 r = train(member, backend, args, data, held)
             except Exception as e:  # recorded, then the next run
                 r = {"member": member, "backend": backend, "error": f"{type(e).__name__}: {e}"[:2000]}
-            r["fla_cache"] = "warm" if args.warm_fla else "cold for the member's first fla run"
+            if backend.startswith("fla"):
+                r["fla_cache"] = "warm" if args.warm_fla else "as found (cold on a fresh machine for the member's first fla run)"
             with open(args.out, "a") as f:
                 f.write(json.dumps(r) + "\n")
             print(json.dumps({k: v for k, v in r.items() if k != "losses"}), flush=True)

@@ -108,6 +108,6 @@ strip "$d/bin/"* 2>/dev/null || true
 v=.devvar; rm -rf "$v"; mkdir -p "$v/rec" "$v/bin"
 mv "$d"/art_k* "$v/"; mv "$d"/rec/*_k* "$v/rec/"; cp "$d/bin/tilec-run" "$v/bin/"; cp -r "$d/art" "$v/art"
 # The varlen cases go to .devchk/rec: with them .device passes 64 MiB. Their call carries
-# .device/bin, .device/art and .devchk (CASES=.devchk/rec scripts/h200-run.sh).
+# .device/bin, .device/art, .device/perf and .devchk (CASES=.devchk/rec scripts/h200-run.sh).
 c=.devchk; rm -rf "$c"; mkdir -p "$c/rec"; mv "$d"/rec/*_varlen "$c/rec/"
 du -sh "$d" "$v" "$c"

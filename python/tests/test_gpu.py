@@ -150,6 +150,7 @@ class RealPlans(unittest.TestCase):
                 torch.cuda.synchronize()
                 eager = fwd_bwd(member, xg, cu, do, dht)
                 self.assertTrue(torch.equal(g_out[0], eager[0]), "o")
+                self.assertTrue(torch.equal(g_out[1], eager[1]), "ht")
                 for n in eager[2]:
                     self.assertTrue(torch.equal(g_out[2][n], eager[2][n]), f"d{n}")
                 self.assertFalse(torch.equal(g_out[0][0, :10], fwd_bwd(member, cuda_inputs(member, B, T, 2, 1, N=N)[1], cu, do, dht)[0][0, :10]),

@@ -72,7 +72,7 @@ class Operator:
         self.name = name
         self.code = code
         self._modules: dict = {}  # (device index, kernel) -> driver.Module
-        # Call signature -> Prepared: binding every launch in Python costs ~1–2 ms a call, the
+        # Call signature -> Prepared: binding every launch in Python costs milliseconds a call, the
         # same for every step of a training loop (dtypes, shapes, scalars and host offsets
         # decide it all). Oldest first out past PREPARED_CACHE entries; refusals are not kept.
         self._prepared: dict = {}

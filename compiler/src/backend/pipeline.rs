@@ -95,10 +95,13 @@ impl<'ctx> Codegen<'ctx, '_> {
             cg.pipes.pop();
             r
         })?;
-        // ... and so may the last iteration.
+        // ... and so may the last iteration. `wgmma.wait_group` waits for this warpgroup's MMAs
+        // only: the barrier keeps every warpgroup out of the ring's bytes (which the shared-memory
+        // plan may give to a later buffer once the loop ends) until all MMAs have read them.
         if plan.overlap_mma {
             self.wgmma_pending = true;
             self.settle_wgmma()?;
+            self.bar_sync()?;
         }
         Ok(())
     }

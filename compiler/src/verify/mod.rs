@@ -100,6 +100,36 @@ pub enum Tweak {
     WeakDecay,
 }
 
+impl Tweak {
+    /// Applies the tweak to `p`'s inputs; false when the member lacks the input it changes (the
+    /// case does not apply).
+    fn apply(self, p: &mut Problem) -> bool {
+        match self {
+            Tweak::None => true,
+            Tweak::ZeroGate | Tweak::StrongDecay | Tweak::WeakDecay => match p.g.as_mut() {
+                Some(g) => {
+                    g.data.iter_mut().for_each(|x| {
+                        *x = match self {
+                            Tweak::ZeroGate => 0.0,
+                            Tweak::StrongDecay => *x - 25.0,
+                            _ => *x / 50.0,
+                        }
+                    });
+                    true
+                }
+                None => false,
+            },
+            Tweak::ZeroBeta => match p.beta.as_mut() {
+                Some(b) => {
+                    b.data.iter_mut().for_each(|x| *x = 0.0);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
 /// The shapes `--verify` runs: a single token; a partial last chunk over two batch entries;
 /// at T = 100 no decay, no delta rule and strong decay; weak decay over three chunks; GVA with
 /// two value heads per key head (dq and dk summed over each group); and, for
@@ -255,23 +285,10 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         } else {
             (Dims { batch: case.batch, heads: case.heads, seq_len: case.seq_len, dk: kd, dv: vd, value_heads: case.value_heads }, None, case.name.to_string())
         };
-        let mut p = generate(model, dims, case.seed, None, cu.clone()).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
-        match case.tweak {
-            Tweak::None => {}
-            Tweak::ZeroGate | Tweak::StrongDecay | Tweak::WeakDecay => match p.g.as_mut() {
-                Some(g) => g.data.iter_mut().for_each(|x| {
-                    *x = match case.tweak {
-                        Tweak::ZeroGate => 0.0,
-                        Tweak::StrongDecay => *x - 25.0,
-                        _ => *x / 50.0,
-                    }
-                }),
-                None => continue,
-            },
-            Tweak::ZeroBeta => match p.beta.as_mut() {
-                Some(b) => b.data.iter_mut().for_each(|x| *x = 0.0),
-                None => continue,
-            },
+        let oracle_gen = |seed: u64| generate(model, dims, seed, None, cu.clone()).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() });
+        let mut p = oracle_gen(case.seed)?;
+        if !case.tweak.apply(&mut p) {
+            continue;
         }
         let inputs = operator_inputs(op, &mut p).map_err(sig)?;
         let got = run_op(inputs)?;
@@ -318,7 +335,9 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         // inputs, then the even-numbered ones'; the others' outputs must not move a bit.
         if let Some(cu) = cu.as_ref().filter(|cu| cu.len() > 2) {
             for parity in 0..2 {
-                let other = generate(model, dims, case.seed + 1000 + parity as u64, None, Some(cu.clone())).map_err(|e| VerifyError::Oracle { operator: op.name.clone(), message: e.to_string() })?;
+                // The redrawn sequences get the case's tweak too (a zero gate stays zero).
+                let mut other = oracle_gen(case.seed + 1000 + parity as u64)?;
+                case.tweak.apply(&mut other);
                 let mut spliced = isolation::splice(&p, &other, cu, |i| i % 2 != parity);
                 let moved = run_op(operator_inputs(op, &mut spliced).map_err(sig)?)?;
                 let what = format!("{label} isolation: {} sequences redrawn", if parity == 0 { "odd" } else { "even" });
