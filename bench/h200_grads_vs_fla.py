@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python", "tests"))
 sys.path.insert(0, HERE)
 from naive_recurrence import recurrence  # noqa: E402
-from h200_train import FLA, GATE, recur_fn  # noqa: E402
+from h200_common import rel  # noqa: E402
+from h200_train import GATE, recur_fn  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--art", required=True)
@@ -40,8 +41,7 @@ for member in args.members.split(","):
             kw = {"normalize": False} if member == "la" else {}
             o, _ = recur_fn(member, backend, args.art)(**xg, scale=K ** -0.5, **kw)
             d = torch.autograd.grad((o.float() * do.cuda()).sum(), list(xg.values()))
-            rel = lambda a, b: ((a.double().cpu() - b).abs().max() / b.abs().max()).item()
-            row[backend] = {"o": rel(o, ref_o), **{f"d{n}": rel(g, ref_d[n]) for n, g in zip(xg, d)}}
+            row[backend] = {"o": rel(o.cpu(), ref_o), **{f"d{n}": rel(g.cpu(), ref_d[n]) for n, g in zip(xg, d)}}
         except Exception as e:
             row[backend] = f"{type(e).__name__}: {e}"[:500]
     print(json.dumps(row), flush=True)
