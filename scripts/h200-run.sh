@@ -7,6 +7,7 @@
 #   fwd       bench/h200_gdn_fwd.py (accuracy, speed beside fla's forward)
 #   bwd       bench/h200_gdn_bwd.py (accuracy, speed dense/saved/kda/gla beside fla)
 #   train     bench/h200_train.py (five members, tilec ×2, fla, fla with permuted batch rows)
+#   ncu       bench/h200_ncu.py (Nsight Compute: what gdn_bwd's kernels wait on; NCU_KERNELS)
 # The varlen accuracy cases are in .devchk/rec (the carry's 64 MiB): a call with carry
 # [".device/bin", ".device/art", ".device/perf", ".devchk"] and CASES=.devchk/rec STEPS="fwd bwd" runs them.
 # fla's wheel travels in .device/perf; its Triton cache is filled first by five short training
@@ -20,6 +21,12 @@ steps=" ${STEPS:-check mutation torch fwd bwd train} "
 has() { [[ $steps == *" $1 "* ]]; }
 M=${MEMBERS:-gdn kda gla ssd la}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/perf/*.whl && export PYTHONPATH=/tmp/site
+# fla's Triton cache travels between calls: $OUT/triton.tgz from one call, carried as
+# .devcache/triton.tgz into the next, saves most of fla's JIT (its autotuning still runs).
+export TRITON_CACHE_DIR=/tmp/triton; mkdir -p $TRITON_CACHE_DIR
+[ -f .devcache/triton.tgz ] && tar xzf .devcache/triton.tgz -C $TRITON_CACHE_DIR
+save_cache() { tar czf $OUT/triton.tgz -C $TRITON_CACHE_DIR . ; }
+trap save_cache EXIT
 R=.device/bin/tilec-run; A=.device/art; io=.device/io
 cold=()
 if has train; then   # the benches JIT their own shapes
@@ -37,5 +44,10 @@ if has torch; then echo "=== torch"; TILEC_TORCH_ARTIFACTS=$A timeout $(left) py
 [ ${#cold[@]} -gt 0 ] && { echo "=== waiting for fla's cold runs"; wait "${cold[@]}"; tail -n2 /tmp/cold_*.log; }
 if has fwd; then echo "=== fwd"; timeout $(left) python3 bench/h200_gdn_fwd.py --tilec-run $R --art $A --cases ${CASES:-.device/rec} --repeat 10 2>&1 | grep -v "^$" | cut -c1-600; fi
 if has bwd; then echo "=== bwd"; timeout $(left) python3 bench/h200_gdn_bwd.py --tilec-run $R --art $A --cases ${CASES:-.device/rec} --fla-for ${FLA_FOR:-gdn} --qla-for none --speed ${SPEED:-dense,saved,kda,gla} --qla-speed none --fla-speed ${FLA_SPEED:-dense,saved,kda,gla} 2>&1 | cut -c1-600; fi
+if has ncu; then
+  echo "=== ncu"; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+  timeout $(left) python3 bench/h200_ncu.py --ncu "$ncu" --tilec-run $R --plan $A/gdn_bwd.sm_90a.plan.json --out /tmp/ncu ${NCU_KERNELS:+--kernels "$NCU_KERNELS"} 2>&1 | cut -c1-1500
+  tar czf $OUT/ncu.tgz --exclude '*.ncu-rep' -C /tmp ncu   # $OUT takes 8 files
+fi
 if has train; then echo "=== train"; timeout $(left) python3 bench/h200_train.py --art $A --warm-fla --members ${M// /,} ${TRAIN_ARGS:-} --out $OUT/train.json 2>&1 | cut -c1-400; fi
 echo "=== done in $(( $(date +%s) - start )) s"
