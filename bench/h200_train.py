@@ -9,10 +9,11 @@
 #   tilec  — tilec_torch.chunk_* (forward and backward plans from $ART), run twice: the losses
 #            must be bitwise identical at every step;
 #   fla    — fla 0.6.0's chunk_* (Triton);
-#   fla_p  — fla again on the same batches with their rows permuted: the same mathematics, only
+#   fla_p, fla_p2, fla_p3, ... — fla again on the same batches with their rows permuted (a
+#            different permutation per run, seeded 123, 124, ...): the same mathematics, only
 #            the order of floating-point reductions differs (the batch mean, every weight
-#            gradient's sum over tokens). Its distance to `fla` is the spread the tilec curve is
-#            held to.
+#            gradient's sum over tokens). Their spread around `fla` (and the envelope of all fla
+#            runs) is what the tilec curve is held to.
 # Per run: the loss at every step, recall accuracy on 8 held-out batches, tokens per second of
 # the training step (steps 2..N, CUDA-synchronised wall time), peak memory, the first step's
 # time (tilec: modules loaded from the ahead-of-time artifacts; fla: Triton's cache as found —
@@ -20,7 +21,7 @@
 # which record the cold first steps, and passes --warm-fla to the main run).
 #
 # Usage: python3 bench/h200_train.py --art .device/art [--members gdn,kda,gla,ssd,la]
-#        [--steps 300] [--backends tilec,tilec,fla,fla_p] [--out $OUT/train.json]
+#        [--steps 300] [--backends tilec,tilec,fla,fla_p,fla_p2,fla_p3] [--out $OUT/train.json]
 # Appends one JSON object per run (a cut run keeps what finished); bench/plot_training.py makes
 # the table and the plot of docs/training.md from them.
 import argparse
@@ -131,12 +132,13 @@ def train(member, backend, args, data, held):
     torch.manual_seed(args.seed)
     model = Model(member, recur_fn(member, backend, args.art)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
-    perm = torch.Generator().manual_seed(123)
+    # fla_p: permutation seed 123, fla_pN: 121 + N (fla_p2: 123 + 1, ...).
+    perm = torch.Generator().manual_seed(123 + (int(backend[5:]) - 1 if backend[5:] else 0)) if backend.startswith("fla_p") else None
     losses, times = [], []
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     for step, (x, y) in enumerate(data):
-        if backend == "fla_p":
+        if perm is not None:
             p = torch.randperm(x.shape[0], generator=perm).cuda()
             x, y = x[p], y[p]
         lr = args.lr * min(1.0, (step + 1) / 30) * 0.5 * (1 + math.cos(math.pi * step / len(data)))
@@ -168,7 +170,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--art", required=True)
     ap.add_argument("--members", default=",".join(MEMBERS))
-    ap.add_argument("--backends", default="tilec,tilec,fla,fla_p")
+    ap.add_argument("--backends", default="tilec,tilec,fla,fla_p,fla_p2,fla_p3")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--seq", type=int, default=128)

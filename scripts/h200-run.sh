@@ -7,6 +7,7 @@
 #   fwd       bench/h200_gdn_fwd.py (accuracy, speed beside fla's forward)
 #   bwd       bench/h200_gdn_bwd.py (accuracy, speed dense/saved/kda/gla beside fla)
 #   train     bench/h200_train.py (five members, tilec ×2, fla, fla with permuted batch rows)
+#   prefill   only fla's cold first training steps (five in parallel), leaving the cache for a later call
 #   ncu       bench/h200_ncu.py (Nsight Compute: what gdn_bwd's kernels wait on; NCU_KERNELS)
 # The varlen accuracy cases are in .devchk/rec (the carry's 64 MiB): a call with carry
 # [".device/bin", ".device/art", ".device/perf", ".devchk"] and CASES=.devchk/rec STEPS="fwd bwd" runs them.
@@ -21,15 +22,16 @@ steps=" ${STEPS:-check mutation torch fwd bwd train} "
 has() { [[ $steps == *" $1 "* ]]; }
 M=${MEMBERS:-gdn kda gla ssd la}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/perf/*.whl && export PYTHONPATH=/tmp/site
-# fla's Triton cache travels between calls: $OUT/triton.tgz from one call, carried as
-# .devcache/triton.tgz into the next, saves most of fla's JIT (its autotuning still runs).
+# fla's Triton cache travels between calls: $OUT/triton.tgz.* from one call, carried as
+# .devcache/triton.tgz.* into the next, saves most of fla's JIT (its autotuning still runs).
 export TRITON_CACHE_DIR=/tmp/triton; mkdir -p $TRITON_CACHE_DIR
-[ -f .devcache/triton.tgz ] && tar xzf .devcache/triton.tgz -C $TRITON_CACHE_DIR
-save_cache() { tar czf $OUT/triton.tgz -C $TRITON_CACHE_DIR . ; }
+# In parts of 15 MiB: $OUT takes files of 16 MiB at most.
+ls .devcache/triton.tgz* >/dev/null 2>&1 && cat .devcache/triton.tgz* | tar xzf - -C $TRITON_CACHE_DIR
+save_cache() { tar czf - -C $TRITON_CACHE_DIR . | split -b 15M - $OUT/triton.tgz. ; }
 trap save_cache EXIT
 R=.device/bin/tilec-run; A=.device/art; io=.device/io
 cold=()
-if has train; then   # the benches JIT their own shapes
+if has train || has prefill; then   # the benches JIT their own shapes; prefill: only this (and the cache it leaves)
   for m in $M; do
     timeout 400 python3 bench/h200_train.py --art $A --members $m --backends fla --steps 3 --out $OUT/train_cold.json >/tmp/cold_$m.log 2>&1 & cold+=($!)
   done

@@ -232,6 +232,7 @@ fixtures!(
     smem_over_budget_sm90,
     smem_reuse_disjoint,
     smem_plan_sm100_gemm,
+    smem_plan_sm90_ring_residency,
     lints_unused,
 );
 
