@@ -9,6 +9,12 @@ import os
 import re
 import subprocess
 
+# The five members of the gated-linear-recurrence family, as gdn.tile names their operators
+# (`<member>_bwd`, `<member>_fwd`); kverify's recurrence classes use the same names.
+MEMBERS = ("gdn", "kda", "gla", "ssd", "la")
+# The accuracy cases scripts/h200-prepare.sh writes (dense, varlen, GVA), by folder name.
+ACCURACY_CASES = (*MEMBERS, *(f"{m}_varlen" for m in MEMBERS), "gdn_gva")
+
 
 class Recorder:
     """Prints each measurement (a dict) as one JSON line and rewrites all of them, indented, to

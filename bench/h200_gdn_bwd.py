@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 
-from h200_common import Recorder, bits, fla_op, gdn_inputs, parse_bench, rel, run_tilec
+from h200_common import ACCURACY_CASES, Recorder, bits, fla_op, gdn_inputs, parse_bench, rel, run_tilec
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
@@ -117,7 +117,7 @@ emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "trito
 
 # ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
 VARIANTS = ["k64v64", "k64v128", "k64v256", "k128v64", "k128v256"]  # gdn.tile built with --const K=..,V=.. into ART_<variant>
-for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la_varlen", "gla_varlen", "kda_varlen", "gdn_gva"] + [f"gdn_{v}" for v in VARIANTS] + ["kda_k64v256", "kda_k128v256"]:
+for member in [*ACCURACY_CASES] + [f"gdn_{v}" for v in VARIANTS] + ["kda_k64v256", "kda_k128v256"]:
     case = os.path.join(args.cases, member)
     if not os.path.isdir(case):
         continue

@@ -16,7 +16,7 @@ import argparse, os, time
 import torch
 from safetensors.torch import load_file, save_file
 
-from h200_common import Recorder, bits, fla_op, gdn_inputs, parse_bench, rel, run_tilec
+from h200_common import ACCURACY_CASES, Recorder, bits, fla_op, gdn_inputs, parse_bench, rel, run_tilec
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
@@ -43,7 +43,7 @@ def tilec(plan, inputs, out, *extra):
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
 # ---- 1. accuracy against the fp64 oracle and the interpreter -------------------------------------
-for member in ["gdn", "ssd", "la", "gla", "kda", "gdn_varlen", "ssd_varlen", "la_varlen", "gla_varlen", "kda_varlen", "gdn_gva"]:
+for member in ACCURACY_CASES:
     case = os.path.join(args.cases, member)
     if not os.path.exists(os.path.join(case, "interp_fwd.safetensors")):
         continue

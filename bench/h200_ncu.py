@@ -68,24 +68,33 @@ head, units, data = rows[0], rows[1], rows[2:]
 col = {h: i for i, h in enumerate(head)}
 
 
-def val(r, metric):
+def val(r, *metrics):
+    """The first of `metrics` the report has (names moved between Nsight Compute versions)."""
+    for m in metrics:
+        if col.get(m) is not None:
+            return r[col[m]]
+    return "?"
+
+
+def with_unit(r, metric):
+    """`value unit` as the report prints them (shared memory is in Kbyte, not bytes)."""
     i = col.get(metric)
-    return r[i] if i is not None else "?"
+    return f"{r[i]} {units[i]}" if i is not None else "?"
 
 
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 lines = []
 for r in data:
     k = val(r, "Kernel Name")
-    lines.append(f"== {k}: {val(r, 'gpu__time_duration.sum')} {units[col.get('gpu__time_duration.sum', 0)]}, "
+    lines.append(f"== {k}: {with_unit(r, 'gpu__time_duration.sum')}, "
                  f"SM {val(r, 'sm__throughput.avg.pct_of_peak_sustained_elapsed')} %, "
                  f"memory {val(r, 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed')} %, "
-                 f"DRAM {val(r, 'dram__throughput.avg.pct_of_peak_sustained_elapsed')} %, "
-                 f"tensor pipe {val(r, 'sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active')} %, "
+                 f"DRAM {val(r, 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed', 'dram__throughput.avg.pct_of_peak_sustained_elapsed')} %, "
+                 f"tensor pipe {val(r, 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active', 'sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active')} %, "
                  f"occupancy {val(r, 'sm__warps_active.avg.pct_of_peak_sustained_active')} %, "
-                 f"registers {val(r, 'launch__registers_per_thread')}, smem {val(r, 'launch__shared_mem_per_block_static')}+{val(r, 'launch__shared_mem_per_block_dynamic')} B, "
+                 f"registers {val(r, 'launch__registers_per_thread')}, smem {with_unit(r, 'launch__shared_mem_per_block_static')} static + {with_unit(r, 'launch__shared_mem_per_block_dynamic')} dynamic, "
                  f"CTAs/SM {val(r, 'launch__occupancy_limit_registers')} (regs) {val(r, 'launch__occupancy_limit_shared_mem')} (smem), "
-                 f"issue active {val(r, 'sm__inst_issued.avg.pct_of_peak_sustained_active')} %")
+                 f"issue active {val(r, 'sm__issue_active.avg.pct_of_peak_sustained_active', 'sm__inst_issued.avg.pct_of_peak_sustained_active')} %")
     stalls = []
     for h, i in col.items():
         m = STALL.match(h)

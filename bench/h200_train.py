@@ -39,8 +39,8 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
+from h200_common import MEMBERS  # noqa: E402
 
-MEMBERS = ("gdn", "kda", "gla", "ssd", "la")
 GATE = {"gdn": "scalar", "kda": "channel", "gla": "channel", "ssd": "scalar", "la": None}
 BETA = ("gdn", "kda")
 FLA = {"gdn": ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"), "kda": ("fla.ops.kda", "chunk_kda"),
