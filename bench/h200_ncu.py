@@ -2,8 +2,9 @@
 
 Makes dense GDN inputs (B=8 T=2048 H=16 K=V=128 by default, fla's layout, the speed bench's
 sampler `h200_common.gdn_inputs`), runs `tilec-run PLAN` once under `ncu --set full
---clock-control none` (device README: leave the clocks alone), one launch of each kernel that
-matches --kernels, and writes into --out:
+--clock-control none` (device README: leave the clocks alone), profiling the first N launches
+whose kernel matches --kernels, N the number of names in --kernels (each of the default kernels
+launches once per gdn_bwd plan: one launch each), and writes into --out:
   <plan>.ncu-rep           the report (open it with Nsight Compute)
   <plan>.details.txt       every section of every profiled kernel as text
   <plan>.<kernel>.sass.csv per-SASS-instruction stall samples (`--page source --print-source sass`)

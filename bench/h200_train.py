@@ -132,7 +132,7 @@ def train(member, backend, args, data, held):
     torch.manual_seed(args.seed)
     model = Model(member, recur_fn(member, backend, args.art)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
-    # fla_p: permutation seed 123, fla_pN: 121 + N (fla_p2: 123 + 1, ...).
+    # fla_p: permutation seed 123; fla_pN: 122 + N (fla_p2: 124, fla_p3: 125).
     perm = torch.Generator().manual_seed(123 + (int(backend[5:]) - 1 if backend[5:] else 0)) if backend.startswith("fla_p") else None
     losses, times = [], []
     torch.cuda.synchronize()

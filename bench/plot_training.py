@@ -51,6 +51,23 @@ for m in members:
           f"| {t[0]['recall']:.4f} / {', '.join(format(r['recall'], '.4f') for r in fl)} "
           f"| {t[-1]['tokens_per_s'] / 1e3:.0f}k / {f[0]['tokens_per_s'] / 1e3:.0f}k | {t[0]['peak_mem_mib']:.0f} / {f[0]['peak_mem_mib']:.0f} | {t[0]['first_step_s']:.2f} |")
 
+# The same against the pairwise spread (the largest distance between any two fla runs) and
+# tilec's distance to the nearest fla run: the ratios docs/training.md quotes.
+print()
+print("| member | steps 0–9: tilec to nearest fla run / pairwise fla spread (ratio) | all steps: tilec to nearest / pairwise (ratio) |")
+print("|---|---|---|")
+for m in members:
+    t, fl = runs_of(m, "tilec"), runs_of(m, "fla") + perms(m)
+    if not (t and len(fl) > 1):
+        continue
+    pairs = [(a, b) for i, a in enumerate(fl) for b in fl[i + 1:]]
+    cells = []
+    for lo, hi in ((0, 10), (0, None)):
+        near = min(gap(t[0]["losses"], r["losses"], lo, hi) for r in fl)
+        spread = max(gap(a["losses"], b["losses"], lo, hi) for a, b in pairs)
+        cells.append(f"{near:.2g} / {spread:.2g} ({near / spread:.2f}×)")
+    print(f"| {m} | {cells[0]} | {cells[1]} |")
+
 try:
     import matplotlib
     matplotlib.use("Agg")

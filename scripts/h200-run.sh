@@ -22,13 +22,20 @@ steps=" ${STEPS:-check mutation torch fwd bwd train} "
 has() { [[ $steps == *" $1 "* ]]; }
 M=${MEMBERS:-gdn kda gla ssd la}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/perf/*.whl && export PYTHONPATH=/tmp/site
-# fla's Triton cache travels between calls: $OUT/triton.tgz.* from one call, carried as
-# .devcache/triton.tgz.* into the next, saves most of fla's JIT (its autotuning still runs).
+# fla's Triton cache can travel between calls: with SAVE_TRITON=1 a call leaves it in
+# $OUT/triton.tgz.* (parts of 15 MiB; each takes one of $OUT's 8 files, and the parts must fit
+# the next call's 64 MiB carry beside what else it carries — the five members' training and
+# bench kernels made 5 parts, too many), carried as .devcache/triton.tgz.* into the next call,
+# which then skips most of fla's JIT (its autotuning still runs).
 export TRITON_CACHE_DIR=/tmp/triton; mkdir -p $TRITON_CACHE_DIR
 # In parts of 15 MiB: $OUT takes files of 16 MiB at most.
 ls .devcache/triton.tgz* >/dev/null 2>&1 && cat .devcache/triton.tgz* | tar xzf - -C $TRITON_CACHE_DIR
-save_cache() { tar czf - -C $TRITON_CACHE_DIR . | split -b 15M - $OUT/triton.tgz. ; }
-trap save_cache EXIT
+save_cache() {
+  tar czf - -C $TRITON_CACHE_DIR . | split -b 15M - $OUT/triton.tgz.
+  local n; n=$(ls $OUT/triton.tgz.* | wc -l)
+  [ "$n" -gt 3 ] && echo "warning: fla's Triton cache is $n parts of 15 MiB: too many to carry back"
+}
+[ "${SAVE_TRITON:-0}" = 1 ] && trap save_cache EXIT
 R=.device/bin/tilec-run; A=.device/art; io=.device/io
 cold=()
 if has train || has prefill; then   # the benches JIT their own shapes; prefill: only this (and the cache it leaves)
@@ -46,10 +53,11 @@ if has torch; then echo "=== torch"; TILEC_TORCH_ARTIFACTS=$A timeout $(left) py
 [ ${#cold[@]} -gt 0 ] && { echo "=== waiting for fla's cold runs"; wait "${cold[@]}"; tail -n2 /tmp/cold_*.log; }
 if has fwd; then echo "=== fwd"; timeout $(left) python3 bench/h200_gdn_fwd.py --tilec-run $R --art $A --cases ${CASES:-.device/rec} --repeat 10 2>&1 | grep -v "^$" | cut -c1-600; fi
 if has bwd; then echo "=== bwd"; timeout $(left) python3 bench/h200_gdn_bwd.py --tilec-run $R --art $A --cases ${CASES:-.device/rec} --fla-for ${FLA_FOR:-gdn} --qla-for none --speed ${SPEED:-dense,saved,kda,gla} --qla-speed none --fla-speed ${FLA_SPEED:-dense,saved,kda,gla} 2>&1 | cut -c1-600; fi
-if has ncu; then
+if has ncu; then   # (skipped below when no ncu is found)
   echo "=== ncu"; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
-  timeout $(left) python3 bench/h200_ncu.py --ncu "$ncu" --tilec-run $R --plan $A/gdn_bwd.sm_90a.plan.json --out /tmp/ncu ${NCU_KERNELS:+--kernels "$NCU_KERNELS"} 2>&1 | cut -c1-1500
-  tar czf $OUT/ncu.tgz --exclude '*.ncu-rep' -C /tmp ncu   # $OUT takes 8 files
+  [ -n "$ncu" ] || echo "no ncu on this machine: profile skipped"
+  [ -n "$ncu" ] && timeout $(left) python3 bench/h200_ncu.py --ncu "$ncu" --tilec-run $R --plan $A/gdn_bwd.sm_90a.plan.json --out /tmp/ncu ${NCU_KERNELS:+--kernels "$NCU_KERNELS"} 2>&1 | cut -c1-1500
+  [ -d /tmp/ncu ] && tar czf $OUT/ncu.tgz --exclude '*.ncu-rep' -C /tmp ncu   # $OUT takes 8 files
 fi
 if has train; then echo "=== train"; timeout $(left) python3 bench/h200_train.py --art $A --warm-fla --members ${M// /,} ${TRAIN_ARGS:-} --out $OUT/train.json 2>&1 | cut -c1-400; fi
 echo "=== done in $(( $(date +%s) - start )) s"

@@ -74,8 +74,8 @@ fn header(k: &Kernel, info: &TargetInfo, tma: &TmaPlan, pipelines: &SecondaryMap
     bytes
 }
 
-/// CTAs per SM a software pipeline's ring may bring residency down to on a target whose MMA
-/// accumulators are registers (sm_90a; see [`run`]).
+/// CTAs per SM a software pipeline's ring may bring residency down to in a kernel whose MMA
+/// accumulators are registers (wgmma on sm_90a; see [`run`]).
 pub const RESIDENT_ENOUGH: u32 = 2;
 
 /// Runs the per-target passes on a validated kernel whose TMEM plan has been made.
@@ -116,13 +116,15 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
                 fitting.push((resident(&smem), overlap, smem, pipelines.clone()));
             }
         }
-        // On sm_90a, residency beyond RESIDENT_ENOUGH CTAs per SM is not worth a shallower
-        // ring: the kernels that pipeline hold their wgmma accumulators in registers, which
-        // cap them at two or three CTAs per SM whatever their shared memory allows (state_fwd:
-        // 193 registers, two CTAs; with one stage it waited on each chunk's copies, 12 % of its
-        // time). tcgen05 accumulators live in tensor memory, so there shared memory decides.
+        // A kernel with register MMA accumulators (wgmma on sm_90a) is capped by its registers
+        // at two or three CTAs per SM whatever its shared memory allows (state_fwd: 168-193
+        // registers, two CTAs), so residency beyond RESIDENT_ENOUGH is not worth a shallower
+        // ring there: with one stage, state_fwd issued and awaited its copies in each chunk.
+        // Elsewhere — tcgen05 accumulators live in tensor memory, and a kernel without MMAs
+        // keeps few registers — shared memory decides, and the ring may not cost a CTA.
         let base = fitting.last().map_or(0, |f| f.0);
-        let base = if info.mma.tcgen05 { base } else { base.min(RESIDENT_ENOUGH) };
+        let register_accumulators = k.vars.keys().any(|v| roles.accumulator(v).is_some());
+        let base = if register_accumulators { base.min(RESIDENT_ENOUGH) } else { base };
         if let Some(i) = fitting.iter().position(|f| f.1 || f.0 >= base) {
             let (_, _, smem, p) = fitting.swap_remove(i);
             pipelines = p;
