@@ -30,6 +30,9 @@ for ex in k1_reverse_scan gdn gdn_fwd; do
   [ "$ex" != k1_reverse_scan ] && verify=(--verify)
   echo "== tilec build dsl-examples/$ex.tile --target all -o $out ${verify[*]}"
   "$bin/tilec" build "dsl-examples/$ex.tile" --target all -o "$out" "${verify[@]}"
+  # gdn_fwd.tile builds into gdn's folder (tilec_torch loads forward and backward plans from
+  # one place): check that folder once, after both.
+  [ "$ex" = gdn ] && continue
   for m in "$out"/*.meta.json; do
     echo "== kverify check --meta $m"
     "$bin/kverify" check --meta "$m" --json "$out/$(basename "$m" .meta.json).res02.json"

@@ -229,6 +229,7 @@ fixtures!(
     validate_use_before_def,
     validate_mma_operand_in_registers,
     validate_two_allocs,
+    validate_var_scopes,
     smem_over_budget_sm90,
     smem_reuse_disjoint,
     smem_plan_sm100_gemm,

@@ -92,7 +92,8 @@ pub enum InterpError {
 /// A failure of one instruction.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ExecError {
-    /// A variable was read (by `read` or as an MMA operand) before any write in this CTA.
+    /// A variable was read (by `read` or as an MMA operand) before any write in this CTA. The
+    /// validator refuses IR whose first access of a variable reads it, so this is a guard.
     #[error("variable `{var}` read before write")]
     ReadBeforeWrite {
         /// Variable name.

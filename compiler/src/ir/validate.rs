@@ -2,7 +2,8 @@
 //! builds). Errors are collected, not short-circuited.
 //!
 //! Checks, in order: entity references exist; every value is defined before use and in scope
-//! (defined in the same or an enclosing block); operand and result types agree; MMA operand
+//! (defined in the same or an enclosing block); operand and result types agree; every variable
+//! is written (declared) before it is read and accessed only inside its declaring block; MMA operand
 //! spaces and shapes; TMEM lifecycle shape when the planner has run (exactly one alloc, one
 //! relinquish and one dealloc at the kernel's top level, in that order, around every TMEM
 //! access); and the warp-to-lane-quarter rule of `tcgen05.ld/st` for the CTA's warps.
@@ -66,6 +67,7 @@ pub fn validate_module(m: &Module) -> Result<(), Vec<ValidateError>> {
 pub fn validate(k: &Kernel) -> Result<Validated<'_>, Vec<ValidateError>> {
     let mut cx = Cx { k, errs: vec![], defined: HashSet::new() };
     cx.block(k.body, true);
+    cx.var_scopes();
     cx.lifecycle();
     cx.lane_quarters();
     if cx.errs.is_empty() {
@@ -133,6 +135,50 @@ impl Cx<'_> {
         for v in local {
             self.defined.remove(&v);
         }
+    }
+
+    /// Every variable's first access (in program order) writes it without reading it — its
+    /// declaration — and every later access is in the declaring block or one nested in it. The
+    /// DSL's `let` scoping guarantees both; the shared-memory and TMEM planners rely on them
+    /// (a variable declared inside a loop body is dead between iterations and after the loop),
+    /// so IR read from text that breaks them is refused here rather than planned wrongly.
+    fn var_scopes(&mut self) {
+        fn go(cx: &mut Cx<'_>, b: Block, stack: &mut Vec<Block>, declared: &mut std::collections::HashMap<Var, Block>) {
+            let Some(data) = cx.k.blocks.get(b) else { return };
+            stack.push(b);
+            for &i in &data.insts.clone() {
+                if !cx.k.insts.is_valid(i) {
+                    continue;
+                }
+                let (r, w) = cx.k.inst_vars(i);
+                for v in r.iter().chain(&w).copied().collect::<Vec<_>>() {
+                    if !cx.k.vars.is_valid(v) {
+                        continue;
+                    }
+                    let name = &cx.k.vars[v].name;
+                    match declared.get(&v) {
+                        None => {
+                            if r.contains(&v) {
+                                let m = format!("reads variable {v} (`{name}`) before any write declares it");
+                                cx.err(Some(i), m);
+                            }
+                            declared.insert(v, b);
+                        }
+                        Some(d) if !stack.contains(d) => {
+                            let m = format!("accesses variable {v} (`{name}`) outside the block that declares it (a variable declared in a loop body does not outlive an iteration)");
+                            cx.err(Some(i), m);
+                        }
+                        Some(_) => {}
+                    }
+                }
+                if let Op::For { body, .. } = cx.k.insts[i].op {
+                    go(cx, body, stack, declared);
+                }
+            }
+            stack.pop();
+        }
+        let mut declared = std::collections::HashMap::new();
+        go(self, self.k.body, &mut vec![], &mut declared);
     }
 
     fn ty(&self, v: Value) -> Option<Type> {
