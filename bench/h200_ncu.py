@@ -58,7 +58,11 @@ if p.returncode != 0 or not os.path.exists(rep):
 
 
 def ncu_import(*extra):
-    return subprocess.run([args.ncu, "--import", rep, *extra], capture_output=True, text=True).stdout
+    """`ncu --import REPORT EXTRA...`: its stdout; exits with ncu's stderr when ncu fails."""
+    q = subprocess.run([args.ncu, "--import", rep, *extra], capture_output=True, text=True)
+    if q.returncode != 0:
+        raise SystemExit(f"ncu --import {' '.join(extra)} failed ({q.returncode}): {q.stderr[-2000:]}")
+    return q.stdout
 
 
 details = ncu_import("--page", "details", "--print-details", "all")

@@ -65,7 +65,8 @@ for m in members:
     for lo, hi in ((0, 10), (0, None)):
         near = min(gap(t[0]["losses"], r["losses"], lo, hi) for r in fl)
         spread = max(gap(a["losses"], b["losses"], lo, hi) for a, b in pairs)
-        cells.append(f"{near:.2g} / {spread:.2g} ({near / spread:.2f}×)")
+        ratio = f"{near / spread:.2f}×" if spread > 0 else "fla runs identical"
+        cells.append(f"{near:.2g} / {spread:.2g} ({ratio})")
     print(f"| {m} | {cells[0]} | {cells[1]} |")
 
 try:

@@ -65,9 +65,8 @@ pub fn validate_module(m: &Module) -> Result<(), Vec<ValidateError>> {
 /// # Errors
 /// All problems found, in program order.
 pub fn validate(k: &Kernel) -> Result<Validated<'_>, Vec<ValidateError>> {
-    let mut cx = Cx { k, errs: vec![], defined: HashSet::new() };
+    let mut cx = Cx { k, errs: vec![], defined: HashSet::new(), vars_in_scope: HashSet::new(), declared: HashSet::new() };
     cx.block(k.body, true);
-    cx.var_scopes();
     cx.lifecycle();
     cx.lane_quarters();
     if cx.errs.is_empty() {
@@ -82,6 +81,11 @@ struct Cx<'a> {
     errs: Vec<ValidateError>,
     /// Values visible at the current point (scoped by block).
     defined: HashSet<Value>,
+    /// Variables visible at the current point: declared (first written) in this block or an
+    /// enclosing one.
+    vars_in_scope: HashSet<Var>,
+    /// Variables declared so far, in or out of scope.
+    declared: HashSet<Var>,
 }
 
 impl Cx<'_> {
@@ -95,6 +99,7 @@ impl Cx<'_> {
             return;
         };
         let mut local = vec![];
+        let mut local_vars = vec![];
         for &i in &data.insts {
             if !self.k.insts.is_valid(i) {
                 self.err(None, format!("missing instruction {i}"));
@@ -107,10 +112,24 @@ impl Cx<'_> {
                     self.err(Some(i), format!("uses {a} before its definition or outside its scope"));
                 }
             }
+            // A variable's first access writes it without reading it (its declaration), and
+            // later accesses stay in the declaring block or one nested in it: the DSL's `let`
+            // scoping, which the shared-memory and TMEM planners rely on (a variable declared
+            // in a loop body is dead between iterations and after the loop). IR read from text
+            // that breaks it is refused here rather than planned wrongly.
             let (r, w) = self.k.inst_vars(i);
-            for v in r.into_iter().chain(w) {
+            for &v in r.iter().chain(&w) {
                 if !self.k.vars.is_valid(v) {
                     self.err(Some(i), format!("uses missing variable {v}"));
+                } else if self.declared.insert(v) {
+                    if r.contains(&v) {
+                        self.err(Some(i), format!("reads variable {v} (`{}`) before any write declares it", self.k.vars[v].name));
+                    }
+                    self.vars_in_scope.insert(v);
+                    local_vars.push(v);
+                } else if !self.vars_in_scope.contains(&v) {
+                    let m = format!("accesses variable {v} (`{}`) outside the block that declares it (a variable declared in a loop body does not outlive an iteration)", self.k.vars[v].name);
+                    self.err(Some(i), m);
                 }
             }
             if matches!(self.k.insts[i].op, Op::TmemAlloc { .. } | Op::TmemDealloc { .. } | Op::TmemRelinquish) && !top {
@@ -135,50 +154,9 @@ impl Cx<'_> {
         for v in local {
             self.defined.remove(&v);
         }
-    }
-
-    /// Every variable's first access (in program order) writes it without reading it — its
-    /// declaration — and every later access is in the declaring block or one nested in it. The
-    /// DSL's `let` scoping guarantees both; the shared-memory and TMEM planners rely on them
-    /// (a variable declared inside a loop body is dead between iterations and after the loop),
-    /// so IR read from text that breaks them is refused here rather than planned wrongly.
-    fn var_scopes(&mut self) {
-        fn go(cx: &mut Cx<'_>, b: Block, stack: &mut Vec<Block>, declared: &mut std::collections::HashMap<Var, Block>) {
-            let Some(data) = cx.k.blocks.get(b) else { return };
-            stack.push(b);
-            for &i in &data.insts.clone() {
-                if !cx.k.insts.is_valid(i) {
-                    continue;
-                }
-                let (r, w) = cx.k.inst_vars(i);
-                for v in r.iter().chain(&w).copied().collect::<Vec<_>>() {
-                    if !cx.k.vars.is_valid(v) {
-                        continue;
-                    }
-                    let name = &cx.k.vars[v].name;
-                    match declared.get(&v) {
-                        None => {
-                            if r.contains(&v) {
-                                let m = format!("reads variable {v} (`{name}`) before any write declares it");
-                                cx.err(Some(i), m);
-                            }
-                            declared.insert(v, b);
-                        }
-                        Some(d) if !stack.contains(d) => {
-                            let m = format!("accesses variable {v} (`{name}`) outside the block that declares it (a variable declared in a loop body does not outlive an iteration)");
-                            cx.err(Some(i), m);
-                        }
-                        Some(_) => {}
-                    }
-                }
-                if let Op::For { body, .. } = cx.k.insts[i].op {
-                    go(cx, body, stack, declared);
-                }
-            }
-            stack.pop();
+        for v in local_vars {
+            self.vars_in_scope.remove(&v);
         }
-        let mut declared = std::collections::HashMap::new();
-        go(self, self.k.body, &mut vec![], &mut declared);
     }
 
     fn ty(&self, v: Value) -> Option<Type> {

@@ -76,7 +76,7 @@ fn header(k: &Kernel, info: &TargetInfo, tma: &TmaPlan, pipelines: &SecondaryMap
 
 /// CTAs per SM a software pipeline's ring may bring residency down to in a kernel whose MMA
 /// accumulators are registers (wgmma on sm_90a; see [`run`]).
-pub const RESIDENT_ENOUGH: u32 = 2;
+const RESIDENT_ENOUGH: u32 = 2;
 
 /// Runs the per-target passes on a validated kernel whose TMEM plan has been made.
 ///
