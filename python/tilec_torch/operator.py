@@ -76,6 +76,7 @@ class Operator:
         # same for every step of a training loop (dtypes, shapes, scalars and host offsets
         # decide it all). Oldest first out past PREPARED_CACHE entries; refusals are not kept.
         self._prepared: dict = {}
+        self._exact_on: dict = {}   # device index → whether the artifact's target is its exact capability (checked)
 
     # ----- checks (no GPU needed) -----
     def check(self, _allow_cpu: bool = False, **kwargs) -> tuple:
@@ -135,12 +136,17 @@ class Operator:
         place and returned)."""
         torch = _torch()
         prepared, tensors, device = self.check(**kwargs)
-        why = driver.available()
-        if why:
-            raise RuntimeError(f"operator `{self.name}` cannot run here: {why}")
-        if device is None:
-            raise TensorError(f"operator `{self.name}`: no tensor argument on a CUDA device")
-        self._check_target(device)
+        # The driver and the GPU's compute capability are checked once per device: repeating
+        # them (a torch import, cuda.is_available, the capability query) cost every call.
+        if device is None or device.index not in self._exact_on:
+            why = driver.available()
+            if why:
+                raise RuntimeError(f"operator `{self.name}` cannot run here: {why}")
+            if device is None:
+                raise TensorError(f"operator `{self.name}`: no tensor argument on a CUDA device")
+            self._check_target(device)
+            self._exact_on[device.index] = self._exact
+        self._exact = self._exact_on[device.index]
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device)
             for n, t in list(tensors.items()):
