@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 import traceback
 import types
 
@@ -34,6 +35,25 @@ ENV_MARKERS = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUD
 torch = None  # imported in main() so that a missing torch is a start-up failure with a message
 audit_gates = None  # the further gates (audit_gates.py beside this file), imported with torch
 U32 = 2.0**-24
+# Seconds spent per part of a request (reference fp64, fp32 on the device and on the CPU, the
+# candidate, input generation), written as one JSON line per request to the file named by
+# KVERIFY_AUDIT_PROFILE when it is set: where an audit's time goes, without touching the facts.
+PROFILE = os.environ.get("KVERIFY_AUDIT_PROFILE")
+SPENT = {}
+
+
+def timed(part):
+    def wrap(f):
+        def g(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                if PROFILE and torch.cuda.is_available():
+                    torch.cuda.synchronize()  # charge a GPU part to itself, not to its reader
+                SPENT[part] = SPENT.get(part, 0.0) + time.perf_counter() - t0
+        return g
+    return wrap
 
 
 def set_seed(seed):
@@ -113,6 +133,7 @@ class Task:
             self.cand_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
 
     # -- inputs and models -------------------------------------------------------------------
+    @timed("inputs")
     def inputs(self, seed, nan=False, kind=None):
         """``get_inputs()`` after seeding with ``seed``; ``nan``: EXC-01's injection; ``kind``: a
         probe distribution of audit_gates.transform (wide, pos, sub, tiny) replacing the
@@ -128,6 +149,7 @@ class Task:
                     flat[(seed % 256) % flat.numel() :: 256] = float("nan")
         return [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
 
+    @timed("ref64")
     def run_ref64(self, xs, model=None):
         model = self.ref64 if model is None else model
         if model is None:
@@ -148,16 +170,20 @@ class Task:
                 raise RuntimeError(f"Model does not compute in float64 (output dtype {t.dtype})")
         return out
 
+    @timed("ref32")
     def run_ref32(self, xs, model=None):
         model = self.ref32 if model is None else model
         with torch.no_grad():
             return outputs(model(*[x.clone() if torch.is_tensor(x) else x for x in xs]))
 
+    @timed("cpu32")
     def run_cpu32_single_thread(self, xs, model=None):
         """The second honest ordering: the fp32 Model on the CPU — with one thread when the
         device is the CPU itself (another summation order than the multi-threaded run), with
-        all threads when the device is a GPU (already another library and order; one thread
-        would make GPU-sized tasks take minutes)."""
+        KVERIFY_CPU_THREADS threads when the device is a GPU (already another library and
+        order; kverify sets it to the cores per parallel worker — one thread would make
+        GPU-sized tasks take minutes, and subnormal probes run at a fraction of the CPU's
+        speed)."""
         if model is not None:
             cpu = copy.deepcopy(model).to("cpu")
         else:
@@ -165,13 +191,14 @@ class Task:
                 self.cpu32 = copy.deepcopy(self.ref32).to("cpu")
             cpu = self.cpu32
         n = torch.get_num_threads()
-        torch.set_num_threads(1 if self.device.type == "cpu" else n)
+        torch.set_num_threads(1 if self.device.type == "cpu" else max(1, int(os.environ.get("KVERIFY_CPU_THREADS", n))))
         try:
             with torch.no_grad():
                 return outputs(cpu(*[x.detach().cpu().clone() if torch.is_tensor(x) else x for x in xs]))
         finally:
             torch.set_num_threads(n)
 
+    @timed("cand")
     def run_cand(self, xs):
         if self.cand is None:
             raise RuntimeError(f"ModelNew failed to build: {self.cand_error}")
@@ -345,6 +372,8 @@ def main():
             continue
         req = json.loads(line)
         rid = req.get("id", 0)
+        SPENT.clear()
+        t0 = time.perf_counter()
         try:
             if req["cmd"] == "load":
                 task = Task(req, a.device)
@@ -363,6 +392,10 @@ def main():
         except BaseException as e:  # a failure of the measured side; kverify decides whom to charge
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
             resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg)}
+        if PROFILE:
+            row = {"pid": os.getpid(), "cmd": req.get("cmd"), "gate": req.get("gate"), "s": round(time.perf_counter() - t0, 3), **{k: round(v, 3) for k, v in SPENT.items()}}
+            with open(PROFILE, "a") as f:
+                f.write(json.dumps(row) + "\n")
         proto.write(json.dumps(resp) + "\n")
         proto.flush()
     del out

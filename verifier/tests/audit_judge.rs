@@ -119,7 +119,7 @@ fn verdict_is_broken_for_tolerance_free_failures_and_errors_violation_for_cmp01(
 fn rec(key: &str, accepted: bool, status: &str, list: &[(&str, Status)]) -> Record {
     let g = gates(list);
     let verdict = (status == "judged").then(|| judge::verdict(&g).to_string());
-    Record { key: key.into(), row: 0, level: 1, task: 1, accepted, control: false, load_inline: false, status: status.into(), note: String::new(), gates: g, verdict, device: "cpu".into(), elapsed_s: 0.0 }
+    Record { key: key.into(), row: 0, level: 1, task: 1, accepted, control: false, load_inline: false, status: status.into(), note: String::new(), gates: g, verdict, device: "cpu".into(), elapsed_s: 0.0, gate_s: Default::default() }
 }
 
 #[test]

@@ -251,8 +251,59 @@ fn load_inline_kernels_are_built_ahead_into_the_extension_cache() {
     // 2 builds ahead, then 3 kernels judged, each loaded twice (once more for ORD-02's fresh process).
     assert_eq!(lines.len(), 2 + 3 * 2, "{lines:?}");
     assert!(lines.iter().all(|l| l.ends_with(&format!(" {}", ext.display()))), "{lines:?}");
-    let r = records(&out);
-    assert_eq!(r.iter().map(|x| x["load_inline"].as_bool().unwrap_or(false)).collect::<Vec<_>>(), vec![true, false, true]);
+    // Records come in the order kernels end: the one needing no build is judged while the
+    // builds run, so compare by key.
+    let mut r: Vec<(String, bool)> = records(&out).iter().map(|x| (x["key"].as_str().unwrap_or("").to_string(), x["load_inline"].as_bool().unwrap_or(false))).collect();
+    r.sort();
+    assert_eq!(r.iter().map(|x| x.1).collect::<Vec<_>>(), vec![true, false, true]);
+}
+
+/// The judges do not wait for every build: a kernel that needs none is loaded and judged while
+/// a slow `load_inline` build runs (before, the whole build-ahead pass ended first), and the
+/// `load_inline` kernel is judged only after its build.
+#[test]
+fn kernels_without_a_build_are_judged_while_builds_run() {
+    let dir = scratch("overlap");
+    let stamps = dir.join("stamps");
+    let st = |label: &str, sleep: f64| json!({"stamps": stamps.display().to_string(), "label": label, "load_sleep": sleep});
+    let inline = json!({"level_id": 1, "task_id": 1, "ref_code": REF, "custom_code": format!("#FAKE {}\n# uses load_inline\nclass ModelNew: pass\n", st("inline", 3.0)), "score_default": 1.0});
+    let corpus = write_corpus(&dir, &[inline, row(2, Some(st("plain", 0.0)), true)]);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "1", "--build-jobs", "1", "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&stamps).expect("stamps");
+    let times = |label: &str, ev: &str| -> Vec<f64> { text.lines().filter_map(|l| { let f: Vec<&str> = l.split(' ').collect(); (f[0] == label && f[1] == ev).then(|| f[2].parse().unwrap_or(f64::NAN)) }).collect() };
+    let (build_end, plain_start) = (times("inline", "end")[0], times("plain", "start")[0]);
+    assert!(plain_start < build_end, "the plain kernel waited for the build: loaded at {plain_start}, build ended {build_end}\n{text}");
+    // The inline kernel's judging loads (two: ORD-02's fresh process) start after its build.
+    let inline_starts = times("inline", "start");
+    assert_eq!(inline_starts.len(), 3, "{text}");
+    assert!(inline_starts[1] >= build_end, "{text}");
+    assert_eq!(records(&out).len(), 2);
+}
+
+/// `--stop-after`: no kernel starts after the deadline, the one in flight finishes and is
+/// recorded, the exit code says kernels are left (3), and a rerun judges exactly those.
+#[test]
+fn stop_after_finishes_the_kernel_in_flight_and_leaves_the_rest() {
+    let dir = scratch("stop-after");
+    let slow = || Some(json!({"sleep": 0.05}));
+    let corpus = write_corpus(&dir, &[row(1, slow(), true), row(2, slow(), true), row(3, slow(), true)]);
+    let out = dir.join("out");
+    let args = [corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "1", "--quiet"];
+    let o = kverify(&[&args[..], &["--stop-after", "0.2"]].concat()).output().expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("2 kernels left unjudged"), "{err}");
+    let first = records(&out);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["status"], "judged");
+    assert_eq!(first[0]["gates"].as_object().map(|g| g.len()), Some(11), "the kernel in flight ran every gate");
+    let o = kverify(&args).output().expect("rerun");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("3 kernels selected, 1 already recorded, 2 judged now"), "{err}");
+    assert_eq!(records(&out).len(), 3);
 }
 
 /// A time limit that is not a positive finite number of seconds is a usage error (clap, exit 2),

@@ -11,6 +11,7 @@
 //! * [`summary`]: funnel, per-gate rates with applicability, the 2x2 differential; table, JSON
 //!   and SVG.
 
+pub mod build_ahead;
 pub mod judge;
 pub mod judge_probes;
 pub mod run;
@@ -182,6 +183,10 @@ pub struct Record {
     /// Seconds this kernel took (not part of the summary).
     #[serde(default)]
     pub elapsed_s: f64,
+    /// Seconds per gate, loading and building included in the first gate's (not part of the
+    /// summary: where an audit's time goes).
+    #[serde(default)]
+    pub gate_s: BTreeMap<String, f64>,
 }
 
 /// The record files of `dir`: `kernels-<i>of<n>.jsonl`, one per shard.

@@ -8,6 +8,7 @@
 //! worker and loads the task again.
 
 use super::judge::{self, GateResult, Status, GATES};
+use super::build_ahead::Builds;
 use super::judge_probes;
 use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store};
 use crate::candidate::process::Worker;
@@ -50,6 +51,10 @@ pub struct Options {
     /// kernel still to judge is loaded once, so its extension is compiled into the cache by
     /// up to this many builds at a time, and judging then loads it from there.
     pub build_jobs: usize,
+    /// Start no kernel (and no build) after this long: the kernels in flight finish and are
+    /// recorded, the rest are left for a rerun — a time-boxed run (a job's wall-time limit, a
+    /// lent machine) loses nothing in flight, where a kill loses every kernel it interrupts.
+    pub stop_after: Option<Duration>,
 }
 
 /// The default worker: `python3 <crate>/python/audit_worker.py`.
@@ -81,7 +86,8 @@ enum Answer {
     Raised { error: String, env: bool },
 }
 
-struct Session<'a> {
+/// One job's worker and what it has loaded.
+pub(crate) struct Session<'a> {
     opts: &'a Options,
     device: String,
     worker: Option<Worker>,
@@ -92,8 +98,23 @@ struct Session<'a> {
     build_failure: Option<GateResult>,
 }
 
-impl Session<'_> {
-    fn start(&mut self) -> Result<(), AuditError> {
+impl<'a> Session<'a> {
+    pub(crate) fn new(opts: &'a Options, device: String) -> Self {
+        Session { device, opts, worker: None, next_id: 0, loaded: false, build_failure: None }
+    }
+
+    /// Loads `k` (reference, then candidate) into a worker; what a build-ahead thread does.
+    pub(crate) fn load(&mut self, k: &Kernel) -> Result<(), AuditError> {
+        ensure_loaded(self, k).map(|_| ())
+    }
+
+    /// Ends the worker (killed with its process tree).
+    pub(crate) fn drop_worker(&mut self) {
+        self.worker = None;
+        self.loaded = false;
+    }
+
+    pub(crate) fn start(&mut self) -> Result<(), AuditError> {
         self.worker = None;
         self.loaded = false;
         let mut cmd = Command::new(&self.opts.worker[0]);
@@ -101,6 +122,11 @@ impl Session<'_> {
         if let Some(d) = &self.opts.extensions_dir {
             cmd.env("TORCH_EXTENSIONS_DIR", d);
         }
+        // The CPU's honest fp32 run of a GPU task (docs/audit.md, CMP-01) gets the cores left
+        // per parallel worker: single-threaded, GPU-sized tasks and subnormal probes (which the
+        // CPU runs at a fraction of its speed) made it most of an audit's time on the H200.
+        let threads = if self.device.starts_with("cuda") { (std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) / self.opts.jobs.max(1)).max(1) } else { 1 };
+        cmd.env("KVERIFY_CPU_THREADS", threads.to_string());
         let w = Worker::spawn(cmd, PROTOCOL, self.opts.time_limit, self.opts.mem_limit_mb, MAX_LINE).map_err(|e| AuditError::Worker(e.to_string()))?;
         self.worker = Some(w);
         Ok(())
@@ -248,9 +274,13 @@ fn audit_kernel(s: &mut Session, k: &Kernel) -> Result<Record, AuditError> {
         verdict: None,
         device: s.device.clone(),
         elapsed_s: 0.0,
+        gate_s: BTreeMap::new(),
     };
     for g in GATES {
-        match gate(s, k, g)? {
+        let tg = Instant::now();
+        let r = gate(s, k, g)?;
+        rec.gate_s.insert(g.to_string(), (tg.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
+        match r {
             Ok(r) => {
                 rec.gates.insert(g.to_string(), r);
             }
@@ -287,6 +317,8 @@ pub struct Outcome {
     pub resumed: usize,
     /// Judged by this run.
     pub judged_now: usize,
+    /// Selected but left unjudged because `stop_after` passed (a rerun continues with them).
+    pub left: usize,
     /// The record directory.
     pub out: PathBuf,
 }
@@ -304,24 +336,28 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
     let resumed = sel.len() - todo.len();
     let total = todo.len();
     let mut store = Store::open(out, shard)?;
-    let builds: VecDeque<Kernel> = todo.iter().filter(|k| k.load_inline).cloned().collect();
-    if opts.build_jobs > 0 && !builds.is_empty() {
-        build_ahead(builds, opts)?;
-    }
-    let queue = Arc::new(Mutex::new(todo));
+    // Kernels that need no build first, so the judges work while the builds run beside them
+    // (build_ahead.rs); a `load_inline` kernel is judged once its own build has ended.
+    let builds: VecDeque<Kernel> = if opts.build_jobs > 0 { todo.iter().filter(|k| k.load_inline).cloned().collect() } else { VecDeque::new() };
+    let (mut plain, inline): (Vec<Kernel>, Vec<Kernel>) = todo.into_iter().partition(|k| !k.load_inline);
+    plain.extend(inline);
+    let queue = Arc::new(Mutex::new(VecDeque::from(plain)));
     let abort = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let building = Arc::new(Builds::start(builds, opts, &abort, t0));
     let (tx, rx) = mpsc::channel::<Result<Record, AuditError>>();
     let mut handles = Vec::new();
     for j in 0..opts.jobs.max(1).min(total.max(1)) {
-        let (queue, abort, tx, opts) = (Arc::clone(&queue), Arc::clone(&abort), tx.clone(), opts.clone());
+        let (queue, abort, tx, opts, building) = (Arc::clone(&queue), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building));
         handles.push(std::thread::spawn(move || {
-            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false, build_failure: None };
+            let mut s = Session::new(&opts, opts.devices[j % opts.devices.len()].clone());
             loop {
-                if abort.load(Ordering::SeqCst) {
+                if abort.load(Ordering::SeqCst) || opts.stop_after.is_some_and(|d| t0.elapsed() >= d) {
                     break;
                 }
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
                 let Some(k) = next else { break };
+                building.wait_for(&k);
                 if tx.send(audit_kernel(&mut s, &k)).is_err() {
                     break;
                 }
@@ -329,7 +365,6 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
         }));
     }
     drop(tx);
-    let t0 = Instant::now();
     let mut n = 0;
     let mut first_err = None;
     for r in rx {
@@ -350,38 +385,17 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
     for h in handles {
         let _ = h.join();
     }
+    abort.store(true, Ordering::SeqCst); // builds nobody waits for any more need not run
+    let built = Arc::try_unwrap(building).map_err(|_| AuditError::Worker("a judge outlived the audit".into()))?.finish();
     if opts.progress && total > 0 {
         eprintln_safe("");
     }
     if let Some(e) = first_err {
         return Err(e);
     }
-    Ok(Outcome { corpus_rows, selected: sel.len(), resumed, judged_now: n, out: out.to_path_buf() })
-}
-
-/// The build-ahead pass: load each kernel (reference and candidate) once, `build_jobs` at a
-/// time, and drop the worker; what it built stays in `TORCH_EXTENSIONS_DIR`. Outcomes are not
-/// recorded (the judging pass loads again and judges a failed build).
-fn build_ahead(kernels: VecDeque<Kernel>, opts: &Options) -> Result<(), AuditError> {
-    let queue = Arc::new(Mutex::new(kernels));
-    let mut handles = Vec::new();
-    for j in 0..opts.build_jobs {
-        let (queue, opts) = (Arc::clone(&queue), opts.clone());
-        handles.push(std::thread::spawn(move || -> Result<(), AuditError> {
-            let mut s = Session { device: opts.devices[j % opts.devices.len()].clone(), opts: &opts, worker: None, next_id: 0, loaded: false, build_failure: None };
-            loop {
-                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some(k) = next else { return Ok(()) };
-                s.start()?;
-                let _ = ensure_loaded(&mut s, &k)?;
-                s.worker = None;
-            }
-        }));
-    }
-    for h in handles {
-        h.join().map_err(|_| AuditError::Worker("build thread panicked".into()))??;
-    }
-    Ok(())
+    built?;
+    let left = queue.lock().map(|q| q.len()).unwrap_or(0);
+    Ok(Outcome { corpus_rows, selected: sel.len(), resumed, judged_now: n, left, out: out.to_path_buf() })
 }
 
 fn eprintln_safe(s: &str) {

@@ -52,18 +52,24 @@ pub struct AuditArgs {
     /// machine's cores with a CUDA device, 0 = no build-ahead pass on cpu).
     #[arg(long)]
     pub build_jobs: Option<usize>,
+    /// Start no kernel after this many seconds: those in flight finish and are recorded, the
+    /// rest are left for a rerun (exit code 3 when any are left).
+    #[arg(long, value_parser = super::seconds)]
+    pub stop_after: Option<f64>,
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,
 }
 
-/// Run the audit; returns the exit code (0 when it completed).
+/// Run the audit; returns the exit code (0 when it completed, 3 when `--stop-after` left kernels
+/// unjudged; the report then covers what was recorded).
 pub fn run(a: &AuditArgs) -> Result<i32, AuditError> {
     let shard = audit::parse_shard(&a.shard)?;
     let devices: Vec<String> = a.device.split(',').map(|d| d.trim().to_string()).filter(|d| !d.is_empty()).collect();
     if devices.iter().any(|d| d != "cpu" && !d.starts_with("cuda")) {
         return Err(AuditError::Usage(format!("--device wants cpu or cuda:N, got `{}`", a.device)));
     }
+    let mut incomplete = false;
     let corpus_rows = if a.report_only {
         audit::load_corpus(&a.corpus, a.control)?.0
     } else {
@@ -76,10 +82,15 @@ pub fn run(a: &AuditArgs) -> Result<i32, AuditError> {
             seed: a.seed,
             progress: !a.quiet,
             extensions_dir: Some(a.extensions_dir.clone().unwrap_or_else(|| a.out.join("torch_extensions"))),
+            stop_after: a.stop_after.map(Duration::from_secs_f64),
             build_jobs: a.build_jobs.unwrap_or(if a.device.contains("cuda") { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { 0 }),
         };
         let o = run::audit(&a.corpus, &a.out, shard, a.limit, a.control, &opts)?;
         eprintln!("kverify audit: shard {}/{}: {} kernels selected, {} already recorded, {} judged now", shard.0, shard.1, o.selected, o.resumed, o.judged_now);
+        if o.left > 0 {
+            eprintln!("kverify audit: --stop-after passed: {} kernels left unjudged; rerun the same command to continue", o.left);
+            incomplete = true;
+        }
         o.corpus_rows
     };
     let records = audit::load_records(&a.out)?;
@@ -87,5 +98,5 @@ pub fn run(a: &AuditArgs) -> Result<i32, AuditError> {
     summary::write(&a.out, &s)?;
     print!("{}", summary::table(&s));
     println!("report: {}", a.out.join("summary.json").display());
-    Ok(0)
+    Ok(if incomplete { 3 } else { 0 })
 }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the H200 (the device tool; carry `.devaud`): judge the CUDA-L1 corpus with `kverify audit`
+# for at most BUDGET seconds, resuming from the records carried in .devaud/rec-$MODE, and leave
+# the records and the summary in $OUT. Between calls, copy $OUT's records back into
+# .devaud/rec-$MODE (docs/audit.md, "Measured on the H200"). Prepared here by
+#   cp ../shared/data/foreign/cuda-l1-h100.jsonl .devaud/corpus.jsonl
+#   cargo build --release -p kverify && cp target/release/kverify .devaud/ && strip .devaud/kverify
+# MODE=audit|control (the positive control), LIMIT (kernels of the corpus to cover so far: the
+# first LIMIT in corpus order), JOBS (judging workers on the one GPU), BUILD_JOBS (load_inline
+# builds beside them; the host's 16 cores are what an audit there is bound by), BUDGET (seconds:
+# no kernel starts after BUDGET - DRAIN, the run is killed at BUDGET), PROFILE=1 (per-request
+# seconds by part, profile-$MODE.jsonl).
+set -u
+MODE=${MODE:-audit}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-8}; BUILD_JOBS=${BUILD_JOBS:-8}; BUDGET=${BUDGET:-480}; DRAIN=${DRAIN:-150}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+D=/tmp/aud-$MODE; mkdir -p "$D"
+cp .devaud/rec-$MODE/kernels-*.jsonl "$D/" 2>/dev/null || true
+flags=(); [ "$MODE" = control ] && flags=(--control)
+K=.devaud/kverify
+[ "${PROFILE:-0}" = 1 ] && export KVERIFY_AUDIT_PROFILE="$OUT/profile-$MODE.jsonl"  # per-request seconds by part
+start=$(date +%s)
+timeout -s KILL "$BUDGET" "$K" audit .devaud/corpus.jsonl --out "$D" --device cuda:0 --jobs "$JOBS" \
+  --limit "$LIMIT" --build-jobs "$BUILD_JOBS" --stop-after $((BUDGET > DRAIN ? BUDGET - DRAIN : 1)) --extensions-dir /tmp/torch_ext --worker "python3 verifier/python/audit_worker.py" \
+  "${flags[@]}" --quiet >"$OUT/audit-$MODE.stdout.txt" 2>"$OUT/audit-$MODE.stderr.txt"
+echo "audit rc $? after $(( $(date +%s) - start )) s"
+pkill -KILL -f audit_worker.py 2>/dev/null; sleep 1
+"$K" audit .devaud/corpus.jsonl --out "$D" "${flags[@]}" --report-only >"$OUT/summary-$MODE.txt" 2>&1
+cp "$D"/kernels-*.jsonl "$OUT/" ; cp "$D/summary.json" "$OUT/summary-$MODE.json"
+wc -l "$D"/kernels-*.jsonl; tail -c 3000 "$OUT/audit-$MODE.stderr.txt"; cat "$OUT/summary-$MODE.txt"

@@ -1,0 +1,107 @@
+//! The build-ahead pass over `load_inline` kernels, running beside the judging.
+//!
+//! A `load_inline` candidate is a full nvcc compile against PyTorch's headers (18–124 s each on
+//! the H200's host, measured in the CUDA-L1 audit). `build_jobs` threads load each such kernel
+//! once (reference, then candidate) and drop the worker, so the extension lands in
+//! `TORCH_EXTENSIONS_DIR` and the judging pass loads it from there. The judges meanwhile take
+//! the kernels that need no build (the run orders them first) and wait, per `load_inline`
+//! kernel, only for that kernel's own build — before, every build had to end before the first
+//! kernel was judged, and the slowest compile held up the whole audit. Build outcomes are not
+//! recorded: the judging pass loads again and judges a failed build.
+
+use super::run::{Options, Session};
+use super::{AuditError, Kernel};
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+#[derive(Default)]
+struct State {
+    /// Keys whose build ended (built, failed or skipped).
+    done: HashSet<String>,
+    /// Build threads still running.
+    alive: usize,
+}
+
+/// Builds in progress; [`Builds::wait_for`] blocks a judge until a kernel's build has ended.
+pub struct Builds {
+    state: Arc<(Mutex<State>, Condvar)>,
+    handles: Vec<JoinHandle<Result<(), AuditError>>>,
+}
+
+impl Builds {
+    /// Starts `opts.build_jobs` build threads over `kernels` (in order); none when there is
+    /// nothing to build or `build_jobs` is 0. `abort`, or `opts.stop_after` past `t0`, stops
+    /// them between builds.
+    pub fn start(kernels: VecDeque<Kernel>, opts: &Options, abort: &Arc<AtomicBool>, t0: Instant) -> Builds {
+        let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        let jobs = if kernels.is_empty() { 0 } else { opts.build_jobs.min(kernels.len()) };
+        if let Ok(mut s) = state.0.lock() {
+            s.alive = jobs;
+        }
+        let queue = Arc::new(Mutex::new(kernels));
+        let handles = (0..jobs)
+            .map(|j| {
+                let (queue, opts, state, abort) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort));
+                std::thread::spawn(move || {
+                    let r = build_loop(j, &queue, &opts, &state, &abort, t0);
+                    // Whatever happened, judges waiting on builds this thread will not do go on.
+                    if let Ok(mut s) = state.0.lock() {
+                        s.alive -= 1;
+                    }
+                    state.1.notify_all();
+                    r
+                })
+            })
+            .collect();
+        Builds { state, handles }
+    }
+
+    /// Blocks until `k`'s build has ended, or until no build thread is left to do it (the judge
+    /// then builds it itself while loading). Kernels without `load_inline` never wait.
+    pub fn wait_for(&self, k: &Kernel) {
+        if !k.load_inline {
+            return;
+        }
+        let (lock, cv) = &*self.state;
+        let Ok(mut s) = lock.lock() else { return };
+        while !s.done.contains(&k.key) && s.alive > 0 {
+            s = match cv.wait(s) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+        }
+    }
+
+    /// Joins the build threads; the first that could not start a worker is the error.
+    pub fn finish(self) -> Result<(), AuditError> {
+        let mut first = Ok(());
+        for h in self.handles {
+            let r = h.join().map_err(|_| AuditError::Worker("build thread panicked".into())).and_then(|r| r);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: &(Mutex<State>, Condvar), abort: &AtomicBool, t0: Instant) -> Result<(), AuditError> {
+    let mut s = Session::new(opts, opts.devices[j % opts.devices.len()].clone());
+    loop {
+        if abort.load(Ordering::SeqCst) || opts.stop_after.is_some_and(|d| t0.elapsed() >= d) {
+            return Ok(());
+        }
+        let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+        let Some(k) = next else { return Ok(()) };
+        let r = s.start().and_then(|()| s.load(&k).map(|_| ()));
+        s.drop_worker();
+        if let Ok(mut st) = state.0.lock() {
+            st.done.insert(k.key.clone());
+        }
+        state.1.notify_all();
+        r?;
+    }
+}
