@@ -235,8 +235,9 @@ fn killing_kverify_kills_a_hung_worker() {
     assert!(!alive(pids[0]), "hung worker {} outlived the killed kverify", pids[0]);
 }
 
-/// The build-ahead pass loads every `load_inline` kernel once before judging, `--build-jobs` at
-/// a time, with `TORCH_EXTENSIONS_DIR` set for every worker.
+/// The build-ahead pass loads every `load_inline` kernel once (beside the judging, which waits
+/// for each kernel's own build), `--build-jobs` at a time, with `TORCH_EXTENSIONS_DIR` set for
+/// every worker.
 #[test]
 fn load_inline_kernels_are_built_ahead_into_the_extension_cache() {
     let dir = scratch("buildahead");
@@ -287,11 +288,11 @@ fn kernels_without_a_build_are_judged_while_builds_run() {
 #[test]
 fn stop_after_finishes_the_kernel_in_flight_and_leaves_the_rest() {
     let dir = scratch("stop-after");
-    let slow = || Some(json!({"sleep": 0.05}));
+    let slow = || Some(json!({"sleep": 0.1}));
     let corpus = write_corpus(&dir, &[row(1, slow(), true), row(2, slow(), true), row(3, slow(), true)]);
     let out = dir.join("out");
     let args = [corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "1", "--quiet"];
-    let o = kverify(&[&args[..], &["--stop-after", "0.2"]].concat()).output().expect("run");
+    let o = kverify(&[&args[..], &["--stop-after", "0.5"]].concat()).output().expect("run");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("2 kernels left unjudged"), "{err}");
@@ -304,6 +305,44 @@ fn stop_after_finishes_the_kernel_in_flight_and_leaves_the_rest() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("3 kernels selected, 1 already recorded, 2 judged now"), "{err}");
     assert_eq!(records(&out).len(), 3);
+}
+
+/// A judge that waited for a build past the deadline does not start its kernel: both kernels
+/// are left, and nothing is loaded after the deadline but the build that was under way.
+#[test]
+fn stop_after_holds_for_judges_that_waited_on_a_build() {
+    let dir = scratch("stop-after-build");
+    let stamps = dir.join("stamps");
+    let inline = |t: i64, label: &str| json!({"level_id": 1, "task_id": t, "ref_code": REF, "custom_code": format!("#FAKE {}\n# uses load_inline\nclass ModelNew: pass\n", json!({"stamps": stamps.display().to_string(), "label": label, "load_sleep": 2.0})), "score_default": 1.0});
+    let corpus = write_corpus(&dir, &[inline(1, "a"), inline(2, "b")]);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "2", "--build-jobs", "1", "--stop-after", "1", "--quiet"]).output().expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("2 kernels left unjudged"), "{err}");
+    let text = std::fs::read_to_string(&stamps).expect("stamps");
+    assert_eq!(text.lines().filter(|l| l.starts_with("a start")).count(), 1, "only a's build loaded a:\n{text}");
+    assert!(!text.contains("b start"), "b was loaded after the deadline:\n{text}");
+    assert!(records(&out).is_empty());
+}
+
+/// A build thread whose kernel failed to build goes on building the next one (it used to carry
+/// the failure over: the next kernel was not loaded and its judge had to build it).
+#[test]
+fn a_failed_build_does_not_stop_its_build_thread() {
+    let dir = scratch("build-after-failure");
+    let log = dir.join("loads");
+    let inline = |t: i64, d: Value| json!({"level_id": 1, "task_id": t, "ref_code": REF, "custom_code": format!("#FAKE {d}\n# uses load_inline\nclass ModelNew: pass\n"), "score_default": 1.0});
+    let pl = log.display().to_string();
+    let corpus = write_corpus(&dir, &[inline(1, json!({"build_error": "nvcc failed", "pidlog": pl})), inline(2, json!({"pidlog": pl}))]);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "1", "--build-jobs", "1", "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Kernel 1: one build, one judging load (its failure is then reported by every gate);
+    // kernel 2: one build, two judging loads (ORD-02's fresh process).
+    let loads = std::fs::read_to_string(&log).expect("load log").lines().count();
+    assert_eq!(loads, 2 + 3, "loads: {loads}");
+    assert_eq!(records(&out).len(), 2);
 }
 
 /// A time limit that is not a positive finite number of seconds is a usage error (clap, exit 2),

@@ -46,13 +46,10 @@ impl Builds {
             .map(|j| {
                 let (queue, opts, state, abort) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort));
                 std::thread::spawn(move || {
-                    let r = build_loop(j, &queue, &opts, &state, &abort, t0);
-                    // Whatever happened, judges waiting on builds this thread will not do go on.
-                    if let Ok(mut s) = state.0.lock() {
-                        s.alive -= 1;
-                    }
-                    state.1.notify_all();
-                    r
+                    // Whatever happens (an error, a panic), judges waiting on builds this
+                    // thread will not do go on when it ends.
+                    let _gone = Departure(&state);
+                    build_loop(j, &queue, &opts, &state, &abort, t0)
                 })
             })
             .collect();
@@ -75,8 +72,13 @@ impl Builds {
         }
     }
 
-    /// Joins the build threads; the first that could not start a worker is the error.
-    pub fn finish(self) -> Result<(), AuditError> {
+    /// Joins the build threads (`wait`), or leaves them to end with the process (builds that
+    /// no judge waits for: their workers are killed when kverify exits); the first that could
+    /// not start a worker is the error.
+    pub fn finish(self, wait: bool) -> Result<(), AuditError> {
+        if !wait {
+            return Ok(());
+        }
         let mut first = Ok(());
         for h in self.handles {
             let r = h.join().map_err(|_| AuditError::Worker("build thread panicked".into())).and_then(|r| r);
@@ -85,6 +87,18 @@ impl Builds {
             }
         }
         first
+    }
+}
+
+/// Counts a build thread out when dropped, however the thread ends.
+struct Departure<'a>(&'a (Mutex<State>, Condvar));
+
+impl Drop for Departure<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.0 .0.lock() {
+            s.alive -= 1;
+        }
+        self.0 .1.notify_all();
     }
 }
 

@@ -108,10 +108,12 @@ impl<'a> Session<'a> {
         ensure_loaded(self, k).map(|_| ())
     }
 
-    /// Ends the worker (killed with its process tree).
+    /// Ends the worker (killed with its process tree) and forgets the kernel's build outcome:
+    /// a build thread's next kernel must be loaded, not reported as the last one's failure.
     pub(crate) fn drop_worker(&mut self) {
         self.worker = None;
         self.loaded = false;
+        self.build_failure = None;
     }
 
     pub(crate) fn start(&mut self) -> Result<(), AuditError> {
@@ -358,6 +360,13 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
                 let Some(k) = next else { break };
                 building.wait_for(&k);
+                // A build may end past the deadline: then the kernel is left for the rerun.
+                if opts.stop_after.is_some_and(|d| t0.elapsed() >= d) {
+                    if let Ok(mut q) = queue.lock() {
+                        q.push_front(k);
+                    }
+                    break;
+                }
                 if tx.send(audit_kernel(&mut s, &k)).is_err() {
                     break;
                 }
@@ -383,18 +392,26 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
         }
     }
     for h in handles {
-        let _ = h.join();
+        if h.join().is_err() {
+            first_err.get_or_insert(AuditError::Worker("a judging thread panicked".into()));
+        }
     }
-    abort.store(true, Ordering::SeqCst); // builds nobody waits for any more need not run
-    let built = Arc::try_unwrap(building).map_err(|_| AuditError::Worker("a judge outlived the audit".into()))?.finish();
+    // Every kernel judged waited for its own build, so builds still running serve nobody (a
+    // stop or an abort): they are not waited for; their workers die with this process.
+    abort.store(true, Ordering::SeqCst);
+    let building = Arc::try_unwrap(building).map_err(|_| AuditError::Worker("a judge outlived the audit".into()))?;
     if opts.progress && total > 0 {
         eprintln_safe("");
     }
     if let Some(e) = first_err {
         return Err(e);
     }
-    built?;
-    let left = queue.lock().map(|q| q.len()).unwrap_or(0);
+    let left = total - n;
+    if let Err(e) = building.finish(left == 0) {
+        // The records are complete; a build thread that could not start a worker only cost
+        // the judges the time to build themselves.
+        eprintln_safe(&format!("kverify audit: warning: a build-ahead thread stopped: {e}"));
+    }
     Ok(Outcome { corpus_rows, selected: sel.len(), resumed, judged_now: n, left, out: out.to_path_buf() })
 }
 

@@ -48,8 +48,8 @@ pub struct AuditArgs {
     /// worker; default `<out>/torch_extensions`).
     #[arg(long)]
     pub extensions_dir: Option<PathBuf>,
-    /// Builds at a time in the build-ahead pass over `load_inline` kernels (default: the
-    /// machine's cores with a CUDA device, 0 = no build-ahead pass on cpu).
+    /// Builds at a time in the build-ahead pass over `load_inline` kernels, beside the judging
+    /// (default with a CUDA device: the cores left by --jobs, at least 1; on cpu 0 = none).
     #[arg(long)]
     pub build_jobs: Option<usize>,
     /// Start no kernel after this many seconds: those in flight finish and are recorded, the
@@ -73,9 +73,10 @@ pub fn run(a: &AuditArgs) -> Result<i32, AuditError> {
     let corpus_rows = if a.report_only {
         audit::load_corpus(&a.corpus, a.control)?.0
     } else {
+        let jobs = a.jobs.unwrap_or(devices.len());
         let opts = run::Options {
             worker: a.worker.as_ref().map(|w| w.split_whitespace().map(str::to_string).collect()).unwrap_or_else(run::default_worker),
-            jobs: a.jobs.unwrap_or(devices.len()),
+            jobs,
             mem_limit_mb: a.mem_limit_mb.unwrap_or(if devices.iter().all(|d| d == "cpu") { 16384 } else { 0 }),
             devices,
             time_limit: Duration::from_secs_f64(a.time_limit),
@@ -83,7 +84,8 @@ pub fn run(a: &AuditArgs) -> Result<i32, AuditError> {
             progress: !a.quiet,
             extensions_dir: Some(a.extensions_dir.clone().unwrap_or_else(|| a.out.join("torch_extensions"))),
             stop_after: a.stop_after.map(Duration::from_secs_f64),
-            build_jobs: a.build_jobs.unwrap_or(if a.device.contains("cuda") { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { 0 }),
+            // Builds run beside the judges: by default they get the cores the judges leave.
+            build_jobs: a.build_jobs.unwrap_or(if a.device.contains("cuda") { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).saturating_sub(jobs).max(1) } else { 0 }),
         };
         let o = run::audit(&a.corpus, &a.out, shard, a.limit, a.control, &opts)?;
         eprintln!("kverify audit: shard {}/{}: {} kernels selected, {} already recorded, {} judged now", shard.0, shard.1, o.selected, o.resumed, o.judged_now);
