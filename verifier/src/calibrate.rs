@@ -25,7 +25,7 @@ use crate::candidate::harness::Harness;
 use crate::candidate::inprocess::{to_f32_vec, FwdFn, InProcess};
 use crate::candidate::{Candidate, CandidateOutput};
 use crate::gates::cmp03_shapes::shape_set;
-use crate::gates::inputs::{gate_seed, generate, Dist};
+use crate::gates::inputs::{gate_seed, generate, Dist, Inputs};
 use crate::gates::{prc01_precision, prc02_accumulation, run_gate, Ctx, Status};
 use crate::redteam::{honest_matmul, tricks};
 use crate::references::linear::matmul;
@@ -65,32 +65,34 @@ pub fn bound_kind(gate: &str) -> BoundKind {
 /// the lower margin is the minimum honest margin (element by element, so probes of different
 /// depth are never mixed).
 pub fn per_probe(op: &Op, cand: &dyn Candidate, probes: &[(Dims, Dist, u64)], kind: BoundKind) -> Vec<(f64, f64, f64)> {
-    let mut out = Vec::new();
     let p32 = cand.precision();
-    for (d, dist, seed) in probes {
-        let x = generate(op, d, *dist, *seed, p32.input);
-        let Ok(r) = op.forward(d, &x.reference) else { continue };
-        let mut c = x.candidate;
-        let Ok(CandidateOutput { outputs, .. }) = cand.forward(d, &mut c) else { continue };
-        let (mut noise, mut trip, mut margin) = (0.0f64, f64::INFINITY, f64::INFINITY);
-        for ((rt, p), ct) in r.outputs.iter().zip(&r.profiles).zip(&outputs) {
-            for (i, (y, c)) in rt.to_f64_vec().iter().zip(to_f32_vec(ct)).enumerate() {
-                let unit = p.depth.max(1) as f64 * p.scale[i];
-                if !y.is_finite() || unit == 0.0 {
-                    continue;
-                }
-                let dd = c as f64 - y;
-                noise = noise.max(dd.abs() / unit);
-                let b = element_bound(kind, &p32, p.depth, p.scale[i], *y);
-                trip = trip.min((b - sign_of(i) * dd) / unit);
-                if dd != 0.0 {
-                    margin = margin.min(b / dd.abs());
-                }
+    probes.iter().filter_map(|(d, dist, seed)| probe_stats(op, cand, d, generate(op, d, *dist, *seed, p32.input), kind)).collect()
+}
+
+/// [`per_probe`]'s (noise, trip point, honest margin) on one probe with given inputs; None when
+/// the reference or the candidate refuses the probe.
+pub fn probe_stats(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, kind: BoundKind) -> Option<(f64, f64, f64)> {
+    let p32 = cand.precision();
+    let r = op.forward(d, &x.reference).ok()?;
+    let mut c = x.candidate;
+    let CandidateOutput { outputs, .. } = cand.forward(d, &mut c).ok()?;
+    let (mut noise, mut trip, mut margin) = (0.0f64, f64::INFINITY, f64::INFINITY);
+    for ((rt, p), ct) in r.outputs.iter().zip(&r.profiles).zip(&outputs) {
+        for (i, (y, c)) in rt.to_f64_vec().iter().zip(to_f32_vec(ct)).enumerate() {
+            let unit = p.depth.max(1) as f64 * p.scale[i];
+            if !y.is_finite() || unit == 0.0 {
+                continue;
+            }
+            let dd = c as f64 - y;
+            noise = noise.max(dd.abs() / unit);
+            let b = element_bound(kind, &p32, p.depth, p.scale[i], *y);
+            trip = trip.min((b - sign_of(i) * dd) / unit);
+            if dd != 0.0 {
+                margin = margin.min(b / dd.abs());
             }
         }
-        out.push((noise, trip, margin));
     }
-    out
+    Some((noise, trip, margin))
 }
 
 /// One calibrated gate.
@@ -114,7 +116,7 @@ pub struct Calibration {
     pub upper_margin: f64,
 }
 
-fn sign_of(i: usize) -> f64 {
+pub(crate) fn sign_of(i: usize) -> f64 {
     // splitmix-style hash: fixed, deterministic signs.
     let mut z = (i as u64).wrapping_add(0x9e3779b97f4a7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
@@ -164,22 +166,29 @@ pub fn probes(gate: &str, op: &Op, ctx: &Ctx) -> Vec<(Dims, Dist, u64)> {
 
 /// Largest |cand - ref| / (depth scale) of `cand` over `probes` (calls the candidate directly).
 pub fn eps_of(op: &Op, cand: &dyn Candidate, probes: &[(Dims, Dist, u64)]) -> f64 {
+    probes.iter().map(|(d, dist, seed)| eps_on(op, cand, d, generate(op, d, *dist, *seed, cand.precision().input), false)).fold(0.0, f64::max)
+}
+
+/// [`eps_of`] on one probe with given inputs (infinite when the candidate fails or changes a
+/// shape; 0 when the reference refuses the probe). `nonfinite_is_error`: a non-finite output
+/// where the reference is finite counts as an infinite error (otherwise it is skipped).
+pub fn eps_on(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, nonfinite_is_error: bool) -> f64 {
     let mut worst: f64 = 0.0;
-    for (d, dist, seed) in probes {
-        let x = generate(op, d, *dist, *seed, cand.precision().input);
-        let Ok(r) = op.forward(d, &x.reference) else { continue };
-        let mut c = x.candidate;
-        let Ok(CandidateOutput { outputs, .. }) = cand.forward(d, &mut c) else { return f64::INFINITY };
-        for ((rt, p), ct) in r.outputs.iter().zip(&r.profiles).zip(&outputs) {
-            if rt.shape != ct.shape {
+    let Ok(r) = op.forward(d, &x.reference) else { return 0.0 };
+    let mut c = x.candidate;
+    let Ok(CandidateOutput { outputs, .. }) = cand.forward(d, &mut c) else { return f64::INFINITY };
+    for ((rt, p), ct) in r.outputs.iter().zip(&r.profiles).zip(&outputs) {
+        if rt.shape != ct.shape {
+            return f64::INFINITY;
+        }
+        for (i, (y, c)) in rt.to_f64_vec().iter().zip(to_f32_vec(ct)).enumerate() {
+            if !y.is_finite() || p.scale[i] == 0.0 {
+                continue;
+            }
+            if nonfinite_is_error && !c.is_finite() {
                 return f64::INFINITY;
             }
-            for (i, (y, c)) in rt.to_f64_vec().iter().zip(to_f32_vec(ct)).enumerate() {
-                if !y.is_finite() || p.scale[i] == 0.0 {
-                    continue;
-                }
-                worst = worst.max((c as f64 - y).abs() / (p.depth.max(1) as f64 * p.scale[i]));
-            }
+            worst = worst.max((c as f64 - y).abs() / (p.depth.max(1) as f64 * p.scale[i]));
         }
     }
     worst

@@ -24,4 +24,5 @@ pub mod candidate;
 pub mod gates;
 pub mod redteam;
 pub mod calibrate;
+pub mod calibrate_probes;
 pub mod audit;

@@ -19,3 +19,28 @@ fn thresholds_sit_between_noise_and_real_error() {
     let svg = std::fs::read_to_string(&path).expect("svg");
     assert!(svg.contains("<svg") && svg.contains("CMP-01"));
 }
+
+/// The second table: every class with CMP-01's cancellation probe has a row in which honest f32
+/// arithmetic stays inside the bound; on layer_norm the one-pass variance is the onset and lies
+/// above the threshold (non-finite rows, and on its finite rows still above); CMP-03's sizes
+/// past every power of two and past the envelope form one row, between noise and real error.
+#[test]
+fn new_probes_sit_between_noise_and_real_error() {
+    use kverify::calibrate_probes::calibrate_probes;
+    use kverify::gates::cmp01_value::CANCELLATION_CLASSES;
+    use kverify::gates::cmp03_probes::{size_set, PAST_ENVELOPE_BYTES};
+    let rows = calibrate_probes();
+    for id in CANCELLATION_CLASSES {
+        let r = rows.iter().find(|r| r.gate == "CMP-01" && r.op == id).unwrap_or_else(|| panic!("no cancellation row for {id}"));
+        assert!(r.probe.starts_with("cancellation"), "{r:?}");
+        assert!(r.lower_margin > 1.0 && r.upper_margin > 1.0, "{r:?}");
+    }
+    let ln = rows.iter().find(|r| r.op == "layer_norm").expect("layer_norm row");
+    assert_eq!(ln.onset_by, "naive_variance_layer_norm");
+    assert!(ln.onset_finite > ln.threshold && ln.onset_finite.is_finite(), "{ln:?}");
+    let mm = rows.iter().find(|r| r.gate == "CMP-03").expect("CMP-03 row");
+    let op = kverify::references::linear::matmul();
+    let n = size_set(&op, &op.native(), PAST_ENVELOPE_BYTES).0.len();
+    assert!(n > 10 && mm.probe.starts_with(&format!("{n} sizes")), "{mm:?}");
+    assert!(mm.lower_margin > 1.0 && mm.upper_margin > 1.0 && mm.noise > 0.0, "{mm:?}");
+}
