@@ -395,6 +395,13 @@ def main():
         except BaseException as e:  # a failure of the measured side; kverify decides whom to charge
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
             resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg)}
+        if torch.cuda.is_available():
+            # Hand cached blocks back between requests: several workers share one GPU, and
+            # memory this process keeps cached is memory another worker's task cannot get.
+            try:
+                torch.cuda.empty_cache()
+            except BaseException:  # noqa: BLE001  (a device a candidate broke: the next request reports it)
+                pass
         if PROFILE:
             row = {"pid": os.getpid(), "cmd": req.get("cmd"), "gate": req.get("gate"), "s": round(time.perf_counter() - t0, 3), **{k: round(v, 3) for k, v in SPENT.items()}}
             with open(PROFILE, "a") as f:
