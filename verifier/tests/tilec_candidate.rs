@@ -107,7 +107,7 @@ fn options_parse_and_are_checked() {
     let src = dir.path().join("k.tile");
     std::fs::write(&src, "").expect("src");
     let ex = Executor::Interp { tilec: PathBuf::from("/bin/true"), source: src.clone(), kernel: None };
-    let one_input = Binding { inputs: vec!["a".into()], outputs: vec!["c".into()], sizes: Default::default() };
+    let one_input = Binding { inputs: vec!["a".into()], input_dtypes: vec![None], outputs: vec!["c".into()], sizes: Default::default() };
     let e = TilecCandidate::new("matmul", BF16_F32, ex.clone(), one_input, Duration::from_secs(1), 0).err().expect("arity");
     assert!(matches!(e, TilecError::BindingArity { want: 2, got: 1, .. }), "{e}");
     let missing = Executor::Interp { tilec: PathBuf::from("/bin/true"), source: dir.path().join("absent.tile"), kernel: None };
@@ -141,4 +141,44 @@ fn gpu_executor_runs_without_an_address_space_cap() {
     assert_eq!(cpu.address_space_limit_mb(), 4096);
     let err = cpu.forward(&op_by_id("matmul").expect("op").native(), &mut matmul_inputs()).expect_err("stand-in fails");
     assert!(format!("{err:?}").contains(&format!("limit={}", 4096 * 1024)), "{err:?}");
+}
+
+/// `--tilec-operator`: the command runs the operator with its size constants, a binding may
+/// widen an input to its parameter's dtype (`g@f32`; only exact widenings are accepted), and a
+/// recurrence class adds its fixed scale K^-0.5 as the rank-0 f32 tensor `scale`.
+#[test]
+fn an_operator_gets_its_constants_widened_inputs_and_the_class_scale() {
+    let b = parse_binding("q,k,v,g@f32,beta,s0@f32:o,ht").expect("binding");
+    assert_eq!(b.inputs, ["q", "k", "v", "g", "beta", "s0"]);
+    assert_eq!(b.input_dtypes, [None, None, None, Some(DType::F32), None, Some(DType::F32)]);
+    assert!(matches!(parse_binding("q,k@f12:o"), Err(TilecError::Syntax(m)) if m.contains("unknown dtype")));
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = dir.path().join("gdn_fwd.tile");
+    std::fs::write(&src, "// stand-in").expect("src");
+    let seen = dir.path().join("seen.safetensors");
+    // The stand-in keeps the inputs file it was given and echoes its arguments, then fails.
+    let body = format!("echo \"$@\" >&2\nwhile [ $# -gt 0 ]; do [ \"$1\" = --inputs ] && cp \"$2\" {}; shift; done\nexit 1", seen.display());
+    let tilec = script(dir.path(), "tilec", &body);
+    let ex = Executor::InterpOperator { tilec, source: src, operator: "gdn_fwd".into(), consts: vec!["K=64".into(), "V=32".into()] };
+    let c = TilecCandidate::new("gdn", BF16_F32, ex.clone(), b.clone(), Duration::from_secs(10), 0).expect("candidate");
+    assert_eq!(c.kind(), "tilec-interp");
+    let op = op_by_id("gdn").expect("gdn");
+    let d = op.native().with("K", 64).with("V", 32);
+    let mut inputs: Vec<Tensor> = op.input_shapes(&d).into_iter().map(|s| Tensor::from_f64(s.clone(), &vec![0.5; s.iter().product()], DType::Bf16)).collect();
+    let e = c.forward(&d, &mut inputs).expect_err("the stand-in fails");
+    let CandidateError::Exited { code: 1, stderr_tail } = e else { panic!("{e:?}") };
+    assert!(stderr_tail.starts_with("run --interp ") && stderr_tail.contains("gdn_fwd.tile --operator gdn_fwd --const K=64 --const V=32 --inputs "), "{stderr_tail}");
+    let t = kverify::candidate::safetensors_io::read(&seen).expect("inputs file");
+    assert_eq!(t["g"].dtype(), DType::F32, "g widened");
+    assert_eq!(t["s0"].dtype(), DType::F32, "s0 widened");
+    assert_eq!(t["q"].dtype(), DType::Bf16, "q as given");
+    let scale = &t["scale"];
+    assert!(scale.shape.is_empty() && scale.dtype() == DType::F32, "{scale:?}");
+    assert_eq!(scale.to_f64_vec()[0], (64f64.powf(-0.5) as f32) as f64);
+
+    // bf16 values into an f16 parameter would round them: refused.
+    let narrowing = parse_binding("q,k,v,g@f16,beta,s0:o,ht").expect("binding");
+    let e = TilecCandidate::new("gdn", BF16_F32, ex, narrowing, Duration::from_secs(1), 0).err().expect("narrowing");
+    assert!(matches!(&e, TilecError::Syntax(m) if m.contains("g@f16")), "{e}");
 }

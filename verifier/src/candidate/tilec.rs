@@ -2,6 +2,11 @@
 //!
 //! * [`Executor::Interp`]: `tilec run --interp FILE.tile [--kernel NAME] --inputs IN --out OUT`,
 //!   tilec's CPU IR interpreter (`compiler/src/cli/run.rs`).
+//! * [`Executor::InterpOperator`]: `tilec run --interp FILE.tile --operator NAME [--const ..]`,
+//!   a multi-kernel operator (its launches in order) on the same interpreter — e.g.
+//!   `gdn_fwd.tile`'s `gdn_fwd` judged as the `gdn` class. A recurrence class
+//!   ([`crate::references::recurrence`]) passes its fixed scale K^-0.5 as the rank-0 f32 tensor
+//!   `scale`, which the operator must take.
 //! * [`Executor::Gpu`]: `tilec-run ARTIFACT.meta.json --inputs IN --out OUT`, the runtime's GPU
 //!   launcher (`runtime/src/bin/tilec-run.rs`); exit status 4 means "no GPU on this machine".
 //!
@@ -21,7 +26,7 @@ use super::safetensors_io;
 use super::{Candidate, CandidateError, CandidateOutput};
 use crate::error_model::Precision;
 use crate::references::{op_by_id, Dims};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -46,6 +51,17 @@ pub enum Executor {
         /// Kernel name (needed when the file has several).
         kernel: Option<String>,
     },
+    /// A multi-kernel operator on the CPU interpreter: `tilec run --interp --operator`.
+    InterpOperator {
+        /// The `tilec` binary.
+        tilec: PathBuf,
+        /// The `.tile` source file.
+        source: PathBuf,
+        /// Operator name.
+        operator: String,
+        /// Size parameters to compile it with (`--const NAME=VALUE` each, e.g. `K=64`).
+        consts: Vec<String>,
+    },
     /// A built artifact on the GPU: `tilec-run`.
     Gpu {
         /// The `tilec-run` binary.
@@ -60,6 +76,10 @@ pub enum Executor {
 pub struct Binding {
     /// Kernel parameter name of each operator input, in the operator's input order.
     pub inputs: Vec<String>,
+    /// The dtype each input is widened to when the kernel's parameter has another one than the
+    /// declared input precision (`name@f32` in a binding; None: as the battery gives it). The
+    /// values are the battery's, exactly: only widening dtypes are accepted.
+    pub input_dtypes: Vec<Option<DType>>,
     /// Kernel `out` parameter of each operator output, in the operator's output order.
     pub outputs: Vec<String>,
     /// Sizes the tensors do not determine (`--size NAME=VALUE`).
@@ -134,11 +154,26 @@ pub fn split_kernel_spec(s: &str) -> (PathBuf, Option<String>) {
     (PathBuf::from(s), None)
 }
 
-/// Parse a binding `a,b:c` (inputs before the colon, outputs after; sizes not included).
+/// Parse a binding `a,b:c` (inputs before the colon, outputs after; sizes not included); an
+/// input may carry the dtype of its kernel parameter, `g@f32` (see [`Binding::input_dtypes`]).
 pub fn parse_binding(s: &str) -> Result<Binding, TilecError> {
     let (i, o) = s.split_once(':').ok_or_else(|| TilecError::Syntax(format!("binding `{s}`: expected INPUTS:OUTPUTS, e.g. `a,b:c`")))?;
     let list = |x: &str| x.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect::<Vec<_>>();
-    Ok(Binding { inputs: list(i), outputs: list(o), sizes: BTreeMap::new() })
+    let (mut inputs, mut input_dtypes) = (Vec::new(), Vec::new());
+    for item in list(i) {
+        match item.split_once('@') {
+            Some((n, d)) => {
+                let dt = DType::parse(d.trim()).ok_or_else(|| TilecError::Syntax(format!("binding `{s}`: `{item}`: unknown dtype `{d}` (f64, f32, tf32, bf16, f16)")))?;
+                inputs.push(n.trim().to_string());
+                input_dtypes.push(Some(dt));
+            }
+            None => {
+                inputs.push(item);
+                input_dtypes.push(None);
+            }
+        }
+    }
+    Ok(Binding { inputs, input_dtypes, outputs: list(o), sizes: BTreeMap::new() })
 }
 
 /// The binding used when none is given: each operator input's name lower-cased (`A`, `B` ->
@@ -147,7 +182,8 @@ pub fn default_binding(op: &str) -> Result<Binding, TilecError> {
     let o = op_by_id(op).ok_or_else(|| TilecError::UnknownOp(op.into()))?;
     let inputs = o.inputs.iter().map(|i| i.name.to_lowercase()).collect();
     let outputs = if o.outputs.len() == 1 { vec!["c".to_string()] } else { (0..o.outputs.len()).map(|i| format!("out{i}")).collect() };
-    Ok(Binding { inputs, outputs, sizes: BTreeMap::new() })
+    let input_dtypes = vec![None; o.inputs.len()];
+    Ok(Binding { inputs, input_dtypes, outputs, sizes: BTreeMap::new() })
 }
 
 /// A tilec kernel under judgement.
@@ -187,6 +223,17 @@ impl TilecCandidate {
                 return Err(TilecError::BindingArity { op: op.into(), what, want, got: names.len(), names: names.join(",") });
             }
         }
+        if binding.input_dtypes.len() != binding.inputs.len() {
+            return Err(TilecError::Syntax(format!("binding: {} input dtypes for {} inputs", binding.input_dtypes.len(), binding.inputs.len())));
+        }
+        for (n, d) in binding.inputs.iter().zip(&binding.input_dtypes) {
+            // f32 and f64 hold every value of the narrower formats exactly; anything else
+            // would change the battery's inputs.
+            let exact = |d: DType| d == precision.input || d == DType::F64 || (d == DType::F32 && precision.input != DType::F64);
+            if let Some(d) = d.filter(|d| !exact(*d)) {
+                return Err(TilecError::Syntax(format!("binding: input `{n}@{}` would round the battery's {} values; only f32 and f64 widen them exactly", d.name(), precision.input.name())));
+            }
+        }
         let name = match &executor {
             Executor::Interp { source, kernel, .. } => {
                 if !source.exists() {
@@ -194,6 +241,13 @@ impl TilecCandidate {
                 }
                 let file = source.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
                 format!("tilec:{file}:{} (interp)", kernel.as_deref().unwrap_or("-"))
+            }
+            Executor::InterpOperator { source, operator, .. } => {
+                if !source.exists() {
+                    return Err(TilecError::Missing { what: "operator source", path: source.display().to_string() });
+                }
+                let file = source.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+                format!("tilec:{file}:{operator} (interp, operator)")
             }
             Executor::Gpu { meta, .. } => {
                 if !meta.exists() {
@@ -222,7 +276,7 @@ impl TilecCandidate {
     pub fn address_space_limit_mb(&self) -> u64 {
         match self.executor {
             Executor::Gpu { .. } => 0,
-            Executor::Interp { .. } => self.mem_limit_mb,
+            Executor::Interp { .. } | Executor::InterpOperator { .. } => self.mem_limit_mb,
         }
     }
 
@@ -234,6 +288,14 @@ impl TilecCandidate {
                 c.arg("run").arg("--interp").arg(source);
                 if let Some(k) = kernel {
                     c.arg("--kernel").arg(k);
+                }
+                c
+            }
+            Executor::InterpOperator { tilec, source, operator, consts } => {
+                let mut c = Command::new(tilec);
+                c.arg("run").arg("--interp").arg(source).arg("--operator").arg(operator);
+                for k in consts {
+                    c.arg("--const").arg(k);
                 }
                 c
             }
@@ -252,7 +314,7 @@ impl TilecCandidate {
 
     /// One call: write `inputs` under the bound names, run the executable, read the bound
     /// outputs back (on the host: `tilec-run` copies them back).
-    fn call(&self, inputs: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
+    fn call(&self, dims: &Dims, inputs: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
         let dir = self.dir.as_ref().ok_or_else(|| CandidateError::Io("no temporary directory".into()))?.path();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let in_path = dir.join(format!("in-{id}.safetensors"));
@@ -260,7 +322,19 @@ impl TilecCandidate {
         if inputs.len() != self.binding.inputs.len() {
             return Err(CandidateError::Io(format!("{} inputs for a binding of {}", inputs.len(), self.binding.inputs.len())));
         }
-        let named: Vec<(String, &Tensor)> = self.binding.inputs.iter().cloned().zip(inputs).collect();
+        let widened: Vec<Tensor> = inputs
+            .iter()
+            .zip(&self.binding.input_dtypes)
+            .map(|(t, d)| match d {
+                Some(d) if *d != t.dtype() => Tensor::from_f64(t.shape.clone(), &t.to_f64_vec(), *d),
+                _ => t.clone(),
+            })
+            .collect();
+        let mut named: Vec<(String, &Tensor)> = self.binding.inputs.iter().cloned().zip(&widened).collect();
+        let scale = recurrence_scale(&self.op, dims);
+        if let Some(t) = &scale {
+            named.push(("scale".to_string(), t));
+        }
         safetensors_io::write(&in_path, &named).map_err(|e| CandidateError::Io(e.to_string()))?;
         let mut cmd = self.command(&in_path, &out_path);
         let ran = run_once(&mut cmd, self.time_limit, self.address_space_limit_mb());
@@ -296,11 +370,16 @@ impl TilecCandidate {
                 Tensor::from_f64(s, &vec![0.0; n], self.precision.input)
             })
             .collect();
-        match self.call(&inputs) {
+        match self.call(dims, &inputs) {
             Err(CandidateError::Exited { code: EXIT_NO_GPU, stderr_tail }) => Err(format!("no GPU on this machine (tilec-run exit {EXIT_NO_GPU}): {stderr_tail}")),
             _ => Ok(()),
         }
     }
+}
+
+/// The rank-0 f32 `scale` a recurrence class passes (its fixed K^-0.5), None for other classes.
+fn recurrence_scale(op: &str, dims: &Dims) -> Option<Tensor> {
+    crate::references::recurrence::RECURRENCE_CLASSES.contains(&op).then(|| Tensor::from_f64(vec![], &[crate::references::recurrence::scale_of(dims)], DType::F32))
 }
 
 /// Run `cmd` to completion under the candidate confinement with a time limit.
@@ -356,12 +435,12 @@ impl Candidate for TilecCandidate {
     }
     fn kind(&self) -> &'static str {
         match self.executor {
-            Executor::Interp { .. } => "tilec-interp",
+            Executor::Interp { .. } | Executor::InterpOperator { .. } => "tilec-interp",
             Executor::Gpu { .. } => "tilec-gpu",
         }
     }
-    fn forward(&self, _dims: &Dims, inputs: &mut [Tensor]) -> Result<CandidateOutput, CandidateError> {
-        self.call(inputs)
+    fn forward(&self, dims: &Dims, inputs: &mut [Tensor]) -> Result<CandidateOutput, CandidateError> {
+        self.call(dims, inputs)
     }
     /// Every call is a fresh process already, so ORD-02's cross-process check applies.
     fn restart(&self) -> Result<bool, CandidateError> {

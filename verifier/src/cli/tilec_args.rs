@@ -13,8 +13,16 @@ use std::time::Duration;
 #[derive(Debug, Args, Default)]
 pub struct TilecArgs {
     /// Judge a tilec kernel on tilec's CPU interpreter: `FILE.tile[:KERNEL]` (needs --op).
-    #[arg(long, value_name = "FILE[:KERNEL]", conflicts_with = "tilec_artifact")]
+    #[arg(long, value_name = "FILE[:KERNEL]", conflicts_with_all = ["tilec_artifact", "tilec_operator"])]
     pub tilec_kernel: Option<String>,
+    /// Judge a multi-kernel tilec operator on tilec's CPU interpreter: `FILE.tile:OPERATOR`
+    /// (needs --op; a recurrence class passes its scale K^-0.5 as the operator's `scale`).
+    #[arg(long, value_name = "FILE:OPERATOR", conflicts_with = "tilec_artifact")]
+    pub tilec_operator: Option<String>,
+    /// A size parameter the operator is compiled with, `NAME=VALUE` (repeatable; `tilec run
+    /// --const`), e.g. `--tilec-const K=64 --tilec-const V=64`.
+    #[arg(long = "tilec-const", value_name = "NAME=VALUE")]
+    pub consts: Vec<String>,
     /// Judge a built tilec artifact on the GPU through `tilec-run`: its `*.meta.json` (needs
     /// --op); RES-02 reads the same file.
     #[arg(long, value_name = "META.json")]
@@ -32,7 +40,8 @@ pub struct TilecArgs {
     #[arg(long, value_name = "IN,ACC,OUT", default_value = "bf16,f32,f32")]
     pub precision: String,
     /// Kernel parameters bound to the operator's inputs and outputs, `INPUTS:OUTPUTS` in the
-    /// operator's order, e.g. `a,b:c` (default: the operator's input names lower-cased, `c`).
+    /// operator's order, e.g. `a,b:c` (default: the operator's input names lower-cased, `c`);
+    /// `g@f32` widens an input to its parameter's dtype.
     #[arg(long, value_name = "IN,..:OUT,..")]
     pub bind: Option<String>,
     /// A size the kernel's tensors do not determine, `NAME=VALUE` (repeatable).
@@ -44,13 +53,13 @@ pub struct TilecArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum TilecArgsError {
     /// --op missing.
-    #[error("--tilec-kernel / --tilec-artifact need --op (the operator class the kernel implements)")]
+    #[error("--tilec-kernel / --tilec-operator / --tilec-artifact need --op (the operator class the kernel implements)")]
     NoOp,
     /// Bad --precision.
     #[error("bad --precision `{0}`: expected three dtypes IN,ACC,OUT among f64, f32, tf32, bf16, f16")]
     Precision(String),
-    /// Bad --tilec-size.
-    #[error("bad --tilec-size `{0}`: expected NAME=VALUE with a non-negative integer")]
+    /// Bad --tilec-size or --tilec-const.
+    #[error("bad --tilec-size / --tilec-const `{0}`: expected NAME=VALUE with a non-negative integer")]
     Size(String),
     /// Candidate description problems.
     #[error(transparent)]
@@ -60,7 +69,7 @@ pub enum TilecArgsError {
 impl TilecArgs {
     /// Whether a tilec candidate was named.
     pub fn given(&self) -> bool {
-        self.tilec_kernel.is_some() || self.tilec_artifact.is_some()
+        self.tilec_kernel.is_some() || self.tilec_artifact.is_some() || self.tilec_operator.is_some()
     }
 
     /// The declared precision.
@@ -88,6 +97,17 @@ impl TilecArgs {
             let (k, v) = s.split_once('=').ok_or_else(|| TilecArgsError::Size(s.clone()))?;
             let v: usize = v.trim().parse().map_err(|_| TilecArgsError::Size(s.clone()))?;
             binding.sizes.insert(k.trim().to_string(), v);
+        }
+        if let Some(spec) = &self.tilec_operator {
+            let (source, operator) = split_kernel_spec(spec);
+            let operator = operator.ok_or_else(|| TilecError::Syntax(format!("--tilec-operator `{spec}`: expected FILE.tile:OPERATOR")))?;
+            for c in &self.consts {
+                if !c.split_once('=').is_some_and(|(k, v)| !k.trim().is_empty() && v.trim().parse::<usize>().is_ok()) {
+                    return Err(TilecArgsError::Size(c.clone()));
+                }
+            }
+            let executor = Executor::InterpOperator { tilec: locate(self.tilec.as_deref(), "tilec", "--tilec", "TILEC")?, source, operator, consts: self.consts.clone() };
+            return Ok(Some(TilecCandidate::new(op, precision, executor, binding, time_limit, mem_limit_mb)?));
         }
         let executor = match (&self.tilec_kernel, &self.tilec_artifact) {
             (Some(spec), _) => {
