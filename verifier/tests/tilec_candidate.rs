@@ -177,8 +177,35 @@ fn an_operator_gets_its_constants_widened_inputs_and_the_class_scale() {
     assert!(scale.shape.is_empty() && scale.dtype() == DType::F32, "{scale:?}");
     assert_eq!(scale.to_f64_vec()[0], (64f64.powf(-0.5) as f32) as f64);
 
+    // A single kernel (`--tilec-kernel`) gets only the bound tensors: no `scale` it may not take.
+    let kernel = Executor::Interp { tilec: script(dir.path(), "tilec", &body), source: dir.path().join("gdn_fwd.tile"), kernel: Some("k".into()) };
+    let c = TilecCandidate::new("gdn", BF16_F32, kernel, b.clone(), Duration::from_secs(10), 0).expect("candidate");
+    let _ = c.forward(&d, &mut inputs).expect_err("the stand-in fails");
+    let t = kverify::candidate::safetensors_io::read(&seen).expect("inputs file");
+    assert!(!t.contains_key("scale"), "a kernel got the class's scale");
+    // The class's scale is its own: a binding may not also name `scale`.
+    let clash = parse_binding("q,k,v,scale,beta,s0:o,ht").expect("binding");
+    let e = TilecCandidate::new("gdn", BF16_F32, ex.clone(), clash, Duration::from_secs(1), 0).err().expect("clash");
+    assert!(matches!(&e, TilecError::Syntax(m) if m.contains("`scale`")), "{e}");
+
     // bf16 values into an f16 parameter would round them: refused.
     let narrowing = parse_binding("q,k,v,g@f16,beta,s0:o,ht").expect("binding");
     let e = TilecCandidate::new("gdn", BF16_F32, ex, narrowing, Duration::from_secs(1), 0).err().expect("narrowing");
     assert!(matches!(&e, TilecError::Syntax(m) if m.contains("g@f16")), "{e}");
+}
+
+/// `--tilec-const` belongs to `--tilec-operator`: with a kernel it is refused, not ignored;
+/// a malformed one is refused too.
+#[test]
+fn tilec_const_is_refused_without_an_operator() {
+    use kverify::cli::tilec_args::TilecArgs;
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = dir.path().join("k.tile");
+    std::fs::write(&src, "").expect("src");
+    let kernel = TilecArgs { tilec_kernel: Some(format!("{}:k", src.display())), op: Some("gdn".into()), consts: vec!["K=64".into()], tilec: Some(PathBuf::from("/bin/true")), precision: "bf16,f32,bf16".into(), ..Default::default() };
+    let e = kernel.resolve(Duration::from_secs(1), 0).err().expect("refused");
+    assert!(e.to_string().contains("--tilec-const applies to --tilec-operator only"), "{e}");
+    let bad = TilecArgs { tilec_operator: Some(format!("{}:op", src.display())), op: Some("gdn".into()), consts: vec!["K=sixty".into()], tilec: Some(PathBuf::from("/bin/true")), precision: "bf16,f32,bf16".into(), ..Default::default() };
+    let e = bad.resolve(Duration::from_secs(1), 0).err().expect("refused");
+    assert!(e.to_string().contains("K=sixty"), "{e}");
 }

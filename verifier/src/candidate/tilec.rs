@@ -4,9 +4,10 @@
 //!   tilec's CPU IR interpreter (`compiler/src/cli/run.rs`).
 //! * [`Executor::InterpOperator`]: `tilec run --interp FILE.tile --operator NAME [--const ..]`,
 //!   a multi-kernel operator (its launches in order) on the same interpreter — e.g.
-//!   `gdn_fwd.tile`'s `gdn_fwd` judged as the `gdn` class. A recurrence class
-//!   ([`crate::references::recurrence`]) passes its fixed scale K^-0.5 as the rank-0 f32 tensor
-//!   `scale`, which the operator must take.
+//!   `gdn_fwd.tile`'s `gdn_fwd` judged as the `gdn` class. For a recurrence class
+//!   ([`crate::references::recurrence`]) this executor passes the class's fixed scale K^-0.5 as
+//!   the rank-0 f32 tensor `scale`, which the operator must take (the other executors pass only
+//!   the bound tensors).
 //! * [`Executor::Gpu`]: `tilec-run ARTIFACT.meta.json --inputs IN --out OUT`, the runtime's GPU
 //!   launcher (`runtime/src/bin/tilec-run.rs`); exit status 4 means "no GPU on this machine".
 //!
@@ -223,6 +224,12 @@ impl TilecCandidate {
                 return Err(TilecError::BindingArity { op: op.into(), what, want, got: names.len(), names: names.join(",") });
             }
         }
+        if matches!(executor, Executor::InterpOperator { .. }) && recurrence_scale(op, &o.native()).is_some() && binding.inputs.iter().any(|n| n == "scale") {
+            return Err(TilecError::Syntax("binding: `scale` is the recurrence class's own K^-0.5 (passed to the operator's `scale`); bind no input to it".into()));
+        }
+        if binding.inputs.iter().any(|n| n.is_empty()) {
+            return Err(TilecError::Syntax("binding: an input without a parameter name".into()));
+        }
         if binding.input_dtypes.len() != binding.inputs.len() {
             return Err(TilecError::Syntax(format!("binding: {} input dtypes for {} inputs", binding.input_dtypes.len(), binding.inputs.len())));
         }
@@ -331,7 +338,7 @@ impl TilecCandidate {
             })
             .collect();
         let mut named: Vec<(String, &Tensor)> = self.binding.inputs.iter().cloned().zip(&widened).collect();
-        let scale = recurrence_scale(&self.op, dims);
+        let scale = if matches!(self.executor, Executor::InterpOperator { .. }) { recurrence_scale(&self.op, dims) } else { None };
         if let Some(t) = &scale {
             named.push(("scale".to_string(), t));
         }

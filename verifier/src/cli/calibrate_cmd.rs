@@ -13,7 +13,8 @@ pub struct CalibrateArgs {
     /// Where to write the plot (SVG).
     #[arg(long, default_value = "kverify-calibrate.svg")]
     pub plot: PathBuf,
-    /// Where to write both tables as JSON (optional): `{"gates": [...], "probes": [...]}`.
+    /// Where to write both tables as JSON (optional): `{"gates": [...], "probes": [...]}`
+    /// (an infinite figure is written as `null`).
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

@@ -19,9 +19,9 @@ pub struct TilecArgs {
     /// (needs --op; a recurrence class passes its scale K^-0.5 as the operator's `scale`).
     #[arg(long, value_name = "FILE:OPERATOR", conflicts_with = "tilec_artifact")]
     pub tilec_operator: Option<String>,
-    /// A size parameter the operator is compiled with, `NAME=VALUE` (repeatable; `tilec run
-    /// --const`), e.g. `--tilec-const K=64 --tilec-const V=64`.
-    #[arg(long = "tilec-const", value_name = "NAME=VALUE")]
+    /// Size parameters the operator is compiled with, `NAME=VALUE` (repeatable or
+    /// comma-separated; `tilec run --const`), e.g. `--tilec-const K=64,V=64`.
+    #[arg(long = "tilec-const", value_name = "NAME=VALUE", value_delimiter = ',')]
     pub consts: Vec<String>,
     /// Judge a built tilec artifact on the GPU through `tilec-run`: its `*.meta.json` (needs
     /// --op); RES-02 reads the same file.
@@ -98,15 +98,20 @@ impl TilecArgs {
             let v: usize = v.trim().parse().map_err(|_| TilecArgsError::Size(s.clone()))?;
             binding.sizes.insert(k.trim().to_string(), v);
         }
+        if !self.consts.is_empty() && self.tilec_operator.is_none() {
+            return Err(TilecError::Syntax("--tilec-const applies to --tilec-operator only (a kernel takes its sizes from its tensors, or --tilec-size)".into()).into());
+        }
         if let Some(spec) = &self.tilec_operator {
             let (source, operator) = split_kernel_spec(spec);
             let operator = operator.ok_or_else(|| TilecError::Syntax(format!("--tilec-operator `{spec}`: expected FILE.tile:OPERATOR")))?;
+            let mut consts = Vec::new();
             for c in &self.consts {
-                if !c.split_once('=').is_some_and(|(k, v)| !k.trim().is_empty() && v.trim().parse::<usize>().is_ok()) {
-                    return Err(TilecArgsError::Size(c.clone()));
+                match c.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
+                    Some((k, v)) if !k.is_empty() && v.parse::<usize>().is_ok() => consts.push(format!("{k}={v}")),
+                    _ => return Err(TilecArgsError::Size(c.clone())),
                 }
             }
-            let executor = Executor::InterpOperator { tilec: locate(self.tilec.as_deref(), "tilec", "--tilec", "TILEC")?, source, operator, consts: self.consts.clone() };
+            let executor = Executor::InterpOperator { tilec: locate(self.tilec.as_deref(), "tilec", "--tilec", "TILEC")?, source, operator, consts };
             return Ok(Some(TilecCandidate::new(op, precision, executor, binding, time_limit, mem_limit_mb)?));
         }
         let executor = match (&self.tilec_kernel, &self.tilec_artifact) {

@@ -96,6 +96,7 @@ pub fn sdpa(causal: bool) -> Op {
     let lk_kind = DimKind::Reduction;
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: if causal { "sdpa_causal" } else { "sdpa" },
         summary: if causal {
             "o = softmax(q k^T / sqrt(D) + causal mask) v"

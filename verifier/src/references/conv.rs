@@ -75,6 +75,7 @@ fn conv2d_ok(d: &Dims) -> Result<(), String> {
 pub fn conv1d() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "conv1d",
         summary: "y[Bt,Cout,L-Kw+1] = conv1d(x[Bt,Cin,L], w[Cout,Cin,Kw]), stride 1, valid",
         dims: vec![
@@ -103,6 +104,7 @@ pub fn conv1d() -> Op {
 pub fn conv2d() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "conv2d",
         summary: "y = conv2d(x[Bt,Cin,H,W], w[Cout,Cin,Kh,Kw]), stride 1, valid",
         dims: vec![

@@ -191,6 +191,7 @@ fn profile_of(v: &[f64], w: &[f64], u: &[f64], pick: impl Fn(f64, f64, f64) -> (
 pub fn op(ew: Ew) -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: ew.id(),
         summary: "y[R,N] = f(x[R,N]) elementwise",
         dims: vec![

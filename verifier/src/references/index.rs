@@ -59,6 +59,7 @@ pub fn arg_reduce(kind: ArgReduce) -> Op {
     };
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id,
         summary,
         dims: vec![

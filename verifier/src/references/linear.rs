@@ -64,6 +64,7 @@ fn mm_backward<T: Float>(d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
 pub fn matmul() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "matmul",
         summary: "C[M,N] = A[M,K] @ B[K,N]",
         dims: mm_dims(),
@@ -120,6 +121,7 @@ pub fn bmm() -> Op {
     }));
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "bmm",
         summary: "C[Bt,M,N] = A[Bt,M,K] @ B[Bt,K,N]",
         dims,
@@ -211,6 +213,7 @@ pub fn gemm_bias_act(act: Act) -> Op {
     }
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id,
         summary: "Y[M,N] = act(X[M,K] @ W[K,N] + b[N])",
         dims,

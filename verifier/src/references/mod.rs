@@ -205,6 +205,9 @@ pub struct Op {
     /// Input structure and domain, for classes whose inputs are not free reals (`None`: any
     /// real input, non-finite values included).
     pub input_rule: Option<InputRule>,
+    /// Outputs a candidate may return in f32 whatever its declared output dtype (a recurrence's
+    /// final state, as fla returns it): RES-01 accepts either dtype for them.
+    pub wide_outputs: &'static [usize],
 }
 
 impl std::fmt::Debug for Op {

@@ -90,6 +90,7 @@ fn softmax_bwd<T: Float>(d: &Dims, x: &[&[T]], g: &[&[T]]) -> Vec<Vec<T>> {
 pub fn softmax() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "softmax",
         summary: "y[R,N] = softmax(x[R,N]) over N",
         dims: row_dims(256),
@@ -136,6 +137,7 @@ pub fn softmax() -> Op {
 pub fn log_softmax() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "log_softmax",
         summary: "y[R,N] = log_softmax(x[R,N]) over N",
         dims: row_dims(256),
@@ -197,6 +199,7 @@ fn rms_norm_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
 pub fn layer_norm() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "layer_norm",
         summary: "y[R,N] = (x - mean)/sqrt(var + 1e-5) * w[N] + b[N]",
         dims: row_dims(256),
@@ -234,6 +237,7 @@ pub fn layer_norm() -> Op {
 pub fn rms_norm() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "rms_norm",
         summary: "y[R,N] = x / sqrt(mean(x^2) + 1e-5) * w[N]",
         dims: row_dims(256),

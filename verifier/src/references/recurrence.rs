@@ -301,6 +301,8 @@ pub fn class(model: Model) -> Op {
             profile: Arc::new(move |d, x, g, _| backward_profiles(model, d, x, g)),
         }),
         input_rule: Some(rule),
+        // The final state comes back in f32 whatever the declared output dtype (fla returns it so).
+        wide_outputs: &[1],
     }
 }
 

@@ -79,6 +79,7 @@ pub fn row_reduce(kind: RowReduce) -> Op {
     };
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id,
         summary,
         dims: dims(),
@@ -128,6 +129,7 @@ fn cumsum_kernel<T: Float>(d: &Dims, x: &[&[T]]) -> Vec<Vec<T>> {
 pub fn cumsum() -> Op {
     Op {
         input_rule: None,
+        wide_outputs: &[],
         id: "cumsum",
         summary: "y[R,N] = cumsum_N x[R,N]",
         dims: dims(),
