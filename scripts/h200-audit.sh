@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the H200 (the device tool; carry `.devaud`): judge the CUDA-L1 corpus with `kverify audit`
 # for at most BUDGET seconds, resuming from the records carried in .devaud/rec-$MODE, and leave
-# the records and the summary in $OUT. Between calls, copy $OUT's records back into
-# .devaud/rec-$MODE (docs/audit.md, "Measured on the H200"). Prepared here by
+# the records and the summary in $OUT. Between calls, copy $OUT's $MODE-kernels-*.jsonl back
+# into .devaud/rec-$MODE/kernels-*.jsonl (docs/audit.md, "Measured on the H200"). Prepared by
 #   cp ../shared/data/foreign/cuda-l1-h100.jsonl .devaud/corpus.jsonl
 #   cargo build --release -p kverify && cp target/release/kverify .devaud/ && strip .devaud/kverify
 # MODE=audit|control (the positive control), LIMIT (kernels of the corpus to cover so far: the
@@ -25,5 +25,14 @@ timeout -s KILL "$BUDGET" "$K" audit .devaud/corpus.jsonl --out "$D" --device cu
 echo "audit rc $? after $(( $(date +%s) - start )) s"
 pkill -KILL -f audit_worker.py 2>/dev/null; sleep 1
 "$K" audit .devaud/corpus.jsonl --out "$D" "${flags[@]}" --report-only >"$OUT/summary-$MODE.txt" 2>&1
-cp "$D"/kernels-*.jsonl "$OUT/" ; cp "$D/summary.json" "$OUT/summary-$MODE.json"
+# Records leave as $MODE-kernels-*.jsonl (audit and control may share one call's $OUT); copy
+# them back into .devaud/rec-$MODE/ without the prefix to resume.
+for f in "$D"/kernels-*.jsonl; do cp "$f" "$OUT/$MODE-$(basename "$f")"; done
+cp "$D/summary.json" "$OUT/summary-$MODE.json"
 wc -l "$D"/kernels-*.jsonl; tail -c 3000 "$OUT/audit-$MODE.stderr.txt"; cat "$OUT/summary-$MODE.txt"
+python3 - "$D" <<'PY'
+import glob, json, statistics, sys
+e = [json.loads(l)["elapsed_s"] for f in glob.glob(sys.argv[1] + "/kernels-*.jsonl") for l in open(f) if l.strip()]
+if e:
+    print(f"seconds per kernel over {len(e)} records: median {statistics.median(e):.0f}, max {max(e):.0f}, total {sum(e):.0f}")
+PY
