@@ -9,7 +9,8 @@
 # first LIMIT in corpus order), JOBS (judging workers on the one GPU), BUILD_JOBS (load_inline
 # builds beside them; the host's 16 cores are what an audit there is bound by), BUDGET (seconds:
 # no kernel starts after BUDGET - DRAIN, the run is killed at BUDGET), PROFILE=1 (per-request
-# seconds by part, profile-$MODE.jsonl).
+# seconds by part, $MODE-profile.jsonl). Both modes in one call, e.g.:
+#   MODE=audit BUDGET=330 bash scripts/h200-audit.sh; MODE=control BUDGET=230 bash scripts/h200-audit.sh
 set -u
 MODE=${MODE:-audit}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-8}; BUILD_JOBS=${BUILD_JOBS:-8}; BUDGET=${BUDGET:-480}; DRAIN=${DRAIN:-150}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -17,22 +18,23 @@ D=/tmp/aud-$MODE; mkdir -p "$D"
 cp .devaud/rec-$MODE/kernels-*.jsonl "$D/" 2>/dev/null || true
 flags=(); [ "$MODE" = control ] && flags=(--control)
 K=.devaud/kverify
-[ "${PROFILE:-0}" = 1 ] && export KVERIFY_AUDIT_PROFILE="$OUT/profile-$MODE.jsonl"  # per-request seconds by part
+[ "${PROFILE:-0}" = 1 ] && export KVERIFY_AUDIT_PROFILE="$OUT/$MODE-profile.jsonl"  # per-request seconds by part
 start=$(date +%s)
+log="$OUT/$MODE-log.txt"
 timeout -s KILL "$BUDGET" "$K" audit .devaud/corpus.jsonl --out "$D" --device cuda:0 --jobs "$JOBS" \
   --limit "$LIMIT" --build-jobs "$BUILD_JOBS" --stop-after $((BUDGET > DRAIN ? BUDGET - DRAIN : 1)) --extensions-dir /tmp/torch_ext --worker "python3 verifier/python/audit_worker.py" \
-  "${flags[@]}" --quiet >"$OUT/audit-$MODE.stdout.txt" 2>"$OUT/audit-$MODE.stderr.txt"
-echo "audit rc $? after $(( $(date +%s) - start )) s"
+  "${flags[@]}" --quiet >"$log" 2>&1
+echo "audit rc $? after $(( $(date +%s) - start )) s" | tee -a "$log"
 pkill -KILL -f audit_worker.py 2>/dev/null; sleep 1
-"$K" audit .devaud/corpus.jsonl --out "$D" "${flags[@]}" --report-only >"$OUT/summary-$MODE.txt" 2>&1
-# Records leave as $MODE-kernels-*.jsonl (audit and control may share one call's $OUT); copy
-# them back into .devaud/rec-$MODE/ without the prefix to resume.
+"$K" audit .devaud/corpus.jsonl --out "$D" "${flags[@]}" --report-only >>"$log" 2>&1
+# Records leave as $MODE-kernels-*.jsonl, the log (kverify's output, then the summary) as
+# $MODE-log.txt: two or three files per mode, so an audit and a control fit one call's $OUT.
+# Copy the records back into .devaud/rec-$MODE/ without the prefix to resume.
 for f in "$D"/kernels-*.jsonl; do cp "$f" "$OUT/$MODE-$(basename "$f")"; done
-cp "$D/summary.json" "$OUT/summary-$MODE.json"
-wc -l "$D"/kernels-*.jsonl; tail -c 3000 "$OUT/audit-$MODE.stderr.txt"; cat "$OUT/summary-$MODE.txt"
-python3 - "$D" <<'PY'
+python3 - "$D" <<'PY' | tee -a "$log"
 import glob, json, statistics, sys
 e = [json.loads(l)["elapsed_s"] for f in glob.glob(sys.argv[1] + "/kernels-*.jsonl") for l in open(f) if l.strip()]
 if e:
     print(f"seconds per kernel over {len(e)} records: median {statistics.median(e):.0f}, max {max(e):.0f}, total {sum(e):.0f}")
 PY
+tail -n 45 "$log"
