@@ -166,33 +166,40 @@ pub fn probes(gate: &str, op: &Op, ctx: &Ctx) -> Vec<(Dims, Dist, u64)> {
 
 /// Largest |cand - ref| / (depth scale) of `cand` over `probes` (calls the candidate directly).
 pub fn eps_of(op: &Op, cand: &dyn Candidate, probes: &[(Dims, Dist, u64)]) -> f64 {
-    probes.iter().map(|(d, dist, seed)| eps_on(op, cand, d, generate(op, d, *dist, *seed, cand.precision().input), false)).fold(0.0, f64::max)
+    probes.iter().map(|(d, dist, seed)| eps_on(op, cand, d, generate(op, d, *dist, *seed, cand.precision().input)).worst).fold(0.0, f64::max)
 }
 
-/// [`eps_of`] on one probe with given inputs (infinite when the candidate fails or changes a
-/// shape; 0 when the reference refuses the probe). Where the reference is finite, a NaN output
-/// is dropped (`f64::max`) and an infinite one gives an infinite error — unless
-/// `nonfinite_is_error`, which makes any non-finite output an infinite error.
-pub fn eps_on(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, nonfinite_is_error: bool) -> f64 {
-    let mut worst: f64 = 0.0;
-    let Ok(r) = op.forward(d, &x.reference) else { return 0.0 };
+/// What a candidate's outputs on one probe show against the reference.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeError {
+    /// Largest |cand - ref| / (depth scale) where the reference is finite: a NaN output is
+    /// dropped (`f64::max`), an infinite one makes it infinite; infinite also when the
+    /// candidate fails or changes a shape, 0 when the reference refuses the probe.
+    pub worst: f64,
+    /// Some output is NaN or infinite where the reference is finite.
+    pub nonfinite: bool,
+}
+
+/// [`eps_of`] on one probe with given inputs.
+pub fn eps_on(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs) -> ProbeError {
+    let failed = ProbeError { worst: f64::INFINITY, nonfinite: false };
+    let mut e = ProbeError { worst: 0.0, nonfinite: false };
+    let Ok(r) = op.forward(d, &x.reference) else { return e };
     let mut c = x.candidate;
-    let Ok(CandidateOutput { outputs, .. }) = cand.forward(d, &mut c) else { return f64::INFINITY };
+    let Ok(CandidateOutput { outputs, .. }) = cand.forward(d, &mut c) else { return failed };
     for ((rt, p), ct) in r.outputs.iter().zip(&r.profiles).zip(&outputs) {
         if rt.shape != ct.shape {
-            return f64::INFINITY;
+            return failed;
         }
         for (i, (y, c)) in rt.to_f64_vec().iter().zip(to_f32_vec(ct)).enumerate() {
             if !y.is_finite() || p.scale[i] == 0.0 {
                 continue;
             }
-            if nonfinite_is_error && !c.is_finite() {
-                return f64::INFINITY;
-            }
-            worst = worst.max((c as f64 - y).abs() / (p.depth.max(1) as f64 * p.scale[i]));
+            e.nonfinite |= !c.is_finite();
+            e.worst = e.worst.max((c as f64 - y).abs() / (p.depth.max(1) as f64 * p.scale[i]));
         }
     }
-    worst
+    e
 }
 
 fn gate_passes(op: &Op, gate: &str, eps: f64, opts: &Options) -> bool {

@@ -67,23 +67,27 @@ fn row(gate: &str, op_id: &str, probe: String, honest_c: &InProcess, bugs: &[(St
             lower = lower.min(m);
         }
     }
-    let (onset_by, onset) = bugs
+    // Per bug: (name, onset — infinite where an output turns non-finite —, error over its
+    // NaN-free outputs). A bug that leaves the probe's answer exact is no real error there.
+    let (onset_by, onset, onset_finite) = bugs
         .iter()
-        .map(|(n, b)| (n.clone(), probes.iter().map(|(op, d, x)| eps_on(op, b, d, x.clone(), true)).fold(0.0, f64::max)))
-        // A bug that leaves the probe's answer exact is not a real error there.
-        .filter(|(_, e)| *e > 0.0)
-        .fold(("none".to_string(), f64::INFINITY), |a, b| if a.0 == "none" || b.1 < a.1 { b } else { a });
+        .map(|(n, b)| {
+            let (worst, nonfinite) = probes.iter().map(|(op, d, x)| eps_on(op, b, d, x.clone())).fold((0.0f64, false), |(w, f), e| (w.max(e.worst), f || e.nonfinite));
+            (n.clone(), if nonfinite { f64::INFINITY } else { worst }, worst)
+        })
+        .filter(|(_, e, _)| *e > 0.0)
+        .fold(("none".to_string(), f64::INFINITY, f64::INFINITY), |a, b| if a.0 == "none" || b.1 < a.1 { b } else { a });
     // No element with a nonzero bound unit: the probe is compared exactly (e.g. max), every
     // change fails it.
     let upper_margin = if threshold.is_infinite() || onset.is_infinite() { f64::INFINITY } else { onset / threshold };
-    let onset_finite = bugs.iter().find(|(n, _)| *n == onset_by).map(|(_, b)| probes.iter().map(|(op, d, x)| eps_on(op, b, d, x.clone(), false)).fold(0.0, f64::max)).unwrap_or(f64::INFINITY);
     ProbeCalibration { gate: gate.into(), op: op_id.into(), probe, noise, threshold, onset, onset_by, onset_finite, lower_margin: lower, upper_margin }
 }
 
-/// The real bugs of class `op_id` in scope for `gate` among the red team's tricks.
+/// The real bugs of class `op_id` in scope for `gate` among the red team's tricks: the
+/// matmul's in-scope precision bugs ([`bugs_in_scope`]) and any trick of the class aimed at
+/// this gate (layer_norm's one-pass variance for CMP-01).
 fn bugs_for(op_id: &str, gate: &str) -> Vec<(String, InProcess)> {
-    let in_scope: &[&str] = if op_id == "matmul" { bugs_in_scope(gate) } else { &["naive_variance_layer_norm"] };
-    tricks().into_iter().filter(|t| t.op == op_id && in_scope.contains(&t.name)).map(|t| (t.name.to_string(), (t.build)())).collect()
+    tricks().into_iter().filter(|t| t.op == op_id && (t.gate == gate || bugs_in_scope(gate).contains(&t.name))).map(|t| (t.name.to_string(), (t.build)())).collect()
 }
 
 /// Every row of the second table.

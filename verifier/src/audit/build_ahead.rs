@@ -105,12 +105,12 @@ impl Drop for Departure<'_> {
 fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: &(Mutex<State>, Condvar), abort: &AtomicBool, t0: Instant) -> Result<(), AuditError> {
     let mut s = Session::new(opts, opts.devices[j % opts.devices.len()].clone());
     loop {
-        if abort.load(Ordering::SeqCst) || opts.stop_after.is_some_and(|d| t0.elapsed() >= d) {
+        if abort.load(Ordering::SeqCst) || opts.past_deadline(t0) {
             return Ok(());
         }
         let next = queue.lock().ok().and_then(|mut q| q.pop_front());
         let Some(k) = next else { return Ok(()) };
-        let r = s.start().and_then(|()| s.load(&k).map(|_| ()));
+        let r = s.load(&k); // starts a worker, loads the task: the build
         s.drop_worker();
         if let Ok(mut st) = state.0.lock() {
             st.done.insert(k.key.clone());

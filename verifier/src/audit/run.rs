@@ -57,6 +57,13 @@ pub struct Options {
     pub stop_after: Option<Duration>,
 }
 
+impl Options {
+    /// Whether `stop_after` has passed since `t0` (never without one).
+    pub(crate) fn past_deadline(&self, t0: Instant) -> bool {
+        self.stop_after.is_some_and(|d| t0.elapsed() >= d)
+    }
+}
+
 /// The default worker: `python3 <crate>/python/audit_worker.py`.
 pub fn default_worker() -> Vec<String> {
     vec!["python3".into(), concat!(env!("CARGO_MANIFEST_DIR"), "/python/audit_worker.py").into()]
@@ -116,7 +123,7 @@ impl<'a> Session<'a> {
         self.build_failure = None;
     }
 
-    pub(crate) fn start(&mut self) -> Result<(), AuditError> {
+    fn start(&mut self) -> Result<(), AuditError> {
         self.worker = None;
         self.loaded = false;
         let mut cmd = Command::new(&self.opts.worker[0]);
@@ -354,14 +361,14 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
         handles.push(std::thread::spawn(move || {
             let mut s = Session::new(&opts, opts.devices[j % opts.devices.len()].clone());
             loop {
-                if abort.load(Ordering::SeqCst) || opts.stop_after.is_some_and(|d| t0.elapsed() >= d) {
+                if abort.load(Ordering::SeqCst) || opts.past_deadline(t0) {
                     break;
                 }
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
                 let Some(k) = next else { break };
                 building.wait_for(&k);
                 // A build may end past the deadline: then the kernel is left for the rerun.
-                if opts.stop_after.is_some_and(|d| t0.elapsed() >= d) {
+                if opts.past_deadline(t0) {
                     if let Ok(mut q) = queue.lock() {
                         q.push_front(k);
                     }

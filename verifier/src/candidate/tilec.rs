@@ -224,7 +224,7 @@ impl TilecCandidate {
                 return Err(TilecError::BindingArity { op: op.into(), what, want, got: names.len(), names: names.join(",") });
             }
         }
-        if matches!(executor, Executor::InterpOperator { .. }) && recurrence_scale(op, &o.native()).is_some() && binding.inputs.iter().any(|n| n == "scale") {
+        if matches!(executor, Executor::InterpOperator { .. }) && is_recurrence(op) && binding.inputs.iter().any(|n| n == "scale") {
             return Err(TilecError::Syntax("binding: `scale` is the recurrence class's own K^-0.5 (passed to the operator's `scale`); bind no input to it".into()));
         }
         if binding.inputs.iter().any(|n| n.is_empty()) {
@@ -241,21 +241,16 @@ impl TilecCandidate {
                 return Err(TilecError::Syntax(format!("binding: input `{n}@{}` would round the battery's {} values; only f32 and f64 widen them exactly", d.name(), precision.input.name())));
             }
         }
+        // The source's file name, once it is known to exist.
+        let file_of = |source: &Path, what: &'static str| -> Result<String, TilecError> {
+            if !source.exists() {
+                return Err(TilecError::Missing { what, path: source.display().to_string() });
+            }
+            Ok(source.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
+        };
         let name = match &executor {
-            Executor::Interp { source, kernel, .. } => {
-                if !source.exists() {
-                    return Err(TilecError::Missing { what: "kernel source", path: source.display().to_string() });
-                }
-                let file = source.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-                format!("tilec:{file}:{} (interp)", kernel.as_deref().unwrap_or("-"))
-            }
-            Executor::InterpOperator { source, operator, .. } => {
-                if !source.exists() {
-                    return Err(TilecError::Missing { what: "operator source", path: source.display().to_string() });
-                }
-                let file = source.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-                format!("tilec:{file}:{operator} (interp, operator)")
-            }
+            Executor::Interp { source, kernel, .. } => format!("tilec:{}:{} (interp)", file_of(source, "kernel source")?, kernel.as_deref().unwrap_or("-")),
+            Executor::InterpOperator { source, operator, .. } => format!("tilec:{}:{operator} (interp, operator)", file_of(source, "operator source")?),
             Executor::Gpu { meta, .. } => {
                 if !meta.exists() {
                     return Err(TilecError::Missing { what: "artifact metadata", path: meta.display().to_string() });
@@ -384,9 +379,14 @@ impl TilecCandidate {
     }
 }
 
+/// Whether `op` is a recurrence class (which passes its own scale to an operator).
+fn is_recurrence(op: &str) -> bool {
+    crate::references::recurrence::RECURRENCE_CLASSES.contains(&op)
+}
+
 /// The rank-0 f32 `scale` a recurrence class passes (its fixed K^-0.5), None for other classes.
 fn recurrence_scale(op: &str, dims: &Dims) -> Option<Tensor> {
-    crate::references::recurrence::RECURRENCE_CLASSES.contains(&op).then(|| Tensor::from_f64(vec![], &[crate::references::recurrence::scale_of(dims)], DType::F32))
+    is_recurrence(op).then(|| Tensor::from_f64(vec![], &[crate::references::recurrence::scale_of(dims)], DType::F32))
 }
 
 /// Run `cmd` to completion under the candidate confinement with a time limit.

@@ -94,9 +94,8 @@ impl TilecArgs {
             None => default_binding(op)?,
         };
         for s in &self.sizes {
-            let (k, v) = s.split_once('=').ok_or_else(|| TilecArgsError::Size(s.clone()))?;
-            let v: usize = v.trim().parse().map_err(|_| TilecArgsError::Size(s.clone()))?;
-            binding.sizes.insert(k.trim().to_string(), v);
+            let (k, v) = name_value(s)?;
+            binding.sizes.insert(k, v);
         }
         if !self.consts.is_empty() && self.tilec_operator.is_none() {
             return Err(TilecError::Syntax("--tilec-const applies to --tilec-operator only (a kernel takes its sizes from its tensors, or --tilec-size)".into()).into());
@@ -104,13 +103,7 @@ impl TilecArgs {
         if let Some(spec) = &self.tilec_operator {
             let (source, operator) = split_kernel_spec(spec);
             let operator = operator.ok_or_else(|| TilecError::Syntax(format!("--tilec-operator `{spec}`: expected FILE.tile:OPERATOR")))?;
-            let mut consts = Vec::new();
-            for c in &self.consts {
-                match c.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
-                    Some((k, v)) if !k.is_empty() && v.parse::<usize>().is_ok() => consts.push(format!("{k}={v}")),
-                    _ => return Err(TilecArgsError::Size(c.clone())),
-                }
-            }
+            let consts = self.consts.iter().map(|c| name_value(c).map(|(k, v)| format!("{k}={v}"))).collect::<Result<Vec<_>, _>>()?;
             let executor = Executor::InterpOperator { tilec: locate(self.tilec.as_deref(), "tilec", "--tilec", "TILEC")?, source, operator, consts };
             return Ok(Some(TilecCandidate::new(op, precision, executor, binding, time_limit, mem_limit_mb)?));
         }
@@ -125,5 +118,14 @@ impl TilecArgs {
             (None, None) => return Ok(None),
         };
         Ok(Some(TilecCandidate::new(op, precision, executor, binding, time_limit, mem_limit_mb)?))
+    }
+}
+
+/// `NAME=VALUE` with a non-empty name and a non-negative integer value (`--tilec-size`,
+/// `--tilec-const`), trimmed.
+fn name_value(s: &str) -> Result<(String, usize), TilecArgsError> {
+    match s.split_once('=').map(|(k, v)| (k.trim(), v.trim().parse::<usize>())) {
+        Some((k, Ok(v))) if !k.is_empty() => Ok((k.to_string(), v)),
+        _ => Err(TilecArgsError::Size(s.to_string())),
     }
 }
