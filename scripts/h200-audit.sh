@@ -1,40 +1,48 @@
 #!/usr/bin/env bash
 # On the H200 (the device tool; carry `.devaud`): judge the CUDA-L1 corpus with `kverify audit`
-# for at most BUDGET seconds, resuming from the records carried in .devaud/rec-$MODE, and leave
-# the records and the summary in $OUT. Between calls, copy $OUT's $MODE-kernels-*.jsonl back
-# into .devaud/rec-$MODE/kernels-*.jsonl (docs/audit.md, "Measured on the H200"). Prepared by
+# for at most BUDGET seconds, resuming from the records carried in .devaud/rec-{audit,control},
+# and leave the records and the summaries in $OUT. Between calls, copy $OUT's
+# {audit,control}-kernels-*.jsonl back into .devaud/rec-{audit,control}/kernels-*.jsonl
+# (docs/audit.md, "Measured on the H200"). Prepared by
 #   cp ../shared/data/foreign/cuda-l1-h100.jsonl .devaud/corpus.jsonl
 #   cargo build --release -p kverify && cp target/release/kverify .devaud/ && strip .devaud/kverify
-# MODE=audit|control (the positive control), LIMIT (kernels of the corpus to cover so far: the
-# first LIMIT in corpus order), JOBS (judging workers on the one GPU), BUILD_JOBS (load_inline
-# builds beside them; the host's 16 cores are what an audit there is bound by), BUDGET (seconds:
-# no kernel starts after BUDGET - DRAIN, the run is killed at BUDGET), PROFILE=1 (per-request
-# seconds by part, $MODE-profile.jsonl). Both modes in one call, e.g.:
-#   MODE=audit BUDGET=330 bash scripts/h200-audit.sh; MODE=control BUDGET=230 bash scripts/h200-audit.sh
+# MODE=both (default: every task's positive control judged beside its candidate in one worker,
+# `--with-control`; LIMIT counts rows) | audit | control. JOBS (judging workers on the one GPU),
+# BUILD_JOBS (load_inline builds beside them; the host's 16 cores are what an audit there is
+# bound by), BUDGET (seconds: no unit starts after BUDGET - DRAIN, the run is killed at
+# BUDGET), PROFILE=1 (per-request seconds by part, $OUT/profile.jsonl). Extensions are built
+# into .devext (ignored), which a machine still warm from the last call keeps.
 set -u
-MODE=${MODE:-audit}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-8}; BUILD_JOBS=${BUILD_JOBS:-8}; BUDGET=${BUDGET:-480}; DRAIN=${DRAIN:-150}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-D=/tmp/aud-$MODE; mkdir -p "$D"
-cp .devaud/rec-$MODE/kernels-*.jsonl "$D/" 2>/dev/null || true
-flags=(); [ "$MODE" = control ] && flags=(--control)
+MODE=${MODE:-both}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-10}; BUILD_JOBS=${BUILD_JOBS:-6}; BUDGET=${BUDGET:-540}; DRAIN=${DRAIN:-150}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" .devext
+A=/tmp/aud-audit; C=/tmp/aud-control; mkdir -p "$A" "$C"
+cp .devaud/rec-audit/kernels-*.jsonl "$A/" 2>/dev/null || true
+cp .devaud/rec-control/kernels-*.jsonl "$C/" 2>/dev/null || true
+case "$MODE" in
+  both) dirs=(--out "$A" --with-control "$C") ;;
+  audit) dirs=(--out "$A") ;;
+  control) dirs=(--out "$C" --control) ;;
+  *) echo "MODE wants both, audit or control" >&2; exit 2 ;;
+esac
 K=.devaud/kverify
-[ "${PROFILE:-0}" = 1 ] && export KVERIFY_AUDIT_PROFILE="$OUT/$MODE-profile.jsonl"  # per-request seconds by part
+[ "${PROFILE:-0}" = 1 ] && export KVERIFY_AUDIT_PROFILE="$OUT/profile.jsonl"
 start=$(date +%s)
-log="$OUT/$MODE-log.txt"
-timeout -s KILL "$BUDGET" "$K" audit .devaud/corpus.jsonl --out "$D" --device cuda:0 --jobs "$JOBS" \
-  --limit "$LIMIT" --build-jobs "$BUILD_JOBS" --stop-after $((BUDGET > DRAIN ? BUDGET - DRAIN : 1)) --extensions-dir /tmp/torch_ext --worker "python3 verifier/python/audit_worker.py" \
-  "${flags[@]}" --quiet >"$log" 2>&1
+log="$OUT/log.txt"
+timeout -s KILL "$BUDGET" "$K" audit .devaud/corpus.jsonl "${dirs[@]}" --device cuda:0 --jobs "$JOBS" \
+  --limit "$LIMIT" --build-jobs "$BUILD_JOBS" --stop-after $((BUDGET > DRAIN ? BUDGET - DRAIN : 1)) --extensions-dir "$PWD/.devext" \
+  --worker "python3 verifier/python/audit_worker.py" --quiet >"$log" 2>&1
 echo "audit rc $? after $(( $(date +%s) - start )) s" | tee -a "$log"
 pkill -KILL -f audit_worker.py 2>/dev/null; sleep 1
-"$K" audit .devaud/corpus.jsonl --out "$D" "${flags[@]}" --report-only >>"$log" 2>&1
-# Records leave as $MODE-kernels-*.jsonl, the log (kverify's output, then the summary) as
-# $MODE-log.txt: two or three files per mode, so an audit and a control fit one call's $OUT.
-# Copy the records back into .devaud/rec-$MODE/ without the prefix to resume.
-for f in "$D"/kernels-*.jsonl; do cp "$f" "$OUT/$MODE-$(basename "$f")"; done
-python3 - "$D" <<'PY' | tee -a "$log"
+"$K" audit .devaud/corpus.jsonl "${dirs[@]}" --report-only >>"$log" 2>&1
+# Records leave as audit-kernels-*.jsonl and control-kernels-*.jsonl beside log.txt (and
+# profile.jsonl): at most five files, inside what one call's $OUT brings back.
+for f in "$A"/kernels-*.jsonl; do [ -s "$f" ] && cp "$f" "$OUT/audit-$(basename "$f")"; done
+for f in "$C"/kernels-*.jsonl; do [ -s "$f" ] && cp "$f" "$OUT/control-$(basename "$f")"; done
+python3 - "$A" "$C" <<'PY' | tee -a "$log"
 import glob, json, statistics, sys
-e = [json.loads(l)["elapsed_s"] for f in glob.glob(sys.argv[1] + "/kernels-*.jsonl") for l in open(f) if l.strip()]
-if e:
-    print(f"seconds per kernel over {len(e)} records: median {statistics.median(e):.0f}, max {max(e):.0f}, total {sum(e):.0f}")
+for d in sys.argv[1:]:
+    e = [json.loads(l)["elapsed_s"] for f in glob.glob(d + "/kernels-*.jsonl") for l in open(f) if l.strip()]
+    if e:
+        print(f"{d}: {len(e)} records, seconds per unit: median {statistics.median(e):.0f}, max {max(e):.0f}")
 PY
-tail -n 45 "$log"
+tail -n 60 "$log"

@@ -206,7 +206,7 @@ def cmp03_prepare(task, seeds):
                 m = task.ref_mod.Model(*init)
                 m64 = copy.deepcopy(m).double().to(task.device)
                 m32 = m.to(task.device)
-                xs = task.inputs(seed)
+                xs = task.inputs(seed, tag=name)
                 r64 = task.run_ref64(xs, m64)
                 a, b = errs(task.run_ref32(xs, m32), r64), errs(task.run_cpu32_single_thread(xs, m32), r64)
         except Exception as e:  # the task's own Model cannot run at this size: n/a
@@ -234,7 +234,7 @@ def cmp03_run(task, seeds):
                 if torch.cuda.is_available():
                     torch.cuda.manual_seed(task.seed)
                 cand = task.cand_mod.ModelNew(*init).to(task.device)
-                xs = task.inputs(seed)
+                xs = task.inputs(seed, tag=name)
                 with torch.no_grad():
                     out = plain(outputs(cand(*xs)))
         except Exception as e:  # a refusal at another legal size: rejected (a crash is the process's)
@@ -271,8 +271,7 @@ def value_prepare(task, gate, seeds):
                 f["ref_error"] = "no floating-point input"
                 facts.append(f)
                 continue
-            r64 = task.run_ref64(xs)
-            a, b = errs(task.run_ref32(xs), r64), errs(task.run_cpu32_single_thread(xs), r64)
+            r64, a, b = task.reference(seed, kind)
             extra = {}
             if gate == "PRC-01":
                 extra["reduced"] = [task.run_ref64([x.to(dt).to(x.dtype) if torch.is_tensor(x) and x.is_floating_point() else x for x in xs]) for _, dt in REDUCED]
@@ -303,14 +302,40 @@ def value_run(task, gate, seeds):
 
 
 # -- EXC-02: subnormals ----------------------------------------------------------------------------
-def sign_classes(t):
-    """0 zero, 1 positive, 2 negative, 3 NaN, 4 +Inf, 5 -Inf, per element (flattened)."""
-    t = t.detach().cpu()
+def sign_classes(t, dev=None):
+    """0 zero, 1 positive, 2 negative, 3 NaN, 4 +Inf, 5 -Inf, per element (flattened, int8), on
+    ``dev`` (default: where ``t`` is — the GPU on a GPU host, where these passes over every
+    output element cost little; on the CPU they were most of EXC-02's time)."""
+    t = t.detach() if dev is None else t.detach().to(dev)
+    c = torch.zeros(t.numel(), dtype=torch.int8, device=t.device)
     if not t.is_floating_point():
-        return torch.zeros(t.numel(), dtype=torch.int64)
-    c = torch.where(t > 0, 1, torch.where(t < 0, 2, 0))
-    c = torch.where(torch.isnan(t), 3, torch.where(t == float("inf"), 4, torch.where(t == float("-inf"), 5, c)))
-    return c.reshape(-1)
+        return c
+    f = t.reshape(-1)
+    for cls, where in ((1, f > 0), (2, f < 0), (3, torch.isnan(f)), (4, f == float("inf")), (5, f == float("-inf"))):
+        c.masked_fill_(where, cls)
+    return c
+
+
+def _exc02_target(r, a, b, dev):
+    """One output of EXC-02's reference side on ``dev``: the sign classes of the fp64 reference
+    ``r`` rounded to the output dtype, the positions compared (both honest fp32 runs ``a``,
+    ``b`` in the reference's class, and |r| above 16 x their largest absolute error, or r not
+    finite), and the count of subnormals in the rounded reference."""
+    rr = r.detach().to(dev).to(a.dtype)
+    cls = sign_classes(rr)
+    r64 = r.detach().to(dev, torch.float64).reshape(-1)
+    fin = torch.isfinite(r64)
+    band = 0.0
+    for h in (a, b):
+        d = (h.detach().to(dev, torch.float64).reshape(-1) - r64)[fin].abs()
+        d = d[torch.isfinite(d)]
+        if d.numel():
+            band = max(band, 16.0 * float(d.max()))
+    mask = (sign_classes(a, dev) == cls) & (sign_classes(b, dev) == cls)
+    if band > 0:
+        mask &= (r64.abs() > band) | ~fin
+    sub = (rr != 0) & (rr.abs() < torch.finfo(rr.dtype).tiny)
+    return cls, mask, int(sub.sum())
 
 
 def exc02_prepare(task, seeds):
@@ -318,7 +343,8 @@ def exc02_prepare(task, seeds):
     output dtype, its sign classes, and the positions compared: where both honest fp32 runs have
     the reference's class and |r| exceeds 16 x their largest absolute error (below that band
     rounding alone may change the class; a band of 0 — exact honest runs — compares every
-    position, zeros included)."""
+    position, zeros included). Computed where the reference lives, on the CPU if the GPU has no
+    room."""
     facts = []
     task.cache["EXC-02"] = {}
     for name, seed in (("subnormal", seeds[0]), ("tiny", seeds[-1])):
@@ -341,20 +367,11 @@ def exc02_prepare(task, seeds):
                 masks.append(None)
                 want.append(None)
                 continue
-            rr = r.detach().cpu().to(a.dtype)
-            cls = sign_classes(rr)
-            r_cpu, fin = r.detach().to("cpu", torch.float64).reshape(-1), torch.isfinite(r.detach().cpu().reshape(-1))
-            band = 0.0
-            for h in (a, b):
-                d = (h.detach().to("cpu", torch.float64).reshape(-1) - r_cpu)[fin].abs()
-                d = d[torch.isfinite(d)]
-                if d.numel():
-                    band = max(band, 16.0 * float(d.max()))
-            mask = (sign_classes(a) == cls) & (sign_classes(b) == cls)
-            if band > 0:
-                mask &= (r_cpu.abs() > band) | ~fin
-            sub = (rr != 0) & (rr.abs() < torch.finfo(rr.dtype).tiny)
-            nsub += int(sub.sum())
+            try:
+                cls, mask, n = _exc02_target(r, a, b, r.device)
+            except torch.cuda.OutOfMemoryError:
+                cls, mask, n = _exc02_target(r, a, b, torch.device("cpu"))
+            nsub += n
             compared += int(mask.sum())
             masks.append(mask)
             want.append(cls)
@@ -375,7 +392,7 @@ def exc02_run(task, seeds):
         for o, w, m in zip(out, want, masks):
             if w is None:
                 continue
-            c = sign_classes(o)
+            c = sign_classes(o, w.device)
             mism += int(((c != w) & m).sum())
             flushed += int(((c == 0) & (w != 0) & m).sum())
         facts.append({"name": name, "shape_ok": True, "mismatches": mism, "flushed": flushed})

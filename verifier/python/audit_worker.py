@@ -10,9 +10,13 @@ pass/fail, applicability) is taken by kverify (verifier/src/audit/judge.rs).
 
 Requests:
   {"id", "cmd": "load", "ref_code", "seed"}                 build Model (fp32 and fp64 copies)
-  {"id", "cmd": "load_candidate", "custom_code"}           build ModelNew, seeded the same way
+  {"id", "cmd": "load_candidate", "custom_code", "slot"?}  build ModelNew, seeded the same way,
+                                                           into a slot (default 0)
   {"id", "cmd": "prepare", "gate", "params"}  reference-side work of a gate (its failure is n/a)
-  {"id", "cmd": "run", "gate", "params"}      candidate-side work of a gate (its failure is charged)
+  {"id", "cmd": "run", "gate", "params", "slot"?}  candidate-side work of a gate for a slot's
+                                              ModelNew (its failure is charged)
+Slots: with ``kverify audit --with-control`` slot 0 holds the task's own Model and slot 1 the
+candidate, both judged against one reference side.
 Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool}
 (``env``: the failure is this machine's — no CUDA — not the kernel's).
 Gates KB, CMP-01, RES-01, ORD-02 and EXC-01 are measured here; CMP-03, ORD-01, ORD-03, EXC-02,
@@ -35,6 +39,9 @@ ENV_MARKERS = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUD
 torch = None  # imported in main() so that a missing torch is a start-up failure with a message
 audit_gates = None  # the further gates (audit_gates.py beside this file), imported with torch
 U32 = 2.0**-24
+# Inputs kept per task for reuse (Task.inputs), in bytes on the task's device; several workers
+# share one GPU, so the default stays a small part of an H200's 141 GB.
+INPUT_CACHE_BYTES = int(os.environ.get("KVERIFY_INPUT_CACHE_MB", "2048")) * 2**20
 # Seconds spent per part of a request (reference fp64, fp32 on the device and on the CPU, the
 # candidate, input generation), written as one JSON line per request to the file named by
 # KVERIFY_AUDIT_PROFILE when it is set: where an audit's time goes, without touching the facts.
@@ -57,6 +64,79 @@ def timed(part):
                 SPENT[part] = SPENT.get(part, 0.0) + time.perf_counter() - t0
         return g
     return wrap
+
+
+# Process-wide numerics switches that programs flip, at import or inside forward (24 of the
+# CUDA-L1 ModelNews set allow_tf32). A switch a candidate sets must not reach the reference
+# side (it would make the honest fp32 run, and so CMP-01's bound, TF32-sized) nor another
+# candidate slot: the worker snapshots the task's state after loading Model, each slot's after
+# loading its ModelNew, and runs every request under the state of whoever it measures.
+SWITCHES = (
+    ("backends", "fp32_precision"),
+    ("backends.cuda.matmul", "fp32_precision"),
+    ("backends.cudnn", "fp32_precision"),
+    ("backends.cudnn.conv", "fp32_precision"),
+    ("backends.cudnn.rnn", "fp32_precision"),
+    ("backends.cuda.matmul", "allow_tf32"),
+    ("backends.cuda.matmul", "allow_fp16_reduced_precision_reduction"),
+    ("backends.cuda.matmul", "allow_bf16_reduced_precision_reduction"),
+    ("backends.cudnn", "allow_tf32"),
+    ("backends.cudnn", "benchmark"),
+    ("backends.cudnn", "deterministic"),
+    ("backends.cudnn", "enabled"),
+)
+
+
+def _owner(path):
+    o = torch
+    for part in path.split("."):
+        o = getattr(o, part)
+    return o
+
+
+def switches():
+    """The current state of SWITCHES, float32 matmul precision, deterministic algorithms and
+    the default dtype (a switch this PyTorch lacks, or refuses to read, is left out)."""
+    st = {}
+    for path, attr in SWITCHES:
+        try:
+            st[(path, attr)] = getattr(_owner(path), attr)
+        except Exception:  # noqa: BLE001  (absent in this PyTorch, or a mixed-API refusal)
+            pass
+    st["matmul_precision"] = torch.get_float32_matmul_precision()
+    st["deterministic"] = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    st["default_dtype"] = torch.get_default_dtype()
+    return st
+
+
+def set_switches(st):
+    for key, v in st.items():
+        try:
+            if key == "matmul_precision":
+                torch.set_float32_matmul_precision(v)
+            elif key == "deterministic":
+                torch.use_deterministic_algorithms(v[0], warn_only=v[1])
+            elif key == "default_dtype":
+                torch.set_default_dtype(v)
+            else:
+                setattr(_owner(key[0]), key[1], v)
+        except Exception:  # noqa: BLE001  (a switch this PyTorch will not take back: left)
+            pass
+
+
+class switched:
+    """``with switched(state):`` runs under ``state`` and puts back what was there before."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def __enter__(self):
+        self.before = switches()
+        set_switches(self.state)
+
+    def __exit__(self, *exc):
+        set_switches(self.before)
+        return False
 
 
 def set_seed(seed):
@@ -108,6 +188,7 @@ class Task:
         self.device = torch.device(device)
         self.seed = int(req.get("seed", 42))
         self.ref_mod = exec_module(req["ref_code"], "kverify_reference")
+        self.ref_switches = switches()  # the task's own state, whatever its module set
         self.init_inputs = list(self.ref_mod.get_init_inputs())
         set_seed(self.seed)
         m = self.ref_mod.Model(*self.init_inputs)
@@ -119,38 +200,83 @@ class Task:
             self.ref64 = copy.deepcopy(m).double().to(self.device)
         except Exception as e:  # a model that cannot be made fp64 is n/a, never charged
             self.fp64_reason = f"cannot convert Model to float64: {e}"
-        self.cand = None
-        self.cand_mod = None
-        self.cand_error = "not loaded"
+        self.slots = {}
+        self.use(0)
         self.cache = {}
+        self.input_cache = {}
+        self.input_cache_bytes = 0
 
-    def load_candidate(self, code):
-        """Build ModelNew seeded like Model (a failure is the candidate's: reported, not raised)."""
-        self.cand_error = None
-        try:
-            cmod = exec_module(code, "kverify_candidate")
-            self.cand_mod = cmod
-            set_seed(self.seed)
-            self.cand = cmod.ModelNew(*self.init_inputs).to(self.device)
-        except BaseException as e:  # the candidate's own failure to build
-            self.cand_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+    def load_candidate(self, code, slot=0):
+        """Build ModelNew seeded like Model into ``slot`` (a failure is the candidate's:
+        reported, not raised), starting from the task's switches and keeping the ones the
+        candidate leaves set as its own."""
+        cand, cmod, err = None, None, None
+        with switched(self.ref_switches):
+            try:
+                cmod = exec_module(code, f"kverify_candidate_{slot}")
+                set_seed(self.seed)
+                cand = cmod.ModelNew(*self.init_inputs).to(self.device)
+            except BaseException as e:  # the candidate's own failure to build
+                err = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+            own = switches()
+        self.slots[slot] = (cand, cmod, err, own)
+        self.use(slot)
+
+    def use(self, slot):
+        """Make ``slot``'s candidate the one ``run`` measures."""
+        self.cand, self.cand_mod, self.cand_error, self.cand_switches = self.slots.get(slot, (None, None, "not loaded", self.ref_switches))
 
     # -- inputs and models -------------------------------------------------------------------
     @timed("inputs")
-    def inputs(self, seed, nan=False, kind=None):
+    def inputs(self, seed, nan=False, kind=None, tag=None):
         """``get_inputs()`` after seeding with ``seed``; ``nan``: EXC-01's injection; ``kind``: a
         probe distribution of audit_gates.transform (wide, pos, sub, tiny) replacing the
-        floating inputs' values (shapes and dtypes kept)."""
-        set_seed(seed)
-        xs = list(self.ref_mod.get_inputs())
-        if kind is not None:
-            xs = audit_gates.transform(xs, kind, seed)
-        if nan:
-            for x in xs:
-                if torch.is_tensor(x) and x.is_floating_point() and x.numel() > 0:
-                    flat = x.view(-1)
-                    flat[(seed % 256) % flat.numel() :: 256] = float("nan")
-        return [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
+        floating inputs' values (shapes and dtypes kept); ``tag``: the size variant the caller
+        set (CMP-03), part of the cache key.
+
+        Generated once per key and handed out as fresh copies (a candidate may write to its
+        inputs): the generation on the CPU and the copy to the device were an eighth of an
+        audit's worker time on the H200, most of it regenerating the same inputs. The random
+        generators are left as a fresh generation would leave them, so a candidate that draws
+        random numbers sees the same stream as without the cache."""
+        key = (seed, nan, kind, tag)
+        hit = self.input_cache.get(key)
+        if hit is None:
+            set_seed(seed)
+            xs = list(self.ref_mod.get_inputs())
+            if kind is not None:
+                xs = audit_gates.transform(xs, kind, seed)
+            if nan:
+                for x in xs:
+                    if torch.is_tensor(x) and x.is_floating_point() and x.numel() > 0:
+                        flat = x.view(-1)
+                        flat[(seed % 256) % flat.numel() :: 256] = float("nan")
+            xs = [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
+            rng = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+            size = sum(x.numel() * x.element_size() for x in xs if torch.is_tensor(x))
+            if self.input_cache_bytes + size <= INPUT_CACHE_BYTES:
+                self.input_cache[key] = (xs, rng)
+                self.input_cache_bytes += size
+            return xs
+        xs, (cpu_rng, cuda_rng) = hit
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        return [x.clone() if torch.is_tensor(x) else copy.copy(x) for x in xs]
+
+    def reference(self, seed, kind=None):
+        """``(r64, a, b)`` at the inputs of ``(seed, kind)``: the task's Model in fp64, and
+        ``audit_gates.errs`` of its two honest fp32 orderings (on the device; a CPU copy)
+        against it. Computed once per task: CMP-01 and ORD-01 share their seeds, PRC-01 and
+        PRC-02 their probe (verifier/src/audit/run.rs, ``seeds``)."""
+        key = ("reference", seed, kind)
+        if key not in self.cache:
+            xs = self.inputs(seed, kind=kind)
+            r64 = self.run_ref64(xs)
+            a = audit_gates.errs(self.run_ref32(xs), r64)
+            b = audit_gates.errs(self.run_cpu32_single_thread(xs), r64)
+            self.cache[key] = (r64, a, b)
+        return self.cache[key]
 
     @timed("ref64")
     def run_ref64(self, xs, model=None):
@@ -218,16 +344,18 @@ class Task:
         return e["max"], e["bad"], e["shape_ok"]
 
     @staticmethod
-    def classes(ts, dtype=None):
+    def classes(ts, dtype=None, dev=None):
+        """EXC-01's classes per element (flattened, int8): 1 NaN, 2 +Inf, 3 -Inf, 0 finite — of
+        each output rounded to ``dtype`` if given, on ``dev`` (default: where it is)."""
         r = []
         for t in ts:
-            t = t.detach().cpu()
-            if dtype is not None and t.is_floating_point():
-                t = t.to(dtype)
+            t = t.detach() if dev is None else t.detach().to(dev)
+            c = torch.zeros(t.numel(), dtype=torch.int8, device=t.device)
             if t.is_floating_point():
-                r.append(torch.where(torch.isnan(t), 1, torch.where(t == float("inf"), 2, torch.where(t == float("-inf"), 3, 0))).reshape(-1))
-            else:
-                r.append(torch.zeros(t.numel(), dtype=torch.int64))
+                f = (t.to(dtype) if dtype is not None else t).reshape(-1)
+                for cls, where in ((1, torch.isnan(f)), (2, f == float("inf")), (3, f == float("-inf"))):
+                    c.masked_fill_(where, cls)
+            r.append(c)
         return r
 
     def call_facts(self, xs, want):
@@ -258,11 +386,9 @@ class Task:
         if gate == "CMP-01":
             facts = []
             for s in seeds:
-                xs = self.inputs(s)
-                r64 = self.run_ref64(xs)
-                honest = [self.norm_err(self.run_ref32(xs), r64)[0], self.norm_err(self.run_cpu32_single_thread(xs), r64)[0]]
+                r64, a, b = self.reference(s)
                 self.cache[("CMP-01", s)] = r64
-                facts.append({"seed": s, "honest": honest})
+                facts.append({"seed": s, "honest": [a["max"], b["max"]]})
             return {"seeds": facts}
         if gate == "RES-01":
             xa, xb = self.inputs(seeds[0]), self.inputs(seeds[1])
@@ -327,7 +453,8 @@ class Task:
         if gate == "EXC-01":
             cls, want = self.cache["EXC-01"]
             out = self.run_cand(self.inputs(seeds[0], nan=True))
-            got = self.classes([o.as_subclass(torch.Tensor) for o in out])
+            dev = cls[0].device if cls else None
+            got = self.classes([o.as_subclass(torch.Tensor) for o in out], dev=dev)
             if len(got) != len(cls) or any(a.shape != b.shape for a, b in zip(got, cls)):
                 return {"mismatches": -1, "total": 0, "detail": "output count or size differs"}
             mism = sum(int((a != b).sum()) for a, b in zip(got, cls))
@@ -343,9 +470,12 @@ def overlaps(a, b):
 
 
 def same_bits(x, b):
-    if x.shape != b.shape or x.dtype != b.dtype:
+    """Whether ``x`` and ``b`` hold the same bits (compared where they are, as raw bytes: NaN
+    payloads and signed zeros count)."""
+    if x.shape != b.shape or x.dtype != b.dtype or x.device != b.device:
         return False
-    return tensor_bytes(x) == tensor_bytes(b)
+    raw = lambda t: t.detach().contiguous().reshape(-1).view(torch.uint8)  # noqa: E731
+    return bool(torch.equal(raw(x), raw(b)))
 
 
 def main():
@@ -382,14 +512,18 @@ def main():
                 task = Task(req, a.device)
                 resp = {"id": rid, "ok": True, "facts": {"fp64_ok": task.ref64 is not None, "fp64_reason": task.fp64_reason}}
             elif req["cmd"] == "load_candidate":
-                task.load_candidate(req["custom_code"])
+                task.load_candidate(req["custom_code"], int(req.get("slot", 0)))
                 facts = {"candidate_ok": task.cand is not None, "candidate_error": task.cand_error}
                 if task.cand_error:
                     facts["env"] = is_env_error(task.cand_error)
                 resp = {"id": rid, "ok": True, "facts": facts}
-            elif req["cmd"] in ("prepare", "run"):
-                fn = task.prepare if req["cmd"] == "prepare" else task.run
-                resp = {"id": rid, "ok": True, "facts": fn(req["gate"], req.get("params", {}))}
+            elif req["cmd"] == "prepare":
+                with switched(task.ref_switches):
+                    resp = {"id": rid, "ok": True, "facts": task.prepare(req["gate"], req.get("params", {}))}
+            elif req["cmd"] == "run":
+                task.use(int(req.get("slot", 0)))
+                with switched(task.cand_switches):
+                    resp = {"id": rid, "ok": True, "facts": task.run(req["gate"], req.get("params", {}))}
             else:
                 resp = {"id": rid, "ok": False, "error": f"unknown cmd {req['cmd']}"}
         except BaseException as e:  # a failure of the measured side; kverify decides whom to charge

@@ -383,3 +383,55 @@ fn a_failed_build_is_not_retried_for_every_gate() {
         assert!(v["detail"].as_str().unwrap_or("").contains("SyntaxError: bad"), "{g}: {v}");
     }
 }
+
+/// `--with-control DIR`: every row's positive control judged beside its candidate in one
+/// worker, its records in DIR; the control runs first in every gate, a candidate's crash
+/// charges only the candidate (the control goes on in a fresh worker), a row without a
+/// candidate is judged for its control alone, and a rerun judges nothing twice.
+#[test]
+fn with_control_judges_each_control_beside_its_candidate() {
+    let dir = scratch("with-control");
+    let log = dir.join("runs");
+    let runlog = |label: &str| json!({"runlog": log.display().to_string(), "label": label});
+    let ref_with = |label: &str| format!("#FAKE {}\n{REF}", runlog(label));
+    let mut crash = runlog("cand1");
+    crash["crash"] = json!("CMP-01");
+    let rows = vec![
+        json!({"level_id": 1, "task_id": 1, "ref_code": ref_with("control0"), "custom_code": format!("#FAKE {}\nclass ModelNew: pass\n", runlog("cand0")), "score_default": 1.0}),
+        json!({"level_id": 1, "task_id": 2, "ref_code": ref_with("control1"), "custom_code": format!("#FAKE {crash}\nclass ModelNew: pass\n"), "score_default": 1.0}),
+        json!({"level_id": 1, "task_id": 3, "ref_code": ref_with("control2"), "custom_code": "", "score_default": null}),
+    ];
+    let corpus = write_corpus(&dir, &rows);
+    let (out, ctl) = (dir.join("out"), dir.join("control"));
+    let args = [corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--with-control", ctl.to_str().unwrap_or(""), "--worker", &fake_worker(), "--quiet"];
+    let o = kverify(&args).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (cands, controls) = (records(&out), records(&ctl));
+    assert_eq!(cands.iter().map(|r| r["task"].as_i64().unwrap_or(0)).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(controls.iter().map(|r| (r["task"].as_i64().unwrap_or(0), r["control"].as_bool())).collect::<Vec<_>>(), vec![(1, Some(true)), (2, Some(true)), (3, Some(true))]);
+    assert!(controls.iter().all(|r| r["verdict"] == "clean"), "{controls:?}");
+    assert_eq!((cands[0]["verdict"].as_str(), cands[1]["verdict"].as_str()), (Some("clean"), Some("broken")));
+    assert!(cands[1]["gates"]["CMP-01"]["detail"].as_str().unwrap_or("").contains("SIGSEGV"), "{}", cands[1]);
+    assert_eq!(cands[1]["gates"]["RES-01"]["status"], "pass", "the candidate goes on in a fresh worker");
+    // The run requests, in order: per gate the control before the candidate; after the crash at
+    // CMP-01 the candidate's row continues in another process.
+    let runs: Vec<(String, String, String)> = std::fs::read_to_string(&log).expect("log").lines().map(|l| {
+        let v: Vec<&str> = l.split(' ').collect();
+        (v[0].to_string(), v[1].to_string(), v.get(2).unwrap_or(&"").to_string())
+    }).collect();
+    for (c, k) in [("control0", "cand0"), ("control1", "cand1")] {
+        let order: Vec<&(String, String, String)> = runs.iter().filter(|r| r.2 == c || r.2 == k).collect();
+        let firsts: Vec<&str> = order.iter().filter(|r| r.1 == "CMP-01").map(|r| r.2.as_str()).collect();
+        assert_eq!(firsts, vec![c, k], "{order:?}");
+    }
+    let pid_of = |label: &str, gate: &str| runs.iter().find(|r| r.2 == label && r.1 == gate).map(|r| r.0.clone());
+    assert_ne!(pid_of("control1", "RES-01"), pid_of("cand1", "CMP-01"), "the control ran in the process its candidate crashed");
+    assert_eq!(runs.iter().filter(|r| r.2 == "control2").count(), 12, "a row without a candidate: its control alone, 11 gates and ORD-02's fresh process");
+    // Summaries for both folders; a rerun judges nothing again.
+    assert!(out.join("summary.json").exists() && ctl.join("summary.json").exists());
+    let o = kverify(&args).output().expect("rerun");
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("5 kernels selected, 5 already recorded, 0 judged now"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--with-control", ctl.to_str().unwrap_or(""), "--control"]).output().expect("usage");
+    assert_eq!(o.status.code(), Some(2), "--control with --with-control is a usage error");
+}

@@ -9,7 +9,8 @@
 //! kernel was judged, and the slowest compile held up the whole audit. Build outcomes are not
 //! recorded: the judging pass loads again and judges a failed build.
 
-use super::run::{Options, Session};
+use super::run::Options;
+use super::session::Session;
 use super::{AuditError, Kernel};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};

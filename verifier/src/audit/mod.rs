@@ -15,6 +15,7 @@ pub mod build_ahead;
 pub mod judge;
 pub mod judge_probes;
 pub mod run;
+pub mod session;
 pub mod summary;
 
 use judge::GateResult;
@@ -187,6 +188,36 @@ pub struct Record {
     /// summary: where an audit's time goes).
     #[serde(default)]
     pub gate_s: BTreeMap<String, f64>,
+}
+
+impl Record {
+    /// A record for `k` about to be judged on `device` (status `judged`, no gates yet).
+    pub fn judged(k: &Kernel, device: &str) -> Record {
+        Record {
+            key: k.key.clone(),
+            row: k.row,
+            level: k.level,
+            task: k.task,
+            accepted: k.accepted,
+            control: k.control,
+            load_inline: k.load_inline,
+            status: "judged".into(),
+            note: String::new(),
+            gates: BTreeMap::new(),
+            verdict: None,
+            device: device.to_string(),
+            elapsed_s: 0.0,
+            gate_s: BTreeMap::new(),
+        }
+    }
+
+    /// Ends the record unjudged: `status` (`skipped`, `reference-error`) with its reason; the
+    /// gates measured so far are dropped (none of them is a verdict).
+    pub fn end(&mut self, status: &str, note: &str) {
+        self.status = status.into();
+        self.note = note.into();
+        self.gates.clear();
+    }
 }
 
 /// The record files of `dir`: `kernels-<i>of<n>.jsonl`, one per shard.

@@ -1,23 +1,14 @@
-//! Running the audit: one worker process per job, a fresh one per kernel, the per-kernel
-//! protocol (which side a failure is charged to), the store, the progress line.
-//!
-//! Attribution: every gate is two requests. `prepare` does the reference-side work (the task's
-//! own Model in fp64 and fp32); its failure, crash or timeout makes the gate `n/a`, never
-//! charged. `run` does the candidate side; its exception, crash, hang or exit is the gate's
-//! `error` (the kernel is `broken`). After any process failure the next request starts a fresh
-//! worker and loads the task again.
+//! Running the audit: the units to judge (the kernels of one corpus row, sharing its
+//! reference), one judging thread per job taking units from a queue beside the build-ahead
+//! threads, the record stores, the progress line. The per-unit protocol — which side a failure
+//! is charged to — is [`super::session`].
 
-use super::judge::{self, GateResult, Status, GATES};
 use super::build_ahead::Builds;
-use super::judge_probes;
+use super::session::{audit_unit, Session};
 use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store};
-use crate::candidate::process::Worker;
-use crate::candidate::CandidateError;
-use serde_json::{json, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -69,258 +60,12 @@ pub fn default_worker() -> Vec<String> {
     vec!["python3".into(), concat!(env!("CARGO_MANIFEST_DIR"), "/python/audit_worker.py").into()]
 }
 
-/// Seeds of each gate's inputs, derived from the base seed.
-fn seeds(gate: &str, base: u64) -> Vec<u64> {
-    let (off, n) = match gate {
-        "KB" => (1, 5),
-        "CMP-01" => (101, 3),
-        "RES-01" => (201, 2),
-        "ORD-02" => (301, 1),
-        "ORD-01" => (501, 3),
-        "ORD-03" => (601, 2),
-        "EXC-02" => (701, 2),
-        "PRC-01" => (801, 1),
-        "PRC-02" => (811, 1),
-        "CMP-03" => (901, 2),
-        _ => (401, 1),
-    };
-    (0..n).map(|i| base + off + i).collect()
-}
-
-enum Answer {
-    Facts(Value),
-    /// The worker answered `ok: false` (an exception); `env`: this machine's fault (no CUDA).
-    Raised { error: String, env: bool },
-}
-
-/// One job's worker and what it has loaded.
-pub(crate) struct Session<'a> {
-    opts: &'a Options,
-    device: String,
-    worker: Option<Worker>,
-    next_id: u64,
-    loaded: bool,
-    /// The kernel's ModelNew build failure, once seen: every later gate of the kernel reports it
-    /// without loading again (a failing `load_inline` build is a full nvcc compile).
-    build_failure: Option<GateResult>,
-}
-
-impl<'a> Session<'a> {
-    pub(crate) fn new(opts: &'a Options, device: String) -> Self {
-        Session { device, opts, worker: None, next_id: 0, loaded: false, build_failure: None }
-    }
-
-    /// Loads `k` (reference, then candidate) into a worker; what a build-ahead thread does.
-    pub(crate) fn load(&mut self, k: &Kernel) -> Result<(), AuditError> {
-        ensure_loaded(self, k).map(|_| ())
-    }
-
-    /// Ends the worker (killed with its process tree) and forgets the kernel's build outcome:
-    /// a build thread's next kernel must be loaded, not reported as the last one's failure.
-    pub(crate) fn drop_worker(&mut self) {
-        self.worker = None;
-        self.loaded = false;
-        self.build_failure = None;
-    }
-
-    fn start(&mut self) -> Result<(), AuditError> {
-        self.worker = None;
-        self.loaded = false;
-        let mut cmd = Command::new(&self.opts.worker[0]);
-        cmd.args(&self.opts.worker[1..]).arg("--device").arg(&self.device);
-        if let Some(d) = &self.opts.extensions_dir {
-            cmd.env("TORCH_EXTENSIONS_DIR", d);
-        }
-        // The CPU's honest fp32 run of a GPU task (docs/audit.md, CMP-01) gets the cores left
-        // per parallel worker: single-threaded, GPU-sized tasks and subnormal probes (which the
-        // CPU runs at a fraction of its speed) made it most of an audit's time on the H200.
-        let threads = if self.device.starts_with("cuda") { (std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) / self.opts.jobs.max(1)).max(1) } else { 1 };
-        cmd.env("KVERIFY_CPU_THREADS", threads.to_string());
-        let w = Worker::spawn(cmd, PROTOCOL, self.opts.time_limit, self.opts.mem_limit_mb, MAX_LINE).map_err(|e| AuditError::Worker(e.to_string()))?;
-        self.worker = Some(w);
-        Ok(())
-    }
-
-    /// One request; on a process failure the worker is gone (killed with its tree).
-    fn req(&mut self, mut msg: Value) -> Result<Result<Answer, CandidateError>, AuditError> {
-        if self.worker.is_none() {
-            self.start()?;
-        }
-        self.next_id += 1;
-        msg["id"] = json!(self.next_id);
-        let Some(w) = self.worker.as_mut() else { return Err(AuditError::Worker("no worker".into())) };
-        let line = match w.request(&msg.to_string(), self.opts.time_limit) {
-            Ok(l) => l,
-            Err(e) => {
-                self.worker = None;
-                self.loaded = false;
-                return Ok(Err(e));
-            }
-        };
-        let v: Value = match serde_json::from_str(&line) {
-            Ok(v) => v,
-            Err(e) => {
-                self.worker = None;
-                self.loaded = false;
-                return Ok(Err(CandidateError::Protocol(format!("answer is not JSON ({e}): {}", line.chars().take(200).collect::<String>()))));
-            }
-        };
-        if v.get("id").and_then(Value::as_u64) != Some(self.next_id) {
-            self.worker = None;
-            self.loaded = false;
-            return Ok(Err(CandidateError::Protocol(format!("answer {} to request {}", v.get("id").cloned().unwrap_or(Value::Null), self.next_id))));
-        }
-        if v.get("ok").and_then(Value::as_bool) == Some(true) {
-            Ok(Ok(Answer::Facts(v.get("facts").cloned().unwrap_or(Value::Null))))
-        } else {
-            let error = v.get("error").and_then(Value::as_str).unwrap_or("no message").to_string();
-            Ok(Ok(Answer::Raised { error, env: v.get("env").and_then(Value::as_bool).unwrap_or(false) }))
-        }
-    }
-}
-
-/// How a kernel's audit ended early.
-enum Stop {
-    Skipped(String),
-    RefError(String),
-}
-
-/// Load the task (reference, then candidate) into the session's worker if not loaded.
-/// `Err(Stop)` ends the kernel; `Ok(Some(r))` is a candidate failure that every gate reports.
-fn ensure_loaded(s: &mut Session, k: &Kernel) -> Result<Result<Option<GateResult>, Stop>, AuditError> {
-    if let Some(f) = &s.build_failure {
-        return Ok(Ok(Some(f.clone())));
-    }
-    if s.loaded && s.worker.is_some() {
-        return Ok(Ok(None));
-    }
-    match s.req(json!({"cmd": "load", "ref_code": k.ref_code, "seed": s.opts.seed}))? {
-        Err(e) => return Ok(Err(Stop::RefError(format!("reference failed at load: {e}")))),
-        Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("reference needs what this machine lacks: {error}")))),
-        Ok(Answer::Raised { error, .. }) => return Ok(Err(Stop::RefError(format!("reference raised at load: {error}")))),
-        Ok(Answer::Facts(_)) => {}
-    }
-    let failure = match s.req(json!({"cmd": "load_candidate", "custom_code": k.custom_code}))? {
-        Err(e) => GateResult::new(Status::Error, format!("ModelNew build: {e}")),
-        Ok(Answer::Raised { error, .. }) => GateResult::new(Status::Error, format!("ModelNew build: {error}")),
-        Ok(Answer::Facts(f)) => {
-            if f.get("candidate_ok").and_then(Value::as_bool) == Some(true) {
-                s.loaded = true;
-                return Ok(Ok(None));
-            }
-            let err = f.get("candidate_error").and_then(Value::as_str).unwrap_or("").to_string();
-            if f.get("env").and_then(Value::as_bool) == Some(true) {
-                return Ok(Err(Stop::Skipped(format!("ModelNew needs what this machine lacks: {err}"))));
-            }
-            GateResult::new(Status::Error, format!("ModelNew failed to build: {err}"))
-        }
-    };
-    s.build_failure = Some(failure.clone());
-    Ok(Ok(Some(failure)))
-}
-
-/// One gate: prepare (reference side) then run (candidate side), judged.
-fn gate(s: &mut Session, k: &Kernel, g: &str) -> Result<Result<GateResult, Stop>, AuditError> {
-    match ensure_loaded(s, k)? {
-        Err(stop) => return Ok(Err(stop)),
-        Ok(Some(failure)) => return Ok(Ok(failure)),
-        Ok(None) => {}
-    }
-    let params = json!({"seeds": seeds(g, s.opts.seed), "runs": 5, "atol": judge::KB_TOL, "rtol": judge::KB_TOL});
-    let prep = match s.req(json!({"cmd": "prepare", "gate": g, "params": params}))? {
-        Err(e) => return Ok(Ok(GateResult::new(Status::Na, format!("reference side failed: {e}")))),
-        Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("reference needs what this machine lacks: {error}")))),
-        Ok(Answer::Raised { error, .. }) => return Ok(Ok(GateResult::new(Status::Na, format!("reference side raised: {error}")))),
-        Ok(Answer::Facts(f)) => f,
-    };
-    let run = match s.req(json!({"cmd": "run", "gate": g, "params": params}))? {
-        Err(e) => return Ok(Ok(GateResult::new(Status::Error, e.to_string()))),
-        Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("ModelNew needs what this machine lacks: {error}")))),
-        Ok(Answer::Raised { error, .. }) => return Ok(Ok(GateResult::new(Status::Error, format!("exception: {error}")))),
-        Ok(Answer::Facts(f)) => f,
-    };
-    Ok(Ok(match g {
-        "KB" => judge::kernelbench(&run),
-        "CMP-01" => judge::cmp01(&prep, &run),
-        "RES-01" => judge::res01(&prep, &run),
-        "ORD-02" => {
-            // Once more in a fresh process.
-            s.worker = None;
-            s.loaded = false;
-            let fresh = match ensure_loaded(s, k)? {
-                Err(stop) => return Ok(Err(stop)),
-                Ok(Some(failure)) => return Ok(Ok(failure)),
-                Ok(None) => match s.req(json!({"cmd": "run", "gate": g, "params": {"seeds": seeds(g, s.opts.seed), "runs": 1}}))? {
-                    Err(e) => return Ok(Ok(GateResult::new(Status::Error, format!("fresh process: {e}")))),
-                    Ok(Answer::Raised { error, .. }) => return Ok(Ok(GateResult::new(Status::Error, format!("fresh process: exception: {error}")))),
-                    Ok(Answer::Facts(f)) => f.get("hashes").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str).map(str::to_string),
-                },
-            };
-            judge::ord02(&prep, &run, fresh.as_deref())
-        }
-        "EXC-01" => judge::exc01(&prep, &run),
-        "EXC-02" => judge_probes::exc02(&prep, &run),
-        _ => judge_probes::value_gate(g, &prep, &run),
-    }))
-}
-
-/// Audit one kernel in a fresh worker.
-fn audit_kernel(s: &mut Session, k: &Kernel) -> Result<Record, AuditError> {
-    let t0 = Instant::now();
-    s.build_failure = None;
-    s.start()?;
-    let mut rec = Record {
-        key: k.key.clone(),
-        row: k.row,
-        level: k.level,
-        task: k.task,
-        accepted: k.accepted,
-        control: k.control,
-        load_inline: k.load_inline,
-        status: "judged".into(),
-        note: String::new(),
-        gates: BTreeMap::new(),
-        verdict: None,
-        device: s.device.clone(),
-        elapsed_s: 0.0,
-        gate_s: BTreeMap::new(),
-    };
-    for g in GATES {
-        let tg = Instant::now();
-        let r = gate(s, k, g)?;
-        rec.gate_s.insert(g.to_string(), (tg.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
-        match r {
-            Ok(r) => {
-                rec.gates.insert(g.to_string(), r);
-            }
-            Err(Stop::Skipped(why)) => {
-                rec.status = "skipped".into();
-                rec.note = why;
-                rec.gates.clear();
-                break;
-            }
-            Err(Stop::RefError(why)) => {
-                rec.status = "reference-error".into();
-                rec.note = why;
-                rec.gates.clear();
-                break;
-            }
-        }
-    }
-    s.worker = None;
-    if rec.status == "judged" {
-        rec.verdict = Some(judge::verdict(&rec.gates).to_string());
-    }
-    rec.elapsed_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
-    Ok(rec)
-}
-
 /// What `audit` did.
 #[derive(Debug, Clone)]
 pub struct Outcome {
     /// Rows in the corpus.
     pub corpus_rows: usize,
-    /// Kernels selected (this shard, after `--limit`).
+    /// Kernels selected (this shard, after `--limit`; with a control folder, controls included).
     pub selected: usize,
     /// Already recorded before this run (skipped as finished).
     pub resumed: usize,
@@ -332,29 +77,67 @@ pub struct Outcome {
     pub out: PathBuf,
 }
 
-/// Audit the corpus's kernels of one shard into `out`, skipping those already recorded there.
-/// Records are appended as each kernel ends, so a kill loses at most the kernels in flight.
-pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usize>, control: bool, opts: &Options) -> Result<Outcome, AuditError> {
+/// Where the records go: `out`, and with `--with-control` the controls' own folder.
+pub struct Folders<'a> {
+    /// The candidates' records (or the controls', with `--control`).
+    pub out: &'a Path,
+    /// `--with-control DIR`: each task's positive control judged beside its candidate, in the
+    /// same worker (one reference side for both), its records in DIR.
+    pub control_out: Option<&'a Path>,
+}
+
+/// The units of this shard still to judge, and how many kernels were selected and recorded.
+/// Without a control folder every unit is one kernel; with one, the shard and `limit` select
+/// rows among the controls (every row has one) and each row's unit is its control (slot 0,
+/// run first in every gate) and its candidate if it has one.
+fn units(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option<usize>, control: bool) -> Result<(usize, usize, usize, Vec<Vec<Kernel>>), AuditError> {
+    let mut done = load_records(dirs.out)?;
+    let (rows, sel) = match dirs.control_out {
+        None => {
+            let (rows, kernels) = load_corpus(corpus, control)?;
+            let sel: Vec<Vec<Kernel>> = select(kernels, shard, limit).into_iter().map(|k| vec![k]).collect();
+            (rows, sel)
+        }
+        Some(c) => {
+            done.extend(load_records(c)?);
+            let (rows, controls) = load_corpus(corpus, true)?;
+            let mut cands: std::collections::HashMap<usize, Kernel> = load_corpus(corpus, false)?.1.into_iter().map(|k| (k.row, k)).collect();
+            let sel = select(controls, shard, limit).into_iter().map(|c| std::iter::once(c.clone()).chain(cands.remove(&c.row)).collect()).collect();
+            (rows, sel)
+        }
+    };
+    let selected = sel.iter().map(Vec::len).sum::<usize>();
+    let todo: Vec<Vec<Kernel>> = sel.into_iter().map(|u| u.into_iter().filter(|k| !done.contains_key(&k.key)).collect::<Vec<_>>()).filter(|u| !u.is_empty()).collect();
+    let left = todo.iter().map(Vec::len).sum::<usize>();
+    Ok((rows, selected, selected - left, todo))
+}
+
+/// Audit the corpus's kernels of one shard into `dirs`, skipping those already recorded there.
+/// Records are appended as each unit ends, so a kill loses at most the units in flight.
+pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option<usize>, control: bool, opts: &Options) -> Result<Outcome, AuditError> {
     if opts.worker.is_empty() || opts.devices.is_empty() {
         return Err(AuditError::Usage("empty worker command or device list".into()));
     }
-    let (corpus_rows, kernels) = load_corpus(corpus, control)?;
-    let sel = select(kernels, shard, limit);
-    let done = load_records(out)?;
-    let todo: VecDeque<Kernel> = sel.iter().filter(|k| !done.contains_key(&k.key)).cloned().collect();
-    let resumed = sel.len() - todo.len();
-    let total = todo.len();
-    let mut store = Store::open(out, shard)?;
-    // Kernels that need no build first, so the judges work while the builds run beside them
-    // (build_ahead.rs); a `load_inline` kernel is judged once its own build has ended.
-    let builds: VecDeque<Kernel> = if opts.build_jobs > 0 { todo.iter().filter(|k| k.load_inline).cloned().collect() } else { VecDeque::new() };
-    let (mut plain, inline): (Vec<Kernel>, Vec<Kernel>) = todo.into_iter().partition(|k| !k.load_inline);
+    if control && dirs.control_out.is_some() {
+        return Err(AuditError::Usage("--control and --with-control exclude each other: --with-control judges the controls beside the candidates".into()));
+    }
+    let (corpus_rows, selected, resumed, todo) = units(corpus, dirs, shard, limit, control)?;
+    let total = selected - resumed;
+    let mut store = Store::open(dirs.out, shard)?;
+    let mut control_store = match dirs.control_out {
+        Some(c) => Some(Store::open(c, shard)?),
+        None => None,
+    };
+    // Units that need no build first, so the judges work while the builds run beside them
+    // (build_ahead.rs); a unit with a `load_inline` kernel is judged once its build has ended.
+    let builds: VecDeque<Kernel> = if opts.build_jobs > 0 { todo.iter().flatten().filter(|k| k.load_inline).cloned().collect() } else { VecDeque::new() };
+    let (mut plain, inline): (Vec<Vec<Kernel>>, Vec<Vec<Kernel>>) = todo.into_iter().partition(|u| !u.iter().any(|k| k.load_inline));
     plain.extend(inline);
     let queue = Arc::new(Mutex::new(VecDeque::from(plain)));
     let abort = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let building = Arc::new(Builds::start(builds, opts, &abort, t0));
-    let (tx, rx) = mpsc::channel::<Result<Record, AuditError>>();
+    let (tx, rx) = mpsc::channel::<Result<Vec<Record>, AuditError>>();
     let mut handles = Vec::new();
     for j in 0..opts.jobs.max(1).min(total.max(1)) {
         let (queue, abort, tx, opts, building) = (Arc::clone(&queue), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building));
@@ -365,16 +148,16 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
                     break;
                 }
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some(k) = next else { break };
-                building.wait_for(&k);
-                // A build may end past the deadline: then the kernel is left for the rerun.
+                let Some(u) = next else { break };
+                u.iter().for_each(|k| building.wait_for(k));
+                // A build may end past the deadline: then the unit is left for the rerun.
                 if opts.past_deadline(t0) {
                     if let Ok(mut q) = queue.lock() {
-                        q.push_front(k);
+                        q.push_front(u);
                     }
                     break;
                 }
-                if tx.send(audit_kernel(&mut s, &k)).is_err() {
+                if tx.send(audit_unit(&mut s, &u)).is_err() {
                     break;
                 }
             }
@@ -385,11 +168,16 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
     let mut first_err = None;
     for r in rx {
         match r {
-            Ok(rec) => {
-                store.append(&rec)?;
-                n += 1;
-                if opts.progress {
-                    progress(n, total, t0.elapsed(), &rec);
+            Ok(recs) => {
+                for rec in recs {
+                    match control_store.as_mut() {
+                        Some(cs) if rec.control => cs.append(&rec)?,
+                        _ => store.append(&rec)?,
+                    }
+                    n += 1;
+                    if opts.progress {
+                        progress(n, total, t0.elapsed(), &rec);
+                    }
                 }
             }
             Err(e) => {
@@ -403,7 +191,7 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
             first_err.get_or_insert(AuditError::Worker("a judging thread panicked".into()));
         }
     }
-    // Every kernel judged waited for its own build, so builds still running serve nobody (a
+    // Every unit judged waited for its own builds, so builds still running serve nobody (a
     // stop or an abort): they are not waited for; their workers die with this process.
     abort.store(true, Ordering::SeqCst);
     let building = Arc::try_unwrap(building).map_err(|_| AuditError::Worker("a judge outlived the audit".into()))?;
@@ -419,7 +207,7 @@ pub fn audit(corpus: &Path, out: &Path, shard: (usize, usize), limit: Option<usi
         // the judges the time to build themselves.
         eprintln_safe(&format!("kverify audit: warning: a build-ahead thread stopped: {e}"));
     }
-    Ok(Outcome { corpus_rows, selected: sel.len(), resumed, judged_now: n, left, out: out.to_path_buf() })
+    Ok(Outcome { corpus_rows, selected, resumed, judged_now: n, left, out: dirs.out.to_path_buf() })
 }
 
 fn eprintln_safe(s: &str) {

@@ -28,6 +28,11 @@ pub struct AuditArgs {
     /// Positive control: submit every task's own Model as its ModelNew.
     #[arg(long)]
     pub control: bool,
+    /// Judge every task's positive control beside its candidate, in the same worker (the
+    /// reference side is measured once for both; the control runs first in every gate), with
+    /// the control's records and summary in DIR. Shards and --limit then count rows.
+    #[arg(long, value_name = "DIR", conflicts_with = "control")]
+    pub with_control: Option<PathBuf>,
     /// Only rebuild the summary from the records in --out (merging shards); judge nothing.
     #[arg(long)]
     pub report_only: bool,
@@ -87,7 +92,8 @@ pub fn run(a: &AuditArgs) -> Result<i32, AuditError> {
             // Builds run beside the judges: by default they get the cores the judges leave.
             build_jobs: a.build_jobs.unwrap_or(if a.device.contains("cuda") { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).saturating_sub(jobs).max(1) } else { 0 }),
         };
-        let o = run::audit(&a.corpus, &a.out, shard, a.limit, a.control, &opts)?;
+        let dirs = run::Folders { out: &a.out, control_out: a.with_control.as_deref() };
+        let o = run::audit(&a.corpus, &dirs, shard, a.limit, a.control, &opts)?;
         eprintln!("kverify audit: shard {}/{}: {} kernels selected, {} already recorded, {} judged now", shard.0, shard.1, o.selected, o.resumed, o.judged_now);
         if o.left > 0 {
             eprintln!("kverify audit: --stop-after passed: {} kernels left unjudged; rerun the same command to continue", o.left);
@@ -95,10 +101,12 @@ pub fn run(a: &AuditArgs) -> Result<i32, AuditError> {
         }
         o.corpus_rows
     };
-    let records = audit::load_records(&a.out)?;
-    let s = summary::summarize(corpus_rows, &records);
-    summary::write(&a.out, &s)?;
-    print!("{}", summary::table(&s));
-    println!("report: {}", a.out.join("summary.json").display());
+    for dir in std::iter::once(&a.out).chain(a.with_control.as_ref()) {
+        let records = audit::load_records(dir)?;
+        let s = summary::summarize(corpus_rows, &records);
+        summary::write(dir, &s)?;
+        print!("{}", summary::table(&s));
+        println!("report: {}", dir.join("summary.json").display());
+    }
     Ok(if incomplete { 3 } else { 0 })
 }
