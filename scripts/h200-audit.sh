@@ -13,11 +13,12 @@
 # BUDGET), PROFILE=1 (per-request seconds by part, $OUT/profile.jsonl). Extensions are built
 # into .devext (ignored), which a machine still warm from the last call keeps.
 set -u
-MODE=${MODE:-both}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-10}; BUILD_JOBS=${BUILD_JOBS:-6}; BUDGET=${BUDGET:-540}; DRAIN=${DRAIN:-150}
+MODE=${MODE:-both}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-8}; BUILD_JOBS=${BUILD_JOBS:-6}; BUDGET=${BUDGET:-560}; DRAIN=${DRAIN:-200}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" .devext
 A=/tmp/aud-audit; C=/tmp/aud-control; mkdir -p "$A" "$C"
-cp .devaud/rec-audit/kernels-*.jsonl "$A/" 2>/dev/null || true
-cp .devaud/rec-control/kernels-*.jsonl "$C/" 2>/dev/null || true
+# A machine still warm from the last call has newer records in /tmp than those carried.
+ls "$A"/kernels-*.jsonl >/dev/null 2>&1 || cp .devaud/rec-audit/kernels-*.jsonl "$A/" 2>/dev/null || true
+ls "$C"/kernels-*.jsonl >/dev/null 2>&1 || cp .devaud/rec-control/kernels-*.jsonl "$C/" 2>/dev/null || true
 case "$MODE" in
   both) dirs=(--out "$A" --with-control "$C") ;;
   audit) dirs=(--out "$A") ;;
@@ -26,6 +27,7 @@ case "$MODE" in
 esac
 K=.devaud/kverify
 [ "${PROFILE:-0}" = 1 ] && export KVERIFY_AUDIT_PROFILE="$OUT/profile.jsonl"
+rm -f "$OUT"/*
 start=$(date +%s)
 log="$OUT/log.txt"
 timeout -s KILL "$BUDGET" "$K" audit .devaud/corpus.jsonl "${dirs[@]}" --device cuda:0 --jobs "$JOBS" \

@@ -35,6 +35,15 @@ SCALE_EXP = {
 }
 
 
+def is_oom(e):
+    """Whether ``e`` (an exception or its message) says the device ran out of memory. With
+    several workers sharing a GPU that is the audit's contention, not the task's or the
+    candidate's doing: it propagates to kverify, which judges the unit again with the GPU to
+    itself (docs/audit.md), instead of becoming an n/a or a charged refusal here."""
+    m = str(e).lower()
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in m or "alloc_failed" in m
+
+
 def msg(e):
     return "".join(traceback.format_exception_only(type(e), e)).strip()[-1000:]
 
@@ -210,6 +219,8 @@ def cmp03_prepare(task, seeds):
                 r64 = task.run_ref64(xs, m64)
                 a, b = errs(task.run_ref32(xs, m32), r64), errs(task.run_cpu32_single_thread(xs, m32), r64)
         except Exception as e:  # the task's own Model cannot run at this size: n/a
+            if is_oom(e):
+                raise
             f["ref_error"] = msg(e)
             facts["probes"].append(f)
             continue
@@ -238,6 +249,8 @@ def cmp03_run(task, seeds):
                 with torch.no_grad():
                     out = plain(outputs(cand(*xs)))
         except Exception as e:  # a refusal at another legal size: rejected (a crash is the process's)
+            if is_oom(e):
+                raise
             f["raised"] = msg(e)
             probes.append(f)
             continue
@@ -276,6 +289,8 @@ def value_prepare(task, gate, seeds):
             if gate == "PRC-01":
                 extra["reduced"] = [task.run_ref64([x.to(dt).to(x.dtype) if torch.is_tensor(x) and x.is_floating_point() else x for x in xs]) for _, dt in REDUCED]
         except Exception as e:
+            if is_oom(e):
+                raise
             f["ref_error"] = msg(e)
             facts.append(f)
             continue
@@ -358,6 +373,8 @@ def exc02_prepare(task, seeds):
             r64 = task.run_ref64(xs)
             own, cpu = task.run_ref32(xs), task.run_cpu32_single_thread(xs)
         except Exception as e:
+            if is_oom(e):
+                raise
             f["ref_error"] = msg(e)
             facts.append(f)
             continue

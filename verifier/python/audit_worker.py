@@ -17,8 +17,9 @@ Requests:
                                               ModelNew (its failure is charged)
 Slots: with ``kverify audit --with-control`` slot 0 holds the task's own Model and slot 1 the
 candidate, both judged against one reference side.
-Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool}
-(``env``: the failure is this machine's — no CUDA — not the kernel's).
+Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool,
+"oom": bool} (``env``: the failure is this machine's — no CUDA — not the kernel's; ``oom``: the
+device ran out of memory, on either side — kverify judges the unit again with the GPU alone).
 Gates KB, CMP-01, RES-01, ORD-02 and EXC-01 are measured here; CMP-03, ORD-01, ORD-03, EXC-02,
 PRC-01 and PRC-02 by audit_gates.py beside this file (imported after torch).
 """
@@ -41,7 +42,7 @@ audit_gates = None  # the further gates (audit_gates.py beside this file), impor
 U32 = 2.0**-24
 # Inputs kept per task for reuse (Task.inputs), in bytes on the task's device; several workers
 # share one GPU, so the default stays a small part of an H200's 141 GB.
-INPUT_CACHE_BYTES = int(os.environ.get("KVERIFY_INPUT_CACHE_MB", "2048")) * 2**20
+INPUT_CACHE_BYTES = int(os.environ.get("KVERIFY_INPUT_CACHE_MB", "1024")) * 2**20
 # Seconds spent per part of a request (reference fp64, fp32 on the device and on the CPU, the
 # candidate, input generation), written as one JSON line per request to the file named by
 # KVERIFY_AUDIT_PROFILE when it is set: where an audit's time goes, without touching the facts.
@@ -199,6 +200,8 @@ class Task:
         try:
             self.ref64 = copy.deepcopy(m).double().to(self.device)
         except Exception as e:  # a model that cannot be made fp64 is n/a, never charged
+            if audit_gates.is_oom(e):
+                raise
             self.fp64_reason = f"cannot convert Model to float64: {e}"
         self.slots = {}
         self.use(0)
@@ -217,6 +220,8 @@ class Task:
                 set_seed(self.seed)
                 cand = cmod.ModelNew(*self.init_inputs).to(self.device)
             except BaseException as e:  # the candidate's own failure to build
+                if audit_gates.is_oom(e):
+                    raise  # the shared GPU's contention: kverify retries the unit alone
                 err = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
             own = switches()
         self.slots[slot] = (cand, cmod, err, own)
@@ -528,7 +533,7 @@ def main():
                 resp = {"id": rid, "ok": False, "error": f"unknown cmd {req['cmd']}"}
         except BaseException as e:  # a failure of the measured side; kverify decides whom to charge
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
-            resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg)}
+            resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg), "oom": audit_gates.is_oom(e)}
         if torch.cuda.is_available():
             # Hand cached blocks back between requests: several workers share one GPU, and
             # memory this process keeps cached is memory another worker's task cannot get.

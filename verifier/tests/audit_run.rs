@@ -435,3 +435,27 @@ fn with_control_judges_each_control_beside_its_candidate() {
     let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--with-control", ctl.to_str().unwrap_or(""), "--control"]).output().expect("usage");
     assert_eq!(o.status.code(), Some(2), "--control with --with-control is a usage error");
 }
+
+/// A unit that runs out of device memory while other workers share the device is not charged
+/// (no error, no n/a): it is judged again, alone, and recorded once — with the retry's result.
+/// With one job the device is the unit's already, so the answer is final: a charged error.
+#[test]
+fn out_of_memory_beside_other_workers_is_judged_again_alone() {
+    let dir = scratch("oom");
+    let mark = dir.join("oom-once");
+    let rows = vec![row(1, None, true), row(2, Some(json!({"oom": ["ORD-03", mark.display().to_string()]})), true), row(3, None, true)];
+    let corpus = write_corpus(&dir, &rows);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "2", "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(mark.exists(), "the out-of-memory answer was never given");
+    let r = records(&out);
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert!(r.iter().all(|x| x["verdict"] == "clean"), "{r:?}");
+    let _ = std::fs::remove_file(&mark);
+    let out1 = dir.join("out1");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out1.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "1", "--quiet"]).output().expect("run");
+    assert!(o.status.success());
+    let r = records(&out1);
+    assert_eq!(r[1]["gates"]["ORD-03"]["status"], "error", "{}", r[1]);
+}

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// Protocol the audit worker announces.
@@ -134,30 +134,58 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     let (mut plain, inline): (Vec<Vec<Kernel>>, Vec<Vec<Kernel>>) = todo.into_iter().partition(|u| !u.iter().any(|k| k.load_inline));
     plain.extend(inline);
     let queue = Arc::new(Mutex::new(VecDeque::from(plain)));
+    // Units that ran out of device memory beside other workers, judged again once the queue
+    // is empty, each holding the device alone (the write side of `device`; units judged in
+    // parallel hold its read side).
+    let retry: Arc<Mutex<VecDeque<Vec<Kernel>>>> = Arc::new(Mutex::new(VecDeque::new()));
+    let device = Arc::new(RwLock::new(()));
     let abort = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let building = Arc::new(Builds::start(builds, opts, &abort, t0));
     let (tx, rx) = mpsc::channel::<Result<Vec<Record>, AuditError>>();
     let mut handles = Vec::new();
     for j in 0..opts.jobs.max(1).min(total.max(1)) {
-        let (queue, abort, tx, opts, building) = (Arc::clone(&queue), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building));
+        let (queue, retry, device, abort, tx, opts, building) = (Arc::clone(&queue), Arc::clone(&retry), Arc::clone(&device), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building));
         handles.push(std::thread::spawn(move || {
             let mut s = Session::new(&opts, opts.devices[j % opts.devices.len()].clone());
             loop {
                 if abort.load(Ordering::SeqCst) || opts.past_deadline(t0) {
                     break;
                 }
-                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some(u) = next else { break };
-                u.iter().for_each(|k| building.wait_for(k));
+                let (next, alone) = match queue.lock().ok().and_then(|mut q| q.pop_front()) {
+                    Some(u) => (u, false),
+                    // A judge that sends a unit to the retry queue loops back to it itself, so
+                    // none is left behind when the others end.
+                    None => match retry.lock().ok().and_then(|mut q| q.pop_front()) {
+                        Some(u) => (u, true),
+                        None => break,
+                    },
+                };
+                next.iter().for_each(|k| building.wait_for(k));
                 // A build may end past the deadline: then the unit is left for the rerun.
                 if opts.past_deadline(t0) {
-                    if let Ok(mut q) = queue.lock() {
-                        q.push_front(u);
-                    }
                     break;
                 }
-                if tx.send(audit_unit(&mut s, &u)).is_err() {
+                let judged = if alone {
+                    let _g = device.write();
+                    s.exclusive = true;
+                    audit_unit(&mut s, &next)
+                } else {
+                    let _g = device.read();
+                    s.exclusive = opts.jobs <= 1;
+                    audit_unit(&mut s, &next)
+                };
+                let r = match judged {
+                    Ok(Some(recs)) => Ok(recs),
+                    Ok(None) => {
+                        if let Ok(mut q) = retry.lock() {
+                            q.push_back(next);
+                        }
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                };
+                if tx.send(r).is_err() {
                     break;
                 }
             }

@@ -48,12 +48,17 @@ enum Answer {
     Facts(Value),
     /// The worker answered `ok: false` (an exception); `env`: this machine's fault (no CUDA).
     Raised { error: String, env: bool },
+    /// The device ran out of memory while other workers shared it: the unit is judged again
+    /// with the GPU to itself (never an n/a or a charge taken under contention).
+    OutOfMemory,
 }
 
 /// How a unit's audit ended early (for all its kernels: the reference is theirs in common).
-enum Stop {
+pub(crate) enum Stop {
     Skipped(String),
     RefError(String),
+    /// Out of memory under contention: no record; the unit goes to the exclusive queue.
+    OutOfMemory,
 }
 
 /// A candidate slot once its loading was tried.
@@ -80,11 +85,14 @@ pub(crate) struct Session<'a> {
     generation: u64,
     /// Per slot of the unit being judged.
     slots: Vec<Slot>,
+    /// The unit has the device to itself: an out-of-memory answer is then final (the
+    /// reference side's is `n/a`, the candidate's its `error`), not a reason to retry.
+    pub(crate) exclusive: bool,
 }
 
 impl<'a> Session<'a> {
     pub(crate) fn new(opts: &'a Options, device: String) -> Self {
-        Session { device, opts, worker: None, next_id: 0, loaded: false, generation: 0, slots: Vec::new() }
+        Session { device, opts, worker: None, next_id: 0, loaded: false, generation: 0, slots: Vec::new(), exclusive: false }
     }
 
     /// Loads `k` (reference, then candidate) into a worker; what a build-ahead thread does.
@@ -154,6 +162,9 @@ impl<'a> Session<'a> {
             Ok(Ok(Answer::Facts(v.get("facts").cloned().unwrap_or(Value::Null))))
         } else {
             let error = v.get("error").and_then(Value::as_str).unwrap_or("no message").to_string();
+            if !self.exclusive && v.get("oom").and_then(Value::as_bool) == Some(true) {
+                return Ok(Ok(Answer::OutOfMemory));
+            }
             Ok(Ok(Answer::Raised { error, env: v.get("env").and_then(Value::as_bool).unwrap_or(false) }))
         }
     }
@@ -170,6 +181,7 @@ fn ensure_loaded(s: &mut Session, ks: &[Kernel]) -> Result<Result<(), Stop>, Aud
         Err(e) => return Ok(Err(Stop::RefError(format!("reference failed at load: {e}")))),
         Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("reference needs what this machine lacks: {error}")))),
         Ok(Answer::Raised { error, .. }) => return Ok(Err(Stop::RefError(format!("reference raised at load: {error}")))),
+        Ok(Answer::OutOfMemory) => return Ok(Err(Stop::OutOfMemory)),
         Ok(Answer::Facts(_)) => {}
     }
     for (i, k) in ks.iter().enumerate() {
@@ -177,6 +189,7 @@ fn ensure_loaded(s: &mut Session, ks: &[Kernel]) -> Result<Result<(), Stop>, Aud
             continue;
         }
         let slot = match s.req(json!({"cmd": "load_candidate", "custom_code": k.custom_code, "slot": i}))? {
+            Ok(Answer::OutOfMemory) => return Ok(Err(Stop::OutOfMemory)),
             Err(e) => Slot::Failed(GateResult::new(Status::Error, format!("ModelNew build: {e}"))),
             Ok(Answer::Raised { error, .. }) => Slot::Failed(GateResult::new(Status::Error, format!("ModelNew build: {error}"))),
             Ok(Answer::Facts(f)) if f.get("candidate_ok").and_then(Value::as_bool) == Some(true) => Slot::Ready,
@@ -209,19 +222,21 @@ fn prepare(s: &mut Session, ks: &[Kernel], g: &str, params: &Value) -> Result<Re
         Err(e) => Err(GateResult::new(Status::Na, format!("reference side failed: {e}"))),
         Ok(Answer::Raised { error, env: true }) => return Ok(Err(Stop::Skipped(format!("reference needs what this machine lacks: {error}")))),
         Ok(Answer::Raised { error, .. }) => Err(GateResult::new(Status::Na, format!("reference side raised: {error}"))),
+        Ok(Answer::OutOfMemory) => return Ok(Err(Stop::OutOfMemory)),
         Ok(Answer::Facts(f)) => Ok(f),
     }))
 }
 
 /// One candidate-side request of slot `i`: its facts, or its `error` (the worker is replaced).
-fn run_slot(s: &mut Session, i: usize, g: &str, params: Value, what: &str) -> Result<Result<Value, GateResult>, AuditError> {
+fn run_slot(s: &mut Session, i: usize, g: &str, params: Value, what: &str) -> Result<Result<Result<Value, GateResult>, Stop>, AuditError> {
     let r = s.req(json!({"cmd": "run", "gate": g, "params": params, "slot": i}))?;
     let failed = |d: String| {
         let r: Result<Value, GateResult> = Err(GateResult::new(Status::Error, d));
         r
     };
-    Ok(match r {
+    Ok(Ok(match r {
         Err(e) => failed(format!("{what}{e}")),
+        Ok(Answer::OutOfMemory) => return Ok(Err(Stop::OutOfMemory)),
         Ok(Answer::Facts(f)) => Ok(f),
         Ok(Answer::Raised { error, env }) => {
             s.lose_worker();
@@ -230,7 +245,7 @@ fn run_slot(s: &mut Session, i: usize, g: &str, params: Value, what: &str) -> Re
             }
             failed(format!("{what}exception: {error}"))
         }
-    })
+    }))
 }
 
 /// One gate for every slot of the unit: prepare (reference side) once, then each slot's run,
@@ -284,11 +299,12 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str) -> Result<Result<Vec<Option<Gat
             None => return Err(AuditError::Worker("gate without a reference side".into())),
         };
         let run = match run_slot(s, i, g, params.clone(), "")? {
-            Err(e) => {
+            Err(stop) => return Ok(Err(stop)),
+            Ok(Err(e)) => {
                 out.push(if matches!(s.slots[i], Slot::Skipped(_)) { None } else { Some(e) });
                 continue;
             }
-            Ok(f) => f,
+            Ok(Ok(f)) => f,
         };
         out.push(Some(match g {
             "KB" => judge::kernelbench(&run),
@@ -318,13 +334,17 @@ fn fresh_hash(s: &mut Session, ks: &[Kernel], i: usize, g: &str) -> Result<Resul
         Slot::Skipped(_) => return Ok(Ok(Ok(None))),
         Slot::Ready => {}
     }
-    let r = run_slot(s, i, g, json!({"seeds": seeds(g, s.opts.seed), "runs": 1}), "fresh process: ")?;
+    let r = match run_slot(s, i, g, json!({"seeds": seeds(g, s.opts.seed), "runs": 1}), "fresh process: ")? {
+        Err(stop) => return Ok(Err(stop)),
+        Ok(r) => r,
+    };
     Ok(Ok(r.map(|f| f.get("hashes").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str).map(str::to_string))))
 }
 
 /// Audit one unit (the kernels of one row, sharing its reference) in a fresh worker: one
-/// record per kernel, in the unit's order.
-pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel]) -> Result<Vec<Record>, AuditError> {
+/// record per kernel, in the unit's order; `None` when it ran out of device memory beside
+/// other workers (it is to be judged again with the device to itself).
+pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel]) -> Result<Option<Vec<Record>>, AuditError> {
     let t0 = Instant::now();
     s.drop_worker();
     s.slots = vec![Slot::Ready; ks.len()];
@@ -352,14 +372,18 @@ pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel]) -> Result<Vec<Record>, 
     }
     let slots = std::mem::take(&mut s.slots);
     s.drop_worker();
+    if matches!(stop, Some(Stop::OutOfMemory)) {
+        return Ok(None);
+    }
     let el = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     for (rec, slot) in recs.iter_mut().zip(&slots) {
         match (&stop, slot) {
             (Some(Stop::Skipped(why)), _) | (None, Slot::Skipped(why)) => rec.end("skipped", why),
             (Some(Stop::RefError(why)), _) => rec.end("reference-error", why),
+            (Some(Stop::OutOfMemory), _) => {}
             _ => rec.verdict = Some(judge::verdict(&rec.gates).to_string()),
         }
         rec.elapsed_s = el;
     }
-    Ok(recs)
+    Ok(Some(recs))
 }
