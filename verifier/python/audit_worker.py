@@ -496,6 +496,15 @@ def main():
     import audit_gates as _gates  # noqa: E402
 
     audit_gates = _gates
+    # Profiled like the model runs: the comparisons against the fp64 reference.
+    audit_gates.errs = timed("errs")(audit_gates.errs)
+    # Every CPU-side op of this worker (input generation, probe transforms, hashing, the CPU's
+    # honest run) gets the cores kverify assigns per worker: PyTorch's default of one thread per
+    # core, in each of several workers beside nvcc builds, oversubscribed the H200's host 8-fold.
+    # (On a CPU device the task's own multi-threaded run is one of the two honest orderings:
+    # left as it is.)
+    if a.device.startswith("cuda") and os.environ.get("KVERIFY_CPU_THREADS"):
+        torch.set_num_threads(max(1, int(os.environ["KVERIFY_CPU_THREADS"])))
     out = sys.stdout
     # Candidates print; keep the protocol channel for the protocol.
     proto = os.fdopen(os.dup(1), "w")
