@@ -284,7 +284,7 @@ def value_prepare(task, gate, seeds):
                 f["ref_error"] = "no floating-point input"
                 facts.append(f)
                 continue
-            r64, a, b = task.reference(seed, kind)
+            r64, a, b = task.reference(seed, kind, gate)
             extra = {}
             if gate == "PRC-01":
                 extra["reduced"] = [task.run_ref64([x.to(dt).to(x.dtype) if torch.is_tensor(x) and x.is_floating_point() else x for x in xs]) for _, dt in REDUCED]

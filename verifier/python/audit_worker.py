@@ -15,6 +15,7 @@ Requests:
   {"id", "cmd": "prepare", "gate", "params"}  reference-side work of a gate (its failure is n/a)
   {"id", "cmd": "run", "gate", "params", "slot"?}  candidate-side work of a gate for a slot's
                                               ModelNew (its failure is charged)
+  {"id", "cmd": "forget", "gate"}             the gate is judged for every slot: drop its cache
 Slots: with ``kverify audit --with-control`` slot 0 holds the task's own Model and slot 1 the
 candidate, both judged against one reference side.
 Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool,
@@ -140,6 +141,10 @@ class switched:
         return False
 
 
+# Gates that share a reference (same seeds, same inputs) -> the last of them in kverify's order.
+LAST_USER = {"CMP-01": "ORD-01", "PRC-01": "PRC-02"}
+
+
 def set_seed(seed):
     torch.manual_seed(seed)
     if torch.cuda.is_available():
@@ -206,6 +211,7 @@ class Task:
         self.slots = {}
         self.use(0)
         self.cache = {}
+        self.last_user = {}  # shared reference -> the last gate that reads it (LAST_USER)
         self.input_cache = {}
         self.input_cache_bytes = 0
 
@@ -269,12 +275,14 @@ class Task:
             torch.cuda.set_rng_state_all(cuda_rng)
         return [x.clone() if torch.is_tensor(x) else copy.copy(x) for x in xs]
 
-    def reference(self, seed, kind=None):
+    def reference(self, seed, kind, gate):
         """``(r64, a, b)`` at the inputs of ``(seed, kind)``: the task's Model in fp64, and
         ``audit_gates.errs`` of its two honest fp32 orderings (on the device; a CPU copy)
         against it. Computed once per task: CMP-01 and ORD-01 share their seeds, PRC-01 and
-        PRC-02 their probe (verifier/src/audit/run.rs, ``seeds``)."""
+        PRC-02 their probe (verifier/src/audit/session.rs, ``seeds``); kept until the last gate
+        that shares it is forgotten (``forget``)."""
         key = ("reference", seed, kind)
+        self.last_user[key] = LAST_USER.get(gate, gate)
         if key not in self.cache:
             xs = self.inputs(seed, kind=kind)
             r64 = self.run_ref64(xs)
@@ -339,6 +347,16 @@ class Task:
         with torch.no_grad():
             return outputs(self.cand(*xs))
 
+    def forget(self, gate):
+        """Drop what ``gate`` cached (its fp64 references, masks, outputs) once kverify has
+        judged it for every slot, and the shared references whose last user it was. Kept for
+        the whole task, they filled the H200 beside other workers: the comparisons fell back to
+        the CPU, and some tasks ran out of memory."""
+        for k in list(self.cache):
+            if k == gate or (isinstance(k, tuple) and k[0] == gate) or self.last_user.get(k) == gate:
+                del self.cache[k]
+                self.last_user.pop(k, None)
+
     # -- comparisons ---------------------------------------------------------------------------
     @staticmethod
     def norm_err(ys, rs):
@@ -391,7 +409,7 @@ class Task:
         if gate == "CMP-01":
             facts = []
             for s in seeds:
-                r64, a, b = self.reference(s)
+                r64, a, b = self.reference(s, None, gate)
                 self.cache[("CMP-01", s)] = r64
                 facts.append({"seed": s, "honest": [a["max"], b["max"]]})
             return {"seeds": facts}
@@ -531,6 +549,10 @@ def main():
                 if task.cand_error:
                     facts["env"] = is_env_error(task.cand_error)
                 resp = {"id": rid, "ok": True, "facts": facts}
+            elif req["cmd"] == "forget":
+                if task is not None:
+                    task.forget(req["gate"])
+                resp = {"id": rid, "ok": True, "facts": {}}
             elif req["cmd"] == "prepare":
                 with switched(task.ref_switches):
                     resp = {"id": rid, "ok": True, "facts": task.prepare(req["gate"], req.get("params", {}))}

@@ -320,6 +320,11 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str) -> Result<Result<Vec<Option<Gat
             _ => judge_probes::value_gate(g, &p, &run),
         }));
     }
+    // Judged for every slot: the worker drops what the gate cached (on the GPU, beside other
+    // workers). A worker lost meanwhile holds nothing; a failure here changes no result.
+    if s.worker.is_some() {
+        let _ = s.req(json!({"cmd": "forget", "gate": g}))?;
+    }
     Ok(Ok(out))
 }
 
