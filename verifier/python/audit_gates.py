@@ -50,11 +50,16 @@ def msg(e):
 
 def transform(xs, kind, seed):
     """Replace the values of every non-empty floating tensor in ``xs`` (CPU, before the move to
-    the device), keeping shape and dtype; other arguments pass through.
+    the device), keeping shape, dtype and the task's structure; other arguments pass through.
       wide: +-U[1,2)*2^k, k uniform integer in [-20, 20) (f16: [-6, 6)), ORD-03's ~40 binades;
       pos:  U[1,2) (PRC-01/02: positive, no cancellation, full fp32 mantissas);
       sub / tiny: the given N(0,1) data times 2^SCALE_EXP[dtype][kind] (EXC-02).
-    Seeded by ``seed`` through its own generator."""
+    Structure kept: positions where ``get_inputs()`` put an exact zero, or a non-finite value,
+    keep it, and a tensor with no negative element gets none (``wide`` then takes |value|) —
+    a task whose inputs are, say, upper-triangular states a precondition a candidate may rely
+    on, and dense probe data would charge it for inputs the task never gives (a triangular
+    matmul of the CUDA-L1 corpus, docs/audit.md). Seeded by ``seed`` through its own
+    generator."""
     g = torch.Generator().manual_seed(int(seed))
     out = []
     for x in xs:
@@ -62,19 +67,32 @@ def transform(xs, kind, seed):
             out.append(x)
             continue
         dt, shape, dev = x.dtype, x.shape, x.device
+        x64 = x.detach().to("cpu", torch.float64)
         if kind == "wide":
             lim = 6 if dt == torch.float16 else 20
             u = lambda: torch.rand(shape, generator=g, dtype=torch.float64)  # noqa: E731
             m, e, s = 1.0 + u(), torch.floor(u() * 2 * lim - lim), torch.where(u() < 0.5, -1.0, 1.0)
             y = s * m * torch.exp2(e)
+            if not bool((x64 < 0).any()):
+                y = y.abs()
         elif kind == "pos":
             y = 1.0 + torch.rand(shape, generator=g, dtype=torch.float64)
         elif kind in ("sub", "tiny"):
-            y = x.detach().to("cpu", torch.float64) * 2.0 ** SCALE_EXP.get(dt, SCALE_EXP[torch.float32])[kind]
+            y = x64 * 2.0 ** SCALE_EXP.get(dt, SCALE_EXP[torch.float32])[kind]
         else:
             raise ValueError(f"unknown probe kind {kind}")
+        y = torch.where((x64 == 0) | ~torch.isfinite(x64), x64, y)
         out.append(y.to(dt).to(dev))
     return out
+
+
+def nan_positions(x, seed):
+    """EXC-01's injection sites in ``x`` (flattened): every 256th element from ``seed mod 256``,
+    among those where ``get_inputs()`` put no exact zero (the task's structure: a NaN where a
+    triangular or masked input is zero breaks its precondition, not the candidate)."""
+    flat = x.reshape(-1)
+    pos = torch.arange((seed % 256) % flat.numel(), flat.numel(), 256)
+    return pos[flat[pos] != 0]
 
 
 def outputs(o):

@@ -260,8 +260,7 @@ class Task:
             if nan:
                 for x in xs:
                     if torch.is_tensor(x) and x.is_floating_point() and x.numel() > 0:
-                        flat = x.view(-1)
-                        flat[(seed % 256) % flat.numel() :: 256] = float("nan")
+                        x.view(-1)[audit_gates.nan_positions(x, seed)] = float("nan")
             xs = [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
             rng = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
             size = sum(x.numel() * x.element_size() for x in xs if torch.is_tensor(x))

@@ -251,3 +251,45 @@ fn each_ported_trick_is_caught_by_its_gate() {
     assert!(d("tf32_inputs", "PRC-01").contains("matches 11-bit significand (fp16/tf32 inputs)"), "{}", d("tf32_inputs", "PRC-01"));
     assert!(d("fp16_accumulation", "PRC-02").starts_with("wrong at pos: normalised error"), "{}", d("fp16_accumulation", "PRC-02"));
 }
+
+/// A task whose inputs carry structure (upper-triangular A and B for `triu(A @ B)`, like
+/// CUDA-L1's L1-T14) and a candidate that relies on it (`triu(triu(A) @ triu(B))`: equal to the
+/// reference only on triangular inputs). The probes keep the task's zeros — dense probe data
+/// charged such a candidate at ORD-03, PRC-01 and PRC-02, and NaNs injected into the zero
+/// triangle at EXC-01 — so both it and the task's own Model are clean.
+const TRIU: &str = r#"import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, A, B):
+        return torch.triu(torch.matmul(A, B))
+
+N = 64
+
+def get_inputs():
+    return [torch.triu(torch.randn(N, N)), torch.triu(torch.randn(N, N))]
+
+def get_init_inputs():
+    return []
+"#;
+
+#[test]
+#[ignore = "needs PyTorch (not installed in CI); see the module doc for how to run it"]
+fn probes_keep_the_zero_structure_of_the_task_inputs() {
+    let relies = format!("{HEAD}class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n    def forward(self, A, B):\n        return torch.triu(torch.matmul(torch.triu(A), torch.triu(B)))\n");
+    let rows = vec![row("relies_on_triangular", 1, TRIU, &relies)];
+    let dir = scratch("structure");
+    let corpus = dir.join("corpus.jsonl");
+    std::fs::write(&corpus, rows.iter().map(|r| r.to_string() + "\n").collect::<String>()).expect("corpus");
+    let recs = common::run_audit(&corpus, &dir.join("out"), &["--with-control", dir.join("control").to_str().unwrap_or("")]);
+    let ctl = common::records_in(&dir.join("control"));
+    assert_eq!((recs.len(), ctl.len()), (1, 1));
+    for r in recs.iter().chain(&ctl) {
+        assert_eq!(r["verdict"], "clean", "{r}");
+        for g in ["EXC-01", "ORD-03", "PRC-01", "EXC-02"] {
+            assert_eq!(status(r, g), "pass", "{g}: {}", r["gates"][g]);
+        }
+    }
+}

@@ -49,6 +49,11 @@ pub fn run_audit(corpus: &Path, out: &Path, extra: &[&str]) -> Vec<serde_json::V
         .output()
         .expect("run kverify");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = std::fs::read_to_string(out.join("kernels-0of1.jsonl")).expect("records");
+    records_in(out)
+}
+
+/// The records of an audit folder's unsharded file.
+pub fn records_in(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("kernels-0of1.jsonl")).expect("records");
     text.lines().map(|l| serde_json::from_str(l).expect("record")).collect()
 }
