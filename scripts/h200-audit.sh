@@ -16,9 +16,14 @@ set -u
 MODE=${MODE:-both}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-8}; BUILD_JOBS=${BUILD_JOBS:-6}; BUDGET=${BUDGET:-560}; DRAIN=${DRAIN:-200}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" .devext
 A=/tmp/aud-audit; C=/tmp/aud-control; mkdir -p "$A" "$C"
-# A machine still warm from the last call has newer records in /tmp than those carried.
-ls "$A"/kernels-*.jsonl >/dev/null 2>&1 || cp .devaud/rec-audit/kernels-*.jsonl "$A/" 2>/dev/null || true
-ls "$C"/kernels-*.jsonl >/dev/null 2>&1 || cp .devaud/rec-control/kernels-*.jsonl "$C/" 2>/dev/null || true
+# A machine still warm from the last call has newer records in /tmp than those carried; with
+# no carried records the audit resumes from the tracked ones (bench/audit/cuda-l1.h200-v2.*).
+if ! ls "$A"/kernels-*.jsonl >/dev/null 2>&1; then
+  cp .devaud/rec-audit/kernels-*.jsonl "$A/" 2>/dev/null || cp bench/audit/cuda-l1.h200-v2.kernels-0of1.jsonl "$A/kernels-0of1.jsonl"
+fi
+if ! ls "$C"/kernels-*.jsonl >/dev/null 2>&1; then
+  cp .devaud/rec-control/kernels-*.jsonl "$C/" 2>/dev/null || cp bench/audit/cuda-l1.h200-v2.control.kernels-0of1.jsonl "$C/kernels-0of1.jsonl"
+fi
 case "$MODE" in
   both) dirs=(--out "$A" --with-control "$C") ;;
   audit) dirs=(--out "$A") ;;
