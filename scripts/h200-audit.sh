@@ -13,16 +13,19 @@
 # BUDGET), PROFILE=1 (per-request seconds by part, $OUT/profile.jsonl). Extensions are built
 # into .devext (ignored), which a machine still warm from the last call keeps.
 set -u
-MODE=${MODE:-both}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-8}; BUILD_JOBS=${BUILD_JOBS:-6}; BUDGET=${BUDGET:-560}; DRAIN=${DRAIN:-200}
+MODE=${MODE:-both}; LIMIT=${LIMIT:-250}; JOBS=${JOBS:-8}; BUILD_JOBS=${BUILD_JOBS:-6}; BUDGET=${BUDGET:-560}; DRAIN=${DRAIN:-60}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" .devext
 A=/tmp/aud-audit; C=/tmp/aud-control; mkdir -p "$A" "$C"
 # A machine still warm from the last call has newer records in /tmp than those carried; with
 # no carried records the audit resumes from the tracked ones (bench/audit/cuda-l1.h200-v2.*).
+# Per-gate progress of the kernels a kill interrupted (partial-*.jsonl) travels the same way.
 if ! ls "$A"/kernels-*.jsonl >/dev/null 2>&1; then
   cp .devaud/rec-audit/kernels-*.jsonl "$A/" 2>/dev/null || cp bench/audit/cuda-l1.h200-v2.kernels-0of1.jsonl "$A/kernels-0of1.jsonl"
+  cp .devaud/rec-audit/partial-*.jsonl "$A/" 2>/dev/null
 fi
 if ! ls "$C"/kernels-*.jsonl >/dev/null 2>&1; then
   cp .devaud/rec-control/kernels-*.jsonl "$C/" 2>/dev/null || cp bench/audit/cuda-l1.h200-v2.control.kernels-0of1.jsonl "$C/kernels-0of1.jsonl"
+  cp .devaud/rec-control/partial-*.jsonl "$C/" 2>/dev/null
 fi
 case "$MODE" in
   both) dirs=(--out "$A" --with-control "$C") ;;
@@ -41,10 +44,10 @@ timeout -s KILL "$BUDGET" "$K" audit .devaud/corpus.jsonl "${dirs[@]}" --device 
 echo "audit rc $? after $(( $(date +%s) - start )) s" | tee -a "$log"
 pkill -KILL -f audit_worker.py 2>/dev/null; sleep 1
 "$K" audit .devaud/corpus.jsonl "${dirs[@]}" --report-only >>"$log" 2>&1
-# Records leave as audit-kernels-*.jsonl and control-kernels-*.jsonl beside log.txt (and
-# profile.jsonl): at most five files, inside what one call's $OUT brings back.
-for f in "$A"/kernels-*.jsonl; do [ -s "$f" ] && cp "$f" "$OUT/audit-$(basename "$f")"; done
-for f in "$C"/kernels-*.jsonl; do [ -s "$f" ] && cp "$f" "$OUT/control-$(basename "$f")"; done
+# Records leave as {audit,control}-{kernels,partial}-*.jsonl beside log.txt (and
+# profile.jsonl): at most seven files, inside what one call's $OUT brings back.
+for f in "$A"/kernels-*.jsonl "$A"/partial-*.jsonl; do [ -s "$f" ] && cp "$f" "$OUT/audit-$(basename "$f")"; done
+for f in "$C"/kernels-*.jsonl "$C"/partial-*.jsonl; do [ -s "$f" ] && cp "$f" "$OUT/control-$(basename "$f")"; done
 python3 - "$A" "$C" <<'PY' | tee -a "$log"
 import glob, json, statistics, sys
 for d in sys.argv[1:]:

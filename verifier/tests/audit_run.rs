@@ -459,3 +459,40 @@ fn out_of_memory_beside_other_workers_is_judged_again_alone() {
     let r = records(&out1);
     assert_eq!(r[1]["gates"]["ORD-03"]["status"], "error", "{}", r[1]);
 }
+
+/// A kill mid-kernel loses only the gate in flight: the gates judged before it are in
+/// `partial-0of1.jsonl`, and the rerun fills them in instead of running them again.
+#[test]
+fn a_rerun_resumes_a_killed_kernel_at_its_next_gate() {
+    let dir = scratch("partial");
+    let log = dir.join("runs");
+    let rows = vec![row(1, Some(json!({"sleep": 0.25, "runlog": log.display().to_string(), "label": "k"})), true)];
+    let corpus = write_corpus(&dir, &rows);
+    let out = dir.join("out");
+    let args = [corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--quiet"];
+    let mut child = kverify(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let t0 = Instant::now();
+    // Wait until three gates have run, then kill kverify mid-kernel.
+    while std::fs::read_to_string(&log).map(|t| t.lines().count()).unwrap_or(0) < 3 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(records(&out).is_empty(), "the kernel was not finished when killed");
+    let partial = std::fs::read_to_string(out.join("partial-0of1.jsonl")).unwrap_or_default();
+    let judged: Vec<String> = partial.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).map(|v| v["gate"].as_str().unwrap_or("").to_string()).collect();
+    assert!(judged.len() >= 2 && judged[0] == "KB", "{partial}");
+    let o = kverify(&args).output().expect("rerun");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = records(&out);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["verdict"], "clean", "{}", r[0]);
+    assert_eq!(r[0]["gates"].as_object().map(|g| g.len()), Some(11), "{}", r[0]);
+    let runs = std::fs::read_to_string(&log).expect("log");
+    for g in &judged {
+        // ORD-02's run request happens twice per judging (its fresh process).
+        let want = if g == "ORD-02" { 2 } else { 1 };
+        assert_eq!(runs.lines().filter(|l| l.split(' ').nth(1) == Some(g.as_str())).count(), want, "{g} ran again after the resume:\n{runs}");
+    }
+}

@@ -14,6 +14,7 @@
 pub mod build_ahead;
 pub mod judge;
 pub mod judge_probes;
+pub mod partial;
 pub mod run;
 pub mod session;
 pub mod summary;
@@ -103,6 +104,9 @@ pub(crate) fn io(path: &Path) -> impl Fn(std::io::Error) -> AuditError + '_ {
     move |source| AuditError::Io { path: path.display().to_string(), source }
 }
 
+/// The key suffix of a positive-control kernel.
+pub const CONTROL_SUFFIX: &str = "-control";
+
 /// Read the corpus and select its kernels: rows whose `custom_code` defines `ModelNew`, or, for
 /// the positive control, every row with its own `Model` submitted as `ModelNew`.
 pub fn load_corpus(path: &Path, control: bool) -> Result<(usize, Vec<Kernel>), AuditError> {
@@ -121,7 +125,7 @@ pub fn load_corpus(path: &Path, control: bool) -> Result<(usize, Vec<Kernel>), A
             continue;
         }
         let accepted = r.score_default.as_ref().map(|v| v.is_number()).unwrap_or(false);
-        let key = format!("{row:04}-L{}-T{}{}", r.level_id, r.task_id, if control { "-control" } else { "" });
+        let key = format!("{row:04}-L{}-T{}{}", r.level_id, r.task_id, if control { CONTROL_SUFFIX } else { "" });
         out.push(Kernel { key, row, level: r.level_id, task: r.task_id, load_inline: custom.contains("load_inline"), ref_code: r.ref_code, custom_code: custom, accepted, control });
     }
     Ok((rows, out))
@@ -253,10 +257,19 @@ pub struct Store {
 }
 
 impl Store {
-    /// Open (create) the shard file, cutting a torn last line left by a kill.
+    /// Open (create) the shard file of records.
     pub fn open(dir: &Path, shard: (usize, usize)) -> Result<Store, AuditError> {
+        Store::open_file(dir, record_path(dir, shard))
+    }
+
+    /// Open (create) the per-gate progress file of a shard (`partial-<i>of<n>.jsonl`).
+    pub fn open_partial(dir: &Path, shard: (usize, usize)) -> Result<Store, AuditError> {
+        Store::open_file(dir, partial::path(dir, shard))
+    }
+
+    /// Open `path` in `dir` for appending, cutting a torn last line left by a kill.
+    fn open_file(dir: &Path, path: PathBuf) -> Result<Store, AuditError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let path = record_path(dir, shard);
         if let Ok(bytes) = std::fs::read(&path) {
             if !bytes.is_empty() && !bytes.ends_with(b"\n") {
                 let keep = bytes.iter().rposition(|&c| c == b'\n').map(|p| p + 1).unwrap_or(0);
@@ -267,8 +280,8 @@ impl Store {
         Ok(Store { file, path })
     }
 
-    /// Append one record.
-    pub fn append(&mut self, r: &Record) -> Result<(), AuditError> {
+    /// Append one line (a record, or a gate done).
+    pub fn append<T: Serialize>(&mut self, r: &T) -> Result<(), AuditError> {
         let mut line = serde_json::to_string(r).map_err(|e| AuditError::Usage(e.to_string()))?;
         line.push('\n');
         self.file.write_all(line.as_bytes()).and_then(|_| self.file.sync_data()).map_err(io(&self.path))

@@ -5,7 +5,8 @@
 
 use super::build_ahead::Builds;
 use super::session::{audit_unit, Session};
-use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store};
+use super::partial::{self, GateDone};
+use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store, CONTROL_SUFFIX};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,13 @@ impl Options {
 /// The default worker: `python3 <crate>/python/audit_worker.py`.
 pub fn default_worker() -> Vec<String> {
     vec!["python3".into(), concat!(env!("CARGO_MANIFEST_DIR"), "/python/audit_worker.py").into()]
+}
+
+/// What a judging thread tells the recording one: a gate judged (kept in the progress file
+/// until its kernel's record is written), or a unit's records.
+enum Msg {
+    Gate(GateDone),
+    Unit(Result<Vec<Record>, AuditError>),
 }
 
 /// What `audit` did.
@@ -123,9 +131,16 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     }
     let (corpus_rows, selected, resumed, todo) = units(corpus, dirs, shard, limit, control)?;
     let total = selected - resumed;
+    // Gates judged by an interrupted run, for the kernels still to record (partial.rs).
+    let mut progress_in = partial::load(dirs.out)?;
+    if let Some(c) = dirs.control_out {
+        progress_in.extend(partial::load(c)?);
+    }
+    let progress_in = Arc::new(progress_in);
     let mut store = Store::open(dirs.out, shard)?;
+    let mut gates_store = Store::open_partial(dirs.out, shard)?;
     let mut control_store = match dirs.control_out {
-        Some(c) => Some(Store::open(c, shard)?),
+        Some(c) => Some((Store::open(c, shard)?, Store::open_partial(c, shard)?)),
         None => None,
     };
     // Units that need no build first, so the judges work while the builds run beside them
@@ -142,10 +157,10 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     let abort = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let building = Arc::new(Builds::start(builds, opts, &abort, t0));
-    let (tx, rx) = mpsc::channel::<Result<Vec<Record>, AuditError>>();
+    let (tx, rx) = mpsc::channel::<Msg>();
     let mut handles = Vec::new();
     for j in 0..opts.jobs.max(1).min(total.max(1)) {
-        let (queue, retry, device, abort, tx, opts, building) = (Arc::clone(&queue), Arc::clone(&retry), Arc::clone(&device), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building));
+        let (queue, retry, device, abort, tx, opts, building, done) = (Arc::clone(&queue), Arc::clone(&retry), Arc::clone(&device), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building), Arc::clone(&progress_in));
         handles.push(std::thread::spawn(move || {
             let mut s = Session::new(&opts, opts.devices[j % opts.devices.len()].clone());
             loop {
@@ -166,14 +181,18 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
                 if opts.past_deadline(t0) {
                     break;
                 }
+                let gtx = tx.clone();
+                let mut on_gate = move |g: GateDone| {
+                    let _ = gtx.send(Msg::Gate(g));
+                };
                 let judged = if alone {
                     let _g = device.write();
                     s.exclusive = true;
-                    audit_unit(&mut s, &next)
+                    audit_unit(&mut s, &next, &done, &mut on_gate)
                 } else {
                     let _g = device.read();
                     s.exclusive = opts.jobs <= 1;
-                    audit_unit(&mut s, &next)
+                    audit_unit(&mut s, &next, &done, &mut on_gate)
                 };
                 let r = match judged {
                     Ok(Some(recs)) => Ok(recs),
@@ -185,7 +204,7 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
                     }
                     Err(e) => Err(e),
                 };
-                if tx.send(r).is_err() {
+                if tx.send(Msg::Unit(r)).is_err() {
                     break;
                 }
             }
@@ -194,12 +213,22 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     drop(tx);
     let mut n = 0;
     let mut first_err = None;
-    for r in rx {
+    for m in rx {
+        let r = match m {
+            Msg::Gate(g) => {
+                match control_store.as_mut() {
+                    Some((_, cg)) if g.key.ends_with(CONTROL_SUFFIX) => cg.append(&g)?,
+                    _ => gates_store.append(&g)?,
+                }
+                continue;
+            }
+            Msg::Unit(r) => r,
+        };
         match r {
             Ok(recs) => {
                 for rec in recs {
                     match control_store.as_mut() {
-                        Some(cs) if rec.control => cs.append(&rec)?,
+                        Some((cs, _)) if rec.control => cs.append(&rec)?,
                         _ => store.append(&rec)?,
                     }
                     n += 1;

@@ -18,6 +18,7 @@
 
 use super::judge::{self, GateResult, Status, GATES};
 use super::judge_probes;
+use super::partial::{GateDone, Progress};
 use super::run::{Options, MAX_LINE, PROTOCOL};
 use super::{AuditError, Kernel, Record};
 use crate::candidate::process::Worker;
@@ -348,23 +349,35 @@ fn fresh_hash(s: &mut Session, ks: &[Kernel], i: usize, g: &str) -> Result<Resul
 
 /// Audit one unit (the kernels of one row, sharing its reference) in a fresh worker: one
 /// record per kernel, in the unit's order; `None` when it ran out of device memory beside
-/// other workers (it is to be judged again with the device to itself).
-pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel]) -> Result<Option<Vec<Record>>, AuditError> {
+/// other workers (it is to be judged again with the device to itself). `done` holds the gates
+/// an earlier, interrupted run judged (per kernel key, `partial.rs`): a gate judged for every
+/// kernel of the unit is filled in, not run. `on_gate` is told of each gate as it is judged.
+pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel], done: &Progress, on_gate: &mut dyn FnMut(GateDone)) -> Result<Option<Vec<Record>>, AuditError> {
     let t0 = Instant::now();
     s.drop_worker();
     s.slots = vec![Slot::Ready; ks.len()];
-    s.start()?;
     let mut recs: Vec<Record> = ks.iter().map(|k| Record::judged(k, &s.device)).collect();
+    let mut resumed_s = 0.0;
     let mut stop = None;
     for g in GATES {
+        let before: Vec<Option<&(GateResult, f64)>> = ks.iter().map(|k| done.get(&k.key).and_then(|m| m.get(g))).collect();
+        if before.iter().all(Option::is_some) {
+            for (rec, d) in recs.iter_mut().zip(before.into_iter().flatten()) {
+                rec.gates.insert(g.to_string(), d.0.clone());
+                rec.gate_s.insert(g.to_string(), d.1);
+            }
+            resumed_s += ks.iter().filter_map(|k| done.get(&k.key).and_then(|m| m.get(g))).map(|d| d.1).fold(0.0, f64::max);
+            continue;
+        }
         let tg = Instant::now();
         let r = gate(s, ks, g)?;
         let dt = (tg.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
         match r {
             Ok(results) => {
-                for (rec, r) in recs.iter_mut().zip(results) {
+                for ((rec, k), r) in recs.iter_mut().zip(ks).zip(results) {
                     rec.gate_s.insert(g.to_string(), dt);
                     if let Some(r) = r {
+                        on_gate(GateDone { key: k.key.clone(), gate: g.to_string(), result: r.clone(), s: dt });
                         rec.gates.insert(g.to_string(), r);
                     }
                 }
@@ -380,7 +393,7 @@ pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel]) -> Result<Option<Vec<Re
     if matches!(stop, Some(Stop::OutOfMemory)) {
         return Ok(None);
     }
-    let el = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    let el = ((t0.elapsed().as_secs_f64() + resumed_s) * 1000.0).round() / 1000.0;
     for (rec, slot) in recs.iter_mut().zip(&slots) {
         match (&stop, slot) {
             (Some(Stop::Skipped(why)), _) | (None, Slot::Skipped(why)) => rec.end("skipped", why),
