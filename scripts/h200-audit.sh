@@ -2,8 +2,9 @@
 # On the H200 (the device tool; carry `.devaud`): judge the CUDA-L1 corpus with `kverify audit`
 # for at most BUDGET seconds, resuming from the records carried in .devaud/rec-{audit,control},
 # and leave the records and the summaries in $OUT. Between calls, copy $OUT's
-# {audit,control}-kernels-*.jsonl back into .devaud/rec-{audit,control}/kernels-*.jsonl
-# (docs/audit.md, "Measured on the H200"). Prepared by
+# {audit,control}-{kernels,partial}-*.jsonl back into .devaud/rec-{audit,control}/ (without the
+# prefix); at a session's end, the records into bench/audit/cuda-l1.h200-v2.{,control.}kernels-
+# 0of1.jsonl, the tracked resume set used when .devaud holds none (docs/audit.md). Prepared by
 #   cp ../shared/data/foreign/cuda-l1-h100.jsonl .devaud/corpus.jsonl
 #   cargo build --release -p kverify && cp target/release/kverify .devaud/ && strip .devaud/kverify
 # MODE=both (default: every task's positive control judged beside its candidate in one worker,
