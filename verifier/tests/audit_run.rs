@@ -496,3 +496,25 @@ fn a_rerun_resumes_a_killed_kernel_at_its_next_gate() {
         assert_eq!(runs.lines().filter(|l| l.split(' ').nth(1) == Some(g.as_str())).count(), want, "{g} ran again after the resume:\n{runs}");
     }
 }
+
+/// Builds wait until the judges approach the `load_inline` units: with one judge, the build
+/// of the one inline kernel starts only once at most 2 units without a build are still queued
+/// (on the H200, builds for kernels the judges never reached took 45 % of a call's work).
+#[test]
+fn builds_start_when_the_judges_approach_them() {
+    let dir = scratch("lead");
+    let stamps = dir.join("stamps");
+    let st = |label: &str, sleep: f64| json!({"stamps": stamps.display().to_string(), "label": label, "load_sleep": sleep, "sleep": 0.02});
+    let inline = json!({"level_id": 1, "task_id": 9, "ref_code": REF, "custom_code": format!("#FAKE {}\n# uses load_inline\nclass ModelNew: pass\n", st("inline", 0.5)), "score_default": 1.0});
+    let mut rows: Vec<Value> = (0..5).map(|i| row(i, Some(st(&format!("p{i}"), 0.0)), true)).collect();
+    rows.push(inline);
+    let corpus = write_corpus(&dir, &rows);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--jobs", "1", "--build-jobs", "1", "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&stamps).expect("stamps");
+    let first = |label: &str| text.lines().find_map(|l| { let f: Vec<&str> = l.split(' ').collect(); (f[0] == label && f[1] == "start").then(|| f[2].parse::<f64>().unwrap_or(f64::NAN)) }).unwrap_or(f64::NAN);
+    // p0, p1, p2 taken: p3 and p4 (2 units) remain queued, so the build may start.
+    assert!(first("inline") > first("p2"), "the build started before the judges approached it:\n{text}");
+    assert!(first("inline") < first("p4") + 5.0 && records(&out).len() == 6, "{text}");
+}

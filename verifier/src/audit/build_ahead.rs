@@ -8,6 +8,11 @@
 //! kernel, only for that kernel's own build — before, every build had to end before the first
 //! kernel was judged, and the slowest compile held up the whole audit. Build outcomes are not
 //! recorded: the judging pass loads again and judges a failed build.
+//!
+//! Builds start only when the judges approach the `load_inline` units (`lead`: at most
+//! [`LEAD_UNITS_PER_JOB`] × jobs units without a build still queued before them): on the H200 a
+//! build is a minute or more of a contended core, and a time-boxed call spent about 45 % of its
+//! worker time building kernels its judges never reached.
 
 use super::run::Options;
 use super::session::Session;
@@ -17,6 +22,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
+
+/// Units without a build that may still be queued, per judging job, when the builds start.
+pub const LEAD_UNITS_PER_JOB: usize = 2;
+
+/// Whether the judges are near enough the `load_inline` units for the builds to start.
+pub type Lead = Arc<dyn Fn() -> bool + Send + Sync>;
 
 #[derive(Default)]
 struct State {
@@ -36,7 +47,7 @@ impl Builds {
     /// Starts `opts.build_jobs` build threads over `kernels` (in order); none when there is
     /// nothing to build or `build_jobs` is 0. `abort`, or `opts.stop_after` past `t0`, stops
     /// them between builds.
-    pub fn start(kernels: VecDeque<Kernel>, opts: &Options, abort: &Arc<AtomicBool>, t0: Instant) -> Builds {
+    pub fn start(kernels: VecDeque<Kernel>, opts: &Options, abort: &Arc<AtomicBool>, t0: Instant, lead: Lead) -> Builds {
         let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
         let jobs = if kernels.is_empty() { 0 } else { opts.build_jobs.min(kernels.len()) };
         if let Ok(mut s) = state.0.lock() {
@@ -45,11 +56,14 @@ impl Builds {
         let queue = Arc::new(Mutex::new(kernels));
         let handles = (0..jobs)
             .map(|j| {
-                let (queue, opts, state, abort) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort));
+                let (queue, opts, state, abort, lead) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort), Arc::clone(&lead));
                 std::thread::spawn(move || {
                     // Whatever happens (an error, a panic), judges waiting on builds this
                     // thread will not do go on when it ends.
                     let _gone = Departure(&state);
+                    while !lead() && !abort.load(Ordering::SeqCst) && !opts.past_deadline(t0) {
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
                     build_loop(j, &queue, &opts, &state, &abort, t0)
                 })
             })

@@ -3,7 +3,7 @@
 //! threads, the record stores, the progress line. The per-unit protocol — which side a failure
 //! is charged to — is [`super::session`].
 
-use super::build_ahead::Builds;
+use super::build_ahead::{self, Builds};
 use super::session::{audit_unit, Session};
 use super::partial::{self, GateDone};
 use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store, CONTROL_SUFFIX};
@@ -156,7 +156,11 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     let device = Arc::new(RwLock::new(()));
     let abort = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
-    let building = Arc::new(Builds::start(builds, opts, &abort, t0));
+    let lead: build_ahead::Lead = {
+        let (queue, n) = (Arc::clone(&queue), build_ahead::LEAD_UNITS_PER_JOB * opts.jobs.max(1));
+        Arc::new(move || queue.lock().map(|q| q.iter().take_while(|u| !u.iter().any(|k| k.load_inline)).count() <= n).unwrap_or(true))
+    };
+    let building = Arc::new(Builds::start(builds, opts, &abort, t0, lead));
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut handles = Vec::new();
     for j in 0..opts.jobs.max(1).min(total.max(1)) {
