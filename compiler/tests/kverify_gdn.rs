@@ -22,17 +22,34 @@ use kverify::gates::Status;
 use kverify::references::op_by_id;
 use kverify::tensor::DType;
 
-const PRECISION: Precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::Bf16 };
+const PRECISION: Precision = Precision::new(DType::Bf16, DType::F32, DType::Bf16);
 
-#[test]
-fn gdn_fwd_is_judged_as_the_gdn_class_on_the_interpreter() {
+/// The rounding points to bf16 of `operator` at K = V = 64, as `tilec build --verify` counts
+/// them from the IR.
+fn rounding_points(source: &Path, operator: &str) -> u32 {
+    let src = std::fs::read_to_string(source).expect("source");
+    let mut opts = tilec::frontend::Options::default().for_file(source);
+    opts.size_values = [("K".to_string(), 64), ("V".to_string(), 64)].into_iter().collect();
+    let checked = tilec::frontend::check_source(&src, &opts);
+    let op = checked.module.operators.iter().find(|o| o.name == operator).expect("operator");
+    let (r, u) = tilec::verify::rounding_points(&checked.module, op);
+    assert_eq!(u, DType::Bf16.unit_roundoff());
+    r as u32
+}
+
+fn judge(precision: Precision) -> kverify::battery::Report {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/gdn_fwd.tile");
     let ex = Executor::InterpOperator { tilec: PathBuf::from(env!("CARGO_BIN_EXE_tilec")), source, operator: "gdn_fwd".into(), consts: vec!["K=64".into(), "V=64".into()] };
     let binding = parse_binding("q,k,v,g@f32,beta,s0@f32:o,ht").expect("binding");
-    let cand = TilecCandidate::new("gdn", PRECISION, ex, binding, Duration::from_secs(120), 0).expect("candidate");
+    let cand = TilecCandidate::new("gdn", precision, ex, binding, Duration::from_secs(120), 0).expect("candidate");
     let dims = op_by_id("gdn").expect("gdn").native().with("K", 64).with("V", 64);
     let opts = Options { time_limit: Duration::from_secs(120), dims: Some(dims), gates: None };
-    let report = battery::run(Arc::new(cand), None, &opts).expect("battery");
+    battery::run(Arc::new(cand), None, &opts).expect("battery")
+}
+
+#[test]
+fn gdn_fwd_is_judged_as_the_gdn_class_on_the_interpreter() {
+    let report = judge(PRECISION);
     let table = battery::table(&report);
     eprintln!("{table}");
     assert_eq!(report.kind, "tilec-interp");
@@ -51,4 +68,19 @@ fn gdn_fwd_is_judged_as_the_gdn_class_on_the_interpreter() {
     // The final state comes back f32 (as fla returns it) under a bf16 output declaration: the
     // class allows that output to be wider.
     assert_eq!(gate("RES-01").status, Status::Pass, "{table}");
+}
+
+/// Declared with its intermediate storage — R roundings to bf16, counted by the compiler from
+/// the operator's IR — the same operator is judged under the bound that includes them
+/// (kverify's error model, "Intermediate storage").
+#[test]
+fn gdn_fwd_with_its_intermediate_storage_declared() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/gdn_fwd.tile");
+    let r = rounding_points(&source, "gdn_fwd");
+    assert!(r > 0);
+    let report = judge(PRECISION.storing(DType::Bf16, r));
+    let table = battery::table(&report);
+    eprintln!("R = {r}\n{table}");
+    let gate = |id: &str| report.gates.iter().find(|g| g.id == id).unwrap_or_else(|| panic!("{id} missing\n{table}"));
+    assert_eq!(gate("CMP-01").status, Status::Pass, "{table}");
 }

@@ -19,7 +19,7 @@ use tilec::build::{build_file, BuildOptions};
 use tilec::frontend::Options as FrontendOptions;
 
 /// bf16 operands, fp32 accumulation, fp32 result: what gemm.tile declares (`c: out f32`).
-const PRECISION: Precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::F32 };
+const PRECISION: Precision = Precision::new(DType::Bf16, DType::F32, DType::F32);
 
 fn gemm_tile() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/gemm.tile")

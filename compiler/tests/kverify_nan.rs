@@ -40,7 +40,7 @@ fn exc01(combine: &str) -> (Status, String) {
     let src = dir.join("row_max.tile");
     std::fs::write(&src, row_max_src(combine)).expect("write kernel");
     let ex = Executor::Interp { tilec: PathBuf::from(env!("CARGO_BIN_EXE_tilec")), source: src, kernel: Some("row_max".into()) };
-    let precision = Precision { input: DType::F32, accumulator: DType::F32, output: DType::F32 };
+    let precision = Precision::new(DType::F32, DType::F32, DType::F32);
     let cand = TilecCandidate::new("max", precision, ex, default_binding("max").expect("binding"), Duration::from_secs(60), 0).expect("candidate");
     let opts = Options { time_limit: Duration::from_secs(60), dims: None, gates: Some(vec!["EXC-01".into(), "CMP-01".into()]) };
     let report = battery::run(Arc::new(cand), None, &opts).expect("battery runs");

@@ -22,6 +22,18 @@
 //! ORD-01 uses the probabilistic bound `4 u sqrt(n) scale` (Higham & Mary, "A New Approach to
 //! Probabilistic Rounding Error Analysis", SIAM J. Sci. Comput. 41(5), 2019, Theorem 2.4 with
 //! lambda = 4), which is what a legitimate reordering of the same-precision sum produces.
+//!
+//! **Intermediate storage.** A multi-kernel program may also store intermediate values in a
+//! narrower float between its stages (tilec's gated-recurrence operators keep w, u and the
+//! chunk states in bf16 between kernels, as fla does): `R` rounding points of unit roundoff
+//! `u_mid` ([`Storage`], declared with the precision; for a tilec operator counted from its IR by
+//! the compiler, `tilec build --verify`'s `R`). Each is one more `(1 + δ)`, `|δ| ≤ u_mid`, on a
+//! quantity whose first-order influence on the output is bounded by the same condition-weighted
+//! `scale_i` (Higham Lemma 3.1 applied once per point), so the deterministic bound gains
+//! `R u_mid scale_i`; under the probabilistic model the independent roundings add in variance,
+//! `lambda sqrt(n u_acc^2 + R u_mid^2) scale_i` (Higham & Mary Theorem 2.4, whose proof bounds a
+//! sum of independent mean-zero roundings of any sizes) — tilec's own `lambda sqrt(R) kappa u`
+//! with the condition taken from the profile.
 
 use crate::tensor::DType;
 use serde::{Deserialize, Serialize};
@@ -35,13 +47,46 @@ pub struct Precision {
     pub accumulator: DType,
     /// Dtype of its outputs.
     pub output: DType,
+    /// Intermediate values it stores in a narrower float between stages, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intermediate: Option<Storage>,
+}
+
+/// Intermediate storage: `points` rounding points to `dtype` on the way to each output (module
+/// doc, "Intermediate storage").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Storage {
+    /// The float intermediates are stored in.
+    pub dtype: DType,
+    /// Rounding points R.
+    pub points: u32,
 }
 
 impl Precision {
     /// fp32 in, fp32 accumulate, fp32 out.
-    pub const F32: Precision = Precision { input: DType::F32, accumulator: DType::F32, output: DType::F32 };
+    pub const F32: Precision = Precision::new(DType::F32, DType::F32, DType::F32);
     /// bf16 in, fp32 accumulate, bf16 out (the usual mixed-precision convention).
-    pub const BF16_F32ACC: Precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::Bf16 };
+    pub const BF16_F32ACC: Precision = Precision::new(DType::Bf16, DType::F32, DType::Bf16);
+
+    /// Input, accumulator and output dtypes, no intermediate storage.
+    pub const fn new(input: DType, accumulator: DType, output: DType) -> Precision {
+        Precision { input, accumulator, output, intermediate: None }
+    }
+
+    /// The same with `points` intermediate roundings to `dtype`.
+    pub const fn storing(self, dtype: DType, points: u32) -> Precision {
+        Precision { intermediate: Some(Storage { dtype, points }), ..self }
+    }
+
+    /// `R u_mid`, the first-order relative error of the intermediate storage (0 without).
+    fn storage_error(&self) -> f64 {
+        self.intermediate.map(|m| m.points as f64 * m.dtype.unit_roundoff()).unwrap_or(0.0)
+    }
+
+    /// `R u_mid^2`, the variance term of the intermediate storage (0 without).
+    fn storage_variance(&self) -> f64 {
+        self.intermediate.map(|m| m.points as f64 * m.dtype.unit_roundoff().powi(2)).unwrap_or(0.0)
+    }
 }
 
 /// `gamma(n, u) = n u / (1 - n u)`, or +inf when `n u >= 1` (Higham Lemma 3.1).
@@ -92,14 +137,13 @@ pub fn element_bound(kind: BoundKind, p: &Precision, depth: usize, s: f64, r: f6
     let u_out = p.output.unit_roundoff();
     let eta = 0.5 * p.accumulator.min_subnormal() * depth.max(1) as f64;
     let out_round = u_out * r.abs();
-    let det = gamma(depth.max(1), u_acc) * s + out_round + eta;
+    let n = depth.max(1) as f64;
+    let det = (gamma(depth.max(1), u_acc) + p.storage_error()) * s + out_round + eta;
+    let reord = ORD01_LAMBDA * (n * u_acc * u_acc + p.storage_variance()).sqrt() * s + out_round + eta;
     match kind {
         BoundKind::Deterministic => det,
-        BoundKind::Reordering => ORD01_LAMBDA * u_acc * (depth.max(1) as f64).sqrt() * s + out_round + eta,
-        BoundKind::Backstop => {
-            let reord = ORD01_LAMBDA * u_acc * (depth.max(1) as f64).sqrt() * s + out_round + eta;
-            (ORD03_FACTOR * reord).max(det)
-        }
+        BoundKind::Reordering => reord,
+        BoundKind::Backstop => (ORD03_FACTOR * reord).max(det),
     }
 }
 
@@ -127,6 +171,19 @@ mod tests {
             let bs = element_bound(BoundKind::Backstop, &p, n, 1.0, 1.0);
             assert!(bs >= det);
         }
+    }
+
+    #[test]
+    fn intermediate_storage_adds_its_roundings() {
+        let p = Precision::BF16_F32ACC;
+        let q = p.storing(DType::Bf16, 9);
+        let (n, s, u, ub) = (64usize, 2.0, 2f64.powi(-24), 2f64.powi(-8));
+        let det = |p: &Precision| element_bound(BoundKind::Deterministic, p, n, s, 0.0);
+        assert!((det(&q) - det(&p) - 9.0 * ub * s).abs() < 1e-15, "R u_mid scale on top");
+        let ord = element_bound(BoundKind::Reordering, &q, n, s, 0.0);
+        let want = ORD01_LAMBDA * (n as f64 * u * u + 9.0 * ub * ub).sqrt() * s + 0.5 * DType::F32.min_subnormal() * n as f64;
+        assert!((ord - want).abs() < 1e-15 * want, "{ord} vs {want}");
+        assert_eq!(element_bound(BoundKind::Reordering, &p, n, s, 0.0), ORD01_LAMBDA * u * (n as f64).sqrt() * s + 0.5 * DType::F32.min_subnormal() * n as f64);
     }
 
     #[test]

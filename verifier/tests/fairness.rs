@@ -69,7 +69,7 @@ fn rule03_07_charged_only_for_declared_precision() {
     let r = run(mixed, &["CMP-01", "ORD-01", "PRC-01", "PRC-02", "EXC-01", "RES-01"]);
     assert_eq!(r.verdict, Verdict::Clean, "{}", battery::table(&r));
     let mut lying = honest(&op, Precision::BF16_F32ACC);
-    lying.precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::F32 };
+    lying.precision = Precision::new(DType::Bf16, DType::F32, DType::F32);
     // Output is still bf16-rounded: PRC-01 sees bf16-level error against an fp32 declaration.
     let r = run(lying, &["PRC-01"]);
     assert_eq!(r.gates[0].status, Status::Fail);

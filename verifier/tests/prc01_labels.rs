@@ -180,7 +180,7 @@ fn output_rounding_is_named_as_such() {
     // The mixed-precision mirror declaring an fp32 output (fairness rule 3/7's liar): its
     // inputs are bf16 already, so only the output rounding is left to explain.
     let mut lying = honest(&op, Precision::BF16_F32ACC);
-    lying.precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::F32 };
+    lying.precision = Precision::new(DType::Bf16, DType::F32, DType::F32);
     let (g, _, _, e) = prc01(&op, lying);
     assert_eq!(g.status, Status::Fail);
     assert_eq!(e, Some(Explanation { rounded: Rounded::Outputs, to: vec![DType::Bf16] }));

@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const BF16_F32: Precision = Precision { input: DType::Bf16, accumulator: DType::F32, output: DType::F32 };
+const BF16_F32: Precision = Precision::new(DType::Bf16, DType::F32, DType::F32);
 
 /// An executable shell script `name` with `body` in `dir`.
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {

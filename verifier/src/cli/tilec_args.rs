@@ -36,8 +36,10 @@ pub struct TilecArgs {
     /// The `tilec-run` binary (default: $TILEC_RUN).
     #[arg(long, value_name = "PATH")]
     pub tilec_run: Option<PathBuf>,
-    /// Declared precision of the tilec kernel: input, accumulator, output dtypes.
-    #[arg(long, value_name = "IN,ACC,OUT", default_value = "bf16,f32,f32")]
+    /// Declared precision of the tilec kernel: input, accumulator, output dtypes, and optionally
+    /// the intermediate storage of a multi-kernel operator as DTYPExR (R rounding points to
+    /// DTYPE on the way to each output; `tilec build --verify` prints R), e.g. `bf16,f32,bf16,bf16x9`.
+    #[arg(long, value_name = "IN,ACC,OUT[,MIDxR]", default_value = "bf16,f32,f32")]
     pub precision: String,
     /// Kernel parameters bound to the operator's inputs and outputs, `INPUTS:OUTPUTS` in the
     /// operator's order, e.g. `a,b:c` (default: the operator's input names lower-cased, `c`);
@@ -56,7 +58,7 @@ pub enum TilecArgsError {
     #[error("--tilec-kernel / --tilec-operator / --tilec-artifact need --op (the operator class the kernel implements)")]
     NoOp,
     /// Bad --precision.
-    #[error("bad --precision `{0}`: expected three dtypes IN,ACC,OUT among f64, f32, tf32, bf16, f16")]
+    #[error("bad --precision `{0}`: expected three dtypes IN,ACC,OUT among f64, f32, tf32, bf16, f16, and optionally a fourth field DTYPExR (intermediate storage: R roundings to DTYPE, e.g. bf16x9)")]
     Precision(String),
     /// Bad --tilec-size or --tilec-const.
     #[error("bad --tilec-size / --tilec-const `{0}`: expected NAME=VALUE with a non-negative integer")]
@@ -75,10 +77,22 @@ impl TilecArgs {
     /// The declared precision.
     pub fn parse_precision(&self) -> Result<Precision, TilecArgsError> {
         let bad = || TilecArgsError::Precision(self.precision.clone());
-        let v: Vec<DType> = self.precision.split(',').map(|s| DType::parse(s.trim()).ok_or_else(bad)).collect::<Result<_, _>>()?;
-        match v.as_slice() {
-            [i, a, o] => Ok(Precision { input: *i, accumulator: *a, output: *o }),
-            _ => Err(bad()),
+        let parts: Vec<&str> = self.precision.split(',').map(str::trim).collect();
+        let (dtypes, storage) = match parts.as_slice() {
+            [i, a, o] => ([*i, *a, *o], None),
+            [i, a, o, m] => ([*i, *a, *o], Some(*m)),
+            _ => return Err(bad()),
+        };
+        let v: Vec<DType> = dtypes.iter().map(|s| DType::parse(s).ok_or_else(bad)).collect::<Result<_, _>>()?;
+        let p = Precision::new(v[0], v[1], v[2]);
+        match storage {
+            None => Ok(p),
+            // `bf16x9`: 9 intermediate roundings to bf16 (error_model.rs, "Intermediate storage").
+            Some(m) => {
+                let (d, r) = m.split_once('x').ok_or_else(bad)?;
+                let d = DType::parse(d).filter(|d| !d.is_integer()).ok_or_else(bad)?;
+                Ok(p.storing(d, r.parse().map_err(|_| bad())?))
+            }
         }
     }
 

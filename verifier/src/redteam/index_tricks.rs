@@ -10,7 +10,7 @@ use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
 
 /// The declared precision of an index candidate: f32 in and accumulate, i64 out.
-pub const INDEX_PRECISION: Precision = Precision { input: DType::F32, accumulator: DType::F32, output: DType::I64 };
+pub const INDEX_PRECISION: Precision = Precision::new(DType::F32, DType::F32, DType::I64);
 
 /// `p` with an i64 output when `op` answers indices (the declaration an honest mirror of an
 /// index class makes), `p` unchanged otherwise.
