@@ -74,6 +74,18 @@ enum Slot {
     Skipped(String),
 }
 
+impl Slot {
+    /// What a gate records for a slot that will not run (`Some`): its build failure, or
+    /// nothing when skipped; `None` for a slot ready to run.
+    fn settled(&self) -> Option<Option<GateResult>> {
+        match self {
+            Slot::Ready => None,
+            Slot::Failed(f) => Some(Some(f.clone())),
+            Slot::Skipped(_) => Some(None),
+        }
+    }
+}
+
 /// One job's worker and what it has loaded.
 pub(crate) struct Session<'a> {
     opts: &'a Options,
@@ -260,16 +272,9 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str) -> Result<Result<Vec<Option<Gat
     let mut prep: Option<(u64, Result<Value, GateResult>)> = None;
     let mut out = Vec::with_capacity(ks.len());
     for i in 0..ks.len() {
-        match &s.slots[i] {
-            Slot::Failed(f) => {
-                out.push(Some(f.clone()));
-                continue;
-            }
-            Slot::Skipped(_) => {
-                out.push(None);
-                continue;
-            }
-            Slot::Ready => {}
+        if let Some(r) = s.slots[i].settled() {
+            out.push(r);
+            continue;
         }
         // Measured again in a fresh worker when an earlier slot's run lost the one it was in.
         if !(s.loaded && s.worker.is_some() && prep.as_ref().is_some_and(|(gen, _)| *gen == s.generation)) {
@@ -278,17 +283,10 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str) -> Result<Result<Vec<Option<Gat
                 Ok(p) => p,
             };
             prep = Some((s.generation, p));
-            match &s.slots[i] {
-                // Loading again in the fresh worker found this slot failing now.
-                Slot::Failed(f) => {
-                    out.push(Some(f.clone()));
-                    continue;
-                }
-                Slot::Skipped(_) => {
-                    out.push(None);
-                    continue;
-                }
-                Slot::Ready => {}
+            // Loading again in the fresh worker may have found this slot failing now.
+            if let Some(r) = s.slots[i].settled() {
+                out.push(r);
+                continue;
             }
         }
         let p = match prep.as_ref().map(|(_, p)| p) {
