@@ -434,6 +434,8 @@ fn with_control_judges_each_control_beside_its_candidate() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("5 kernels selected, 5 already recorded, 0 judged now"), "{}", String::from_utf8_lossy(&o.stderr));
     let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--with-control", ctl.to_str().unwrap_or(""), "--control"]).output().expect("usage");
     assert_eq!(o.status.code(), Some(2), "--control with --with-control is a usage error");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--with-control", &format!("{}/.", out.display()), "--worker", &fake_worker()]).output().expect("usage");
+    assert_eq!(o.status.code(), Some(2), "the controls in the --out folder: {}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// A unit that runs out of device memory while other workers share the device is not charged

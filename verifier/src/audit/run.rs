@@ -126,6 +126,12 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     if opts.worker.is_empty() || opts.devices.is_empty() {
         return Err(AuditError::Usage("empty worker command or device list".into()));
     }
+    if let Some(c) = dirs.control_out {
+        let same = |a: &Path, b: &Path| std::path::absolute(a).ok().zip(std::path::absolute(b).ok()).is_some_and(|(a, b)| a == b || a.canonicalize().ok().is_some_and(|x| b.canonicalize().ok() == Some(x)));
+        if same(dirs.out, c) {
+            return Err(AuditError::Usage(format!("--with-control {} is the --out folder: the controls need their own (one summary each)", c.display())));
+        }
+    }
     if control && dirs.control_out.is_some() {
         return Err(AuditError::Usage("--control and --with-control exclude each other: --with-control judges the controls beside the candidates".into()));
     }
