@@ -497,6 +497,29 @@ fn a_rerun_resumes_a_killed_kernel_at_its_next_gate() {
         let want = if g == "ORD-02" { 2 } else { 1 };
         assert_eq!(runs.lines().filter(|l| l.split(' ').nth(1) == Some(g.as_str())).count(), want, "{g} ran again after the resume:\n{runs}");
     }
+    // Recorded, its progress is spent: a record deleted now (to judge the kernel again) is
+    // judged from scratch, not rebuilt from the old lines.
+    assert_eq!(std::fs::read_to_string(out.join("partial-0of1.jsonl")).unwrap_or_default(), "", "progress of a recorded kernel left behind");
+    std::fs::remove_file(out.join("kernels-0of1.jsonl")).expect("rm");
+    let o = kverify(&args).output().expect("again");
+    assert!(o.status.success());
+    let runs = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(runs.lines().filter(|l| l.split(' ').nth(1) == Some("KB")).count(), 2, "KB not judged again after the record was deleted:\n{runs}");
+}
+
+/// A record file torn by a kill inside a multi-byte character (candidates' text is UTF-8) is
+/// cut, not an audit that can no longer start.
+#[test]
+fn a_record_torn_inside_a_character_is_cut() {
+    let dir = scratch("torn-utf8");
+    let corpus = write_corpus(&dir, &[row(1, None, true)]);
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).expect("out");
+    std::fs::write(out.join("kernels-0of1.jsonl"), b"{\"key\": \"na\xc3").expect("torn");
+    std::fs::write(out.join("partial-0of1.jsonl"), b"{\"key\": \"0000-L1-T1\", \"gate\": \"n\xc3").expect("torn");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(records(&out).len(), 1);
 }
 
 /// Builds wait until the judges approach the `load_inline` units: with one judge, the build

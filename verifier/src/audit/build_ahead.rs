@@ -19,7 +19,7 @@ use super::session::Session;
 use super::{AuditError, Kernel};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -47,7 +47,7 @@ impl Builds {
     /// Starts `opts.build_jobs` build threads over `kernels` (in order); none when there is
     /// nothing to build or `build_jobs` is 0. `abort`, or `opts.stop_after` past `t0`, stops
     /// them between builds.
-    pub fn start(kernels: VecDeque<Kernel>, opts: &Options, abort: &Arc<AtomicBool>, t0: Instant, lead: Lead) -> Builds {
+    pub fn start(kernels: VecDeque<Kernel>, opts: &Options, abort: &Arc<AtomicBool>, t0: Instant, lead: Lead, device: Arc<RwLock<()>>) -> Builds {
         let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
         let jobs = if kernels.is_empty() { 0 } else { opts.build_jobs.min(kernels.len()) };
         if let Ok(mut s) = state.0.lock() {
@@ -56,7 +56,7 @@ impl Builds {
         let queue = Arc::new(Mutex::new(kernels));
         let handles = (0..jobs)
             .map(|j| {
-                let (queue, opts, state, abort, lead) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort), Arc::clone(&lead));
+                let (queue, opts, state, abort, lead, device) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort), Arc::clone(&lead), Arc::clone(&device));
                 std::thread::spawn(move || {
                     // Whatever happens (an error, a panic), judges waiting on builds this
                     // thread will not do go on when it ends.
@@ -64,7 +64,7 @@ impl Builds {
                     while !lead() && !abort.load(Ordering::SeqCst) && !opts.past_deadline(t0) {
                         std::thread::sleep(std::time::Duration::from_millis(100));
                     }
-                    build_loop(j, &queue, &opts, &state, &abort, t0)
+                    build_loop(j, &queue, &opts, &state, &abort, t0, &device)
                 })
             })
             .collect();
@@ -117,7 +117,10 @@ impl Drop for Departure<'_> {
     }
 }
 
-fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: &(Mutex<State>, Condvar), abort: &AtomicBool, t0: Instant) -> Result<(), AuditError> {
+/// `device`: a build holds its read side, like a judge (a worker loading a task holds the
+/// reference and the candidate on the GPU), so a unit judged again alone after running out of
+/// memory has the device to itself (run.rs).
+fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: &(Mutex<State>, Condvar), abort: &AtomicBool, t0: Instant, device: &RwLock<()>) -> Result<(), AuditError> {
     let mut s = Session::new(opts, opts.devices[j % opts.devices.len()].clone());
     loop {
         if abort.load(Ordering::SeqCst) || opts.past_deadline(t0) {
@@ -125,8 +128,12 @@ fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: 
         }
         let next = queue.lock().ok().and_then(|mut q| q.pop_front());
         let Some(k) = next else { return Ok(()) };
-        let r = s.load(&k); // starts a worker, loads the task: the build
-        s.drop_worker();
+        let r = {
+            let _shared = device.read();
+            let r = s.load(&k); // starts a worker, loads the task: the build
+            s.drop_worker();
+            r
+        };
         if let Ok(mut st) = state.0.lock() {
             st.done.insert(k.key.clone());
         }

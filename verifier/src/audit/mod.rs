@@ -234,18 +234,25 @@ pub fn record_path(dir: &Path, shard: (usize, usize)) -> PathBuf {
 pub fn load_records(dir: &Path) -> Result<BTreeMap<String, Record>, AuditError> {
     let mut out = BTreeMap::new();
     let Ok(rd) = std::fs::read_dir(dir) else { return Ok(out) };
-    let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.file_name().and_then(|n| n.to_str()).map(|n| n.starts_with("kernels-") && n.ends_with(".jsonl")).unwrap_or(false)).collect();
-    files.sort();
-    for p in files {
-        let text = std::fs::read_to_string(&p).map_err(io(&p))?;
-        for line in text.split_inclusive('\n') {
-            if !line.ends_with('\n') {
-                continue; // torn
-            }
-            if let Ok(r) = serde_json::from_str::<Record>(line) {
-                out.entry(r.key.clone()).or_insert(r);
-            }
+    for line in complete_lines(rd, "kernels-")? {
+        if let Ok(r) = serde_json::from_slice::<Record>(&line) {
+            out.entry(r.key.clone()).or_insert(r);
         }
+    }
+    Ok(out)
+}
+
+/// The complete lines (newline-terminated; a torn last one — a kill while writing, perhaps
+/// inside a multi-byte character — is left out) of the regular files `<prefix>*.jsonl` of a
+/// folder listing, in file-name order, as bytes: one bad line is one unparsable record, never
+/// an audit that cannot start.
+pub(crate) fn complete_lines(rd: std::fs::ReadDir, prefix: &str) -> Result<Vec<Vec<u8>>, AuditError> {
+    let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.ends_with(".jsonl"))).collect();
+    files.sort();
+    let mut out = Vec::new();
+    for p in files {
+        let bytes = std::fs::read(&p).map_err(io(&p))?;
+        out.extend(bytes.split_inclusive(|&b| b == b'\n').filter(|l| l.ends_with(b"\n")).map(<[u8]>::to_vec));
     }
     Ok(out)
 }

@@ -166,7 +166,7 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
         let (queue, n) = (Arc::clone(&queue), build_ahead::LEAD_UNITS_PER_JOB * opts.jobs.max(1));
         Arc::new(move || queue.lock().map(|q| q.iter().take_while(|u| !u.iter().any(|k| k.load_inline)).count() <= n).unwrap_or(true))
     };
-    let building = Arc::new(Builds::start(builds, opts, &abort, t0, lead));
+    let building = Arc::new(Builds::start(builds, opts, &abort, t0, lead, Arc::clone(&device)));
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut handles = Vec::new();
     for j in 0..opts.jobs.max(1).min(total.max(1)) {
@@ -269,6 +269,10 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
         return Err(e);
     }
     let left = total - n;
+    // The progress of every kernel now recorded is spent (partial.rs, `prune`).
+    for dir in std::iter::once(dirs.out).chain(dirs.control_out) {
+        partial::prune(dir, &load_records(dir)?)?;
+    }
     if let Err(e) = building.finish(left == 0) {
         // The records are complete; a build thread that could not start a worker only cost
         // the judges the time to build themselves.

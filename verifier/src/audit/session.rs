@@ -18,7 +18,7 @@
 
 use super::judge::{self, GateResult, Status, GATES};
 use super::judge_probes;
-use super::partial::{GateDone, Progress};
+use super::partial::{fingerprint, GateDone, Progress};
 use super::run::{Options, MAX_LINE, PROTOCOL};
 use super::{AuditError, Kernel, Record};
 use crate::candidate::process::Worker;
@@ -356,15 +356,19 @@ pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel], done: &Progress, on_gat
     s.slots = vec![Slot::Ready; ks.len()];
     let mut recs: Vec<Record> = ks.iter().map(|k| Record::judged(k, &s.device)).collect();
     let mut resumed_s = 0.0;
+    let fps: Vec<String> = ks.iter().map(|k| fingerprint(k, s.opts.seed)).collect();
     let mut stop = None;
     for g in GATES {
-        let before: Vec<Option<&(GateResult, f64)>> = ks.iter().map(|k| done.get(&k.key).and_then(|m| m.get(g))).collect();
+        // Judged for this very kernel (same seed and programs) by an interrupted run.
+        let before: Vec<Option<&(GateResult, f64, String)>> = ks.iter().zip(&fps).map(|(k, fp)| done.get(&k.key).and_then(|m| m.get(g)).filter(|d| &d.2 == fp)).collect();
         if before.iter().all(Option::is_some) {
+            let mut longest = 0.0_f64;
             for (rec, d) in recs.iter_mut().zip(before.into_iter().flatten()) {
                 rec.gates.insert(g.to_string(), d.0.clone());
                 rec.gate_s.insert(g.to_string(), d.1);
+                longest = longest.max(d.1);
             }
-            resumed_s += ks.iter().filter_map(|k| done.get(&k.key).and_then(|m| m.get(g))).map(|d| d.1).fold(0.0, f64::max);
+            resumed_s += longest;
             continue;
         }
         let tg = Instant::now();
@@ -372,10 +376,10 @@ pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel], done: &Progress, on_gat
         let dt = (tg.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
         match r {
             Ok(results) => {
-                for ((rec, k), r) in recs.iter_mut().zip(ks).zip(results) {
+                for (((rec, k), fp), r) in recs.iter_mut().zip(ks).zip(&fps).zip(results) {
                     rec.gate_s.insert(g.to_string(), dt);
                     if let Some(r) = r {
-                        on_gate(GateDone { key: k.key.clone(), gate: g.to_string(), result: r.clone(), s: dt });
+                        on_gate(GateDone { key: k.key.clone(), gate: g.to_string(), result: r.clone(), s: dt, fp: fp.clone() });
                         rec.gates.insert(g.to_string(), r);
                     }
                 }

@@ -164,6 +164,7 @@ pub fn table(s: &Summary) -> String {
 
 /// Write `summary.json`, `summary.txt`, `funnel.svg` and `gates.svg` into `dir`.
 pub fn write(dir: &Path, s: &Summary) -> Result<(), AuditError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
     let j = dir.join("summary.json");
     let text = serde_json::to_string_pretty(s).map_err(|e| AuditError::Usage(e.to_string()))? + "\n";
     std::fs::write(&j, text).map_err(io(&j))?;

@@ -57,6 +57,9 @@ pub enum TilecArgsError {
     /// --op missing.
     #[error("--tilec-kernel / --tilec-operator / --tilec-artifact need --op (the operator class the kernel implements)")]
     NoOp,
+    /// An intermediate storage that judges nothing.
+    #[error("bad --precision storage `{0}`: R must be at least 1, and R times the unit roundoff of its dtype below 1 (bf16: R < 256), or every bound is vacuous")]
+    Storage(String),
     /// Bad --precision.
     #[error("bad --precision `{0}`: expected three dtypes IN,ACC,OUT among f64, f32, tf32, bf16, f16, and optionally a fourth field DTYPExR (intermediate storage: R roundings to DTYPE, e.g. bf16x9)")]
     Precision(String),
@@ -91,7 +94,13 @@ impl TilecArgs {
             Some(m) => {
                 let (d, r) = m.split_once('x').ok_or_else(bad)?;
                 let d = DType::parse(d).filter(|d| !d.is_integer()).ok_or_else(bad)?;
-                Ok(p.storing(d, r.parse().map_err(|_| bad())?))
+                let r: u32 = r.parse().map_err(|_| bad())?;
+                // R u_mid >= 1 would make every bound vacuous (judging nothing); R = 0 is no
+                // storage: both are declarations to refuse, not to honour.
+                if r == 0 || r as f64 * d.unit_roundoff() >= 1.0 {
+                    return Err(TilecArgsError::Storage(m.to_string()));
+                }
+                Ok(p.storing(d, r))
             }
         }
     }
