@@ -202,10 +202,10 @@ fn tilec_const_is_refused_without_an_operator() {
     let dir = tempfile::tempdir().expect("tmp");
     let src = dir.path().join("k.tile");
     std::fs::write(&src, "").expect("src");
-    let kernel = TilecArgs { tilec_kernel: Some(format!("{}:k", src.display())), op: Some("gdn".into()), consts: vec!["K=64".into()], tilec: Some(PathBuf::from("/bin/true")), precision: "bf16,f32,bf16".into(), ..Default::default() };
+    let kernel = TilecArgs { tilec_kernel: Some(format!("{}:k", src.display())), op: Some("gdn".into()), consts: vec!["K=64".into()], tilec: Some(PathBuf::from("/bin/true")), precision: Some("bf16,f32,bf16".into()), ..Default::default() };
     let e = kernel.resolve(Duration::from_secs(1), 0).err().expect("refused");
     assert!(e.to_string().contains("--tilec-const applies to --tilec-operator only"), "{e}");
-    let bad = TilecArgs { tilec_operator: Some(format!("{}:op", src.display())), op: Some("gdn".into()), consts: vec!["K=sixty".into()], tilec: Some(PathBuf::from("/bin/true")), precision: "bf16,f32,bf16".into(), ..Default::default() };
+    let bad = TilecArgs { tilec_operator: Some(format!("{}:op", src.display())), op: Some("gdn".into()), consts: vec!["K=sixty".into()], tilec: Some(PathBuf::from("/bin/true")), precision: Some("bf16,f32,bf16".into()), ..Default::default() };
     let e = bad.resolve(Duration::from_secs(1), 0).err().expect("refused");
     assert!(e.to_string().contains("K=sixty"), "{e}");
 }

@@ -44,6 +44,9 @@ pub enum CheckError {
     /// Nothing to check.
     #[error("give a candidate (or --tilec-kernel / --tilec-artifact), --meta FILE, or both")]
     Nothing,
+    /// --precision without a tilec candidate.
+    #[error("--precision `{0}` declares a tilec candidate's precision, and none is named (--tilec-kernel / --tilec-operator / --tilec-artifact); an external candidate declares its precision in its manifest")]
+    PrecisionWithoutTilec(String),
     /// Both a CANDIDATE and a tilec kernel.
     #[error("give either CANDIDATE or --tilec-kernel / --tilec-artifact, not both")]
     TwoCandidates,
@@ -102,6 +105,9 @@ pub fn run(a: &CheckArgs) -> Result<i32, CheckError> {
     }
     if a.candidate.is_some() && a.tilec.given() {
         return Err(CheckError::TwoCandidates);
+    }
+    if let (Some(p), false) = (&a.tilec.precision, a.tilec.given()) {
+        return Err(CheckError::PrecisionWithoutTilec(p.clone()));
     }
     // A GPU artifact carries its own compile-time metadata: RES-02 reads it unless --meta says otherwise.
     let meta_path = a.meta.clone().or_else(|| a.tilec.tilec_artifact.clone());

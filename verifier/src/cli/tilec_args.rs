@@ -39,8 +39,10 @@ pub struct TilecArgs {
     /// Declared precision of the tilec kernel: input, accumulator, output dtypes, and optionally
     /// the intermediate storage of a multi-kernel operator as DTYPExR (R rounding points to
     /// DTYPE on the way to each output; `tilec build --verify` prints R), e.g. `bf16,f32,bf16,bf16x9`.
-    #[arg(long, value_name = "IN,ACC,OUT[,MIDxR]", default_value = "bf16,f32,f32")]
-    pub precision: String,
+    /// Default `bf16,f32,f32`; only for a tilec candidate (an external candidate declares its
+    /// precision in its manifest, a builtin has its own).
+    #[arg(long, value_name = "IN,ACC,OUT[,MIDxR]")]
+    pub precision: Option<String>,
     /// Kernel parameters bound to the operator's inputs and outputs, `INPUTS:OUTPUTS` in the
     /// operator's order, e.g. `a,b:c` (default: the operator's input names lower-cased, `c`);
     /// `g@f32` widens an input to its parameter's dtype.
@@ -71,6 +73,9 @@ pub enum TilecArgsError {
     Tilec(#[from] TilecError),
 }
 
+/// The precision a tilec candidate is declared with when `--precision` is not given.
+pub const DEFAULT_PRECISION: &str = "bf16,f32,f32";
+
 impl TilecArgs {
     /// Whether a tilec candidate was named.
     pub fn given(&self) -> bool {
@@ -79,8 +84,9 @@ impl TilecArgs {
 
     /// The declared precision.
     pub fn parse_precision(&self) -> Result<Precision, TilecArgsError> {
-        let bad = || TilecArgsError::Precision(self.precision.clone());
-        let parts: Vec<&str> = self.precision.split(',').map(str::trim).collect();
+        let text = self.precision.as_deref().unwrap_or(DEFAULT_PRECISION);
+        let bad = || TilecArgsError::Precision(text.to_string());
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
         let (dtypes, storage) = match parts.as_slice() {
             [i, a, o] => ([*i, *a, *o], None),
             [i, a, o, m] => ([*i, *a, *o], Some(*m)),
