@@ -546,3 +546,35 @@ fn builds_start_when_the_judges_approach_them() {
     assert_eq!(text.lines().filter(|l| l.starts_with("inline start")).count(), 3, "{text}");
     assert_eq!(records(&out).len(), 6);
 }
+
+/// Per kernel, not per unit: killed while the candidate's run of a gate hangs (the control's
+/// run of that gate done), the rerun fills the control's gate in and runs only the candidate's.
+#[test]
+fn a_rerun_fills_in_each_kernel_of_a_unit_separately() {
+    let dir = scratch("partial-unit");
+    let log = dir.join("runs");
+    let runlog = |label: &str| json!({"runlog": log.display().to_string(), "label": label});
+    let mut cand = runlog("cand");
+    cand["hang"] = json!("ORD-01");
+    let rows = vec![json!({"level_id": 1, "task_id": 1, "ref_code": format!("#FAKE {}\n{REF}", runlog("control")), "custom_code": format!("#FAKE {cand}\nclass ModelNew: pass\n"), "score_default": 1.0})];
+    let corpus = write_corpus(&dir, &rows);
+    let (out, ctl) = (dir.join("out"), dir.join("control"));
+    let args = |limit: &'static str| -> Vec<String> { [corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--with-control", ctl.to_str().unwrap_or(""), "--worker", &fake_worker(), "--quiet", "--time-limit", limit].iter().map(|s| s.to_string()).collect() };
+    let count = |label: &str, gate: &str| std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| l.ends_with(&format!(" {gate} {label}"))).count();
+    let mut child = kverify(&args("100").iter().map(String::as_str).collect::<Vec<_>>()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let t0 = Instant::now();
+    while count("cand", "ORD-01") == 0 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((count("control", "ORD-01"), count("cand", "ORD-01")), (1, 1), "not killed where meant");
+    let o = kverify(&args("2").iter().map(String::as_str).collect::<Vec<_>>()).output().expect("rerun");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(count("control", "ORD-01"), 1, "the control's judged gate ran again");
+    assert_eq!(count("cand", "ORD-01"), 2, "the candidate's gate in flight was not run again");
+    assert_eq!(count("control", "KB"), 1);
+    let (c, k) = (records(&ctl), records(&out));
+    assert_eq!((c[0]["verdict"].as_str(), k[0]["gates"]["ORD-01"]["status"].as_str()), (Some("clean"), Some("error")), "{c:?} {k:?}");
+}

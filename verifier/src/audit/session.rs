@@ -261,63 +261,33 @@ fn run_slot(s: &mut Session, i: usize, g: &str, params: Value, what: &str) -> Re
     }))
 }
 
-/// One gate for every slot of the unit: prepare (reference side) once, then each slot's run,
-/// judged. `None` for a slot that is skipped.
-fn gate(s: &mut Session, ks: &[Kernel], g: &str) -> Result<Result<Vec<Option<GateResult>>, Stop>, AuditError> {
+/// The reference side of a gate and the worker generation it lives in.
+type Prepared = Option<(u64, Result<Value, GateResult>)>;
+
+/// One gate for every slot of the unit that `need`s it: prepare (reference side) once, then each
+/// such slot's run, judged; `judged(i, result)` is told of each as soon as it is known (a kill
+/// during a later slot's run then keeps it). `None` for a slot that is skipped or not needed.
+fn gate(s: &mut Session, ks: &[Kernel], g: &str, need: &[bool], judged: &mut dyn FnMut(usize, &GateResult)) -> Result<Result<Vec<Option<GateResult>>, Stop>, AuditError> {
     if let Err(stop) = ensure_loaded(s, ks)? {
         return Ok(Err(stop));
     }
     let params = json!({"seeds": seeds(g, s.opts.seed), "runs": 5, "atol": judge::KB_TOL, "rtol": judge::KB_TOL});
-    // The reference side and the worker generation it lives in.
-    let mut prep: Option<(u64, Result<Value, GateResult>)> = None;
+    let mut prep: Prepared = None;
     let mut out = Vec::with_capacity(ks.len());
     for i in 0..ks.len() {
-        if let Some(r) = s.slots[i].settled() {
-            out.push(r);
-            continue;
-        }
-        // Measured again in a fresh worker when an earlier slot's run lost the one it was in.
-        if !(s.loaded && s.worker.is_some() && prep.as_ref().is_some_and(|(gen, _)| *gen == s.generation)) {
-            let p = match prepare(s, ks, g, &params)? {
+        // Not needed: judged by an interrupted run.
+        let r = if need[i] {
+            match slot_gate(s, ks, g, i, &params, &mut prep)? {
                 Err(stop) => return Ok(Err(stop)),
-                Ok(p) => p,
-            };
-            prep = Some((s.generation, p));
-            // Loading again in the fresh worker may have found this slot failing now.
-            if let Some(r) = s.slots[i].settled() {
-                out.push(r);
-                continue;
+                Ok(r) => r,
             }
+        } else {
+            None
+        };
+        if let Some(r) = &r {
+            judged(i, r);
         }
-        let p = match prep.as_ref().map(|(_, p)| p) {
-            Some(Ok(p)) => p.clone(),
-            Some(Err(na)) => {
-                out.push(Some(na.clone()));
-                continue;
-            }
-            None => return Err(AuditError::Worker("gate without a reference side".into())),
-        };
-        let run = match run_slot(s, i, g, params.clone(), "")? {
-            Err(stop) => return Ok(Err(stop)),
-            Ok(Err(e)) => {
-                out.push(if matches!(s.slots[i], Slot::Skipped(_)) { None } else { Some(e) });
-                continue;
-            }
-            Ok(Ok(f)) => f,
-        };
-        out.push(Some(match g {
-            "KB" => judge::kernelbench(&run),
-            "CMP-01" => judge::cmp01(&p, &run),
-            "RES-01" => judge::res01(&p, &run),
-            "ORD-02" => match fresh_hash(s, ks, i, g)? {
-                Err(stop) => return Ok(Err(stop)),
-                Ok(Err(e)) => e,
-                Ok(Ok(h)) => judge::ord02(&p, &run, h.as_deref()),
-            },
-            "EXC-01" => judge::exc01(&p, &run),
-            "EXC-02" => judge_probes::exc02(&p, &run),
-            _ => judge_probes::value_gate(g, &p, &run),
-        }));
+        out.push(r);
     }
     // Judged for every slot: the worker drops what the gate cached (on the GPU, beside other
     // workers). A worker lost meanwhile holds nothing; a failure here changes no result.
@@ -325,6 +295,49 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str) -> Result<Result<Vec<Option<Gat
         let _ = s.req(json!({"cmd": "forget", "gate": g}))?;
     }
     Ok(Ok(out))
+}
+
+/// Gate `g` for slot `i`: its result (`None` when the slot is skipped), preparing the reference
+/// side first when `prep` does not live in the current worker.
+fn slot_gate(s: &mut Session, ks: &[Kernel], g: &str, i: usize, params: &Value, prep: &mut Prepared) -> Result<Result<Option<GateResult>, Stop>, AuditError> {
+    if let Some(r) = s.slots[i].settled() {
+        return Ok(Ok(r));
+    }
+    // Measured again in a fresh worker when an earlier slot's run lost the one it was in.
+    if !(s.loaded && s.worker.is_some() && prep.as_ref().is_some_and(|(gen, _)| *gen == s.generation)) {
+        let p = match prepare(s, ks, g, params)? {
+            Err(stop) => return Ok(Err(stop)),
+            Ok(p) => p,
+        };
+        *prep = Some((s.generation, p));
+        // Loading again in the fresh worker may have found this slot failing now.
+        if let Some(r) = s.slots[i].settled() {
+            return Ok(Ok(r));
+        }
+    }
+    let p = match prep.as_ref().map(|(_, p)| p) {
+        Some(Ok(p)) => p.clone(),
+        Some(Err(na)) => return Ok(Ok(Some(na.clone()))),
+        None => return Err(AuditError::Worker("gate without a reference side".into())),
+    };
+    let run = match run_slot(s, i, g, params.clone(), "")? {
+        Err(stop) => return Ok(Err(stop)),
+        Ok(Err(e)) => return Ok(Ok(if matches!(s.slots[i], Slot::Skipped(_)) { None } else { Some(e) })),
+        Ok(Ok(f)) => f,
+    };
+    Ok(Ok(Some(match g {
+        "KB" => judge::kernelbench(&run),
+        "CMP-01" => judge::cmp01(&p, &run),
+        "RES-01" => judge::res01(&p, &run),
+        "ORD-02" => match fresh_hash(s, ks, i, g)? {
+            Err(stop) => return Ok(Err(stop)),
+            Ok(Err(e)) => e,
+            Ok(Ok(h)) => judge::ord02(&p, &run, h.as_deref()),
+        },
+        "EXC-01" => judge::exc01(&p, &run),
+        "EXC-02" => judge_probes::exc02(&p, &run),
+        _ => judge_probes::value_gate(g, &p, &run),
+    })))
 }
 
 /// ORD-02's run once more in a fresh process: slot `i`'s first hash there.
@@ -360,26 +373,32 @@ pub(crate) fn audit_unit(s: &mut Session, ks: &[Kernel], done: &Progress, on_gat
     let mut stop = None;
     for g in GATES {
         // Judged for this very kernel (same seed and programs) by an interrupted run.
+        // Filled in per kernel; the gate runs for the kernels still without it (a kill between
+        // the control's run and the candidate's leaves only the candidate's to do).
         let before: Vec<Option<&(GateResult, f64, String)>> = ks.iter().zip(&fps).map(|(k, fp)| done.get(&k.key).and_then(|m| m.get(g)).filter(|d| &d.2 == fp)).collect();
-        if before.iter().all(Option::is_some) {
-            let mut longest = 0.0_f64;
-            for (rec, d) in recs.iter_mut().zip(before.into_iter().flatten()) {
+        let mut longest = 0.0_f64;
+        for (rec, d) in recs.iter_mut().zip(&before) {
+            if let Some(d) = d {
                 rec.gates.insert(g.to_string(), d.0.clone());
                 rec.gate_s.insert(g.to_string(), d.1);
                 longest = longest.max(d.1);
             }
-            resumed_s += longest;
+        }
+        resumed_s += longest;
+        let need: Vec<bool> = before.iter().map(Option::is_none).collect();
+        if !need.contains(&true) {
             continue;
         }
         let tg = Instant::now();
-        let r = gate(s, ks, g)?;
-        let dt = (tg.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+        let secs = |t: Instant| (t.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+        let mut judged = |i: usize, r: &GateResult| on_gate(GateDone { key: ks[i].key.clone(), gate: g.to_string(), result: r.clone(), s: secs(tg), fp: fps[i].clone() });
+        let r = gate(s, ks, g, &need, &mut judged)?;
+        let dt = secs(tg);
         match r {
             Ok(results) => {
-                for (((rec, k), fp), r) in recs.iter_mut().zip(ks).zip(&fps).zip(results) {
+                for ((rec, r), _) in recs.iter_mut().zip(results).zip(&need).filter(|(_, n)| **n) {
                     rec.gate_s.insert(g.to_string(), dt);
                     if let Some(r) = r {
-                        on_gate(GateDone { key: k.key.clone(), gate: g.to_string(), result: r.clone(), s: dt, fp: fp.clone() });
                         rec.gates.insert(g.to_string(), r);
                     }
                 }
