@@ -368,16 +368,14 @@ class Task:
     @staticmethod
     def classes(ts, dtype=None, dev=None):
         """EXC-01's classes per element (flattened, int8): 1 NaN, 2 +Inf, 3 -Inf, 0 finite — of
-        each output rounded to ``dtype`` if given, on ``dev`` (default: where it is)."""
+        each output rounded to ``dtype`` if given, on ``dev`` (default: where it is): EXC-02's
+        sign classes with zero, positive and negative merged."""
         r = []
         for t in ts:
             t = t.detach() if dev is None else t.detach().to(dev)
-            c = torch.zeros(t.numel(), dtype=torch.int8, device=t.device)
-            if t.is_floating_point():
-                f = (t.to(dtype) if dtype is not None else t).reshape(-1)
-                for cls, where in ((1, torch.isnan(f)), (2, f == float("inf")), (3, f == float("-inf"))):
-                    c.masked_fill_(where, cls)
-            r.append(c)
+            if dtype is not None and t.is_floating_point():
+                t = t.to(dtype)
+            r.append((audit_gates.sign_classes(t) - 2).clamp_min(0))
         return r
 
     def call_facts(self, xs, want):
