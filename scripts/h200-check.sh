@@ -11,10 +11,11 @@ set -uo pipefail
 d=${DEVICE_DIR:-.device}; b=$d/bin; a=$d/art; io=$d/io
 out=${OUT:-/tmp/h200-check}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== runtime GPU smoke tests (--ignored)"
-"$b/gpu_smoke" --ignored --test-threads=1 2>&1 | grep -E "^test |test result"
-echo "== sm_90a artifacts vs the interpreter"
-for case in $(cat "$io/cases"); do
+[ "${RACECHECK:-0}" = only ] && skip=1 || skip=0
+[ $skip = 1 ] || echo "== runtime GPU smoke tests (--ignored)"
+[ $skip = 1 ] || "$b/gpu_smoke" --ignored --test-threads=1 2>&1 | grep -E "^test |test result"
+[ $skip = 1 ] || echo "== sm_90a artifacts vs the interpreter"
+for case in $( [ $skip = 1 ] || cat "$io/cases"); do
   kernel=${case%%@*}; name=${case#*@}
   "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/$name.gpu.safetensors" $(cat "$io/$name.flags" 2>/dev/null) \
     || { echo "FAIL $name: tilec-run exit $?"; continue; }
@@ -22,6 +23,24 @@ for case in $(cat "$io/cases"); do
   exact=(); case $name in reductions_*|table_*|repeat_*|views_*) exact=(--exact);; esac
   python3 scripts/h200_compare_outputs.py "$name" "$out/$name.gpu.safetensors" "$io/$name.interp.safetensors" "${exact[@]}"
 done
+# RACECHECK=1: every case again under compute-sanitizer's shared-memory race detector (the
+# barrier pass places a barrier only where two threads' accesses conflict: a missing one is a
+# hazard here even when the values happen to come out right); RACECHECK=only: just that.
+if [ "${RACECHECK:-0}" != 0 ]; then
+  echo "== racecheck (compute-sanitizer --tool racecheck)"
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
+  for case in $(cat "$io/cases"); do
+    kernel=${case%%@*}; name=${case#*@}
+    "$cs" --tool racecheck --racecheck-report hazard --print-limit 3 "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/$name.race.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >"$out/$name.race.txt" 2>&1
+    rc=$?; summary=$(grep -E "RACECHECK SUMMARY|ERROR SUMMARY" "$out/$name.race.txt" | tail -n1)
+    if [ $rc -ne 0 ] || ! grep -q "RACECHECK SUMMARY: 0 hazards" "$out/$name.race.txt"; then
+      echo "FAIL racecheck $name (exit $rc): ${summary:-no summary}"; grep -m3 -E "Error|Warning|hazard" "$out/$name.race.txt"
+    else
+      echo "racecheck $name: $summary"
+    fi
+  done
+fi
+[ $skip = 1 ] && exit 0
 echo "== a view outside its tile traps"
 "$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n12.in.safetensors" --out "$out/view_trap12.safetensors" >/dev/null 2>&1 \
   && echo "view_trap n=12 (inside): ran" || echo "FAIL view_trap n=12 (inside) did not run"

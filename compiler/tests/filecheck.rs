@@ -234,6 +234,8 @@ fixtures!(
     smem_reuse_disjoint,
     smem_plan_sm100_gemm,
     smem_plan_sm90_ring_residency,
+    barriers_by_conflict,
+    barriers_loop_back_edge,
     lints_unused,
 );
 

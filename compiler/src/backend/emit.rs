@@ -211,12 +211,12 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 continue; // evaluated inside its consumer
             }
             let span = self.k.inst_spans.get(i).copied().unwrap_or(self.k.span);
+            if self.tp.barriers.before(i) {
+                self.bar_sync()?;
+            }
             // A pipelined write was issued ahead; its place in the body waits for it.
             if !self.pipelined_write(i).map_err(|e| e.at(i, span))? {
                 self.inst(i).map_err(|e| e.at(i, span))?;
-            }
-            if self.tp.barriers.after(i) {
-                self.bar_sync()?;
             }
             self.refill_after(i).map_err(|e| e.at(i, span))?;
         }

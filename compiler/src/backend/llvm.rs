@@ -98,6 +98,7 @@ pub fn optimize_and_emit(module: &Module<'_>, target: Target) -> Result<String, 
     // linear, and ptxas optimises the PTX again.
     let pipeline = if long { LONG_FUNCTION_PIPELINE } else { "default<O3>" };
     module.run_passes(pipeline, &tm, opts).map_err(|e| BackendError::Llvm(format!("optimisation failed: {}", e.to_string_lossy())))?;
+    super::barrier::drop_repeated_barriers(module);
     let t1 = std::time::Instant::now();
     let buf = tm.write_to_memory_buffer(module, FileType::Assembly).map_err(|e| BackendError::Llvm(format!("PTX emission failed: {}", e.to_string_lossy())))?;
     #[allow(clippy::print_stderr)] // opt-in (TILEC_TIMING) timing for the compile-time bench

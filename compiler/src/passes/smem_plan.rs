@@ -40,7 +40,7 @@ use crate::target::TargetInfo;
 pub const ALIGN: u32 = 128;
 
 /// What a planned buffer holds.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Owner {
     /// A tile value.
     Value(Value),

@@ -41,5 +41,14 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     }
     let (peak, at) = tp.smem.peak;
     let _ = writeln!(s, "  peak of co-live buffers: {peak} B at program point {at}; placed extent {} B; {} CTA barriers (bar.sync)", tp.smem.bytes, tp.barriers.count());
+    let mut before = vec![];
+    k.walk(|i| {
+        if tp.barriers.before(i) {
+            before.push(i.to_string());
+        }
+    });
+    if !before.is_empty() {
+        let _ = writeln!(s, "  CTA barriers before: {}", before.join(", "));
+    }
     s
 }

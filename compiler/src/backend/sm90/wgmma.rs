@@ -245,9 +245,14 @@ impl<'ctx> Codegen<'ctx, '_> {
         // overwrites, is complete); otherwise all complete.
         self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(u64::from(overlap), false).into()])?;
         self.wgmma_pending = overlap;
-        // Later readers of the operands' buffers and of the staging scratch wait for the MMAs
-        // (they read shared memory asynchronously until `wait_group`).
-        self.bar_sync()
+        // Later writers of the operands' buffers and of the staging scratch wait for the MMAs
+        // (they read shared memory asynchronously until `wait_group`). With one warpgroup,
+        // every thread has just waited for the CTA's only MMAs (an MMA left in flight reads
+        // ring stages, which only the issue two iterations on overwrites): nothing to wait for.
+        if self.k.threads > WARPGROUP {
+            self.bar_sync()?;
+        }
+        Ok(())
     }
 
     /// A descriptor for byte `off` of the dynamic shared memory: `(addr >> 4) & 0x3fff | hi`.
