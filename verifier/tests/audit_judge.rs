@@ -67,14 +67,26 @@ fn res01_exempts_what_the_reference_itself_does_and_needs_a_changing_reference_f
 #[test]
 fn ord02_counts_differing_runs_and_is_na_for_a_nondeterministic_reference() {
     let prep = json!({"ref_hashes": ["r", "r", "r"]});
-    let g = judge::ord02(&prep, &json!({"hashes": ["a", "a", "a"]}), Some("a"));
+    let fresh = |c| Some(judge::FreshRun { candidate: c, reference: Some("r") });
+    let g = judge::ord02(&prep, &json!({"hashes": ["a", "a", "a"]}), fresh("a"));
     assert_eq!(g.status, Status::Pass);
     assert_eq!(g.detail, "4 runs (incl. one in a fresh process); all bitwise identical");
-    let g = judge::ord02(&prep, &json!({"hashes": ["a", "b", "a"]}), Some("c"));
+    let g = judge::ord02(&prep, &json!({"hashes": ["a", "b", "a"]}), fresh("c"));
     assert_eq!(g.status, Status::Fail);
     assert_eq!(g.measured, Some(2.0));
     assert_eq!(g.detail, "3 distinct outputs over 4 runs (incl. one in a fresh process), first difference at run 1");
-    let g = judge::ord02(&prep, &json!({"hashes": ["a", "a"]}), Some("b"));
+    let g = judge::ord02(&prep, &json!({"hashes": ["a", "a"]}), fresh("b"));
+    assert_eq!((g.status, g.measured), (Status::Fail, Some(1.0)));
+    // Without the reference's hash from the fresh process, the fresh run is judged as before.
+    let g = judge::ord02(&prep, &json!({"hashes": ["a", "a"]}), Some(judge::FreshRun { candidate: "b", reference: None }));
+    assert_eq!(g.status, Status::Fail);
+    // The task's own Model gives other bits in the fresh process (cuDNN's per-process algorithm
+    // choice, rows 77 and 223 of CUDA-L1 on the H200): only the in-process runs are judged.
+    let moved = Some(judge::FreshRun { candidate: "b", reference: Some("s") });
+    let g = judge::ord02(&prep, &json!({"hashes": ["a", "a", "a"]}), moved);
+    assert_eq!(g.status, Status::Pass, "{}", g.detail);
+    assert_eq!(g.detail, "3 runs; the fresh process not judged: the task's own fp32 Model gives other bits there; all bitwise identical");
+    let g = judge::ord02(&prep, &json!({"hashes": ["a", "c", "a"]}), moved);
     assert_eq!((g.status, g.measured), (Status::Fail, Some(1.0)));
     let g = judge::ord02(&json!({"ref_hashes": ["r", "s", "r"]}), &json!({"hashes": ["a", "b"]}), None);
     assert_eq!(g.status, Status::Na);

@@ -578,3 +578,23 @@ fn a_rerun_fills_in_each_kernel_of_a_unit_separately() {
     let (c, k) = (records(&ctl), records(&out));
     assert_eq!((c[0]["verdict"].as_str(), k[0]["gates"]["ORD-01"]["status"].as_str()), (Some("clean"), Some("error")), "{c:?} {k:?}");
 }
+
+/// ORD-02's fresh process: when the task's own Model gives other bits in another process (cuDNN
+/// picks convolution algorithms per process: rows 77 and 223 of CUDA-L1, positive controls, on
+/// the H200), only the in-process runs are judged; a candidate whose bits alone move across
+/// processes still fails.
+#[test]
+fn ord02_does_not_judge_a_fresh_process_in_which_the_reference_moves_too() {
+    let dir = scratch("ord02-fresh");
+    let rows = vec![row(1, Some(json!({"per_process": "both"})), true), row(2, Some(json!({"per_process": "candidate"})), true)];
+    let corpus = write_corpus(&dir, &rows);
+    let out = dir.join("out");
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--worker", &fake_worker(), "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = records(&out);
+    let ord02 = |t: i64| r.iter().find(|x| x["task"] == t).map(|x| x["gates"]["ORD-02"].clone()).unwrap_or(Value::Null);
+    assert_eq!(ord02(1)["status"], "pass", "{}", ord02(1));
+    assert!(ord02(1)["detail"].as_str().unwrap_or("").contains("the fresh process not judged"), "{}", ord02(1));
+    assert_eq!(ord02(2)["status"], "fail", "{}", ord02(2));
+    assert!(ord02(2)["detail"].as_str().unwrap_or("").contains("incl. one in a fresh process"), "{}", ord02(2));
+}

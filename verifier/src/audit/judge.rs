@@ -174,9 +174,22 @@ pub fn res01(prep: &Value, run: &Value) -> GateResult {
     }
 }
 
+/// ORD-02's run in a fresh process: the candidate's output hash there and, when the reference
+/// side could run there too, the task's own fp32 Model's.
+#[derive(Clone, Copy, Debug)]
+pub struct FreshRun<'a> {
+    /// The candidate's output hash in the fresh process.
+    pub candidate: &'a str,
+    /// The task's own fp32 Model's output hash there (`None`: its reference side did not run).
+    pub reference: Option<&'a str>,
+}
+
 /// ORD-02: bitwise identical outputs over the runs and once in a fresh process; `n/a` when the
-/// task's own fp32 Model is not deterministic.
-pub fn ord02(prep: &Value, run: &Value, fresh: Option<&str>) -> GateResult {
+/// task's own fp32 Model is not deterministic. When the Model itself gives other bits in the
+/// fresh process (a library's algorithm choice: cuDNN picks convolution algorithms per process,
+/// by heuristics that see the free memory), the fresh run is not judged: the runs in one
+/// process are (fairness: the positive control must pass its own gate).
+pub fn ord02(prep: &Value, run: &Value, fresh: Option<FreshRun<'_>>) -> GateResult {
     let rh: Vec<&str> = arr(prep, "ref_hashes").iter().filter_map(Value::as_str).collect();
     let ch: Vec<&str> = arr(run, "hashes").iter().filter_map(Value::as_str).collect();
     if rh.is_empty() || ch.is_empty() {
@@ -186,14 +199,19 @@ pub fn ord02(prep: &Value, run: &Value, fresh: Option<&str>) -> GateResult {
         let distinct = distinct(&rh);
         return GateResult::new(Status::Na, format!("the task's own fp32 Model is not deterministic ({distinct} distinct outputs over {} runs)", rh.len()));
     }
+    let reference_moved = fresh.is_some_and(|f| f.reference.is_some_and(|r| r != rh[0]));
     let mut all = ch.clone();
-    if let Some(fh) = fresh {
-        all.push(fh);
-    }
+    let fresh_note = match fresh {
+        Some(_) if reference_moved => "; the fresh process not judged: the task's own fp32 Model gives other bits there",
+        Some(f) => {
+            all.push(f.candidate);
+            " (incl. one in a fresh process)"
+        }
+        None => "",
+    };
     let d = distinct(&all);
     let runs = all.len();
     let differing = all.iter().filter(|h| **h != all[0]).count();
-    let fresh_note = if fresh.is_some() { " (incl. one in a fresh process)" } else { "" };
     if d == 1 {
         GateResult { status: Status::Pass, detail: format!("{runs} runs{fresh_note}; all bitwise identical"), measured: Some(0.0), bound: Some(0.0) }
     } else {

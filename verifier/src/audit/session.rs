@@ -332,7 +332,7 @@ fn slot_gate(s: &mut Session, ks: &[Kernel], g: &str, i: usize, params: &Value, 
         "ORD-02" => match fresh_hash(s, ks, i, g)? {
             Err(stop) => return Ok(Err(stop)),
             Ok(Err(e)) => e,
-            Ok(Ok(h)) => judge::ord02(&p, &run, h.as_deref()),
+            Ok(Ok(h)) => judge::ord02(&p, &run, h.as_ref().map(|(c, r)| judge::FreshRun { candidate: c, reference: r.as_deref() })),
         },
         "EXC-01" => judge::exc01(&p, &run),
         "EXC-02" => judge_probes::exc02(&p, &run),
@@ -340,8 +340,11 @@ fn slot_gate(s: &mut Session, ks: &[Kernel], g: &str, i: usize, params: &Value, 
     })))
 }
 
-/// ORD-02's run once more in a fresh process: slot `i`'s first hash there.
-fn fresh_hash(s: &mut Session, ks: &[Kernel], i: usize, g: &str) -> Result<Result<Result<Option<String>, GateResult>, Stop>, AuditError> {
+/// ORD-02's run once more in a fresh process: slot `i`'s first hash there, and the task's own
+/// fp32 Model's hash in that process (`None` when its reference side did not run there).
+type FreshHashes = Option<(String, Option<String>)>;
+
+fn fresh_hash(s: &mut Session, ks: &[Kernel], i: usize, g: &str) -> Result<Result<Result<FreshHashes, GateResult>, Stop>, AuditError> {
     s.lose_worker();
     if let Err(stop) = ensure_loaded(s, ks)? {
         return Ok(Err(stop));
@@ -351,11 +354,16 @@ fn fresh_hash(s: &mut Session, ks: &[Kernel], i: usize, g: &str) -> Result<Resul
         Slot::Skipped(_) => return Ok(Ok(Ok(None))),
         Slot::Ready => {}
     }
+    let first = |f: &Value, key: &str| f.get(key).and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str).map(str::to_string);
+    let reference = match prepare(s, ks, g, &json!({"seeds": seeds(g, s.opts.seed), "runs": 1}))? {
+        Err(stop) => return Ok(Err(stop)),
+        Ok(r) => r.ok().and_then(|f| first(&f, "ref_hashes")),
+    };
     let r = match run_slot(s, i, g, json!({"seeds": seeds(g, s.opts.seed), "runs": 1}), "fresh process: ")? {
         Err(stop) => return Ok(Err(stop)),
         Ok(r) => r,
     };
-    Ok(Ok(r.map(|f| f.get("hashes").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str).map(str::to_string))))
+    Ok(Ok(r.map(|f| first(&f, "hashes").map(|c| (c, reference)))))
 }
 
 /// Audit one unit (the kernels of one row, sharing its reference) in a fresh worker: one
