@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kverify::battery::{self, Options};
-use kverify::candidate::tilec::{parse_binding, Executor, TilecCandidate};
+use kverify::candidate::tilec::{parse_binding, BackwardOperator, Executor, TilecCandidate};
 use kverify::error_model::Precision;
 use kverify::gates::Status;
 use kverify::references::op_by_id;
@@ -83,4 +83,41 @@ fn gdn_fwd_with_its_intermediate_storage_declared() {
     eprintln!("R = {r}\n{table}");
     let gate = |id: &str| report.gates.iter().find(|g| g.id == id).unwrap_or_else(|| panic!("{id} missing\n{table}"));
     assert_eq!(gate("CMP-01").status, Status::Pass, "{table}");
+}
+
+/// The same class judged with a backward: `gdn.tile`'s `gdn_bwd` operator computes the input
+/// gradients from the inputs and the output gradients (do, and the final state's as dht), so
+/// CMP-02 compares them with the oracle's exact backward at the native and CMP-03 shapes, and
+/// ORD-02 repeats the backward too. The gradients come back f32 (fla's dg, dβ, ds0 are f32 as
+/// well) under the bf16 output declaration: the bound's output term is then the wider one.
+fn judge_with_backward(precision: Precision) -> kverify::battery::Report {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples");
+    let consts = vec!["K=64".to_string(), "V=64".to_string()];
+    let tilec = PathBuf::from(env!("CARGO_BIN_EXE_tilec"));
+    let ex = Executor::InterpOperator { tilec: tilec.clone(), source: dir.join("gdn_fwd.tile"), operator: "gdn_fwd".into(), consts: consts.clone() };
+    let binding = parse_binding("q,k,v,g@f32,beta,s0@f32:o,ht").expect("binding");
+    let backward = BackwardOperator {
+        executor: Executor::InterpOperator { tilec, source: dir.join("gdn.tile"), operator: "gdn_bwd".into(), consts },
+        binding: parse_binding("q,k,v,g@f32,beta,s0@f32,do,dht@f32:dq,dk,dv,dg,dbeta,ds0").expect("backward binding"),
+    };
+    let cand = TilecCandidate::new("gdn", precision, ex, binding, Duration::from_secs(300), 0).expect("candidate").with_backward(backward).expect("backward");
+    let dims = op_by_id("gdn").expect("gdn").native().with("K", 64).with("V", 64);
+    let opts = Options { time_limit: Duration::from_secs(300), dims: Some(dims), gates: Some(vec!["CMP-02".into(), "ORD-02".into()]) };
+    battery::run(Arc::new(cand), None, &opts).expect("battery")
+}
+
+#[test]
+fn gdn_bwd_is_judged_as_the_backward_of_the_gdn_class() {
+    let report = judge_with_backward(PRECISION);
+    let table = battery::table(&report);
+    eprintln!("{table}");
+    let gate = |id: &str| report.gates.iter().find(|g| g.id == id).unwrap_or_else(|| panic!("{id} missing\n{table}"));
+    // Repeated forward and backward, one run in a fresh process: bitwise the same.
+    assert_eq!(gate("ORD-02").status, Status::Pass, "{table}");
+    assert!(gate("ORD-02").detail.contains("backward"), "{table}");
+    // The gradients are compared, at bf16-storage level like the forward's outputs.
+    let cmp = gate("CMP-02");
+    assert_ne!(cmp.status, Status::NotApplicable, "{table}");
+    let m = cmp.measured.expect("measured");
+    assert!(m.is_finite() && m < DType::Bf16.unit_roundoff(), "CMP-02 {m}: not at bf16-storage level\n{table}");
 }

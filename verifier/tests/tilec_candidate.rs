@@ -209,3 +209,63 @@ fn tilec_const_is_refused_without_an_operator() {
     let e = bad.resolve(Duration::from_secs(1), 0).err().expect("refused");
     assert!(e.to_string().contains("K=sixty"), "{e}");
 }
+
+/// A backward operator (`--tilec-backward`): called with the class's inputs, then the output
+/// gradients, under its own binding and the same constants and scale; its binding's arity is
+/// checked against the class (inputs + output gradients in, one gradient per input out), a
+/// class without a reference backward is refused, and the CLI needs `--bind-backward` with it.
+#[test]
+fn a_backward_operator_gets_inputs_then_output_gradients() {
+    use kverify::candidate::tilec::BackwardOperator;
+    use kverify::cli::tilec_args::TilecArgs;
+    let dir = tempfile::tempdir().expect("tmp");
+    let (fwd, bwd) = (dir.path().join("gdn_fwd.tile"), dir.path().join("gdn.tile"));
+    for p in [&fwd, &bwd] {
+        std::fs::write(p, "// stand-in").expect("src");
+    }
+    let seen = dir.path().join("seen.safetensors");
+    let body = format!("echo \"$@\" >&2\nwhile [ $# -gt 0 ]; do [ \"$1\" = --inputs ] && cp \"$2\" {}; shift; done\nexit 1", seen.display());
+    let tilec = script(dir.path(), "tilec", &body);
+    let consts = vec!["K=64".to_string(), "V=32".to_string()];
+    let ex = Executor::InterpOperator { tilec: tilec.clone(), source: fwd.clone(), operator: "gdn_fwd".into(), consts: consts.clone() };
+    let fb = parse_binding("q,k,v,g@f32,beta,s0@f32:o,ht").expect("binding");
+    let bb = parse_binding("q,k,v,g@f32,beta,s0@f32,do,dht@f32:dq,dk,dv,dg,dbeta,ds0").expect("backward binding");
+    let backward = |b: Binding| BackwardOperator { executor: Executor::InterpOperator { tilec: tilec.clone(), source: bwd.clone(), operator: "gdn_bwd".into(), consts: consts.clone() }, binding: b };
+    let c = TilecCandidate::new("gdn", BF16_F32, ex.clone(), fb.clone(), Duration::from_secs(10), 0).expect("candidate");
+    assert!(!c.has_backward());
+    let c = c.with_backward(backward(bb.clone())).expect("with backward");
+    assert!(c.has_backward() && c.name().ends_with("+ backward gdn_bwd"), "{}", c.name());
+    let op = op_by_id("gdn").expect("gdn");
+    let d = op.native().with("K", 64).with("V", 32);
+    let mut inputs: Vec<Tensor> = op.input_shapes(&d).into_iter().map(|s| Tensor::from_f64(s.clone(), &vec![0.5; s.iter().product()], DType::Bf16)).collect();
+    let grads: Vec<Tensor> = op.output_shapes(&d).into_iter().map(|s| Tensor::from_f64(s.clone(), &vec![0.25; s.iter().product()], DType::Bf16)).collect();
+    let e = c.backward(&d, &mut inputs, &grads).expect_err("the stand-in fails");
+    let CandidateError::Exited { code: 1, stderr_tail } = e else { panic!("{e:?}") };
+    assert!(stderr_tail.contains("gdn.tile --operator gdn_bwd --const K=64 --const V=32 --inputs "), "{stderr_tail}");
+    let t = kverify::candidate::safetensors_io::read(&seen).expect("inputs file");
+    let mut names: Vec<&String> = t.keys().collect();
+    names.sort();
+    assert_eq!(names, ["beta", "dht", "do", "g", "k", "q", "s0", "scale", "v"]);
+    assert_eq!((t["do"].dtype(), t["dht"].dtype(), t["g"].dtype()), (DType::Bf16, DType::F32, DType::F32));
+    assert_eq!(t["do"].shape, op.output_shapes(&d)[0], "do is the gradient of o");
+    assert_eq!(t["dht"].to_f64_vec()[0], 0.25, "dht is the gradient of the final state");
+    // Arity: a gradient missing, or an output gradient missing.
+    let short_out = parse_binding("q,k,v,g,beta,s0,do,dht:dq,dk,dv,dg,dbeta").expect("binding");
+    let e = TilecCandidate::new("gdn", BF16_F32, ex.clone(), fb.clone(), Duration::from_secs(1), 0).expect("c").with_backward(backward(short_out)).err().expect("arity");
+    assert!(matches!(&e, TilecError::BindingArity { want: 6, got: 5, .. }), "{e}");
+    let short_in = parse_binding("q,k,v,g,beta,s0,do:dq,dk,dv,dg,dbeta,ds0").expect("binding");
+    let e = TilecCandidate::new("gdn", BF16_F32, ex, fb, Duration::from_secs(1), 0).expect("c").with_backward(backward(short_in)).err().expect("arity");
+    assert!(matches!(&e, TilecError::BindingArity { want: 8, got: 7, .. }), "{e}");
+    // The CLI: --tilec-backward without --bind-backward is refused with what to add.
+    let args = TilecArgs {
+        tilec_operator: Some(format!("{}:gdn_fwd", fwd.display())),
+        tilec_backward: Some(format!("{}:gdn_bwd", bwd.display())),
+        op: Some("gdn".into()),
+        tilec: Some(tilec.clone()),
+        precision: Some("bf16,f32,bf16".into()),
+        bind: Some("q,k,v,g@f32,beta,s0@f32:o,ht".into()),
+        ..Default::default()
+    };
+    let e = args.resolve(Duration::from_secs(1), 0).err().expect("refused");
+    assert!(e.to_string().contains("--bind-backward"), "{e}");
+}

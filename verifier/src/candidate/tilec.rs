@@ -187,6 +187,17 @@ pub fn default_binding(op: &str) -> Result<Binding, TilecError> {
     Ok(Binding { inputs, input_dtypes, outputs, sizes: BTreeMap::new() })
 }
 
+/// A tilec operator computing the class's backward: the input gradients from the inputs and
+/// the output gradients (`kverify check --tilec-backward`).
+#[derive(Debug, Clone)]
+pub struct BackwardOperator {
+    /// Which executable runs it (a multi-kernel operator on the interpreter).
+    pub executor: Executor,
+    /// Its parameters: the class's inputs, then one per output gradient (in the class's output
+    /// order), then its `out` parameter of each input gradient (the class's backward order).
+    pub binding: Binding,
+}
+
 /// A tilec kernel under judgement.
 pub struct TilecCandidate {
     /// Display name.
@@ -203,6 +214,8 @@ pub struct TilecCandidate {
     pub time_limit: Duration,
     /// Address-space limit of the process, MiB (0: none).
     pub mem_limit_mb: u64,
+    /// The operator computing its backward, if any ([`TilecCandidate::with_backward`]).
+    pub backward: Option<BackwardOperator>,
     dir: Option<tempfile::TempDir>,
     next_id: AtomicU64,
 }
@@ -266,9 +279,41 @@ impl TilecCandidate {
             binding,
             time_limit,
             mem_limit_mb,
+            backward: None,
             dir: tempfile::Builder::new().prefix("kverify-tilec-").tempdir().ok(),
             next_id: AtomicU64::new(1),
         })
+    }
+
+    /// The same candidate with `backward` computing its input gradients. Errors: the class has
+    /// no reference backward, the executor is not an operator on the interpreter, or the
+    /// binding's arity differs from the class's inputs plus output gradients, or from its
+    /// inputs (one gradient each).
+    pub fn with_backward(mut self, backward: BackwardOperator) -> Result<TilecCandidate, TilecError> {
+        let o = op_by_id(&self.op).ok_or_else(|| TilecError::UnknownOp(self.op.clone()))?;
+        if o.backward.is_none() {
+            return Err(TilecError::Syntax(format!("operator class `{}` has no reference backward to judge a backward against", self.op)));
+        }
+        let Executor::InterpOperator { source, .. } = &backward.executor else {
+            return Err(TilecError::Syntax("a backward is judged as a multi-kernel operator on the interpreter (FILE.tile:OPERATOR)".into()));
+        };
+        if !source.exists() {
+            return Err(TilecError::Missing { what: "backward operator source", path: source.display().to_string() });
+        }
+        let b = &backward.binding;
+        for (what, want, names) in [("backward inputs (inputs, then output gradients)", o.inputs.len() + o.outputs.len(), &b.inputs), ("backward outputs (input gradients)", o.inputs.len(), &b.outputs)] {
+            if names.len() != want {
+                return Err(TilecError::BindingArity { op: self.op.clone(), what, want, got: names.len(), names: names.join(",") });
+            }
+        }
+        if b.input_dtypes.len() != b.inputs.len() {
+            return Err(TilecError::Syntax(format!("backward binding: {} input dtypes for {} inputs", b.input_dtypes.len(), b.inputs.len())));
+        }
+        if let Executor::InterpOperator { operator, .. } = &backward.executor {
+            self.name = format!("{} + backward {operator}", self.name);
+        }
+        self.backward = Some(backward);
+        Ok(self)
     }
 
     /// The address-space cap of one call, MiB (0: none). The GPU executor gets none: the CUDA
@@ -282,9 +327,9 @@ impl TilecCandidate {
         }
     }
 
-    /// The command line for one call.
-    fn command(&self, inputs: &Path, out: &Path) -> Command {
-        let mut cmd = match &self.executor {
+    /// The command line for one call of `executor` with `binding`'s sizes.
+    fn command(executor: &Executor, binding: &Binding, inputs: &Path, out: &Path) -> Command {
+        let mut cmd = match executor {
             Executor::Interp { tilec, source, kernel } => {
                 let mut c = Command::new(tilec);
                 c.arg("run").arg("--interp").arg(source);
@@ -308,44 +353,49 @@ impl TilecCandidate {
             }
         };
         cmd.arg("--inputs").arg(inputs).arg("--out").arg(out);
-        for (k, v) in &self.binding.sizes {
+        for (k, v) in &binding.sizes {
             cmd.arg("--size").arg(format!("{k}={v}"));
         }
         cmd
     }
 
-    /// One call: write `inputs` under the bound names, run the executable, read the bound
-    /// outputs back (on the host: `tilec-run` copies them back).
+    /// One call of the forward: see [`TilecCandidate::call_with`].
     fn call(&self, dims: &Dims, inputs: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
+        self.call_with(&self.executor, &self.binding, dims, inputs)
+    }
+
+    /// One call: write `inputs` under `binding`'s names, run `executor`, read the bound outputs
+    /// back (on the host: `tilec-run` copies them back).
+    fn call_with(&self, executor: &Executor, binding: &Binding, dims: &Dims, inputs: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
         let dir = self.dir.as_ref().ok_or_else(|| CandidateError::Io("no temporary directory".into()))?.path();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let in_path = dir.join(format!("in-{id}.safetensors"));
         let out_path = dir.join(format!("out-{id}.safetensors"));
-        if inputs.len() != self.binding.inputs.len() {
-            return Err(CandidateError::Io(format!("{} inputs for a binding of {}", inputs.len(), self.binding.inputs.len())));
+        if inputs.len() != binding.inputs.len() {
+            return Err(CandidateError::Io(format!("{} inputs for a binding of {}", inputs.len(), binding.inputs.len())));
         }
         let widened: Vec<Tensor> = inputs
             .iter()
-            .zip(&self.binding.input_dtypes)
+            .zip(&binding.input_dtypes)
             .map(|(t, d)| match d {
                 Some(d) if *d != t.dtype() => Tensor::from_f64(t.shape.clone(), &t.to_f64_vec(), *d),
                 _ => t.clone(),
             })
             .collect();
-        let mut named: Vec<(String, &Tensor)> = self.binding.inputs.iter().cloned().zip(&widened).collect();
-        let scale = if matches!(self.executor, Executor::InterpOperator { .. }) { recurrence_scale(&self.op, dims) } else { None };
+        let mut named: Vec<(String, &Tensor)> = binding.inputs.iter().cloned().zip(&widened).collect();
+        let scale = if matches!(executor, Executor::InterpOperator { .. }) { recurrence_scale(&self.op, dims) } else { None };
         if let Some(t) = &scale {
             named.push(("scale".to_string(), t));
         }
         safetensors_io::write(&in_path, &named).map_err(|e| CandidateError::Io(e.to_string()))?;
-        let mut cmd = self.command(&in_path, &out_path);
+        let mut cmd = Self::command(executor, binding, &in_path, &out_path);
         let ran = run_once(&mut cmd, self.time_limit, self.address_space_limit_mb());
         let _ = std::fs::remove_file(&in_path);
         ran?;
         let mut tensors = safetensors_io::read(&out_path).map_err(|e| CandidateError::Protocol(e.to_string()))?;
         let _ = std::fs::remove_file(&out_path);
-        let mut outputs = Vec::with_capacity(self.binding.outputs.len());
-        for n in &self.binding.outputs {
+        let mut outputs = Vec::with_capacity(binding.outputs.len());
+        for n in &binding.outputs {
             let mut have: Vec<&String> = tensors.keys().collect();
             have.sort();
             let have = have.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
@@ -448,6 +498,15 @@ impl Candidate for TilecCandidate {
     }
     fn forward(&self, dims: &Dims, inputs: &mut [Tensor]) -> Result<CandidateOutput, CandidateError> {
         self.call(dims, inputs)
+    }
+    fn has_backward(&self) -> bool {
+        self.backward.is_some()
+    }
+    /// The backward operator on the inputs followed by the output gradients.
+    fn backward(&self, dims: &Dims, inputs: &mut [Tensor], grads: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
+        let b = self.backward.as_ref().ok_or(CandidateError::NoBackward)?;
+        let all: Vec<Tensor> = inputs.iter().chain(grads).cloned().collect();
+        self.call_with(&b.executor, &b.binding, dims, &all)
     }
     /// Every call is a fresh process already, so ORD-02's cross-process check applies.
     fn restart(&self) -> Result<bool, CandidateError> {
