@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One H200 call's worth of measurements, after `scripts/h200-prepare.sh` (carry `.device`, and
 # `.devmut` for the mutation step): STEPS (default all, in this order) from
-#   check     scripts/h200-check.sh (runtime smoke tests, every example against the interpreter)
+#   check     scripts/h200-check.sh (runtime smoke tests, every example against the interpreter,
+#             then each under compute-sanitizer racecheck; RACECHECK=0 skips that)
 #   mutation  frag_reductions built with the shuffle distances swapped (.devmut): must FAIL --exact
 #   torch     python/tests/test_gpu.py (or TORCH_TESTS, unittest names): tilec_torch through the real plans
 #   fwd       bench/h200_gdn_fwd.py (accuracy, speed beside fla's forward)
@@ -43,7 +44,7 @@ if has train || has prefill; then   # the benches JIT their own shapes; prefill:
     timeout 400 python3 bench/h200_train.py --art $A --members $m --backends fla --steps 3 --out $OUT/train_cold.json >/tmp/cold_$m.log 2>&1 & cold+=($!)
   done
 fi
-if has check; then echo "=== check"; OUT=/tmp/chk timeout $(left) scripts/h200-check.sh; fi
+if has check; then echo "=== check"; RACECHECK=${RACECHECK:-1} OUT=/tmp/chk timeout $(left) scripts/h200-check.sh; fi
 if has mutation; then
   echo "=== mutation: frag_reduce shuffle distances swapped (must FAIL)"
   $R .devmut/art/frag_reductions.sm_90a.meta.json --inputs $io/reductions_frag_r150.in.safetensors --out /tmp/mut.safetensors $(cat $io/reductions_frag_r150.flags) \
