@@ -598,3 +598,29 @@ fn ord02_does_not_judge_a_fresh_process_in_which_the_reference_moves_too() {
     assert_eq!(ord02(2)["status"], "fail", "{}", ord02(2));
     assert!(ord02(2)["detail"].as_str().unwrap_or("").contains("incl. one in a fresh process"), "{}", ord02(2));
 }
+
+/// ORD-02's fresh process is one per unit: the control's and the candidate's runs there come
+/// after both ran in the unit's worker, in one new worker (a worker start and the loading of
+/// both kernels fewer per row than one fresh process per kernel).
+#[test]
+fn ord02_runs_control_and_candidate_in_one_fresh_process() {
+    let dir = scratch("ord02-one-fresh");
+    let log = dir.join("runs");
+    let runlog = |label: &str| json!({"runlog": log.display().to_string(), "label": label});
+    let rows = vec![json!({"level_id": 1, "task_id": 1, "ref_code": format!("#FAKE {}\n{REF}", runlog("control")), "custom_code": format!("#FAKE {}\nclass ModelNew: pass\n", runlog("cand")), "score_default": 1.0})];
+    let corpus = write_corpus(&dir, &rows);
+    let (out, ctl) = (dir.join("out"), dir.join("control"));
+    let o = kverify(&[corpus.to_str().unwrap_or(""), "--out", out.to_str().unwrap_or(""), "--with-control", ctl.to_str().unwrap_or(""), "--worker", &fake_worker(), "--quiet"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!((records(&out)[0]["gates"]["ORD-02"]["status"].as_str(), records(&ctl)[0]["gates"]["ORD-02"]["status"].as_str()), (Some("pass"), Some("pass")));
+    let runs: Vec<(String, String, String)> = std::fs::read_to_string(&log).expect("log").lines().map(|l| {
+        let v: Vec<&str> = l.split(' ').collect();
+        (v[0].to_string(), v[1].to_string(), v.get(2).unwrap_or(&"").to_string())
+    }).collect();
+    let ord02 = |label: &str| runs.iter().filter(|r| r.1 == "ORD-02" && r.2 == label).map(|r| r.0.clone()).collect::<Vec<_>>();
+    let (c, k) = (ord02("control"), ord02("cand"));
+    assert_eq!((c.len(), k.len()), (2, 2), "{runs:?}");
+    assert_eq!(c[0], k[0], "both ran in the unit's worker first: {runs:?}");
+    assert_eq!(c[1], k[1], "one fresh process for both: {runs:?}");
+    assert_ne!(c[0], c[1], "the fresh run is in another process: {runs:?}");
+}

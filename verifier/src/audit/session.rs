@@ -267,6 +267,8 @@ type Prepared = Option<(u64, Result<Value, GateResult>)>;
 /// One gate for every slot of the unit that `need`s it: prepare (reference side) once, then each
 /// such slot's run, judged; `judged(i, result)` is told of each as soon as it is known (a kill
 /// during a later slot's run then keeps it). `None` for a slot that is skipped or not needed.
+/// ORD-02's runs in a fresh process come after every slot's runs in this one, all in one fresh
+/// worker ([`fresh_round`]): one more process per unit instead of one per slot.
 fn gate(s: &mut Session, ks: &[Kernel], g: &str, need: &[bool], judged: &mut dyn FnMut(usize, &GateResult)) -> Result<Result<Vec<Option<GateResult>>, Stop>, AuditError> {
     if let Err(stop) = ensure_loaded(s, ks)? {
         return Ok(Err(stop));
@@ -274,12 +276,18 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str, need: &[bool], judged: &mut dyn
     let params = json!({"seeds": seeds(g, s.opts.seed), "runs": 5, "atol": judge::KB_TOL, "rtol": judge::KB_TOL});
     let mut prep: Prepared = None;
     let mut out = Vec::with_capacity(ks.len());
+    // Slots whose ORD-02 waits for the fresh process: (slot, reference facts, run facts).
+    let mut fresh: Vec<(usize, Value, Value)> = vec![];
     for i in 0..ks.len() {
         // Not needed: judged by an interrupted run.
         let r = if need[i] {
             match slot_gate(s, ks, g, i, &params, &mut prep)? {
                 Err(stop) => return Ok(Err(stop)),
-                Ok(r) => r,
+                Ok(SlotOutcome::Judged(r)) => r,
+                Ok(SlotOutcome::Fresh(p, run)) => {
+                    fresh.push((i, p, run));
+                    None
+                }
             }
         } else {
             None
@@ -289,6 +297,21 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str, need: &[bool], judged: &mut dyn
         }
         out.push(r);
     }
+    if !fresh.is_empty() {
+        let slots: Vec<usize> = fresh.iter().map(|f| f.0).collect();
+        let hashes = match fresh_round(s, ks, g, &slots)? {
+            Err(stop) => return Ok(Err(stop)),
+            Ok(h) => h,
+        };
+        for ((i, p, run), h) in fresh.into_iter().zip(hashes) {
+            let r = match h {
+                Err(e) => e,
+                Ok(h) => judge::ord02(&p, &run, h.as_ref().map(|(c, r)| judge::FreshRun { candidate: c, reference: r.as_deref() })),
+            };
+            judged(i, &r);
+            out[i] = Some(r);
+        }
+    }
     // Judged for every slot: the worker drops what the gate cached (on the GPU, beside other
     // workers). A worker lost meanwhile holds nothing; a failure here changes no result.
     if s.worker.is_some() {
@@ -297,11 +320,19 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str, need: &[bool], judged: &mut dyn
     Ok(Ok(out))
 }
 
-/// Gate `g` for slot `i`: its result (`None` when the slot is skipped), preparing the reference
-/// side first when `prep` does not live in the current worker.
-fn slot_gate(s: &mut Session, ks: &[Kernel], g: &str, i: usize, params: &Value, prep: &mut Prepared) -> Result<Result<Option<GateResult>, Stop>, AuditError> {
+/// What [`slot_gate`] found for one slot: its result (`None`: skipped), or ORD-02's facts from
+/// this process, to be judged once the fresh process has run ([`fresh_round`]).
+enum SlotOutcome {
+    Judged(Option<GateResult>),
+    Fresh(Value, Value),
+}
+
+/// Gate `g` for slot `i`, preparing the reference side first when `prep` does not live in the
+/// current worker.
+fn slot_gate(s: &mut Session, ks: &[Kernel], g: &str, i: usize, params: &Value, prep: &mut Prepared) -> Result<Result<SlotOutcome, Stop>, AuditError> {
+    let judged = |r: Option<GateResult>| Ok(Ok(SlotOutcome::Judged(r)));
     if let Some(r) = s.slots[i].settled() {
-        return Ok(Ok(r));
+        return judged(r);
     }
     // Measured again in a fresh worker when an earlier slot's run lost the one it was in.
     if !(s.loaded && s.worker.is_some() && prep.as_ref().is_some_and(|(gen, _)| *gen == s.generation)) {
@@ -312,58 +343,73 @@ fn slot_gate(s: &mut Session, ks: &[Kernel], g: &str, i: usize, params: &Value, 
         *prep = Some((s.generation, p));
         // Loading again in the fresh worker may have found this slot failing now.
         if let Some(r) = s.slots[i].settled() {
-            return Ok(Ok(r));
+            return judged(r);
         }
     }
     let p = match prep.as_ref().map(|(_, p)| p) {
         Some(Ok(p)) => p.clone(),
-        Some(Err(na)) => return Ok(Ok(Some(na.clone()))),
+        Some(Err(na)) => return judged(Some(na.clone())),
         None => return Err(AuditError::Worker("gate without a reference side".into())),
     };
     let run = match run_slot(s, i, g, params.clone(), "")? {
         Err(stop) => return Ok(Err(stop)),
-        Ok(Err(e)) => return Ok(Ok(if matches!(s.slots[i], Slot::Skipped(_)) { None } else { Some(e) })),
+        Ok(Err(e)) => return judged(if matches!(s.slots[i], Slot::Skipped(_)) { None } else { Some(e) }),
         Ok(Ok(f)) => f,
     };
-    Ok(Ok(Some(match g {
+    judged(Some(match g {
         "KB" => judge::kernelbench(&run),
         "CMP-01" => judge::cmp01(&p, &run),
         "RES-01" => judge::res01(&p, &run),
-        "ORD-02" => match fresh_hash(s, ks, i, g)? {
-            Err(stop) => return Ok(Err(stop)),
-            Ok(Err(e)) => e,
-            Ok(Ok(h)) => judge::ord02(&p, &run, h.as_ref().map(|(c, r)| judge::FreshRun { candidate: c, reference: r.as_deref() })),
-        },
+        "ORD-02" => return Ok(Ok(SlotOutcome::Fresh(p, run))),
         "EXC-01" => judge::exc01(&p, &run),
         "EXC-02" => judge_probes::exc02(&p, &run),
         _ => judge_probes::value_gate(g, &p, &run),
-    })))
+    }))
 }
 
-/// ORD-02's run once more in a fresh process: slot `i`'s first hash there, and the task's own
+/// ORD-02's run once more in a fresh process, per slot: its first hash there and the task's own
 /// fp32 Model's hash in that process (`None` when its reference side did not run there).
 type FreshHashes = Option<(String, Option<String>)>;
 
-fn fresh_hash(s: &mut Session, ks: &[Kernel], i: usize, g: &str) -> Result<Result<Result<FreshHashes, GateResult>, Stop>, AuditError> {
+/// ORD-02's fresh-process runs of `slots`, in order, in one new worker: the task's Model once
+/// (its hash there), then each slot once. A slot whose run loses the worker leaves the rest to
+/// another new one (the Model runs again there first). Per slot: its hashes, `None` when it is
+/// skipped, or its failure.
+fn fresh_round(s: &mut Session, ks: &[Kernel], g: &str, slots: &[usize]) -> Result<Result<Vec<Result<FreshHashes, GateResult>>, Stop>, AuditError> {
     s.lose_worker();
-    if let Err(stop) = ensure_loaded(s, ks)? {
-        return Ok(Err(stop));
-    }
-    match &s.slots[i] {
-        Slot::Failed(f) => return Ok(Ok(Err(f.clone()))),
-        Slot::Skipped(_) => return Ok(Ok(Ok(None))),
-        Slot::Ready => {}
-    }
     let first = |f: &Value, key: &str| f.get(key).and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str).map(str::to_string);
-    let reference = match prepare(s, ks, g, &json!({"seeds": seeds(g, s.opts.seed), "runs": 1}))? {
-        Err(stop) => return Ok(Err(stop)),
-        Ok(r) => r.ok().and_then(|f| first(&f, "ref_hashes")),
-    };
-    let r = match run_slot(s, i, g, json!({"seeds": seeds(g, s.opts.seed), "runs": 1}), "fresh process: ")? {
-        Err(stop) => return Ok(Err(stop)),
-        Ok(r) => r,
-    };
-    Ok(Ok(r.map(|f| first(&f, "hashes").map(|c| (c, reference)))))
+    let params = json!({"seeds": seeds(g, s.opts.seed), "runs": 1});
+    let mut reference: (Option<u64>, Option<String>) = (None, None);
+    let mut out = Vec::with_capacity(slots.len());
+    for &i in slots {
+        if let Err(stop) = ensure_loaded(s, ks)? {
+            return Ok(Err(stop));
+        }
+        match &s.slots[i] {
+            Slot::Failed(f) => {
+                out.push(Err(f.clone()));
+                continue;
+            }
+            Slot::Skipped(_) => {
+                out.push(Ok(None));
+                continue;
+            }
+            Slot::Ready => {}
+        }
+        if reference.0 != Some(s.generation) {
+            let h = match prepare(s, ks, g, &params)? {
+                Err(stop) => return Ok(Err(stop)),
+                Ok(r) => r.ok().and_then(|f| first(&f, "ref_hashes")),
+            };
+            reference = (Some(s.generation), h);
+        }
+        let r = match run_slot(s, i, g, params.clone(), "fresh process: ")? {
+            Err(stop) => return Ok(Err(stop)),
+            Ok(r) => r,
+        };
+        out.push(r.map(|f| first(&f, "hashes").map(|c| (c, reference.1.clone()))));
+    }
+    Ok(Ok(out))
 }
 
 /// Audit one unit (the kernels of one row, sharing its reference) in a fresh worker: one
