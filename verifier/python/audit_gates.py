@@ -19,6 +19,8 @@ import contextlib
 import copy
 import traceback
 
+import task_source
+
 import torch
 
 GATES = ("CMP-03", "ORD-01", "ORD-03", "EXC-02", "PRC-01", "PRC-02")
@@ -165,7 +167,12 @@ def code_names(fn):
 
 @contextlib.contextmanager
 def override(mod, values):
-    """Set module globals for the duration (functions read globals when called)."""
+    """Set module globals for the duration (functions read globals when called), and the
+    module-level values the task's source derives from them (``task_source.derived_values``:
+    ``groups = in_channels`` follows ``in_channels``)."""
+    src = mod.__dict__.get(task_source.SOURCE_KEY)
+    if src:
+        values = {**task_source.derived_values(src, mod.__dict__, values), **values}
     old = {k: mod.__dict__[k] for k in values if k in mod.__dict__}
     mod.__dict__.update(values)
     try:

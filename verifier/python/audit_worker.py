@@ -34,6 +34,8 @@ import time
 import traceback
 import types
 
+import task_source
+
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 PROTOCOL = "kverify-audit/1"
 ENV_MARKERS = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUDA GPUs", "CUDA_HOME", "nvcc", "cuda runtime", "CUDA driver")
@@ -154,6 +156,8 @@ def set_seed(seed):
 def exec_module(code, name):
     mod = types.ModuleType(name)
     mod.__dict__["__name__"] = name
+    # The source, for the values CMP-03 must re-derive when it changes a size constant.
+    mod.__dict__[task_source.SOURCE_KEY] = code
     exec(compile(code, f"<{name}>", "exec"), mod.__dict__)
     return mod
 

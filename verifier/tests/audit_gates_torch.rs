@@ -293,3 +293,19 @@ fn probes_keep_the_zero_structure_of_the_task_inputs() {
         }
     }
 }
+
+/// CMP-03's sizes carry what the task derives from them: `groups = in_channels` (a depthwise
+/// convolution whose Model always uses `groups=in_channels` and ignores its argument, CUDA-L1
+/// row 84) doubles with `in_channels`, so a ModelNew that honours `groups` is judged at a
+/// consistent shape — it was rejected at ×2 with cuDNN's "expected 3 channels" while correct.
+#[test]
+#[ignore = "needs PyTorch (not installed in CI); see the module doc for how to run it"]
+fn cmp03_doubles_what_the_task_derives_from_a_size() {
+    let task = format!("{HEAD}class Model(nn.Module):\n    def __init__(self, in_channels, kernel_size, groups):\n        super().__init__()\n        self.conv = nn.Conv2d(in_channels, in_channels, kernel_size, groups=in_channels, bias=False)\n    def forward(self, x):\n        return self.conv(x)\n\nbatch_size = 2\nin_channels = 3\nkernel_size = 3\ngroups = in_channels\nheight = 12\nwidth = 12\n\ndef get_inputs():\n    return [torch.randn(batch_size, in_channels, height, width)]\n\ndef get_init_inputs():\n    return [in_channels, kernel_size, groups]\n");
+    let honours = format!("{HEAD}import torch.nn.functional as F\n\nclass ModelNew(nn.Module):\n    def __init__(self, in_channels, kernel_size, groups):\n        super().__init__()\n        self.conv = nn.Conv2d(in_channels, in_channels, kernel_size, groups=in_channels, bias=False)\n        self.groups = groups\n    def forward(self, x):\n        return F.conv2d(x, self.conv.weight, None, 1, 0, 1, self.groups)\n");
+    let dir = scratch("derived");
+    let recs = audit(&dir, &[row("depthwise", 1, &task, &honours)], &[]);
+    let r = &recs["depthwise"];
+    assert_eq!(status(r, "CMP-03"), "pass", "{}", r["gates"]["CMP-03"]);
+    assert_eq!(r["verdict"], "clean", "{r}");
+}
