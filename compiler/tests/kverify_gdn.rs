@@ -37,14 +37,23 @@ fn rounding_points(source: &Path, operator: &str) -> u32 {
     r as u32
 }
 
-fn judge(precision: Precision) -> kverify::battery::Report {
+/// `gdn_fwd.tile`'s gdn_fwd at K = V = 64 as a `gdn` candidate declared with `precision`.
+fn forward_candidate(precision: Precision) -> TilecCandidate {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/gdn_fwd.tile");
     let ex = Executor::InterpOperator { tilec: PathBuf::from(env!("CARGO_BIN_EXE_tilec")), source, operator: "gdn_fwd".into(), consts: vec!["K=64".into(), "V=64".into()] };
     let binding = parse_binding("q,k,v,g@f32,beta,s0@f32:o,ht").expect("binding");
-    let cand = TilecCandidate::new("gdn", precision, ex, binding, Duration::from_secs(120), 0).expect("candidate");
+    TilecCandidate::new("gdn", precision, ex, binding, Duration::from_secs(300), 0).expect("candidate")
+}
+
+/// The battery on `cand` at the class's native dims with K = V = 64 (`gates`: all when None).
+fn battery_at_k64(cand: TilecCandidate, gates: Option<Vec<String>>) -> kverify::battery::Report {
     let dims = op_by_id("gdn").expect("gdn").native().with("K", 64).with("V", 64);
-    let opts = Options { time_limit: Duration::from_secs(120), dims: Some(dims), gates: None };
+    let opts = Options { time_limit: Duration::from_secs(300), dims: Some(dims), gates };
     battery::run(Arc::new(cand), None, &opts).expect("battery")
+}
+
+fn judge(precision: Precision) -> kverify::battery::Report {
+    battery_at_k64(forward_candidate(precision), None)
 }
 
 #[test]
@@ -91,19 +100,13 @@ fn gdn_fwd_with_its_intermediate_storage_declared() {
 /// ORD-02 repeats the backward too. The gradients come back f32 (fla's dg, dβ, ds0 are f32 as
 /// well) under the bf16 output declaration: the bound's output term is then the wider one.
 fn judge_with_backward(precision: Precision) -> kverify::battery::Report {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples");
-    let consts = vec!["K=64".to_string(), "V=64".to_string()];
-    let tilec = PathBuf::from(env!("CARGO_BIN_EXE_tilec"));
-    let ex = Executor::InterpOperator { tilec: tilec.clone(), source: dir.join("gdn_fwd.tile"), operator: "gdn_fwd".into(), consts: consts.clone() };
-    let binding = parse_binding("q,k,v,g@f32,beta,s0@f32:o,ht").expect("binding");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/gdn.tile");
     let backward = BackwardOperator {
-        executor: Executor::InterpOperator { tilec, source: dir.join("gdn.tile"), operator: "gdn_bwd".into(), consts },
+        executor: Executor::InterpOperator { tilec: PathBuf::from(env!("CARGO_BIN_EXE_tilec")), source, operator: "gdn_bwd".into(), consts: vec!["K=64".into(), "V=64".into()] },
         binding: parse_binding("q,k,v,g@f32,beta,s0@f32,do,dht@f32:dq,dk,dv,dg,dbeta,ds0").expect("backward binding"),
     };
-    let cand = TilecCandidate::new("gdn", precision, ex, binding, Duration::from_secs(300), 0).expect("candidate").with_backward(backward).expect("backward");
-    let dims = op_by_id("gdn").expect("gdn").native().with("K", 64).with("V", 64);
-    let opts = Options { time_limit: Duration::from_secs(300), dims: Some(dims), gates: Some(vec!["CMP-02".into(), "ORD-02".into()]) };
-    battery::run(Arc::new(cand), None, &opts).expect("battery")
+    let cand = forward_candidate(precision).with_backward(backward).expect("backward");
+    battery_at_k64(cand, Some(vec!["CMP-02".into(), "ORD-02".into()]))
 }
 
 #[test]
