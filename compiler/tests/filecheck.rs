@@ -236,6 +236,8 @@ fixtures!(
     smem_plan_sm90_ring_residency,
     barriers_by_conflict,
     barriers_loop_back_edge,
+    barriers_store_before_pipelined_copy,
+    barriers_store_then_copy_next_iteration,
     lints_unused,
 );
 

@@ -20,7 +20,10 @@
 //! every instruction used to be. A pipelined tile's write ([`super::pipeline`]) is visible to
 //! every thread once its wait returns (an mbarrier phase, or a barrier after the threads' own
 //! copies), so it leaves nothing pending; the write that issues a later iteration's copies
-//! overwrites a stage the previous iteration read, so no access of its rings may be pending.
+//! overwrites a stage the previous iteration read, so no access of its rings may be pending,
+//! and reads the tensors it copies from, so no store to them may be (a reviewer's find: a
+//! global store before a `cp.async`-pipelined loop, or in the previous iteration, that the
+//! copies read back).
 //! Loops: the state at a body's start joins the state before the loop and at the body's end
 //! (the back edge), iterated to a fixed point.
 
@@ -76,13 +79,16 @@ impl Resource {
 struct Access {
     reads: Vec<Resource>,
     writes: Vec<Resource>,
-    /// Shared-memory traffic the plan does not name: barriers on both sides.
+    /// Shared-memory traffic the plan does not name: barriers on both sides (an MMA, tensor
+    /// memory).
     opaque: bool,
     /// Ring stages it issues copies into (a later iteration's tiles, visible when that
     /// iteration waits for them): they must not be pending, and are not pending after.
     issues: Vec<Resource>,
     /// Its code ends with a barrier of its own (a wgmma's, after `wait_group`).
     settles: bool,
+    /// An MMA (opaque, touching no global memory).
+    mma: bool,
 }
 
 /// Accesses since the last barrier on some path.
@@ -101,7 +107,13 @@ impl Pending {
 
     fn conflicts(&self, a: &Access) -> bool {
         let hit = |xs: &[Resource], ys: &[Resource]| xs.iter().any(|&x| ys.iter().any(|&y| x.overlaps(y)));
+        if a.opaque && a.mma {
+            // An MMA: unnamed shared-memory traffic, no global access.
+            let smem = |r: &Resource| matches!(r, Resource::Smem(..));
+            return self.unknown || self.reads.iter().chain(&self.writes).any(smem);
+        }
         if a.opaque {
+            // Tensor memory: its tcgen05 fences pair with the barrier before them.
             return !self.is_empty();
         }
         if self.unknown {
@@ -141,9 +153,10 @@ struct Ctx<'a> {
     pipelines: &'a SecondaryMap<Inst, Option<Pipeline>>,
     /// Byte range of each planned buffer.
     ranges: HashMap<Owner, (u32, u32)>,
-    /// The pipelined writes, and the ring stages each issues copies into (its loop's first
-    /// write issues every ring's later tiles).
-    piped: HashMap<Inst, Vec<Resource>>,
+    /// The pipelined writes, and what each issues: the copies of its loop's later tiles, into
+    /// every ring, from their tensors (the loop's first write issues them all; the others
+    /// issue nothing).
+    piped: HashMap<Inst, Access>,
 }
 
 /// Places the barriers of kernel `k` for `target` given its fusion decisions, shared-memory
@@ -153,7 +166,7 @@ pub fn run(k: &Kernel, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, s
     let mut piped = HashMap::new();
     for p in pipelines.values().flatten() {
         for (n, &w) in p.writes.iter().enumerate() {
-            piped.insert(w, if n == 0 { rings(&ranges, p) } else { vec![] });
+            piped.insert(w, if n == 0 { issue(k, &ranges, p) } else { Access::default() });
         }
     }
     let cx = Ctx { k, fusion, roles, target, pipelines, ranges, piped };
@@ -162,9 +175,13 @@ pub fn run(k: &Kernel, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, s
     out
 }
 
-/// The byte ranges of pipeline `p`'s rings (every stage of each variable).
-fn rings(ranges: &HashMap<Owner, (u32, u32)>, p: &Pipeline) -> Vec<Resource> {
-    p.vars.iter().filter_map(|&v| ranges.get(&Owner::Var(v))).map(|&(s, e)| Resource::Smem(s, e)).collect()
+/// What issuing pipeline `p`'s copies touches: its rings (every stage of each variable) and the
+/// tensors the copies read — a CTA's earlier store to one of them must be ordered before the
+/// copy that reads it back (the copies are the threads' `cp.async` where TMA does not apply).
+fn issue(k: &Kernel, ranges: &HashMap<Owner, (u32, u32)>, p: &Pipeline) -> Access {
+    let issues = p.vars.iter().filter_map(|&v| ranges.get(&Owner::Var(v))).map(|&(s, e)| Resource::Smem(s, e)).collect();
+    let reads = p.writes.iter().filter_map(|&w| k.written_load(w)).map(|(_, src, _)| Resource::Global(src)).collect();
+    Access { reads, issues, ..Access::default() }
 }
 
 impl Ctx<'_> {
@@ -177,10 +194,12 @@ impl Ctx<'_> {
             if let Op::For { body, .. } = self.k.insts[i].op {
                 // A pipelined loop's first iterations are issued before it, into its rings.
                 if let Some(p) = self.pipelines.get(i).and_then(Option::as_ref) {
-                    if state.conflicts(&Access { issues: rings(&self.ranges, p), ..Access::default() }) {
+                    let a = issue(self.k, &self.ranges, p);
+                    if state.conflicts(&a) {
                         out.before[i] = true;
                         state = Pending::default();
                     }
+                    state.add(&a);
                 }
                 // The back edge: iterate the body until the state at its start is stable.
                 let mut entry = state.clone();
@@ -220,15 +239,15 @@ impl Ctx<'_> {
     /// What non-fused instruction `i` touches, fused values included.
     fn access(&self, i: Inst) -> Access {
         let mut a = Access::default();
-        if let Some(issues) = self.piped.get(&i) {
-            a.issues = issues.clone();
-            return a;
+        if let Some(issue) = self.piped.get(&i) {
+            return issue.clone();
         }
         match &self.k.insts[i].op {
             Op::Mma { dst, .. } => {
                 // Operand staging, reads through the async proxy, a fence and barriers of
                 // its own; a wgmma ([`crate::backend`]'s sm90) ends with a barrier.
                 a.opaque = true;
+                a.mma = true;
                 a.settles = self.target.tmem.is_none() && self.roles.accumulator(*dst).is_some();
             }
             // (No code where there is no tensor memory.)
