@@ -13,7 +13,6 @@ use inkwell::IntPredicate;
 
 use crate::ir::{Block, Inst, Op, Var};
 use crate::passes::pipeline::Pipeline;
-use crate::layout::wgmma::WARPGROUP;
 
 use super::emit::Codegen;
 use super::BackendError;
@@ -275,13 +274,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// last is refilled with the next iteration's tile, once all threads are past the read.
     pub fn refill_after(&mut self, i: Inst) -> Result<(), BackendError> {
         let Some(p) = self.pipes.last().filter(|p| p.early && p.plan.last_read.contains(&i)).cloned() else { return Ok(()) };
-        // The threads that read the stages finish first — unless the last reader is a wgmma
-        // of the CTA's only warpgroup, complete in every thread (`wait_group 0`), the issuing
-        // one included: its async-proxy reads are then ordered before the copy.
-        let wgmma_done = matches!(self.k.insts[i].op, Op::Mma { dst, .. } if self.accumulator(dst).is_some()) && self.k.threads <= WARPGROUP && !self.wgmma_pending;
-        if !wgmma_done {
-            self.bar_sync()?;
-        }
+        self.bar_sync()?;
         let j = self.iteration_ahead(&p, 1)?;
         let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
         let zero = self.i32(0);

@@ -246,13 +246,11 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(u64::from(overlap), false).into()])?;
         self.wgmma_pending = overlap;
         // Later writers of the operands' buffers and of the staging scratch wait for the MMAs
-        // (they read shared memory asynchronously until `wait_group`). With one warpgroup,
-        // every thread has just waited for the CTA's only MMAs (an MMA left in flight reads
-        // ring stages, which only the issue two iterations on overwrites): nothing to wait for.
-        if self.k.threads > WARPGROUP {
-            self.bar_sync()?;
-        }
-        Ok(())
+        // (they read shared memory asynchronously until `wait_group`) — in every warp: the PTX
+        // ISA defines `wait_group`'s completion for the executing thread's groups, and the
+        // pipelines that release a stage after one thread's wait (FlashAttention-3's) sync the
+        // whole warpgroup first. (Tried without it for one-warpgroup CTAs; reverted on review.)
+        self.bar_sync()
     }
 
     /// A descriptor for byte `off` of the dynamic shared memory: `(addr >> 4) & 0x3fff | hi`.
