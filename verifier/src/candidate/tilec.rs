@@ -294,7 +294,7 @@ impl TilecCandidate {
         if o.backward.is_none() {
             return Err(TilecError::Syntax(format!("operator class `{}` has no reference backward to judge a backward against", self.op)));
         }
-        let Executor::InterpOperator { source, .. } = &backward.executor else {
+        let Executor::InterpOperator { source, operator, .. } = &backward.executor else {
             return Err(TilecError::Syntax("a backward is judged as a multi-kernel operator on the interpreter (FILE.tile:OPERATOR)".into()));
         };
         if !source.exists() {
@@ -309,9 +309,7 @@ impl TilecCandidate {
         if b.input_dtypes.len() != b.inputs.len() {
             return Err(TilecError::Syntax(format!("backward binding: {} input dtypes for {} inputs", b.input_dtypes.len(), b.inputs.len())));
         }
-        if let Executor::InterpOperator { operator, .. } = &backward.executor {
-            self.name = format!("{} + backward {operator}", self.name);
-        }
+        self.name = format!("{} + backward {operator}", self.name);
         self.backward = Some(backward);
         Ok(self)
     }
