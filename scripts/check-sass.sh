@@ -9,7 +9,8 @@
 # Kernels whose metadata has no TMEM plan are only checked to assemble.
 # Then the sm_90a (Hopper) path of every example: wgmma tensor-core instructions (HGMMA) in every
 # kernel with a register-resident accumulator (kernels without a matrix product: none needed), TMA copies (UTMALDG) in gemm and K#1, and no local
-# memory (LDL/STL: spills or a register array indexed at run time).
+# memory (LDL/STL: spills or a register array indexed at run time). For every example: no ptxas
+# performance advisory (an injected wgmma wait, serialized wgmmas).
 #
 # Env: TILEC (tilec binary; default: cargo run -q -p tilec --), TILEC_PTXAS / TILEC_NVDISASM
 # (default: .tools/env.sh from scripts/setup.sh, else PATH), OUT (default: a temporary folder).
@@ -67,6 +68,11 @@ for src in "$root"/dsl-examples/*.tile; do
   mkdir -p "$dir"
   if ! "${tilec[@]}" build "$src" --target all -o "$dir" 2>"$dir/build.log"; then
     echo "FAIL $name: tilec build failed"; sed 's/^/    /' "$dir/build.log"; fail=1; continue
+  fi
+  # ptxas's performance advisories (C7517: a wgmma wait it injected, waiting for every wgmma in
+  # flight; C7510: wgmmas serialized): the compiler's waits must be the ones that run.
+  if grep -q '^  ptxas: ' "$dir/build.log"; then
+    echo "FAIL $name: ptxas advisories"; grep '^  ptxas: ' "$dir/build.log" | sed 's/^/  /'; fail=1
   fi
   for target in sm_100a sm_90a; do
     for meta in "$dir"/*."$target".meta.json; do

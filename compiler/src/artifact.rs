@@ -64,6 +64,16 @@ pub fn find_ptxas() -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join("ptxas")).find(|p| p.is_file())
 }
 
+#[cfg(test)]
+mod advisory_tests {
+    #[test]
+    fn advisories_are_the_c75_lines_without_their_prefix() {
+        let text = "ptxas info    : Used 242 registers, used 1 barriers\nptxas info    : (C7517) wgmma.wait_group is injected in around line 2145 by compiler\n";
+        assert_eq!(super::ptxas_advisories(text), vec!["(C7517) wgmma.wait_group is injected in around line 2145 by compiler".to_string()]);
+        assert!(super::ptxas_advisories("ptxas info    : Used 8 registers").is_empty());
+    }
+}
+
 /// Parses the resource lines of `ptxas -v` (registers, spills, shared memory, stack frame).
 /// Missing fields are 0.
 pub fn parse_ptxas_info(text: &str) -> PtxasInfo {
@@ -113,11 +123,20 @@ pub fn run_ptxas(ptx: &str, target: Target) -> Result<(Vec<u8>, PtxasInfo), Arti
     r
 }
 
-/// Runs `ptxas -arch=<target> -v ptx -o cubin`.
+/// ptxas's performance advisories in its `-v` report: the info lines with a `(C75nn)` code,
+/// e.g. C7517 "wgmma.wait_group is injected ... to allow use of registers defined by GMMA" (it
+/// waited for every wgmma in flight where the code meant to keep some running) or C7510 "wgmma
+/// serialized". Generated code should give none.
+pub fn ptxas_advisories(text: &str) -> Vec<String> {
+    text.lines().filter_map(|l| l.find("(C75").map(|at| l[at..].trim().to_string())).collect()
+}
+
+/// Runs `ptxas -arch=<target> -v ptx -o cubin`; returns its resource report and
+/// [`ptxas_advisories`].
 ///
 /// # Errors
 /// As [`run_ptxas`].
-pub fn assemble_file(ptx: &Path, cubin: &Path, target: Target) -> Result<PtxasInfo, ArtifactError> {
+pub fn assemble_file_reporting(ptx: &Path, cubin: &Path, target: Target) -> Result<(PtxasInfo, Vec<String>), ArtifactError> {
     let exe = find_ptxas().unwrap_or_else(|| PathBuf::from("ptxas"));
     let out = Command::new(&exe)
         .arg(format!("-arch={}", target.name()))
@@ -131,7 +150,15 @@ pub fn assemble_file(ptx: &Path, cubin: &Path, target: Target) -> Result<PtxasIn
     if !out.status.success() {
         return Err(ArtifactError::Ptxas { target: target.name().into(), message: text });
     }
-    Ok(parse_ptxas_info(&text))
+    Ok((parse_ptxas_info(&text), ptxas_advisories(&text)))
+}
+
+/// [`assemble_file_reporting`] without the advisories.
+///
+/// # Errors
+/// As [`run_ptxas`].
+pub fn assemble_file(ptx: &Path, cubin: &Path, target: Target) -> Result<PtxasInfo, ArtifactError> {
+    assemble_file_reporting(ptx, cubin, target).map(|r| r.0)
 }
 
 /// The metadata record of a parameter, shape texts written by `size_text`: an `out` tensor is

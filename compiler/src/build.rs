@@ -71,6 +71,8 @@ pub struct Built {
     pub meta: KernelMeta,
     /// Files written.
     pub files: Vec<PathBuf>,
+    /// ptxas's performance advisories ([`artifact::ptxas_advisories`]), when it ran.
+    pub ptxas_advisories: Vec<String>,
 }
 
 /// Result of a build.
@@ -145,6 +147,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
         let stem = format!("{}.{}", k.name, t.name());
         let mut files = vec![];
         let mut ptxas = None;
+        let mut advisories = vec![];
         let mut cubin_name = None;
         if let Some(dir) = &opts.out_dir {
             let ptx_path = artifact::write(dir, &format!("{stem}.ptx"), c.ptx.as_bytes()).map_err(err)?;
@@ -154,7 +157,9 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             }
             if ptxas_path.is_some() {
                 let cubin = dir.join(format!("{stem}.cubin"));
-                ptxas = Some(artifact::assemble_file(&ptx_path, &cubin, t).map_err(err)?);
+                let (info, notes) = artifact::assemble_file_reporting(&ptx_path, &cubin, t).map_err(err)?;
+                ptxas = Some(info);
+                advisories = notes;
                 cubin_name = Some(format!("{stem}.cubin"));
                 files.push(cubin);
             }
@@ -176,7 +181,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             let json = meta.to_json_string().map_err(|e| err(ArtifactError::Meta(e.to_string())))?;
             files.push(artifact::write(dir, &format!("{stem}.meta.json"), json.as_bytes()).map_err(err)?);
         }
-        built.push(Built { kernel: k.name.clone(), target: t, compiled: c, meta, files });
+        built.push(Built { kernel: k.name.clone(), target: t, compiled: c, meta, files, ptxas_advisories: advisories });
     }
     let mut plans = vec![];
     for op in &checked.module.operators {

@@ -63,6 +63,9 @@ fn k1_builds_for_all_targets_with_metadata() {
             let p = meta.ptxas.as_ref().unwrap();
             assert!(p.registers > 0 && p.registers <= 255);
             assert_eq!(p.spill_store_bytes, 0, "{stem} spills");
+            // No wgmma wait injected or wgmma serialized by ptxas (C7517, C7510): the waits
+            // the compiler placed are the ones that run.
+            assert!(b.ptxas_advisories.is_empty(), "{stem}: {:?}", b.ptxas_advisories);
             assert!(out.join(format!("{stem}.cubin")).is_file());
         }
     }

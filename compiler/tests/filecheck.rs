@@ -238,6 +238,8 @@ fixtures!(
     barriers_loop_back_edge,
     barriers_store_before_pipelined_copy,
     barriers_store_then_copy_next_iteration,
+    wgmma_waits_by_dependence,
+    wgmma_wait_before_operand_write,
     lints_unused,
 );
 

@@ -76,6 +76,9 @@ pub(crate) struct Codegen<'ctx, 'k> {
     /// Whether a wgmma group may still be in flight here (an MMA of a pipelined loop left
     /// running; [`Codegen::settle_wgmma`] waits for it).
     pub wgmma_pending: bool,
+    /// MMAs committed and left in flight ([`crate::passes::barriers::Barriers::deferred`]), in
+    /// issue order: each one's instruction and accumulator.
+    pub inflight: Vec<(Inst, crate::ir::Var)>,
     /// The tensor-map parameters, in [`crate::passes::tma::TmaPlan::maps`] order.
     pub tmaps: Vec<PointerValue<'ctx>>,
     /// While a root is evaluated in an accumulator's fragment order: that accumulator's
@@ -148,6 +151,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             fragments: SecondaryMap::new(),
             pipes: vec![],
             wgmma_pending: false,
+            inflight: vec![],
             frag_ctx: None,
             tmaps: (0..tp.tma.maps.len()).filter_map(|j| func.get_nth_param((first_map + j) as u32).map(|p| p.into_pointer_value())).collect(),
         };
@@ -211,14 +215,25 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 continue; // evaluated inside its consumer
             }
             let span = self.k.inst_spans.get(i).copied().unwrap_or(self.k.span);
-            if self.tp.barriers.before(i) {
-                self.bar_sync()?;
+            let barrier = self.tp.barriers.before(i);
+            match self.tp.barriers.wait_before(i) {
+                Some(n) => self.await_mmas(n, barrier).map_err(|e| e.at(i, span))?,
+                None if barrier => self.bar_sync()?,
+                None => {}
             }
             // A pipelined write was issued ahead; its place in the body waits for it.
             if !self.pipelined_write(i).map_err(|e| e.at(i, span))? {
                 self.inst(i).map_err(|e| e.at(i, span))?;
             }
-            self.refill_after(i).map_err(|e| e.at(i, span))?;
+            if !self.tp.barriers.deferred(i) {
+                self.refill_after(i).map_err(|e| e.at(i, span))?;
+            }
+        }
+        if self.tp.barriers.settles_at_end(blk) {
+            self.await_mmas(0, true)?;
+        }
+        if !self.inflight.is_empty() {
+            return Err(BackendError::Invalid(format!("{} MMA(s) left in flight at the end of {blk}", self.inflight.len())));
         }
         Ok(())
     }

@@ -273,8 +273,22 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// After instruction `i` of an early-refill loop's body: every write whose variable `i` read
     /// last is refilled with the next iteration's tile, once all threads are past the read.
     pub fn refill_after(&mut self, i: Inst) -> Result<(), BackendError> {
+        if self.refills_after(i) {
+            self.bar_sync()?;
+            self.refill(i)?;
+        }
+        Ok(())
+    }
+
+    /// Whether instruction `i` reads a variable of the innermost early-refill loop last.
+    pub fn refills_after(&self, i: Inst) -> bool {
+        self.pipes.last().is_some_and(|p| p.early && p.plan.last_read.contains(&i))
+    }
+
+    /// Issues the refills after `i` ([`Codegen::refill_after`]), every thread being past its
+    /// reads (a barrier, or for an MMA its wait and a barrier).
+    pub fn refill(&mut self, i: Inst) -> Result<(), BackendError> {
         let Some(p) = self.pipes.last().filter(|p| p.early && p.plan.last_read.contains(&i)).cloned() else { return Ok(()) };
-        self.bar_sync()?;
         let j = self.iteration_ahead(&p, 1)?;
         let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
         let zero = self.i32(0);

@@ -144,6 +144,9 @@ pub fn run(a: &BuildArgs) -> ExitCode {
     for b in &report.built {
         let regs = b.meta.ptxas.as_ref().map(|p| format!(", {} registers, {} B spills", p.registers, p.spill_store_bytes)).unwrap_or_default();
         eprintln!("built {} for {}: {} B dynamic smem{regs}", b.kernel, b.target, b.compiled.smem_bytes);
+        for note in &b.ptxas_advisories {
+            eprintln!("  ptxas: {note}");
+        }
     }
     for p in &report.plans {
         let kernels: Vec<&str> = p.plan.launches.iter().map(|l| l.kernel.as_str()).collect();

@@ -26,6 +26,21 @@
 //! copies read back).
 //! Loops: the state at a body's start joins the state before the loop and at the body's end
 //! (the back edge), iterated to a fixed point.
+//!
+//! **wgmma waits, placed by dependence** (sm_90a, register accumulators): an MMA is issued and
+//! committed as one `wgmma` group and left in flight ([`Barriers::deferred`]); until
+//! `wgmma.wait_group` its accumulator's registers and the shared memory it reads (its operands'
+//! buffers and staging scratch) belong to the tensor core. The wait goes before the first
+//! instruction that touches those registers (an MMA chaining into the same accumulator does
+//! not: the tensor core runs one warpgroup's wgmmas in order) or writes those bytes — then a
+//! barrier too, since every warp's reads must be done — as `wait_group N` with `N` the groups
+//! issued after the newest MMA it needs ([`Barriers::wait_before`]). An early refill of a
+//! one-stage TMA ring counts as a write of the ring after its last reader; a deferred MMA
+//! that reads a ring last refills it once awaited. A loop, a block's end, an MMA that cannot
+//! be left in flight and tensor memory wait for all. So K#1 runs `dvn = k·dS` and
+//! `dS += qᵀ·do` at once and waits for the first alone before `dvn`'s epilogue (PTX ISA,
+//! "Asynchronous Warpgroup Level Matrix Multiply-Accumulate": wgmma.commit_group,
+//! wgmma.wait_group).
 
 use cranelift_entity::SecondaryMap;
 use std::collections::HashMap;
@@ -33,14 +48,21 @@ use std::collections::HashMap;
 use super::fuse::Fusion;
 use super::pipeline::Pipeline;
 use super::smem_plan::{Owner, SmemPlan};
+use super::tma::TmaPlan;
 use super::var_roles::VarRoles;
 use crate::ir::{Block, Inst, Kernel, Op, Param, Space, ValueDef, Var};
 use crate::target::TargetInfo;
 
-/// Which instructions are preceded by a CTA barrier.
+/// Which instructions are preceded by a CTA barrier, and where wgmma groups are awaited.
 #[derive(Clone, Debug, Default)]
 pub struct Barriers {
     before: SecondaryMap<Inst, bool>,
+    /// `wgmma.wait_group N` before the instruction (then its barrier, if it has one).
+    wait: SecondaryMap<Inst, Option<u32>>,
+    /// MMAs left in flight past their own code.
+    deferred: SecondaryMap<Inst, bool>,
+    /// Blocks that end with MMAs in flight: `wait_group 0` and a barrier close them.
+    settle_end: SecondaryMap<Block, bool>,
 }
 
 impl Barriers {
@@ -53,6 +75,33 @@ impl Barriers {
     pub fn count(&self) -> usize {
         self.before.values().filter(|&&b| b).count()
     }
+
+    /// `Some(N)`: `wgmma.wait_group N` precedes instruction `i` (before its barrier).
+    pub fn wait_before(&self, i: Inst) -> Option<u32> {
+        self.wait.get(i).copied().flatten()
+    }
+
+    /// Whether MMA `i` is committed and left in flight (no wait or barrier of its own).
+    pub fn deferred(&self, i: Inst) -> bool {
+        self.deferred.get(i).copied().unwrap_or(false)
+    }
+
+    /// Whether block `b` ends with `wgmma.wait_group 0` and a barrier (MMAs in flight there).
+    pub fn settles_at_end(&self, b: Block) -> bool {
+        self.settle_end.get(b).copied().unwrap_or(false)
+    }
+
+    fn set_wait(&mut self, i: Inst, n: u32) {
+        self.wait[i] = Some(self.wait[i].map_or(n, |m| m.min(n)));
+    }
+}
+
+/// An MMA committed and not yet awaited: the registers of `dst` and the shared memory `reads`
+/// belong to the tensor core.
+#[derive(Clone, Debug)]
+struct InFlight {
+    dst: Var,
+    reads: Vec<Resource>,
 }
 
 /// Something threads of a CTA share.
@@ -89,6 +138,8 @@ struct Access {
     settles: bool,
     /// An MMA (opaque, touching no global memory).
     mma: bool,
+    /// Every variable it reads or writes, fused values' included (an accumulator's registers).
+    vars: Vec<Var>,
 }
 
 /// Accesses since the last barrier on some path.
@@ -157,22 +208,64 @@ struct Ctx<'a> {
     /// every ring, from their tensors (the loop's first write issues them all; the others
     /// issue nothing).
     piped: HashMap<Inst, Access>,
+    /// Per instruction of a one-stage TMA loop's body: the rings refilled right after it.
+    refills: HashMap<Inst, Vec<Resource>>,
 }
 
 /// Places the barriers of kernel `k` for `target` given its fusion decisions, shared-memory
 /// plan and software pipelines.
-pub fn run(k: &Kernel, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, smem: &SmemPlan, pipelines: &SecondaryMap<Inst, Option<Pipeline>>) -> Barriers {
+pub fn run(k: &Kernel, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, smem: &SmemPlan, pipelines: &SecondaryMap<Inst, Option<Pipeline>>, tma: &TmaPlan) -> Barriers {
     let ranges: HashMap<Owner, (u32, u32)> = smem.placements.iter().map(|p| (p.owner, (p.offset, p.offset + p.bytes))).collect();
     let mut piped = HashMap::new();
-    for p in pipelines.values().flatten() {
+    let mut refills: HashMap<Inst, Vec<Resource>> = HashMap::new();
+    for (l, p) in pipelines.iter() {
+        let Some(p) = p else { continue };
         for (n, &w) in p.writes.iter().enumerate() {
             piped.insert(w, if n == 0 { issue(k, &ranges, p) } else { Access::default() });
         }
+        if tma.loop_barriers(l).is_some() && super::tma::early_refill(p) {
+            for (&last, v) in p.last_read.iter().zip(&p.vars) {
+                if let Some(&(s, e)) = ranges.get(&Owner::Var(*v)) {
+                    refills.entry(last).or_default().push(Resource::Smem(s, e));
+                }
+            }
+        }
     }
-    let cx = Ctx { k, fusion, roles, target, pipelines, ranges, piped };
+    let cx = Ctx { k, fusion, roles, target, pipelines, ranges, piped, refills };
     let mut out = Barriers::default();
-    cx.block(k.body, Pending::default(), &mut out);
+    cx.block(k.body, Pending::default(), None, &mut out);
     out
+}
+
+/// Where a deferred MMA's wait can be at the latest, as the shared-memory plan sees it: the
+/// program point before the first later instruction of its block that touches its
+/// accumulator's registers (an MMA chaining into it does not) or enters a loop, else its
+/// block's last point (the block ends with a wait). `None` for an MMA that completes its own group (no register
+/// accumulator, or tensor memory). The plan keeps the MMA's operand buffers and scratch alive
+/// until then, so that no buffer written meanwhile shares their bytes and the wait is not
+/// pulled forward by a write to them ([`run`] places the actual waits).
+pub fn flight_end(k: &Kernel, fusion: &Fusion, roles: &VarRoles, target: &TargetInfo, pp: &crate::ir::ProgramPoints, i: Inst) -> Option<u32> {
+    let Op::Mma { dst, .. } = &k.insts[i].op else { return None };
+    if target.tmem.is_some() || roles.accumulator(*dst).is_none() {
+        return None;
+    }
+    let blk = k.blocks.values().find(|b| b.insts.contains(&i))?;
+    let at = blk.insts.iter().position(|&x| x == i)?;
+    let mut end = pp.point[i];
+    for &j in &blk.insts[at + 1..] {
+        if k.insts[j].result.is_some_and(|r| fusion.is_fused(r)) {
+            continue;
+        }
+        let (r, w) = k.inst_vars(j);
+        let chained = matches!(&k.insts[j].op, Op::Mma { dst: d, a, b, .. } if d == dst && a.var != *dst && b.var != *dst);
+        let touches = r.iter().chain(&w).chain(&fusion.leaves(k, j).1).any(|v| v == dst) && !chained;
+        if touches || matches!(k.insts[j].op, Op::For { .. }) {
+            // The wait is before it: what it writes may take the operands' bytes.
+            return Some(pp.point[j].saturating_sub(1).max(pp.point[i]));
+        }
+        end = pp.point[j];
+    }
+    Some(end)
 }
 
 /// What issuing pipeline `p`'s copies touches: its rings (every stage of each variable) and the
@@ -185,13 +278,23 @@ fn issue(k: &Kernel, ranges: &HashMap<Owner, (u32, u32)>, p: &Pipeline) -> Acces
 }
 
 impl Ctx<'_> {
-    /// Places the barriers of block `b` entered with `state`; returns the state at its end.
-    fn block(&self, b: Block, mut state: Pending, out: &mut Barriers) -> Pending {
+    /// Places the barriers and wgmma waits of block `b` entered with `state` inside pipelined
+    /// loop `pipe` (the innermost); returns the state at its end.
+    fn block(&self, b: Block, mut state: Pending, pipe: Option<&Pipeline>, out: &mut Barriers) -> Pending {
+        let mut flight: Vec<InFlight> = vec![];
         for &i in &self.k.blocks[b].insts {
             if self.k.insts[i].result.is_some_and(|r| self.fusion.is_fused(r)) {
                 continue; // evaluated inside its consumer, which accounts for it
             }
             if let Op::For { body, .. } = self.k.insts[i].op {
+                // Nothing in flight enters a loop (its body may run zero times or many).
+                if !flight.is_empty() {
+                    flight.clear();
+                    out.set_wait(i, 0);
+                    out.before[i] = true;
+                    state = Pending::default();
+                }
+                let inner = self.pipelines.get(i).and_then(Option::as_ref).or(pipe);
                 // A pipelined loop's first iterations are issued before it, into its rings.
                 if let Some(p) = self.pipelines.get(i).and_then(Option::as_ref) {
                     let a = issue(self.k, &self.ranges, p);
@@ -204,7 +307,7 @@ impl Ctx<'_> {
                 // The back edge: iterate the body until the state at its start is stable.
                 let mut entry = state.clone();
                 loop {
-                    let end = self.block(body, entry.clone(), out);
+                    let end = self.block(body, entry.clone(), inner, out);
                     let mut next = state.clone();
                     next.join(&end);
                     if next == entry {
@@ -220,11 +323,27 @@ impl Ctx<'_> {
                 continue;
             }
             let a = self.access(i);
+            let defer = a.settles && !pipe.is_some_and(|p| p.overlap_mma);
+            if let Some((n, smem)) = self.must_wait(i, &a, defer, &flight) {
+                flight.drain(..flight.len() - n as usize);
+                out.set_wait(i, n);
+                if smem {
+                    out.before[i] = true;
+                    state = Pending::default();
+                }
+            }
             if state.conflicts(&a) {
                 out.before[i] = true;
                 state = Pending::default();
             }
-            if a.settles {
+            if defer {
+                // Committed and left in flight: the threads' accesses before it stay pending
+                // (its own code has a barrier only when it staged operands), and its staging
+                // scratch is written.
+                out.deferred[i] = true;
+                flight.extend(self.in_flight(i));
+                state.add(&Access { writes: a.writes.clone(), ..Access::default() });
+            } else if a.settles {
                 state = Pending::default();
             } else if a.opaque {
                 // Its own code ends with unnamed traffic: the next access waits.
@@ -233,7 +352,58 @@ impl Ctx<'_> {
                 state.add(&a);
             }
         }
+        if !flight.is_empty() {
+            out.settle_end[b] = true;
+            state = Pending::default();
+        }
         state
+    }
+
+    /// The in-flight record of deferred MMA `i`: its accumulator, and the bytes the tensor core
+    /// reads (both operands' buffers, its staging scratch).
+    fn in_flight(&self, i: Inst) -> Option<InFlight> {
+        let Op::Mma { dst, a, b, .. } = &self.k.insts[i].op else { return None };
+        let owners = [Owner::Var(a.var), Owner::Var(b.var), Owner::Scratch(i)];
+        let reads = owners.iter().filter_map(|o| self.ranges.get(o)).map(|&(s, e)| Resource::Smem(s, e)).collect();
+        Some(InFlight { dst: *dst, reads })
+    }
+
+    /// Whether instruction `i` (accesses `a`; `defer`: an MMA that will be left in flight) must
+    /// wait for MMAs in `flight`: `Some((N, barrier))` for `wait_group N` (the groups after the
+    /// newest one it needs stay in flight) and whether a barrier must follow (it writes bytes
+    /// one of them reads).
+    fn must_wait(&self, i: Inst, a: &Access, defer: bool, flight: &[InFlight]) -> Option<(u32, bool)> {
+        if flight.is_empty() {
+            return None;
+        }
+        // An MMA that completes its own group (or an unlike MMA), tensor memory: all of them.
+        if a.opaque && !defer {
+            return Some((0, true));
+        }
+        let chain = match &self.k.insts[i].op {
+            Op::Mma { dst, a: x, b: y, .. } if defer => Some((*dst, x.var, y.var)),
+            _ => None,
+        };
+        // Its own refill waits with it; another instruction's overwrites the ring at once.
+        let refills: &[Resource] = if defer { &[] } else { self.refills.get(&i).map_or(&[], Vec::as_slice) };
+        let mut need: Option<(usize, bool)> = None;
+        for (j, m) in flight.iter().enumerate() {
+            let chained = chain.is_some_and(|(d, x, y)| d == m.dst && x != m.dst && y != m.dst);
+            let regs = a.vars.contains(&m.dst) && !chained;
+            let smem = a.writes.iter().chain(&a.issues).chain(refills).any(|w| m.reads.iter().any(|r| w.overlaps(*r)));
+            if regs || smem {
+                need = Some((j, smem || need.is_some_and(|n| n.1)));
+            }
+        }
+        if let Some((j, smem)) = need {
+            return Some(((flight.len() - 1 - j) as u32, smem));
+        }
+        // Registers of an accumulator whose MMAs are all complete, touched while others are in
+        // flight: ptxas cannot always see across a loop's back edge that they are complete
+        // (C7517: it injects `wait_group 0` there, which would wait for the ones in flight too),
+        // so a `wait_group` for as many as are in flight — which returns at once — says so.
+        let touches_acc = chain.is_none() && a.vars.iter().any(|&v| self.roles.accumulator(v).is_some());
+        touches_acc.then_some((flight.len() as u32, false))
     }
 
     /// What non-fused instruction `i` touches, fused values included.
@@ -282,11 +452,17 @@ impl Ctx<'_> {
             }
         }
         let (reads, writes) = self.k.inst_vars(i);
+        a.vars.extend(reads.iter().chain(&writes).copied());
         // A broadcast scalar written into an accumulator fills its registers.
         let splat = matches!(self.k.insts[i].op, Op::WriteVar(_, x) if super::var_roles::is_splat(self.k, x));
+        // An MMA into a register accumulator touches its registers, not its buffer.
+        let mma_dst = match &self.k.insts[i].op {
+            Op::Mma { dst, .. } if self.roles.accumulator(*dst).is_some() => Some(*dst),
+            _ => None,
+        };
         for (vars, write) in [(reads, false), (writes, true)] {
             for v in vars {
-                if !((in_registers || splat) && self.roles.accumulator(v).is_some()) {
+                if !((in_registers || splat || mma_dst == Some(v)) && self.roles.accumulator(v).is_some()) {
                     self.var(v, write, a);
                 }
             }

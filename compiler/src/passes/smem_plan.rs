@@ -11,7 +11,9 @@
 //!   loop that does not contain the declaration extends the interval over that (outermost) loop,
 //!   because the contents are carried between iterations; one declared inside a loop body is
 //!   written before it is read on every iteration, so it is dead between them;
-//! * scratch lives at its instruction only.
+//! * scratch lives at its instruction only;
+//! * an MMA left in flight (sm_90a, register accumulator) keeps its operands and scratch alive
+//!   until its latest wait ([`super::barriers::flight_end`]).
 //!
 //! Placement is [`interval_plan::plan`] (first fit over live intervals), shared with the TMEM
 //! planner; buffers whose intervals are disjoint may share bytes. Barriers are not this pass's
@@ -141,6 +143,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
     let mut value_iv: SecondaryMap<Value, Option<(u32, u32)>> = SecondaryMap::new();
     let mut var_iv: SecondaryMap<Var, Option<(u32, u32)>> = SecondaryMap::new();
     let mut scratch_iv: Vec<(Inst, u32)> = vec![];
+    let mut flight: Vec<(Inst, u32)> = vec![];
     let var_in_smem = |v| roles.in_shared_memory(k, v, target);
     // A variable's first access in program order is its declaration (`let` scoping: it is
     // written there before any read, on every iteration of a loop that encloses it), so only
@@ -200,6 +203,15 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
         if sb > 0 {
             scratch_iv.push((i, sb));
         }
+        // An MMA left in flight reads its operands and scratch until its wait.
+        if let (Some(end), Op::Mma { a, b, .. }) = (super::barriers::flight_end(k, fusion, roles, target, pp, i), &k.insts[i].op) {
+            for v in [a.var, b.var] {
+                if let Some((s, e)) = var_iv[v] {
+                    var_iv[v] = Some((s, e.max(end)));
+                }
+            }
+            flight.push((i, end));
+        }
     });
     let mut reqs: Vec<(Owner, u32, (u32, u32))> = vec![];
     for (v, iv) in value_iv.iter() {
@@ -231,7 +243,8 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
     }
     for (i, b) in scratch_iv {
         let p = pp.point[i];
-        reqs.push((Owner::Scratch(i), b, (p, p)));
+        let end = flight.iter().find(|f| f.0 == i).map_or(p, |f| f.1.max(p));
+        reqs.push((Owner::Scratch(i), b, (p, end)));
     }
     // Placement: the shared first-fit interval planner (same algorithm as the TMEM planner).
     let preqs: Vec<Request> = reqs

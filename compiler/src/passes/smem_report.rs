@@ -50,5 +50,18 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     if !before.is_empty() {
         let _ = writeln!(s, "  CTA barriers before: {}", before.join(", "));
     }
+    // MMAs left in flight, and where each wait is (wait_group N: N newer groups stay in flight).
+    let (mut deferred, mut waits) = (vec![], vec![]);
+    k.walk(|i| {
+        if tp.barriers.deferred(i) {
+            deferred.push(i.to_string());
+        }
+        if let Some(n) = tp.barriers.wait_before(i) {
+            waits.push(format!("{i} ({n} left in flight)"));
+        }
+    });
+    if !deferred.is_empty() {
+        let _ = writeln!(s, "  wgmma groups left in flight: {}; waits before: {}", deferred.join(", "), if waits.is_empty() { "none (each block's end)".to_string() } else { waits.join(", ") });
+    }
     s
 }

@@ -144,6 +144,6 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     };
     tma.place_barriers(&pipelines);
     smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
-    let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines);
+    let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines, &tma);
     Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma })
 }

@@ -45,6 +45,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// instead of being repeated after each store, which may alias them.
     pub fn fragment_root(&mut self, i: Inst, v: Var) -> Result<(), BackendError> {
         self.settle_wgmma()?;
+        self.expect_settled(v)?;
         let (_, d) = self.fragment(v)?;
         let per_slot = d.piece_n / 2;
         let op = self.k.insts[i].op.clone();

@@ -47,6 +47,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let acc_elem = acc_elem(cl);
         let dst = self.value_buf(res)?;
         self.settle_wgmma()?;
+        self.expect_settled(v)?;
         let (_, d) = self.fragment(v)?;
         if d.pieces != 1 {
             return Err(BackendError::Invalid(format!("`{}`: a fragment row reduction needs units of whole rows", self.k.vars[v].name)));

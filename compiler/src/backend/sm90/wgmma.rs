@@ -114,6 +114,7 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     fn fragments_move(&mut self, v: Var, buf: u32, to_smem: bool) -> Result<(), BackendError> {
         self.settle_wgmma()?;
+        self.expect_settled(v)?;
         let (arr, d) = self.fragment(v)?;
         let f32t = self.ctx.f32_type();
         let per_slot = d.piece_n / 2;
@@ -147,6 +148,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// fragment register takes the value; the shared-memory buffer is not involved.
     pub fn fragments_fill(&mut self, v: Var, x: crate::ir::Value) -> Result<(), BackendError> {
         self.settle_wgmma()?;
+        self.expect_settled(v)?;
         let (arr, d) = self.fragment(v)?;
         let z = self.i32(0);
         let y = self.operand(x, z, z)?;
@@ -241,6 +243,11 @@ impl<'ctx> Codegen<'ctx, '_> {
             Ok(())
         })?;
         self.call("llvm.nvvm.wgmma.commit_group.sync.aligned", None, &[])?;
+        if self.tp.barriers.deferred(i) {
+            // Left in flight: the barrier pass placed its wait before what depends on it.
+            self.inflight.push((i, dst));
+            return Ok(());
+        }
         // In flight: only this MMA may remain (the previous one, whose stage the next issue
         // overwrites, is complete); otherwise all complete.
         self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(u64::from(overlap), false).into()])?;
@@ -251,6 +258,76 @@ impl<'ctx> Codegen<'ctx, '_> {
         // pipelines that release a stage after one thread's wait (FlashAttention-3's) sync the
         // whole warpgroup first. (Tried without it for one-warpgroup CTAs; reverted on review.)
         self.bar_sync()
+    }
+
+    /// `wgmma.wait_group n` for the MMAs left in flight ([`Codegen::inflight`]): all but the
+    /// newest `n` complete. Their accumulators' registers pass through the wait (inline-asm
+    /// operands tied in and out, as Triton's wait does), so no use of them is scheduled above
+    /// it. Then a barrier when `barrier` asks (a write to bytes they read follows) or one of
+    /// them reads a one-stage ring last: its refill overwrites what every warp's wgmmas read.
+    pub fn await_mmas(&mut self, n: u32, barrier: bool) -> Result<(), BackendError> {
+        let keep = (n as usize).min(self.inflight.len());
+        let done: Vec<(crate::ir::Inst, Var)> = self.inflight.drain(..self.inflight.len() - keep).collect();
+        let mut vars: Vec<Var> = done.iter().map(|d| d.1).collect();
+        vars.sort();
+        vars.dedup();
+        self.wait_group_tied(n, &vars)?;
+        let refills: Vec<crate::ir::Inst> = done.iter().map(|d| d.0).filter(|&i| self.refills_after(i)).collect();
+        if barrier || !refills.is_empty() {
+            self.bar_sync()?;
+        }
+        for i in refills {
+            self.refill(i)?;
+        }
+        Ok(())
+    }
+
+    /// `wgmma.wait_group n` as inline assembly whose operands are the fragment registers of
+    /// `vars`, tied: the values read after it are its results.
+    fn wait_group_tied(&mut self, n: u32, vars: &[Var]) -> Result<(), BackendError> {
+        let mut slots = vec![];
+        for &v in vars {
+            let (arr, d) = self.fragment(v)?;
+            let len = d.floats_per_thread();
+            for idx in 0..len {
+                slots.push(self.frag_slot(arr, len, idx)?);
+            }
+        }
+        if slots.is_empty() {
+            self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(u64::from(n), false).into()])?;
+            return Ok(());
+        }
+        let f32t = self.ctx.f32_type();
+        let nf = slots.len();
+        let mut cons: Vec<String> = vec!["=f".into(); nf];
+        cons.extend((0..nf).map(|r| r.to_string()));
+        cons.push("~{memory}".into());
+        let ret = self.ctx.struct_type(&vec![BasicTypeEnum::from(f32t); nf], false);
+        let params: Vec<inkwell::types::BasicMetadataTypeEnum> = (0..nf).map(|_| f32t.into()).collect();
+        let fty = ret.fn_type(&params, false);
+        let asm = self.ctx.create_inline_asm(fty, format!("wgmma.wait_group.sync.aligned {n};"), cons.join(","), true, false, None, false);
+        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
+        for &p in &slots {
+            args.push(self.b.build_load(f32t, p, "")?.into());
+        }
+        let call = self.b.build_indirect_call(fty, asm, &args, "wait")?;
+        let convergent = Attribute::get_named_enum_kind_id("convergent");
+        call.add_attribute(AttributeLoc::Function, self.ctx.create_enum_attribute(convergent, 0));
+        let out = call.try_as_basic_value().basic().ok_or_else(|| BackendError::Invalid("wgmma wait asm without results".into()))?.into_struct_value();
+        for (r, &p) in slots.iter().enumerate() {
+            let x = self.b.build_extract_value(out, r as u32, "")?;
+            self.b.build_store(p, x)?;
+        }
+        Ok(())
+    }
+
+    /// An internal check: the registers of `v` are not touched while an MMA into them is in
+    /// flight (the barrier pass places the wait before).
+    pub(crate) fn expect_settled(&self, v: Var) -> Result<(), BackendError> {
+        if self.inflight.iter().any(|x| x.1 == v) {
+            return Err(BackendError::Invalid(format!("`{}`'s registers touched while an MMA into it is in flight", self.k.vars[v].name)));
+        }
+        Ok(())
     }
 
     /// A descriptor for byte `off` of the dynamic shared memory: `(addr >> 4) & 0x3fff | hi`.
