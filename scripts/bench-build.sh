@@ -20,7 +20,7 @@ printf '%-28s %10s %10s  %s  (%s, %s reps, ms)\n' example best median "target $t
 for src in "$root"/dsl-examples/*.tile; do
   ts=()
   for _ in $(seq "$reps"); do
-    t=$("$dir/tilec" build "$src" --target all --no-ptxas -o "$out" 2>&1 | sed -n 's/.*no ptxas): \([0-9.]*\) ms/\1/p')
+    t=$("$dir/tilec" build "$src" --target all --no-ptxas --no-cache -o "$out" 2>&1 | sed -n 's/.*no ptxas): \([0-9.]*\) ms/\1/p')
     ts+=("$t")
   done
   sorted=$(printf '%s\n' "${ts[@]}" | sort -g)

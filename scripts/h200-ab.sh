@@ -18,6 +18,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 if [ "${1:-}" = prepare ]; then
   set -e
+  . .tools/env.sh   # ptxas: the old artifacts get cubins, as the new ones
   old=${OLD:?OLD=<commit> names the compiler to compare with}
   wt=$(mktemp -d); git worktree add -q --detach "$wt" "$old"
   # TILEC_OLD: that commit's tilec, already built. Otherwise a target folder of its own (a

@@ -16,7 +16,7 @@ use tilec::target::Target;
 
 fn main() {
     let repeat: usize = std::env::var("BUILD_REPEAT").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default() };
+    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
     println!("{:>10} {:>12} {:>14}", "statements", "best s", "x previous");
     let mut prev: Option<f64> = None;
     for n in [50, 100, 200, 400] {

@@ -137,6 +137,14 @@ pub fn ptxas_advisories(text: &str) -> Vec<String> {
 /// # Errors
 /// As [`run_ptxas`].
 pub fn assemble_file_reporting(ptx: &Path, cubin: &Path, target: Target) -> Result<(PtxasInfo, Vec<String>), ArtifactError> {
+    assemble_file_text(ptx, cubin, target).map(|r| r.1)
+}
+
+/// [`assemble_file_reporting`], with ptxas's `-v` text (what the build cache stores).
+///
+/// # Errors
+/// As [`run_ptxas`].
+pub fn assemble_file_text(ptx: &Path, cubin: &Path, target: Target) -> Result<(String, (PtxasInfo, Vec<String>)), ArtifactError> {
     let exe = find_ptxas().unwrap_or_else(|| PathBuf::from("ptxas"));
     let out = Command::new(&exe)
         .arg(format!("-arch={}", target.name()))
@@ -150,7 +158,8 @@ pub fn assemble_file_reporting(ptx: &Path, cubin: &Path, target: Target) -> Resu
     if !out.status.success() {
         return Err(ArtifactError::Ptxas { target: target.name().into(), message: text });
     }
-    Ok((parse_ptxas_info(&text), ptxas_advisories(&text)))
+    let r = (parse_ptxas_info(&text), ptxas_advisories(&text));
+    Ok((text, r))
 }
 
 /// [`assemble_file_reporting`] without the advisories.

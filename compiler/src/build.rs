@@ -56,6 +56,8 @@ pub struct BuildOptions {
     pub write_llvm: bool,
     /// Front-end options.
     pub frontend: Options,
+    /// The build cache ([`crate::cache`]): PTX and cubins of inputs LLVM and ptxas have seen.
+    pub cache: Option<std::sync::Arc<crate::cache::BuildCache>>,
 }
 
 /// One kernel built for one target.
@@ -124,7 +126,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             jobs.push(Job { kernel: v.clone(), tmem: pk.tmem, layout: layout.clone(), plan: tp });
         }
     }
-    let results = compile_parallel(&jobs);
+    let results = compile_parallel(&jobs, opts.cache.as_deref());
     let mut compiled = vec![];
     for (j, r) in jobs.iter().zip(results) {
         let t = j.plan.target;
@@ -157,7 +159,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             }
             if ptxas_path.is_some() {
                 let cubin = dir.join(format!("{stem}.cubin"));
-                let (info, notes) = artifact::assemble_file_reporting(&ptx_path, &cubin, t).map_err(err)?;
+                let (info, notes) = assemble_cached(&ptx_path, &cubin, t, &c.ptx, ptxas_path.as_deref(), opts.cache.as_deref()).map_err(err)?;
                 ptxas = Some(info);
                 advisories = notes;
                 cubin_name = Some(format!("{stem}.cubin"));
@@ -199,6 +201,24 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
     Ok(BuildReport { checked, built, plans, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
 }
 
+/// ptxas on `ptx_path` (text `ptx`) into `cubin`, or the cubin and report `cache` holds for
+/// this PTX, target and ptxas ([`crate::cache`]).
+fn assemble_cached(ptx_path: &Path, cubin: &Path, t: Target, ptx: &str, ptxas: Option<&Path>, cache: Option<&crate::cache::BuildCache>) -> Result<(tilec_abi::meta::PtxasInfo, Vec<String>), ArtifactError> {
+    let key = cache.zip(ptxas.and_then(crate::cache::ptxas_identity)).map(|(_, id)| crate::cache::key(&[id.as_bytes(), t.name().as_bytes(), ptx.as_bytes()]));
+    let (Some(c), Some(key)) = (cache, key) else { return artifact::assemble_file_reporting(ptx_path, cubin, t) };
+    if let (Some(bin), Some(report)) = (c.get(&key, "cubin"), c.get(&key, "ptxas.txt")) {
+        std::fs::write(cubin, bin).map_err(|source| ArtifactError::Io { path: cubin.to_path_buf(), source })?;
+        let report = String::from_utf8_lossy(&report);
+        return Ok((artifact::parse_ptxas_info(&report), artifact::ptxas_advisories(&report)));
+    }
+    let (text, r) = artifact::assemble_file_text(ptx_path, cubin, t)?;
+    if let Ok(bin) = std::fs::read(cubin) {
+        c.put(&key, "cubin", &bin);
+        c.put(&key, "ptxas.txt", text.as_bytes());
+    }
+    Ok(r)
+}
+
 /// One code-generation job: a kernel on one target.
 struct Job<'a> {
     kernel: Validated<'a>,
@@ -219,7 +239,7 @@ const CODEGEN_STACK_BYTES: usize = 256 << 20;
 ///
 /// Why threads: LLVM's `default<O3>` + NVPTX code generation is nearly all of `tilec build`'s
 /// time and scales with the number of modules (kernels × targets).
-fn compile_parallel(jobs: &[Job<'_>]) -> Vec<Result<Compiled, BackendError>> {
+fn compile_parallel(jobs: &[Job<'_>], cache: Option<&crate::cache::BuildCache>) -> Vec<Result<Compiled, BackendError>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
@@ -231,7 +251,7 @@ fn compile_parallel(jobs: &[Job<'_>]) -> Vec<Result<Compiled, BackendError>> {
             let h = std::thread::Builder::new().name("tilec-codegen".into()).stack_size(CODEGEN_STACK_BYTES).spawn_scoped(s, || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(j) = jobs.get(i) else { break };
-                let r = backend::compile_kernel(&j.kernel, &j.layout, j.plan);
+                let r = backend::compile_kernel_cached(&j.kernel, &j.layout, j.plan, cache);
                 // A poisoned slot can only come from a panic in another job, which `scope`
                 // propagates anyway; store regardless.
                 *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);

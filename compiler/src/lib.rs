@@ -25,4 +25,5 @@ pub mod cli;
 pub mod backend;
 pub mod artifact;
 pub mod build;
+pub mod cache;
 pub mod verify;

@@ -21,7 +21,7 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn opts(out: Option<PathBuf>) -> BuildOptions {
-    BuildOptions { targets: Target::ALL.to_vec(), out_dir: out, ptxas: true, write_llvm: false, frontend: Options::default() }
+    BuildOptions { targets: Target::ALL.to_vec(), out_dir: out, ptxas: true, write_llvm: false, frontend: Options::default(), cache: None }
 }
 
 #[test]

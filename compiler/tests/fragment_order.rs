@@ -146,7 +146,7 @@ fn fragment_pairs_are_written_by_two_element_stores() {
     // b32), and in shared memory db = bf16(d) 16 and dvb = bf16(dvn) 8.
     let dir = std::env::temp_dir().join(format!("tilec-pairs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default() };
+    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/k1_reverse_scan.tile");
     tilec::build::build_file(&path, &opts).expect("k1 builds");
     let ptx = std::fs::read_to_string(dir.join("k1_scan_scalar.sm_90a.ptx")).expect("ptx");

@@ -46,7 +46,7 @@ fn first_difference(want: &str, got: &str) -> String {
 #[test]
 fn generated_ptx_matches_the_golden_files() {
     let bless = std::env::var_os("TILEC_BLESS").is_some();
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default() };
+    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
     let mut failures = vec![];
     let mut compared = 0;
     for path in examples() {

@@ -34,7 +34,7 @@ fn candidate(binding: Binding) -> TilecCandidate {
 fn gemm_tile_is_a_clean_matmul_on_the_interpreter() {
     let dir = std::env::temp_dir().join(format!("kverify-gemm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = BuildOptions { targets: vec![Target::Sm100a], out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: FrontendOptions::default() };
+    let opts = BuildOptions { targets: vec![Target::Sm100a], out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: FrontendOptions::default(), cache: None };
     build_file(&gemm_tile(), &opts).expect("gemm.tile builds");
     let meta = load_meta(&dir.join("gemm.sm_100a.meta.json")).expect("metadata");
 

@@ -20,7 +20,7 @@ fn root() -> PathBuf {
 
 /// Build `example` for both targets into a fresh temporary folder; return the `.meta.json` files.
 fn build(example: &str, dir: &Path) -> Vec<PathBuf> {
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: Some(dir.to_path_buf()), ptxas: true, write_llvm: false, frontend: Options::default() };
+    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: Some(dir.to_path_buf()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
     let (_, r) = build_file(&root().join("dsl-examples").join(example), &opts).unwrap_or_else(|e| panic!("{example}: {e}"));
     let mut metas: Vec<PathBuf> =
         std::fs::read_dir(dir).expect("out dir").map(|e| e.expect("entry").path()).filter(|p| p.to_string_lossy().ends_with(".meta.json")).collect();

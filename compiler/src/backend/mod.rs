@@ -135,6 +135,16 @@ pub struct Compiled {
 /// [`BackendError`] for unsupported IR, invalid MMA shapes or descriptors, a tcgen05 request on a
 /// target without it, and LLVM failures (with LLVM's message).
 pub fn compile_kernel(v: &Validated<'_>, tmem: &TmemLayout, plan: &TargetPlan) -> Result<Compiled, BackendError> {
+    compile_kernel_cached(v, tmem, plan, None)
+}
+
+/// [`compile_kernel`], taking the PTX from `cache` when it holds this LLVM module's
+/// ([`crate::cache`]: keyed on the IR before optimisation, the target and the compiler) and
+/// storing it there otherwise.
+///
+/// # Errors
+/// As [`compile_kernel`] (errors are never cached).
+pub fn compile_kernel_cached(v: &Validated<'_>, tmem: &TmemLayout, plan: &TargetPlan, cache: Option<&crate::cache::BuildCache>) -> Result<Compiled, BackendError> {
     let k = v.kernel();
     let target = plan.target;
     let t0 = std::time::Instant::now();
@@ -143,7 +153,18 @@ pub fn compile_kernel(v: &Validated<'_>, tmem: &TmemLayout, plan: &TargetPlan) -
     let (module, smem_bytes) = cg.run()?;
     let llvm_ir = module.print_to_string().to_string();
     let t1 = std::time::Instant::now();
-    let ptx = llvm::optimize_and_emit(&module, target)?;
+    let key = cache.map(|_| crate::cache::key(&[crate::cache::compiler_fingerprint().as_bytes(), target.name().as_bytes(), llvm_ir.as_bytes()]));
+    let cached = cache.zip(key.as_deref()).and_then(|(c, key)| c.get(key, "ptx")).and_then(|b| String::from_utf8(b).ok());
+    let ptx = match cached {
+        Some(ptx) => ptx,
+        None => {
+            let ptx = llvm::optimize_and_emit(&module, target)?;
+            if let (Some(c), Some(key)) = (cache, key.as_deref()) {
+                c.put(key, "ptx", ptx.as_bytes());
+            }
+            ptx
+        }
+    };
     #[allow(clippy::print_stderr)] // opt-in (TILEC_TIMING) timing for the compile-time bench
     if std::env::var_os("TILEC_TIMING").is_some() {
         // Opt-in timing of the two halves (stderr), for the compile-time benchmark.

@@ -60,6 +60,12 @@ pub struct BuildArgs {
     /// Do not run ptxas even when it is found.
     #[arg(long)]
     pub no_ptxas: bool,
+
+    /// Compile every module afresh: neither read nor write the build cache (PTX per LLVM module,
+    /// cubins per PTX; in `TILEC_CACHE_DIR`, else `$XDG_CACHE_HOME/tilec` or `~/.cache/tilec`;
+    /// `TILEC_CACHE=0` also turns it off)
+    #[arg(long)]
+    pub no_cache: bool,
     /// Colour diagnostics (default: when stderr is a terminal).
     #[arg(long)]
     pub color: Option<bool>,
@@ -94,7 +100,8 @@ pub fn run(a: &BuildArgs) -> ExitCode {
     };
     let targets = a.target.targets();
     let Some(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
-    let opts = BuildOptions { targets, out_dir: Some(a.out.clone()), ptxas: !a.no_ptxas, write_llvm: a.emit.contains(&Emit::Llvm), frontend: Options { size_values, ..Options::default() } };
+    let cache = if a.no_cache { None } else { crate::cache::BuildCache::from_env().map(std::sync::Arc::new) };
+    let opts = BuildOptions { targets, out_dir: Some(a.out.clone()), ptxas: !a.no_ptxas, write_llvm: a.emit.contains(&Emit::Llvm), frontend: Options { size_values, ..Options::default() }, cache: cache.clone() };
     let name = a.file.display().to_string();
     let color = a.color.unwrap_or_else(|| std::io::stderr().is_terminal());
     let report = match build_source(&src, &name, &opts) {
@@ -153,6 +160,13 @@ pub fn run(a: &BuildArgs) -> ExitCode {
         let file = p.file.as_ref().map(|f| format!(" → {}", f.display())).unwrap_or_default();
         let nb = p.plan.buffers.len();
         eprintln!("planned operator {} for {}: {} launch{} ({}), {nb} buffer{}{file}", p.plan.operator, p.plan.target, kernels.len(), if kernels.len() == 1 { "" } else { "es" }, kernels.join(" → "), if nb == 1 { "" } else { "s" });
+    }
+    if let Some(c) = &cache {
+        let ((ph, pm), (ch, cm)) = (c.stats("ptx"), c.stats("cubin"));
+        if ph + pm > 0 {
+            let cubins = if ch + cm > 0 { format!(", {ch} of {} cubins", ch + cm) } else { String::new() };
+            eprintln!("build cache: {ph} of {} PTX{cubins} reused from {} (--no-cache: compile afresh)", ph + pm, c.dir().display());
+        }
     }
     if !report.ptxas_ran && !a.no_ptxas {
         eprintln!("note: ptxas not found (set TILEC_PTXAS or run scripts/setup.sh): no cubins");

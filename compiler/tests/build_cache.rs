@@ -1,0 +1,73 @@
+//! The build cache (`tilec::cache`): a second build of the same source takes every PTX from the
+//! cache and writes byte-identical artefacts; an edit to one kernel recompiles that kernel's
+//! modules only; an entry that is not PTX text is compiled again, not used.
+
+use std::sync::Arc;
+
+use tilec::backend::Target;
+use tilec::build::{build_source, BuildOptions, BuildReport};
+use tilec::cache::BuildCache;
+use tilec::frontend::Options;
+
+const SRC: &str = "kernel a(x: f32[N], y: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+    let i = program_id(0) * 128;
+    store y[i..+128] = load x[i..+128] * 2.0;
+}
+kernel b(x: f32[N], y: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+    let i = program_id(0) * 128;
+    store y[i..+128] = load x[i..+128] + 1.0;
+}
+";
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tilec-build-cache-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn build(src: &str, cache: &Arc<BuildCache>) -> BuildReport {
+    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: Some(cache.clone()) };
+    build_source(src, "cache.tile", &opts).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn ptx(r: &BuildReport) -> Vec<(String, String)> {
+    r.built.iter().map(|b| (format!("{}.{}", b.kernel, b.target.name()), b.compiled.ptx.clone())).collect()
+}
+
+#[test]
+fn a_rebuild_reuses_every_module_and_an_edit_recompiles_only_its_kernel() {
+    let dir = scratch("reuse");
+    let modules = 2 * Target::ALL.len() as u32;
+    let first = ptx(&build(SRC, &Arc::new(BuildCache::at(&dir))));
+    let c = Arc::new(BuildCache::at(&dir));
+    let second = ptx(&build(SRC, &c));
+    assert_eq!(c.stats("ptx"), (modules, 0));
+    assert_eq!(first, second, "cached PTX differs from the compiled PTX");
+    // Without a cache: the same text.
+    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    assert_eq!(ptx(&build_source(SRC, "cache.tile", &opts).expect("build")), first);
+    // Kernel b edited: its modules are compiled (and differ), a's come from the cache.
+    let c = Arc::new(BuildCache::at(&dir));
+    let edited = ptx(&build(&SRC.replace("+ 1.0", "+ 3.0"), &c));
+    assert_eq!(c.stats("ptx"), (modules / 2, modules / 2));
+    for ((name, old), (_, new)) in first.iter().zip(&edited) {
+        assert_eq!(name.starts_with("a."), old == new, "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_entry_that_is_not_text_is_compiled_again() {
+    let dir = scratch("damaged");
+    let good = ptx(&build(SRC, &Arc::new(BuildCache::at(&dir))));
+    for e in std::fs::read_dir(&dir).expect("cache folder") {
+        std::fs::write(e.expect("entry").path(), [0xff, 0xfe, 0x00]).expect("damage");
+    }
+    let c = Arc::new(BuildCache::at(&dir));
+    assert_eq!(ptx(&build(SRC, &c)), good);
+    // Every lookup found an entry, none was usable: each module compiled again (and stored).
+    assert_eq!(c.stats("ptx").0, 2 * Target::ALL.len() as u32);
+    let c = Arc::new(BuildCache::at(&dir));
+    assert_eq!(ptx(&build(SRC, &c)), good);
+    let _ = std::fs::remove_dir_all(&dir);
+}
