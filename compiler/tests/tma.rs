@@ -62,11 +62,12 @@ fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
     for (name, tp) in &ps {
         // Rank-4 tensors: box 1 on the point dimensions. Both kernels load k (kg) and q (qg)
         // as wgmma operands (K = 128: two 128B panels) — k1_scan_scalar scales the C x BV
-        // products by its per-row gate, k1_scan_channel takes them gated — then dv, dout
-        // (v0..+32) plain tiles, dv swizzled (above), and w. k1_scan_scalar's gate column
+        // products by its per-row gate, k1_scan_channel takes them gated — in the body's
+        // order: k, q, dout (v0..+32, a plain tile), dv (swizzled, above; loaded after
+        // `d += qᵀ·do` so that product runs while `k·bf16(d)` is in flight), w. k1_scan_scalar's gate column
         // g[b, t0..+64, h] (4 bytes a row) has no box and stays a cp.async copy.
         let boxes: Vec<(Vec<u32>, Option<Swizzle>)> = tp.tma.maps.iter().map(|m| (m.box_dims.clone(), m.swizzle)).collect();
-        let want = vec![swz(64), b64.clone(), swz(64), row(32), swz(64)];
+        let want = vec![swz(64), swz(64), row(32), b64.clone(), swz(64)];
         let (thread_copies, per_stage) = match name.as_str() {
             "k1_scan_scalar" => (1, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2) + 64 * 4),
             _ => (0, 3 * (64 * 128 * 2) + 2 * (64 * 32 * 2)),
