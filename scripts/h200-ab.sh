@@ -13,9 +13,28 @@
 #      interpreter, then racecheck unless RACECHECK=0).
 # AB_PARTS picks parts (default "same anchors bwd check"). Everything goes to $OUT: ab.txt,
 # {new,old}/perf.json, {new,old}/gdn_bwd.json.
+# A third set, x (an experiment: the same compiler on edited sources), when .device/art_x
+# exists: `X_SED='s/ ctas_per_sm(3)//' X_FILES=dsl-examples/k1_reverse_scan.tile
+# scripts/h200-ab.sh prepare-x` here copies .device/art and rebuilds each of X_FILES, edited by
+# the sed script X_SED (a copy beside it, so that imports resolve), into it; on the device it is
+# compared with new (bitwise) and timed like the others (x/perf.json, x/gdn_bwd.json).
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+if [ "${1:-}" = prepare-x ]; then
+  set -e
+  . .tools/env.sh
+  t="${CARGO_TARGET_DIR:-$root/target}"
+  rm -rf .device/art_x; cp -r .device/art .device/art_x
+  for f in ${X_FILES:?X_FILES names the sources to rebuild}; do
+    x="$(dirname "$f")/.x-$(basename "$f")"
+    sed -e "${X_SED:?X_SED is the sed script that makes the x sources}" "$f" > "$x"
+    if cmp -s "$f" "$x"; then echo "prepare-x: X_SED changes nothing in $f" >&2; rm -f "$x"; exit 1; fi
+    "$t/release/tilec" build "$x" --target sm_90a -o .device/art_x | grep '^built' || { rm -f "$x"; exit 1; }
+    rm -f "$x"
+  done
+  exit 0
+fi
 if [ "${1:-}" = prepare ]; then
   set -e
   . .tools/env.sh   # ptxas: the old artifacts get cubins, as the new ones
@@ -52,12 +71,17 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
         "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "/tmp/ab_$s.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name ($s): tilec-run exit $?"
       done
       python3 scripts/h200_compare_outputs.py "old-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_old.safetensors --exact
+      if [ -d .device/art_x ]; then
+        "$b/tilec-run" ".device/art_x/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out /tmp/ab_x.safetensors $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name (x): tilec-run exit $?"
+        python3 scripts/h200_compare_outputs.py "x-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_x.safetensors --exact
+      fi
     done
   fi
   # Speed: new then old, each bench in the same call; fla (the anchor) is timed beside the new
   # backward only (its first call JIT-compiles for ~100 s).
-  for s in new old; do
-    a=.device/art; [ $s = old ] && a=.device/art_old
+  sets="new old"; [ -d .device/art_x ] && sets="new x old"
+  for s in $sets; do
+    a=.device/art; [ $s != new ] && a=.device/art_$s
     mkdir -p "$out/$s"
     if has anchors; then echo "=== anchors ($s)"; OUT="$out/$s" timeout "$(left)" python3 bench/h200_tilec_vs_anchors.py --tilec-run "$b/tilec-run" --art $a --work /tmp/perf_$s 2>&1 | cut -c1-400; fi
     if has bwd; then

@@ -77,6 +77,11 @@ pub struct TargetInfo {
     pub max_registers_per_thread: u32,
     /// 32-bit registers per SM.
     pub registers_per_sm: u32,
+    /// Most resident threads and CTAs per SM (CUDA C++ Programming Guide, "Compute
+    /// Capabilities", technical specifications: 2,048 and 32 for 9.0 and 10.0).
+    pub max_threads_per_sm: u32,
+    /// Most resident CTAs per SM.
+    pub max_ctas_per_sm: u32,
     /// Largest grid extent in x, y, z.
     pub max_grid: [u32; 3],
     /// Matrix-multiply instructions.
@@ -103,6 +108,8 @@ static SM100A: TargetInfo = TargetInfo {
     max_threads_per_cta: 1024,
     max_registers_per_thread: 255,
     registers_per_sm: 65_536,
+    max_threads_per_sm: 2048,
+    max_ctas_per_sm: 32,
     max_grid: GRID,
     mma: MmaSet { mma_sync: true, wgmma: false, tcgen05: true },
     tma: true,
@@ -121,6 +128,8 @@ static SM90A: TargetInfo = TargetInfo {
     max_threads_per_cta: 1024,
     max_registers_per_thread: 255,
     registers_per_sm: 65_536,
+    max_threads_per_sm: 2048,
+    max_ctas_per_sm: 32,
     max_grid: GRID,
     mma: MmaSet { mma_sync: true, wgmma: true, tcgen05: false },
     tma: true,

@@ -59,10 +59,18 @@ fn k1_builds_for_all_targets_with_metadata() {
                 assert!(!b.compiled.ptx.contains("tcgen05"));
             }
         }
+        // `ctas_per_sm(3)`: launch bounds for ptxas, on both targets.
+        assert!(b.compiled.ptx.contains(".maxntid 128") && b.compiled.ptx.contains(".minnctapersm 3"), "{stem}: no launch bounds");
+        if b.target == Target::Sm90a {
+            // The fragment loops read the thread index anew (not one read hoisted for all).
+            assert!(b.compiled.ptx.matches("%tid.x").count() > 2, "{stem}: one thread-index read");
+        }
         if r.ptxas_ran {
             let p = meta.ptxas.as_ref().unwrap();
             assert!(p.registers > 0 && p.registers <= 255);
             assert_eq!(p.spill_store_bytes, 0, "{stem} spills");
+            // Three CTAs of 128 threads fit the register file: 3 · 128 · registers ≤ 65,536.
+            assert!(3 * 128 * p.registers <= 65_536, "{stem}: {} registers do not let 3 CTAs share an SM", p.registers);
             // No wgmma wait injected or wgmma serialized by ptxas (C7517, C7510): the waits
             // the compiler placed are the ones that run.
             assert!(b.ptxas_advisories.is_empty(), "{stem}: {:?}", b.ptxas_advisories);
@@ -78,6 +86,10 @@ fn gemm_builds_and_the_hash_tracks_the_source() {
     assert_eq!(r.built.len(), 2);
     let m = &r.built[0].meta;
     assert_eq!(m.source.hash, tilec_abi::hash::fnv1a64_hex(src.as_bytes()));
+    // No `ctas_per_sm`: no launch bounds.
+    for b in &r.built {
+        assert!(!b.compiled.ptx.contains(".minnctapersm") && !b.compiled.ptx.contains(".maxntid"), "{}", b.kernel);
+    }
     assert_eq!(m.sizes, vec!["M", "K", "N"]);
     assert_eq!(m.launch.dynamic_smem_bytes, r.built[0].compiled.smem_bytes);
 }

@@ -1,5 +1,6 @@
 //! Diagnostics fixtures: every `tests/ui/*.tile` states its expected diagnostics inline, on the
-//! offending line, as `//~ ERROR <code> <text>` or `//~ WARN <code> <text>`. The text must occur
+//! offending line, as `//~ ERROR <code> <text>` or `//~ WARN <code> <text>` (several in a row
+//! for several diagnostics on one line). The text must occur
 //! in the diagnostic's message, one of its labels or one of its notes (the help lines). Missing *and* unexpected diagnostics fail.
 
 use std::path::{Path, PathBuf};
@@ -17,17 +18,19 @@ struct Expect {
 fn expectations(src: &str) -> Vec<Expect> {
     let mut out = vec![];
     for (n, line) in src.lines().enumerate() {
-        let Some(pos) = line.find("//~ ") else { continue };
-        let rest = &line[pos + 4..];
-        let (sev, rest) = if let Some(r) = rest.strip_prefix("ERROR ") {
-            (Severity::Error, r)
-        } else if let Some(r) = rest.strip_prefix("WARN ") {
-            (Severity::Warning, r)
-        } else {
-            panic!("bad expectation on line {}: {line}", n + 1)
-        };
-        let (code, text) = rest.split_once(' ').unwrap_or((rest, ""));
-        out.push(Expect { line: n + 1, severity: sev, code: code.to_string(), text: text.trim().to_string() });
+        // Several expectations on one line (one diagnostic per target at the same span) are
+        // written one after the other: `//~ ERROR E0405 a //~ ERROR E0405 b`.
+        for rest in line.split("//~ ").skip(1) {
+            let (sev, rest) = if let Some(r) = rest.strip_prefix("ERROR ") {
+                (Severity::Error, r)
+            } else if let Some(r) = rest.strip_prefix("WARN ") {
+                (Severity::Warning, r)
+            } else {
+                panic!("bad expectation on line {}: {line}", n + 1)
+            };
+            let (code, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            out.push(Expect { line: n + 1, severity: sev, code: code.to_string(), text: text.trim().to_string() });
+        }
     }
     out
 }

@@ -121,6 +121,13 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         let fty = ctx.void_type().fn_type(&arg_tys, false);
         let func = module.add_function(&k.name, fty, Some(Linkage::External));
         func.set_call_conventions(PTX_KERNEL_CC);
+        if let Some((n, _)) = k.ctas_per_sm {
+            // `.maxntid threads` and `.minnctapersm N` (PTX ISA, "Performance-Tuning
+            // Directives"): ptxas fits the registers of N resident CTAs.
+            let attr = |name: &str, value: u32| ctx.create_string_attribute(name, &value.to_string());
+            func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.maxntid", k.threads));
+            func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.minctasm", n));
+        }
         super::tma::mark_tensor_map_params(ctx, func, first_map as u32, tp.tma.maps.len());
         let smem_g = module.add_global(ctx.i8_type().array_type(0), Some(AddressSpace::from(3u16)), "tilec_smem");
         smem_g.set_linkage(Linkage::External);

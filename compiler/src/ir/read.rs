@@ -311,6 +311,9 @@ impl KernelReader {
         r.k.grid = [axis(",")?, axis(",")?, axis(")")?];
         c.keyword("threads")?;
         r.k.threads = c.num("thread count")?;
+        if c.eat_keyword("ctas_per_sm") {
+            r.k.ctas_per_sm = Some((c.num("CTAs per SM")?, Span::default()));
+        }
         c.done()?;
         loop {
             let mut c = next(n)?;

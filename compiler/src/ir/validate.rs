@@ -69,6 +69,7 @@ pub fn validate(k: &Kernel) -> Result<Validated<'_>, Vec<ValidateError>> {
     cx.block(k.body, true);
     cx.lifecycle();
     cx.lane_quarters();
+    cx.residency();
     if cx.errs.is_empty() {
         Ok(Validated { kernel: k, points: ProgramPoints::compute(k) })
     } else {
@@ -361,6 +362,18 @@ impl Cx<'_> {
             if !(pa < pp.point[u] && pp.point[u] < pd) {
                 self.err(Some(u), "TMEM access outside the alloc..dealloc window".into());
             }
+        }
+    }
+
+    /// `ctas_per_sm(N)` must be residency every target can hold: N CTAs of `threads` threads
+    /// within the resident thread and CTA limits ([`crate::target::TargetInfo`]).
+    fn residency(&mut self) {
+        let k = self.k;
+        let Some((n, _)) = k.ctas_per_sm else { return };
+        let info = |f: fn(&crate::target::TargetInfo) -> u32| crate::target::Target::ALL.iter().map(|t| f(t.info())).min().unwrap_or(0);
+        let (threads, ctas) = (info(|i| i.max_threads_per_sm), info(|i| i.max_ctas_per_sm));
+        if n == 0 || n > ctas || u64::from(n) * u64::from(k.threads) > u64::from(threads) {
+            self.err(None, format!("ctas_per_sm {n} with {} threads per CTA: an SM holds at most {ctas} CTAs and {threads} threads", k.threads));
         }
     }
 

@@ -36,7 +36,11 @@ pub fn write_kernel(k: &Kernel) -> String {
     let _ = writeln!(s, "kernel {}({})", k.name, params.join(", "));
     let sizes: Vec<&str> = k.sizes.values().map(String::as_str).collect();
     let _ = writeln!(s, "  sizes [{}]", sizes.join(", "));
-    let _ = writeln!(s, "  grid ({}, {}, {}) threads {}", k.size_text(&k.grid[0]), k.size_text(&k.grid[1]), k.size_text(&k.grid[2]), k.threads);
+    let _ = write!(s, "  grid ({}, {}, {}) threads {}", k.size_text(&k.grid[0]), k.size_text(&k.grid[1]), k.size_text(&k.grid[2]), k.threads);
+    if let Some((n, _)) = k.ctas_per_sm {
+        let _ = write!(s, " ctas_per_sm {n}");
+    }
+    s.push('\n');
     for (v, d) in k.vars.iter() {
         let _ = writeln!(s, "  {v} {}: {} {}", d.name, d.space, d.ty);
     }

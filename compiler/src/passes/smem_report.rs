@@ -13,7 +13,15 @@ use crate::ir::Kernel;
 pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     let info = tp.target.info();
     let mut s = String::new();
-    let _ = writeln!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA", k.name, info.name, tp.smem_bytes(), info.smem_per_cta);
+    let _ = write!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA; {} CTAs per SM by shared memory", k.name, info.name, tp.smem_bytes(), info.smem_per_cta, tp.resident_ctas(k.threads));
+    match k.ctas_per_sm {
+        Some((n, _)) => {
+            // Registers are allocated per warp in units of 256 (8 per thread).
+            let regs = (info.registers_per_sm / (n * k.threads) / 8 * 8).min(info.max_registers_per_thread);
+            let _ = writeln!(s, ", ctas_per_sm({n}): at most {regs} registers per thread");
+        }
+        None => s.push('\n'),
+    }
     if tp.header_bytes > 0 {
         let mut parts = vec![];
         if super::target_plan::uses_tensor_memory(k, info) {

@@ -6,7 +6,7 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::diag::Diagnostic;
+use crate::diag::{Code, Diagnostic};
 use crate::ir::validate::Validated;
 use crate::ir::{Kernel, Space};
 use crate::layout::swizzle::PERIOD_ALIGN;
@@ -51,6 +51,16 @@ impl TargetPlan {
     pub fn smem_bytes(&self) -> u32 {
         self.header_bytes + self.smem.bytes
     }
+
+    /// CTAs of `threads` threads that fit on one SM side by side by everything but registers:
+    /// the SM's shared memory over this plan's bytes plus the driver's per-CTA reservation
+    /// (CUDA C++ Programming Guide, "Shared Memory": 1 KiB per CTA on 9.0/10.0), the resident
+    /// thread limit and the resident CTA limit of the target.
+    pub fn resident_ctas(&self, threads: u32) -> u32 {
+        let info = self.target.info();
+        let by_smem = info.smem_per_sm / (self.smem_bytes() + info.smem_reserved_per_cta);
+        by_smem.min(info.max_threads_per_sm / threads.max(1)).min(info.max_ctas_per_sm)
+    }
 }
 
 /// Whether kernel `k` on `target` keeps variables in tensor memory (then it needs the header).
@@ -72,6 +82,26 @@ fn header(k: &Kernel, info: &TargetInfo, tma: &TmaPlan, pipelines: &SecondaryMap
         bytes = bytes.next_multiple_of(PERIOD_ALIGN);
     }
     bytes
+}
+
+/// E0405 when the declared `ctas_per_sm(N)` does not fit `bytes` of shared memory per CTA:
+/// N · (bytes + the driver's reservation) must fit one SM.
+fn check_residency(k: &Kernel, bytes: u32, info: &TargetInfo) -> Result<(), Diagnostic> {
+    let Some((n, span)) = k.ctas_per_sm else { return Ok(()) };
+    let per_cta = bytes + info.smem_reserved_per_cta;
+    let fit = info.smem_per_sm / per_cta;
+    if fit >= n {
+        return Ok(());
+    }
+    let help = if fit == 0 { "help: shrink the kernel's tiles".to_string() } else { format!("help: this plan keeps {fit} resident: write ctas_per_sm({fit}), or shrink the kernel's tiles") };
+    Err(Diagnostic::error(
+        Code::SmemOverBudget,
+        format!("kernel `{}` asks for {n} CTAs per SM on {}, but its shared memory holds {fit}", k.name, info.name),
+        span,
+        format!("{n} CTAs per SM"),
+    )
+    .with_note(format!("{n} x ({bytes} bytes per CTA + {} reserved by the driver) = {} bytes; an SM has {}", info.smem_reserved_per_cta, u64::from(n) * u64::from(per_cta), info.smem_per_sm))
+    .with_note(help))
 }
 
 /// CTAs per SM a software pipeline's ring may bring residency down to in a kernel whose MMA
@@ -125,7 +155,13 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
         let base = fitting.last().map_or(0, |f| f.0);
         let register_accumulators = k.vars.keys().any(|v| roles.accumulator(v).is_some());
         let base = if register_accumulators { base.min(RESIDENT_ENOUGH) } else { base };
-        if let Some(i) = fitting.iter().position(|f| f.1 || f.0 >= base) {
+        // A declared `ctas_per_sm(N)` takes the deepest ring that keeps N resident, MMA in
+        // flight or not: the kernel's author chose residency over ring depth.
+        let pick = match k.ctas_per_sm {
+            Some((n, _)) => fitting.iter().position(|f| f.0 >= n),
+            None => fitting.iter().position(|f| f.1 || f.0 >= base),
+        };
+        if let Some(i) = pick {
             let (_, _, smem, p) = fitting.swap_remove(i);
             pipelines = p;
             chosen = Some(smem);
@@ -144,6 +180,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     };
     tma.place_barriers(&pipelines);
     smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
+    check_residency(k, header_bytes + smem.bytes, info)?;
     let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines, &tma);
     Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma })
 }

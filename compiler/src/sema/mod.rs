@@ -308,6 +308,29 @@ fn signature(
             Err(d) => diags.push(d),
         }
     }
+    for (name, e) in &k.attrs {
+        if name.name != "ctas_per_sm" {
+            diags.push(Diagnostic::error(Code::BadLaunch, format!("unknown launch attribute `{}`", name.name), name.span, "not a launch attribute").with_note("help: the launch attribute is `ctas_per_sm(N)`: the CTAs per SM the kernel is built to keep resident"));
+            continue;
+        }
+        if kernel.ctas_per_sm.is_some() {
+            diags.push(Diagnostic::error(Code::BadLaunch, "`ctas_per_sm` given twice".to_string(), name.span, "second `ctas_per_sm`").with_note("help: keep one"));
+            continue;
+        }
+        // Every target must hold N such CTAs by its thread and CTA limits; shared memory is
+        // checked per target once the plan exists (E0405), registers by ptxas.
+        let limit = |f: fn(&crate::target::TargetInfo) -> u32| crate::target::Target::ALL.iter().map(|t| f(t.info())).min().unwrap_or(0);
+        let (threads, ctas) = (limit(|i| i.max_threads_per_sm), limit(|i| i.max_ctas_per_sm));
+        let most = ctas.min(threads / kernel.threads.max(1));
+        match eval_const(e, consts) {
+            Ok(n) if n >= 1 && n <= i64::from(most) => kernel.ctas_per_sm = Some((n as u32, e.span)),
+            Ok(n) => diags.push(
+                Diagnostic::error(Code::BadLaunch, format!("{n} CTAs per SM"), e.span, format!("must be in 1..={most}"))
+                    .with_note(format!("an SM holds at most {ctas} CTAs and {threads} threads; with {} threads per CTA, {most} CTAs", kernel.threads)),
+            ),
+            Err(d) => diags.push(d),
+        }
+    }
 }
 
 /// Lowers a kernel's or operator's parameter list: declares the symbolic sizes (bare names in

@@ -60,6 +60,8 @@ pub struct KernelDecl {
     pub grid_span: Span,
     /// `threads(N)`, if given.
     pub threads: Option<Expr>,
+    /// Launch attributes after `threads(..)`, `name(expr)` each (`ctas_per_sm(3)`).
+    pub attrs: Vec<(Ident, Expr)>,
     /// The body.
     pub body: Vec<Stmt>,
     /// The whole kernel.

@@ -78,8 +78,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Runs `body(slot, unit row origin, unit column origin, thread in warpgroup)` for each slot
     /// of this thread's warpgroup, skipping (uniformly per warpgroup) a slot without a unit.
     pub(crate) fn for_each_unit(&mut self, d: Distribution, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
-        let wg = self.b.build_right_shift(self.tid, self.i32(7), false, "wg")?;
-        let t = self.b.build_and(self.tid, self.i32((WARPGROUP - 1) as i32), "wgt")?;
+        let tid = self.fragment_tid()?;
+        let wg = self.b.build_right_shift(tid, self.i32(7), false, "wg")?;
+        let t = self.b.build_and(tid, self.i32((WARPGROUP - 1) as i32), "wgt")?;
         for s in 0..d.slots {
             let u = self.b.build_int_add(self.b.build_int_mul(self.i32(s as i32), self.i32(d.warpgroups as i32), "")?, wg, "unit")?;
             let (r0, c0) = d.unit_origin(&*self, u)?;
@@ -91,6 +92,27 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The thread index that fragment-order code derives its coordinates and offsets from.
+    ///
+    /// The kernel's one `tid.x` read, except in a kernel built for a residency
+    /// (`ctas_per_sm(N)`): there it is read again for each fragment loop through inline
+    /// assembly with side effects, which LLVM neither hoists out of a loop nor merges with
+    /// another read. Otherwise LICM computes every fragment element's shared-memory and global
+    /// offsets once, before the chunk loop, and keeps them all live through it: K#1 held ≥ 195
+    /// registers everywhere in its loop, 48 of them accumulators (`nvdisasm
+    /// --print-life-ranges`); with the offsets recomputed where they are used, ptxas fits it in
+    /// 158 registers with no spill, where the same budget forced 372 B of spills before
+    /// (docs/results.md). The value is the same, so the arithmetic is unchanged.
+    fn fragment_tid(&mut self) -> Result<IntValue<'ctx>, BackendError> {
+        if self.k.ctas_per_sm.is_none() {
+            return Ok(self.tid);
+        }
+        let fty = self.ctx.i32_type().fn_type(&[], false);
+        let asm = self.ctx.create_inline_asm(fty, "mov.u32 $0, %tid.x;".into(), "=r".into(), true, false, None, false);
+        let call = self.b.build_indirect_call(fty, asm, &[], "tid")?;
+        call.try_as_basic_value().basic().map(|v| v.into_int_value()).ok_or_else(|| BackendError::Invalid("tid asm without a result".into()))
     }
 
     /// Writes the fragments of `v` back to its shared-memory buffer (row-major f32), between
