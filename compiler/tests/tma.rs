@@ -54,7 +54,7 @@ fn gemm_operands_are_tma_copies_into_128b_swizzled_rings() {
 }
 
 #[test]
-fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
+fn k1_rings_keep_the_three_ctas_per_sm_k1_declares() {
     let ps = plans(&example("k1_reverse_scan.tile"));
     let (swz, row) = (|c: u32| (vec![1, 64, 1, c], Some(Swizzle::B128)), |c: u32| (vec![1, 64, 1, c], None));
     // dv (64 x 32 bf16: 64-byte rows) is read in dvn's fragment order (`dvn += dv`): 64B swizzle.
@@ -80,9 +80,11 @@ fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
         let resident = |bytes: u32| info.smem_per_sm / (bytes + info.smem_reserved_per_cta);
         let total = tp.smem_bytes();
         if p.stages == 1 {
-            // One stage keeps two CTAs per SM; a second would drop to one. Each tile is
-            // refilled after its last read, on its own mbarrier.
-            assert!(resident(total) >= 2 && resident(total + per_stage) < resident(total), "{name}: {total} B");
+            // One stage keeps the three CTAs per SM K#1 declares (`ctas_per_sm(sm_90a: 3)`);
+            // a second would drop to one. Each tile is refilled after its last read, on its own
+            // mbarrier.
+            assert!(resident(total) >= 3 && resident(total + per_stage) < resident(total), "{name}: {total} B");
+            assert_eq!(tp.resident_ctas(128), resident(total).min(16), "{name}");
             assert!(tilec::passes::tma::early_refill(p));
             assert_eq!(tilec::passes::tma::barriers_of(p), p.writes.len() as u32);
         } else {
@@ -93,7 +95,7 @@ fn k1_rings_keep_two_ctas_per_sm_when_no_mma_stays_in_flight() {
         }
     }
     let stages: Vec<u32> = ps.iter().map(|(_, tp)| tp.pipelines.values().flatten().next().map_or(0, |p| p.stages)).collect();
-    assert_eq!(stages, vec![1, 1], "both fit two CTAs per SM with one stage");
+    assert_eq!(stages, vec![1, 1], "both fit three CTAs per SM with one stage");
 }
 
 #[test]
@@ -279,4 +281,33 @@ fn an_accumulator_read_by_the_threads_needs_no_buffer() {
     assert_eq!(tp.smem.vars[p], None, "no buffer for p");
     let f32_tiles = tp.smem.placements.iter().filter(|pl| pl.bytes == 64 * 64 * 4).count();
     assert_eq!(f32_tiles, 1, "one 64x64 f32 tile: the read's result");
+}
+
+#[test]
+fn a_declared_residency_takes_the_deepest_ring_that_keeps_it() {
+    // gemm's ring stage is a 128 x 64 and a 64 x 256 bf16 tile: (16 + 32) KiB. Undeclared, the
+    // MMA stays in flight in the deepest ring that fits one CTA (4 stages, above). Declaring
+    // two CTAs per SM (256 threads: 2 x 256 within 2048) takes the deepest ring with
+    // 2 x (bytes + 1 KiB) <= 233,472: 2 stages — the MMA then completes every iteration.
+    let src = example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 2)");
+    let ps = plans(&src);
+    let tp = &ps[0].1;
+    let p = tp.pipelines.values().flatten().next().expect("gemm's loop is pipelined");
+    let info = Target::Sm90a.info();
+    let stage = 128 * 64 * 2 + 64 * 256 * 2;
+    assert_eq!(p.stages, 2);
+    assert!(2 * (tp.smem_bytes() + info.smem_reserved_per_cta) <= info.smem_per_sm, "{} B", tp.smem_bytes());
+    assert!(2 * (tp.smem_bytes() + stage + info.smem_reserved_per_cta) > info.smem_per_sm, "a 3-stage ring would have kept two");
+    assert_eq!(tp.resident_ctas(256), 2);
+    // Three: one stage.
+    let ps = plans(&example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 3)"));
+    let tp = &ps[0].1;
+    assert_eq!(tp.pipelines.values().flatten().next().map(|p| p.stages), Some(1));
+    assert!(3 * (tp.smem_bytes() + info.smem_reserved_per_cta) <= info.smem_per_sm);
+    assert!(3 * (tp.smem_bytes() + stage + info.smem_reserved_per_cta) > info.smem_per_sm);
+    // Eight (2,048 threads): no ring keeps them; E0405 names the four that the plan without
+    // a ring (48 KiB + 1 KiB reserved per CTA) holds.
+    let c = check_source(&example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 8)"), &Options { targets: vec![Target::Sm90a], ..Options::default() });
+    let d = c.diags.iter().find(|d| d.code.as_str() == "E0405").expect("E0405");
+    assert!(d.message.contains("asks for 8 CTAs per SM on sm_90a, but its shared memory holds 4"), "{}", d.message);
 }

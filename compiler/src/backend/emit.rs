@@ -121,7 +121,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         let fty = ctx.void_type().fn_type(&arg_tys, false);
         let func = module.add_function(&k.name, fty, Some(Linkage::External));
         func.set_call_conventions(PTX_KERNEL_CC);
-        if let Some((n, _)) = k.ctas_per_sm {
+        if let Some((n, _)) = k.residency(target) {
             // `.maxntid threads` and `.minnctapersm N` (PTX ISA, "Performance-Tuning
             // Directives"): ptxas fits the registers of N resident CTAs.
             let attr = |name: &str, value: u32| ctx.create_string_attribute(name, &value.to_string());

@@ -79,11 +79,12 @@ pub struct Kernel {
     /// Threads per CTA. Tensor-memory accesses are made by warps `0..threads/32`; warp `w`
     /// touches lanes `32*(w%4)..32*(w%4)+31` (blackwell.md §1.3).
     pub threads: u32,
-    /// `ctas_per_sm(N)`: the CTAs per SM the kernel is built to keep resident, and where it is
-    /// written. The shared-memory plan must allow N side by side (E0405 otherwise), and the
-    /// back ends pass N to ptxas as launch bounds (`.maxntid threads`, `.minnctapersm N`), which
-    /// then fits the registers of N CTAs: 65,536 / (N · threads) per thread.
-    pub ctas_per_sm: Option<(u32, Span)>,
+    /// `ctas_per_sm([target:] N)`: per target, the CTAs per SM the kernel is built to keep
+    /// resident, and where it is written ([`Kernel::residency`]). That target's shared-memory
+    /// plan must allow N side by side (E0405 otherwise), and its back end passes N to ptxas as
+    /// launch bounds (`.maxntid threads`, `.minnctapersm N`), which then fits the registers of
+    /// N CTAs: 65,536 / (N · threads) per thread.
+    pub ctas_per_sm: Vec<(crate::target::Target, u32, Span)>,
     /// Variables (mutable tile slots).
     pub vars: PrimaryMap<Var, VarData>,
     /// SSA values.
@@ -475,7 +476,7 @@ impl Kernel {
             params: PrimaryMap::new(),
             grid: [SizeExpr::Const(1), SizeExpr::Const(1), SizeExpr::Const(1)],
             threads: 128,
-            ctas_per_sm: None,
+            ctas_per_sm: vec![],
             vars: PrimaryMap::new(),
             values: PrimaryMap::new(),
             insts: PrimaryMap::new(),
@@ -484,6 +485,11 @@ impl Kernel {
             inst_spans: SecondaryMap::new(),
             bindings: vec![],
         }
+    }
+
+    /// The declared residency on `target` (`ctas_per_sm`) and where it is written.
+    pub fn residency(&self, target: crate::target::Target) -> Option<(u32, Span)> {
+        self.ctas_per_sm.iter().find(|(t, _, _)| *t == target).map(|&(_, n, s)| (n, s))
     }
 
     /// The size named `name`.

@@ -311,8 +311,11 @@ impl KernelReader {
         r.k.grid = [axis(",")?, axis(",")?, axis(")")?];
         c.keyword("threads")?;
         r.k.threads = c.num("thread count")?;
-        if c.eat_keyword("ctas_per_sm") {
-            r.k.ctas_per_sm = Some((c.num("CTAs per SM")?, Span::default()));
+        while c.eat_keyword("ctas_per_sm") {
+            let col = c.col();
+            let name = c.word("a target (sm_90a, sm_100a)")?;
+            let Ok(info) = crate::target::lookup(name) else { return c.error_at(col, format!("unknown target `{name}`")) };
+            r.k.ctas_per_sm.push((info.target, c.num("CTAs per SM")?, Span::default()));
         }
         c.done()?;
         loop {

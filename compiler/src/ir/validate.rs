@@ -365,15 +365,18 @@ impl Cx<'_> {
         }
     }
 
-    /// `ctas_per_sm(N)` must be residency every target can hold: N CTAs of `threads` threads
-    /// within the resident thread and CTA limits ([`crate::target::TargetInfo`]).
+    /// `ctas_per_sm` must be residency its target can hold: N CTAs of `threads` threads within
+    /// the resident thread and CTA limits ([`crate::target::TargetInfo`]), once per target.
     fn residency(&mut self) {
         let k = self.k;
-        let Some((n, _)) = k.ctas_per_sm else { return };
-        let info = |f: fn(&crate::target::TargetInfo) -> u32| crate::target::Target::ALL.iter().map(|t| f(t.info())).min().unwrap_or(0);
-        let (threads, ctas) = (info(|i| i.max_threads_per_sm), info(|i| i.max_ctas_per_sm));
-        if n == 0 || n > ctas || u64::from(n) * u64::from(k.threads) > u64::from(threads) {
-            self.err(None, format!("ctas_per_sm {n} with {} threads per CTA: an SM holds at most {ctas} CTAs and {threads} threads", k.threads));
+        for (i, &(t, n, _)) in k.ctas_per_sm.iter().enumerate() {
+            let (threads, ctas) = (t.info().max_threads_per_sm, t.info().max_ctas_per_sm);
+            if n == 0 || n > ctas || u64::from(n) * u64::from(k.threads) > u64::from(threads) {
+                self.err(None, format!("ctas_per_sm {} {n} with {} threads per CTA: an SM holds at most {ctas} CTAs and {threads} threads", t.name(), k.threads));
+            }
+            if k.ctas_per_sm[..i].iter().any(|e| e.0 == t) {
+                self.err(None, format!("ctas_per_sm {} given twice", t.name()));
+            }
         }
     }
 

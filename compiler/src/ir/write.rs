@@ -37,8 +37,8 @@ pub fn write_kernel(k: &Kernel) -> String {
     let sizes: Vec<&str> = k.sizes.values().map(String::as_str).collect();
     let _ = writeln!(s, "  sizes [{}]", sizes.join(", "));
     let _ = write!(s, "  grid ({}, {}, {}) threads {}", k.size_text(&k.grid[0]), k.size_text(&k.grid[1]), k.size_text(&k.grid[2]), k.threads);
-    if let Some((n, _)) = k.ctas_per_sm {
-        let _ = write!(s, " ctas_per_sm {n}");
+    for (t, n, _) in &k.ctas_per_sm {
+        let _ = write!(s, " ctas_per_sm {} {n}", t.name());
     }
     s.push('\n');
     for (v, d) in k.vars.iter() {

@@ -14,7 +14,7 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     let info = tp.target.info();
     let mut s = String::new();
     let _ = write!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA; {} CTAs per SM by shared memory", k.name, info.name, tp.smem_bytes(), info.smem_per_cta, tp.resident_ctas(k.threads));
-    match k.ctas_per_sm {
+    match k.residency(tp.target) {
         Some((n, _)) => {
             // Registers are allocated per warp in units of 256 (8 per thread).
             let regs = (info.registers_per_sm / (n * k.threads) / 8 * 8).min(info.max_registers_per_thread);

@@ -87,13 +87,13 @@ fn header(k: &Kernel, info: &TargetInfo, tma: &TmaPlan, pipelines: &SecondaryMap
 /// E0405 when the declared `ctas_per_sm(N)` does not fit `bytes` of shared memory per CTA:
 /// N · (bytes + the driver's reservation) must fit one SM.
 fn check_residency(k: &Kernel, bytes: u32, info: &TargetInfo) -> Result<(), Diagnostic> {
-    let Some((n, span)) = k.ctas_per_sm else { return Ok(()) };
+    let Some((n, span)) = k.residency(info.target) else { return Ok(()) };
     let per_cta = bytes + info.smem_reserved_per_cta;
     let fit = info.smem_per_sm / per_cta;
     if fit >= n {
         return Ok(());
     }
-    let help = if fit == 0 { "help: shrink the kernel's tiles".to_string() } else { format!("help: this plan keeps {fit} resident: write ctas_per_sm({fit}), or shrink the kernel's tiles") };
+    let help = if fit == 0 { "help: shrink the kernel's tiles".to_string() } else { format!("help: this plan keeps {fit} resident: write ctas_per_sm({}: {fit}), or shrink the kernel's tiles", info.name) };
     Err(Diagnostic::error(
         Code::SmemOverBudget,
         format!("kernel `{}` asks for {n} CTAs per SM on {}, but its shared memory holds {fit}", k.name, info.name),
@@ -157,7 +157,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
         let base = if register_accumulators { base.min(RESIDENT_ENOUGH) } else { base };
         // A declared `ctas_per_sm(N)` takes the deepest ring that keeps N resident, MMA in
         // flight or not: the kernel's author chose residency over ring depth.
-        let pick = match k.ctas_per_sm {
+        let pick = match k.residency(target) {
             Some((n, _)) => fitting.iter().position(|f| f.0 >= n),
             None => fitting.iter().position(|f| f.1 || f.0 >= base),
         };

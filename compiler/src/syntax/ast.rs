@@ -60,12 +60,23 @@ pub struct KernelDecl {
     pub grid_span: Span,
     /// `threads(N)`, if given.
     pub threads: Option<Expr>,
-    /// Launch attributes after `threads(..)`, `name(expr)` each (`ctas_per_sm(3)`).
-    pub attrs: Vec<(Ident, Expr)>,
+    /// Launch attributes after `threads(..)`: `ctas_per_sm(3)`, `ctas_per_sm(sm_90a: 3)`.
+    pub attrs: Vec<KernelAttr>,
     /// The body.
     pub body: Vec<Stmt>,
     /// The whole kernel.
     pub span: Span,
+}
+
+/// A launch attribute `name([target:] value)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelAttr {
+    /// The attribute's name.
+    pub name: Ident,
+    /// The target it applies to (`sm_90a: 3`); every target when absent.
+    pub target: Option<Ident>,
+    /// Its value.
+    pub value: Expr,
 }
 
 /// `import "path";`: the kernels of another file, usable in this file's operators and built with

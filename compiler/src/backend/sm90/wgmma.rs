@@ -97,7 +97,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// The thread index that fragment-order code derives its coordinates and offsets from.
     ///
     /// The kernel's one `tid.x` read, except in a kernel built for a residency
-    /// (`ctas_per_sm(N)`): there it is read again for each fragment loop through inline
+    /// on sm_90a (`ctas_per_sm`): there it is read again for each fragment loop through inline
     /// assembly with side effects, which LLVM neither hoists out of a loop nor merges with
     /// another read. Otherwise LICM computes every fragment element's shared-memory and global
     /// offsets once, before the chunk loop, and keeps them all live through it: K#1 held ≥ 195
@@ -106,7 +106,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// 158 registers with no spill, where the same budget forced 372 B of spills before
     /// (docs/results.md). The value is the same, so the arithmetic is unchanged.
     fn fragment_tid(&mut self) -> Result<IntValue<'ctx>, BackendError> {
-        if self.k.ctas_per_sm.is_none() {
+        if self.k.residency(crate::target::Target::Sm90a).is_none() {
             return Ok(self.tid);
         }
         let fty = self.ctx.i32_type().fn_type(&[], false);
