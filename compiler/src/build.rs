@@ -159,7 +159,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             }
             if ptxas_path.is_some() {
                 let cubin = dir.join(format!("{stem}.cubin"));
-                let (info, notes) = assemble_cached(&ptx_path, &cubin, t, &c.ptx, ptxas_path.as_deref(), opts.cache.as_deref()).map_err(err)?;
+                let (info, notes) = assemble_cached(&ptx_path, &cubin, t, &c.ptx, ptxas_path.as_deref(), opts.cache.as_deref()).map_err(|e| err(residency_help(k, t, e)))?;
                 ptxas = Some(info);
                 advisories = notes;
                 cubin_name = Some(format!("{stem}.cubin"));
@@ -199,6 +199,19 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
         }
     }
     Ok(BuildReport { checked, built, plans, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
+}
+
+/// ptxas's error, with a help line when it ran out of registers in a kernel whose declared
+/// residency (`ctas_per_sm`) set its register budget.
+fn residency_help(k: &crate::ir::Kernel, t: Target, e: ArtifactError) -> ArtifactError {
+    match (e, k.residency(t)) {
+        (ArtifactError::Ptxas { target, message }, Some((n, _))) if message.contains("Insufficient registers") => {
+            let budget = crate::passes::target_plan::register_budget(t.info(), n, k.threads);
+            let message = format!("{message}help: `ctas_per_sm({}: {n})` in kernel `{}` leaves ptxas {budget} registers per thread ({n} CTAs of {} threads); declare fewer CTAs per SM", t.name(), k.name, k.threads);
+            ArtifactError::Ptxas { target, message }
+        }
+        (e, _) => e,
+    }
 }
 
 /// ptxas on `ptx_path` (text `ptx`) into `cubin`, or the cubin and report `cache` holds for

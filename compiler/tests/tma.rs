@@ -282,32 +282,3 @@ fn an_accumulator_read_by_the_threads_needs_no_buffer() {
     let f32_tiles = tp.smem.placements.iter().filter(|pl| pl.bytes == 64 * 64 * 4).count();
     assert_eq!(f32_tiles, 1, "one 64x64 f32 tile: the read's result");
 }
-
-#[test]
-fn a_declared_residency_takes_the_deepest_ring_that_keeps_it() {
-    // gemm's ring stage is a 128 x 64 and a 64 x 256 bf16 tile: (16 + 32) KiB. Undeclared, the
-    // MMA stays in flight in the deepest ring that fits one CTA (4 stages, above). Declaring
-    // two CTAs per SM (256 threads: 2 x 256 within 2048) takes the deepest ring with
-    // 2 x (bytes + 1 KiB) <= 233,472: 2 stages — the MMA then completes every iteration.
-    let src = example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 2)");
-    let ps = plans(&src);
-    let tp = &ps[0].1;
-    let p = tp.pipelines.values().flatten().next().expect("gemm's loop is pipelined");
-    let info = Target::Sm90a.info();
-    let stage = 128 * 64 * 2 + 64 * 256 * 2;
-    assert_eq!(p.stages, 2);
-    assert!(2 * (tp.smem_bytes() + info.smem_reserved_per_cta) <= info.smem_per_sm, "{} B", tp.smem_bytes());
-    assert!(2 * (tp.smem_bytes() + stage + info.smem_reserved_per_cta) > info.smem_per_sm, "a 3-stage ring would have kept two");
-    assert_eq!(tp.resident_ctas(256), 2);
-    // Three: one stage.
-    let ps = plans(&example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 3)"));
-    let tp = &ps[0].1;
-    assert_eq!(tp.pipelines.values().flatten().next().map(|p| p.stages), Some(1));
-    assert!(3 * (tp.smem_bytes() + info.smem_reserved_per_cta) <= info.smem_per_sm);
-    assert!(3 * (tp.smem_bytes() + stage + info.smem_reserved_per_cta) > info.smem_per_sm);
-    // Eight (2,048 threads): no ring keeps them; E0405 names the four that the plan without
-    // a ring (48 KiB + 1 KiB reserved per CTA) holds.
-    let c = check_source(&example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 8)"), &Options { targets: vec![Target::Sm90a], ..Options::default() });
-    let d = c.diags.iter().find(|d| d.code.as_str() == "E0405").expect("E0405");
-    assert!(d.message.contains("asks for 8 CTAs per SM on sm_90a, but its shared memory holds 4"), "{}", d.message);
-}

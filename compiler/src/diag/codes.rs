@@ -58,6 +58,9 @@ pub enum Code {
     BadLaunch,
     /// E0405: shared memory over budget (the planned buffers exceed the target's bytes per CTA).
     SmemOverBudget,
+    /// E0406: registers over budget: a declared residency (`ctas_per_sm`) leaves fewer
+    /// registers per thread than a register accumulator holds.
+    RegistersOverBudget,
     /// E0601: the interpreter stopped at a statement (division by zero, read before write,
     /// the time limit, ...).
     InterpRuntime,
@@ -101,6 +104,7 @@ impl Code {
             Code::BadTmemBuffer => "E0403",
             Code::BadLaunch => "E0404",
             Code::SmemOverBudget => "E0405",
+            Code::RegistersOverBudget => "E0406",
             Code::InterpRuntime => "E0601",
             Code::Internal => "E0900",
             Code::TmemWriteOnly => "W0501",

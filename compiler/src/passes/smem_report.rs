@@ -13,11 +13,11 @@ use crate::ir::Kernel;
 pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     let info = tp.target.info();
     let mut s = String::new();
-    let _ = write!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA; {} CTAs per SM by shared memory", k.name, info.name, tp.smem_bytes(), info.smem_per_cta, tp.resident_ctas(k.threads));
+    let r = tp.resident_ctas(k.threads);
+    let _ = write!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA; {r} CTA{} per SM by shared memory and threads", k.name, info.name, tp.smem_bytes(), info.smem_per_cta, if r == 1 { "" } else { "s" });
     match k.residency(tp.target) {
         Some((n, _)) => {
-            // Registers are allocated per warp in units of 256 (8 per thread).
-            let regs = (info.registers_per_sm / (n * k.threads) / 8 * 8).min(info.max_registers_per_thread);
+            let regs = super::target_plan::register_budget(info, n, k.threads);
             let _ = writeln!(s, ", ctas_per_sm({n}): at most {regs} registers per thread");
         }
         None => s.push('\n'),

@@ -104,6 +104,53 @@ fn check_residency(k: &Kernel, bytes: u32, info: &TargetInfo) -> Result<(), Diag
     .with_note(help))
 }
 
+/// Registers per thread ptxas may use when `ctas` CTAs of `threads` threads share an SM: the
+/// register file split between them, in ptxas's allocation unit of 8 per thread (256 per
+/// warp), at most the per-thread maximum.
+pub fn register_budget(info: &TargetInfo, ctas: u32, threads: u32) -> u32 {
+    (info.registers_per_sm / (ctas * threads).max(1) / 8 * 8).min(info.max_registers_per_thread)
+}
+
+/// The declared residency against what a kernel is known to need besides shared memory:
+/// - registers (E0406): one register accumulator (wgmma fragments, sm_90a) holds its floats
+///   per thread for its whole life, and ptxas cannot spill them; with anything else beside it
+///   the budget of [`register_budget`] must exceed them. (This is a floor: ptxas needs some
+///   tens more for addresses and descriptors, and says so when they do not fit.)
+/// - tensor memory (E0402): N CTAs each allocating its planned columns must fit the SM's 512.
+fn check_residency_registers(k: &Kernel, info: &TargetInfo, roles: &VarRoles) -> Result<(), Diagnostic> {
+    let Some((n, span)) = k.residency(info.target) else { return Ok(()) };
+    let budget = register_budget(info, n, k.threads);
+    let acc = k.vars.iter().filter_map(|(v, d)| roles.accumulator(v).map(|dist| (dist.floats_per_thread(), d))).max_by_key(|x| x.0);
+    if let Some((floats, d)) = acc.filter(|a| a.0 >= budget) {
+        return Err(Diagnostic::error(
+            Code::RegistersOverBudget,
+            format!("kernel `{}` asks for {n} CTAs per SM on {}, but its accumulator `{}` alone needs {floats} registers per thread", k.name, info.name, d.name),
+            span,
+            format!("{n} CTAs per SM"),
+        )
+        .with_label(d.span, format!("{floats} f32 registers per thread (wgmma fragments)"))
+        .with_note(format!("{n} CTAs x {} threads leave {budget} registers per thread ({} per SM)", k.threads, info.registers_per_sm))
+        .with_note("help: declare fewer CTAs per SM, or split the accumulator"));
+    }
+    let tmem = k.insts.values().find_map(|i| match i.op {
+        crate::ir::Op::TmemAlloc { columns } => Some(columns),
+        _ => None,
+    });
+    if let (Some(cols), Some(t)) = (tmem, info.tmem) {
+        if n * cols > t.columns {
+            return Err(Diagnostic::error(
+                Code::TmemOverBudget,
+                format!("kernel `{}` asks for {n} CTAs per SM on {}, but each allocates {cols} tensor-memory columns", k.name, info.name),
+                span,
+                format!("{n} CTAs per SM"),
+            )
+            .with_note(format!("{n} x {cols} = {} columns; an SM has {} (a CTA past them waits in tcgen05.alloc until another deallocates)", n * cols, t.columns))
+            .with_note(format!("help: declare ctas_per_sm({}: {}) or fewer", info.name, (t.columns / cols).max(1))));
+        }
+    }
+    Ok(())
+}
+
 /// CTAs per SM a software pipeline's ring may bring residency down to in a kernel whose MMA
 /// accumulators are registers (wgmma on sm_90a; see [`run`]).
 const RESIDENT_ENOUGH: u32 = 2;
@@ -155,11 +202,13 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
         let base = fitting.last().map_or(0, |f| f.0);
         let register_accumulators = k.vars.keys().any(|v| roles.accumulator(v).is_some());
         let base = if register_accumulators { base.min(RESIDENT_ENOUGH) } else { base };
-        // A declared `ctas_per_sm(N)` takes the deepest ring that keeps N resident, MMA in
-        // flight or not: the kernel's author chose residency over ring depth.
+        // A declared `ctas_per_sm(N)` restricts the choice to rings that keep N resident: the
+        // same rule among them, else the deepest of them (MMA in flight or not) — the author
+        // chose residency over ring depth. N = 1 therefore changes nothing.
+        let usual = |f: &(u32, bool, SmemPlan, _)| f.1 || f.0 >= base;
         let pick = match k.residency(target) {
-            Some((n, _)) => fitting.iter().position(|f| f.0 >= n),
-            None => fitting.iter().position(|f| f.1 || f.0 >= base),
+            Some((n, _)) => fitting.iter().position(|f| f.0 >= n && usual(f)).or_else(|| fitting.iter().position(|f| f.0 >= n)),
+            None => fitting.iter().position(usual),
         };
         if let Some(i) = pick {
             let (_, _, smem, p) = fitting.swap_remove(i);
@@ -181,6 +230,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     tma.place_barriers(&pipelines);
     smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
     check_residency(k, header_bytes + smem.bytes, info)?;
+    check_residency_registers(k, info, &roles)?;
     let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines, &tma);
     Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma })
 }

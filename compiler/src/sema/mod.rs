@@ -7,6 +7,7 @@
 
 mod consts;
 mod expr;
+mod launch_attrs;
 mod offsets;
 mod operator;
 mod size_param;
@@ -308,44 +309,9 @@ fn signature(
             Err(d) => diags.push(d),
         }
     }
-    for a in &k.attrs {
-        let (name, e) = (&a.name, &a.value);
-        if name.name != "ctas_per_sm" {
-            diags.push(Diagnostic::error(Code::BadLaunch, format!("unknown launch attribute `{}`", name.name), name.span, "not a launch attribute").with_note("help: the launch attribute is `ctas_per_sm(N)` or `ctas_per_sm(sm_90a: N)`: the CTAs per SM the kernel is built to keep resident, on every target or one"));
-            continue;
-        }
-        let targets: Vec<crate::target::Target> = match &a.target {
-            None => crate::target::Target::ALL.to_vec(),
-            Some(t) => match crate::target::lookup(&t.name) {
-                Ok(info) => vec![info.target],
-                Err(_) => {
-                    let names: Vec<&str> = crate::target::Target::ALL.iter().map(|t| t.name()).collect();
-                    diags.push(Diagnostic::error(Code::BadLaunch, format!("unknown target `{}`", t.name), t.span, "not a target").with_note(format!("help: the targets are {}", names.join(", "))));
-                    continue;
-                }
-            },
-        };
-        if let Some(t) = targets.iter().find(|t| kernel.residency(**t).is_some()) {
-            diags.push(Diagnostic::error(Code::BadLaunch, format!("`ctas_per_sm` given twice for {}", t.name()), name.span, "second `ctas_per_sm`").with_note("help: keep one per target"));
-            continue;
-        }
-        // Each target must hold N such CTAs by its thread and CTA limits; shared memory is
-        // checked per target once the plan exists (E0405), registers by ptxas.
-        let most = targets.iter().map(|t| t.info().max_ctas_per_sm.min(t.info().max_threads_per_sm / kernel.threads.max(1))).min().unwrap_or(0);
-        match eval_const(e, consts) {
-            Ok(n) if n >= 1 && n <= i64::from(most) => kernel.ctas_per_sm.extend(targets.iter().map(|&t| (t, n as u32, e.span))),
-            Ok(n) => diags.push(
-                Diagnostic::error(Code::BadLaunch, format!("{n} CTAs per SM"), e.span, format!("must be in 1..={most}"))
-                    .with_note(format!(
-                        "an SM holds at most {} CTAs and {} threads; with {} threads per CTA, {most} CTAs",
-                        targets.iter().map(|t| t.info().max_ctas_per_sm).min().unwrap_or(0),
-                        targets.iter().map(|t| t.info().max_threads_per_sm).min().unwrap_or(0),
-                        kernel.threads
-                    ))
-                    .with_note(format!("help: write ctas_per_sm({}) or fewer", most.max(1))),
-            ),
-            Err(d) => diags.push(d),
-        }
+    // With a thread count in error the residency limits cannot be stated: its error stands alone.
+    if !k.threads.as_ref().is_some_and(|t| eval_const(t, consts).ok() != Some(i64::from(kernel.threads))) {
+        launch_attrs::lower(&k.attrs, kernel, consts, diags);
     }
 }
 

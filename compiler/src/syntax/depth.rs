@@ -58,7 +58,7 @@ pub fn limit(file: &mut File, diags: &mut Diagnostics) {
                         expr(e, diags);
                     }
                 }
-                for e in k.grid.iter_mut().chain(k.threads.as_mut()) {
+                for e in k.grid.iter_mut().chain(k.threads.as_mut()).chain(k.attrs.iter_mut().map(|a| &mut a.value)) {
                     expr(e, diags);
                 }
                 stmts(&mut k.body, 0, diags);

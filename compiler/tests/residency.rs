@@ -1,0 +1,143 @@
+//! `ctas_per_sm([target:] N)` (docs/language.md, "Residency"): the shared-memory planner's ring
+//! choice under a declared residency, the register and tensor-memory floors it is checked
+//! against (E0406, E0402), the thread-limit and repeat errors that need more than one target to
+//! show, and the launch bounds in the PTX — every expected value derived from tile shapes and
+//! the target's limits. The diagnostics that fit a fixture are in tests/ui/launch_bounds.tile.
+
+use tilec::backend::Target;
+use tilec::diag::Diagnostic;
+use tilec::frontend::{check_source, Options};
+use tilec::passes::target_plan::{register_budget, TargetPlan};
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples").join(name)).expect("example")
+}
+
+fn check(src: &str, targets: &[Target]) -> (Vec<(String, Vec<TargetPlan>)>, Vec<Diagnostic>) {
+    let c = check_source(src, &Options { deny_warnings: false, targets: targets.to_vec(), ..Options::default() });
+    let plans = if c.ok() { c.kernels().map(|k| (k.kernel.name.clone(), targets.iter().map(|&t| k.target(t).expect("plan").clone()).collect())).collect() } else { vec![] };
+    (plans, c.diags.iter().cloned().collect())
+}
+
+fn plans(src: &str) -> Vec<(String, TargetPlan)> {
+    let (p, d) = check(src, &[Target::Sm90a]);
+    assert!(d.iter().all(|d| d.severity != tilec::diag::Severity::Error), "{d:?}");
+    p.into_iter().map(|(n, mut v)| (n, v.remove(0))).collect()
+}
+
+/// The one error of `src` on `targets`, which must have code `code`.
+fn error(src: &str, targets: &[Target], code: &str) -> Diagnostic {
+    let (_, d) = check(src, targets);
+    let errs: Vec<&Diagnostic> = d.iter().filter(|d| d.severity == tilec::diag::Severity::Error).collect();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].code.as_str(), code, "{:?}", errs[0]);
+    errs[0].clone()
+}
+
+#[test]
+fn a_declared_residency_takes_the_deepest_ring_that_keeps_it() {
+    // gemm with BN = 128: a ring stage is a 128 x 64 and a 64 x 128 bf16 tile, 32 KiB; the
+    // accumulator, 128 x 128 f32 over 256 threads, 64 floats per thread. Undeclared, the MMA
+    // stays in flight in the deepest ring that fits one CTA: 4 stages. Declared, the deepest
+    // ring with N · (bytes + 1 KiB) <= 233,472: 3 stages for two CTAs, 2 for three.
+    let info = Target::Sm90a.info();
+    let stage = 128 * 64 * 2 + 64 * 128 * 2;
+    let gemm = |attr: &str| example("gemm.tile").replace("const BN = 256;", "const BN = 128;").replace("threads(256)", &format!("threads(256){attr}"));
+    let stages = |tp: &TargetPlan| tp.pipelines.values().flatten().next().expect("gemm's loop is pipelined").stages;
+    let ps = plans(&gemm(""));
+    assert_eq!((stages(&ps[0].1), ps[0].1.resident_ctas(256)), (4, 1));
+    for (n, want) in [(2, 3), (3, 2)] {
+        let ps = plans(&gemm(&format!(" ctas_per_sm(sm_90a: {n})")));
+        let tp = &ps[0].1;
+        assert_eq!(stages(tp), want, "{n} CTAs");
+        assert!(n * (tp.smem_bytes() + info.smem_reserved_per_cta) <= info.smem_per_sm, "{n}: {} B", tp.smem_bytes());
+        assert!(n * (tp.smem_bytes() + stage + info.smem_reserved_per_cta) > info.smem_per_sm, "{n}: a deeper ring would have kept them");
+        assert_eq!(tp.resident_ctas(256), n);
+    }
+    // Four: 65,536 / (4 · 256) = 64 registers per thread, which the accumulator alone takes.
+    let d = error(&gemm(" ctas_per_sm(sm_90a: 4)"), &[Target::Sm90a], "E0406");
+    assert!(d.message.contains("alone needs 64 registers per thread"), "{}", d.message);
+    // Eight (2,048 threads) on gemm as shipped: shared memory is refused first, naming the
+    // four that the plan without a ring (48 KiB + 1 KiB reserved per CTA) holds.
+    let d = error(&example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 8)"), &[Target::Sm90a], "E0405");
+    assert!(d.message.contains("asks for 8 CTAs per SM on sm_90a, but its shared memory holds 4"), "{}", d.message);
+}
+
+#[test]
+fn one_cta_per_sm_declared_is_the_plan_without_a_declaration() {
+    // The ring rule among plans that keep N: N = 1 keeps every plan, so the usual choice
+    // stands (K#1 on sm_90a: one stage, three CTAs), not the deepest ring at one CTA per SM.
+    let src = example("k1_reverse_scan.tile");
+    let with_1 = plans(&src.replace("ctas_per_sm(sm_90a: 3)", "ctas_per_sm(sm_90a: 1)"));
+    let without = plans(&src.replace(" ctas_per_sm(sm_90a: 3)", ""));
+    for ((n, a), (_, b)) in with_1.iter().zip(&without) {
+        let stages = |tp: &TargetPlan| tp.pipelines.values().flatten().map(|p| p.stages).collect::<Vec<_>>();
+        assert_eq!((a.smem_bytes(), stages(a)), (b.smem_bytes(), stages(b)), "{n}");
+        assert_eq!(a.resident_ctas(128), 3, "{n}");
+    }
+}
+
+#[test]
+fn a_register_accumulator_larger_than_the_budget_is_e0406() {
+    // gemm: a 128 x 256 f32 accumulator over 256 threads is 128 floats per thread; two CTAs of
+    // 256 threads leave 65,536 / 512 = 128 registers each, so the accumulator alone fills them.
+    let info = Target::Sm90a.info();
+    assert_eq!(register_budget(info, 2, 256), 128);
+    let d = error(&example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_90a: 2)"), &[Target::Sm90a], "E0406");
+    assert!(d.message.contains("its accumulator `acc` alone needs 128 registers per thread"), "{}", d.message);
+    assert!(d.notes.iter().any(|n| n.contains("leave 128 registers per thread")), "{:?}", d.notes);
+    // sm_100a keeps the accumulator in tensor memory: no register floor there (shared memory
+    // decides: one CTA of 132,096 B).
+    let d = error(&example("gemm.tile").replace("threads(256)", "threads(256) ctas_per_sm(sm_100a: 2)"), &[Target::Sm100a], "E0405");
+    assert!(d.message.contains("but its shared memory holds 1"), "{}", d.message);
+}
+
+#[test]
+fn tensor_memory_columns_bound_the_residency_on_sm_100a() {
+    // Four co-live f32[128, 128] accumulators: 4 x 128 = 512 columns, the whole SM's tensor
+    // memory, so a second CTA would wait in tcgen05.alloc.
+    let src = "kernel tm(a: bf16[M, 64], b: bf16[64, 128], c: out f32[M, 128]) grid(cdiv(M, 128)) threads(128) ctas_per_sm(sm_100a: N) {
+        let m0 = program_id(0) * 128;
+        let at: smem = load a[m0..+128, :];
+        let bt: smem = load b[:, :];
+        let d0: tmem f32[128, 128] = at @ bt;
+        let d1: tmem f32[128, 128] = at @ bt;
+        let d2: tmem f32[128, 128] = at @ bt;
+        let d3: tmem f32[128, 128] = at @ bt;
+        store c[m0..+128, :] = d0;
+        store c[m0..+128, :] = d1;
+        store c[m0..+128, :] = d2;
+        store c[m0..+128, :] = d3;
+    }";
+    let d = error(&src.replace("sm_100a: N", "sm_100a: 2"), &[Target::Sm100a], "E0402");
+    assert!(d.message.contains("each allocates 512 tensor-memory columns"), "{}", d.message);
+    assert!(d.notes.iter().any(|n| n.contains("ctas_per_sm(sm_100a: 1)")), "{:?}", d.notes);
+    let (p, d) = check(&src.replace("sm_100a: N", "sm_100a: 1"), &[Target::Sm100a]);
+    assert!(p.len() == 1 && d.is_empty(), "{d:?}");
+}
+
+#[test]
+fn a_repeat_is_reported_even_when_the_first_value_was_refused() {
+    let src = "kernel k(x: f32[N, 64], y: out f32[N, 64]) grid(cdiv(N, 64)) threads(128) ATTRS {
+        store y[program_id(0) * 64..+64, :] = load x[program_id(0) * 64..+64, :];
+    }";
+    let (_, d) = check(&src.replace("ATTRS", "ctas_per_sm(0) ctas_per_sm(2)"), &Target::ALL);
+    let msgs: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert!(msgs[0] == "0 CTAs per SM" && msgs[1].starts_with("`ctas_per_sm` given twice for"), "{msgs:?}");
+    // A thread count in error: its error alone (the limits would be stated for 128 threads).
+    let (_, d) = check(&src.replace("threads(128) ATTRS", "threads(100) ctas_per_sm(17)"), &Target::ALL);
+    let msgs: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(msgs, vec!["100 threads per CTA"]);
+}
+
+#[test]
+fn a_deep_value_is_e0103_not_a_stack_overflow() {
+    // A left-deep sum does not grow the parser's stack, but constant evaluation recurses.
+    let sum = format!("0{}", "+0".repeat(30_000));
+    let src = format!("kernel k(x: f32[N, 64], y: out f32[N, 64]) grid(cdiv(N, 64)) threads(128) ctas_per_sm({sum} + 3) {{
+        store y[program_id(0) * 64..+64, :] = load x[program_id(0) * 64..+64, :];
+    }}");
+    let (_, d) = check(&src, &Target::ALL);
+    assert!(d.iter().any(|d| d.code.as_str() == "E0103"), "{:?}", d.iter().map(|d| &d.message).collect::<Vec<_>>());
+}
