@@ -247,7 +247,12 @@ fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, Path
                     println!("  {case:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", j.output, j.error, j.bound);
                 }
                 if let Some(j) = js.first() {
-                    println!("  bound = {} √R κu: R = {} rounding points in the launched kernels; κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, j.roundings, j.unit.log2());
+                    // R is per output (the same in every case): the rounding points reaching it.
+                    let mut per: Vec<(&str, usize)> = js.iter().map(|j| (j.output.as_str(), j.roundings)).collect();
+                    per.sort_unstable();
+                    per.dedup();
+                    let per: Vec<String> = per.iter().map(|(o, r)| format!("{o} {r}")).collect();
+                    println!("  bound = {} √R κu: R = the rounding points whose results reach the output ({}); κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, per.join(", "), j.unit.log2());
                 }
                 for n in &v.not_run {
                     println!("  not run: {n}");

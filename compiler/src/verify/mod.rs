@@ -20,10 +20,11 @@
 //! Thm 2.4; λ = 4, as kverify's ORD-01). `κu` — the condition times u — is measured on the
 //! oracle itself: its relative change when every input moves by one rounding of the dtype the
 //! operator takes it in (never below u).
-//! `R` is counted from the operator's IR: every narrowing conversion (`bf16(…)`, `f16(…)`) and
-//! every store of a wider value into a narrower tensor, in every launched kernel, once per
-//! launch (a site inside a loop counts once: a loop's iterations round different data, and the
-//! decays damp what earlier iterations carry forward). The f32 accumulation error
+//! `R` is counted from the operator's IR, per output ([`roundings::output_roundings`]): every
+//! narrowing conversion (`bf16(…)`, `f16(…)`) and every store of a wider value into a narrower
+//! tensor whose result reaches the output through the launched kernels, once per launch (a site
+//! inside a loop counts once: a loop's iterations round different data, and the decays damp
+//! what earlier iterations carry forward). The f32 accumulation error
 //! (`γ_n` with u = 2⁻²⁴) is below the bf16 term by orders of magnitude and is covered by it.
 
 use std::collections::BTreeMap;
@@ -37,7 +38,10 @@ use crate::interp::{run_operator, Options};
 
 pub mod gpu;
 pub mod isolation;
-use crate::ir::{Elem, Module, Op, Operator, ParamKind, SizeExpr};
+pub mod roundings;
+pub use roundings::{output_roundings, rounding_points};
+use roundings::unit_roundoff;
+use crate::ir::{Module, Operator, ParamKind, SizeExpr};
 
 /// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`), and
 /// [`SAVED_AI`], the forward's saved inverse that a backward may take instead of recomputing it.
@@ -262,10 +266,10 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         }
     };
     let (kd, vd) = (last_dim("q")?, last_dim("v")?);
-    let (roundings, u) = rounding_points(module, op);
-    // A saved Ai taken as an input was rounded once to its dtype before the kernels read it.
-    let takes_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: false, .. }));
-    let roundings = roundings + usize::from(takes_ai);
+    // Per output, the rounding sites that reach it; a saved Ai taken as an input was rounded
+    // once to its dtype before the kernels read it. The unit roundoff is the operator's.
+    let (_, u) = rounding_points(module, op);
+    let per_output = output_roundings(module, op, &[SAVED_AI]);
     let gives_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
     let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");
     let mut out = Verdict::default();
@@ -307,6 +311,7 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
                 return Err(VerifyError::Run(format!("output `{}` has {} elements, the oracle's {}", param.name, g.len(), reference.data.len())));
             }
             let moved_ref = reference_of(&param.name, &nudged, &nudged_ai);
+            let roundings = per_output.get(&param.name).copied().unwrap_or(1);
             let judge = |range: std::ops::Range<usize>, sequence: Option<usize>| {
                 let (g, r) = (&g[range.clone()], &reference.data[range.clone()]);
                 let scale = r.iter().map(|x| x.abs()).fold(0.0, f64::max);
@@ -432,18 +437,6 @@ fn kverify_name(fla: &str) -> &str {
     }
 }
 
-/// Unit roundoff of a float element type (kverify's table, Higham Table 2.1); `None` for
-/// non-floats.
-fn unit_roundoff(e: Elem) -> Option<f64> {
-    use kverify::tensor::DType as D;
-    match e {
-        Elem::Bf16 => Some(D::Bf16.unit_roundoff()),
-        Elem::F16 => Some(D::F16.unit_roundoff()),
-        Elem::F32 => Some(D::F32.unit_roundoff()),
-        Elem::I32 | Elem::Bool => None,
-    }
-}
-
 /// The problem with every input element multiplied by `1 + u ξ`, ξ uniform in [−1, 1] (seeded),
 /// u the unit roundoff of the dtype the operator takes that input in: one rounding's worth of
 /// backward error on every input. (An f32 gate moves by 2⁻²⁴, not by a bf16 step: its rounding
@@ -463,36 +456,6 @@ fn perturbed(op: &Operator, p: &Problem, seed: u64) -> Problem {
         t.data.iter_mut().for_each(|x| *x *= 1.0 + u * (2.0 * rng.uniform_open0() - 1.0));
     }
     q
-}
-
-/// `(R, u)`: the rounding points of the operator (see the module docs: each site once) and the
-/// unit roundoff of the narrowest float they round to (f32's when there is none).
-pub fn rounding_points(module: &Module, op: &Operator) -> (usize, f64) {
-    let mut r = 0;
-    let mut u = kverify::tensor::DType::F32.unit_roundoff();
-    for l in &op.launches {
-        let Some(k) = module.kernels.iter().find(|k| k.name == l.kernel) else { continue };
-        k.walk(|i| {
-            let narrowed = match &k.insts[i].op {
-                Op::Cast(v, e) if wider(k.value_type(*v).elem(), *e) => Some(*e),
-                Op::Store { dst, value, .. } => match &k.params[*dst].kind {
-                    ParamKind::Tensor { elem, .. } if wider(k.value_type(*value).elem(), *elem) => Some(*elem),
-                    _ => None,
-                },
-                _ => None,
-            };
-            if let Some(x) = narrowed.and_then(unit_roundoff) {
-                r += 1;
-                u = u.max(x);
-            }
-        });
-    }
-    (r.max(1), u)
-}
-
-/// Whether converting a float of type `from` to `to` rounds (a narrowing float conversion).
-fn wider(from: Elem, to: Elem) -> bool {
-    from.is_float() && to.is_float() && from.size_bytes() > to.size_bytes()
 }
 
 /// `max_i |a_i − b_i|`, NaN when any difference is NaN (`f64::max` would drop it), so that a

@@ -1,0 +1,172 @@
+//! Rounding points of an operator (the `R` of verify-on-compile's bound `λ √R κu`): the sites
+//! where a value is narrowed — a narrowing float conversion (`bf16(…)`, `f16(…)`) or a store of
+//! a wider value into a narrower tensor — each counted once per launch (a site inside a loop
+//! rounds different data each iteration, and the decays damp what earlier iterations carry
+//! forward; see the module docs of [`super`]).
+//!
+//! [`rounding_points`] counts every site of every launched kernel. [`output_roundings`] counts,
+//! per output, only the sites whose results reach it: the data dependences of the output's
+//! stores, through values, variables (loop-carried included), matrix products, and across
+//! launches through the tensors one kernel writes and a later one reads. That is the `R` of the
+//! probabilistic argument (Higham & Mary 2019, Thm 2.4: the independent roundings that
+//! perturb this output), never more than the operator's whole count: `ai` of a forward that
+//! reads no rounded `w`/`u` is judged by its own few sites, not by the state's.
+//! Dependences are data dependences only (a rounded value steering a loop bound or an index
+//! would be missed; no operator does that: their indices are i32 arithmetic on sizes).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cranelift_entity::SecondaryMap;
+
+use crate::ir::{Elem, Inst, Kernel, Module, Op, Operator, Param, ParamKind, Value, Var};
+
+/// Unit roundoff of a float element type (kverify's table, Higham Table 2.1); `None` for
+/// non-floats.
+pub(crate) fn unit_roundoff(e: Elem) -> Option<f64> {
+    use kverify::tensor::DType as D;
+    match e {
+        Elem::Bf16 => Some(D::Bf16.unit_roundoff()),
+        Elem::F16 => Some(D::F16.unit_roundoff()),
+        Elem::F32 => Some(D::F32.unit_roundoff()),
+        Elem::I32 | Elem::Bool => None,
+    }
+}
+
+/// Whether converting a float of type `from` to `to` rounds (a narrowing float conversion).
+fn wider(from: Elem, to: Elem) -> bool {
+    from.is_float() && to.is_float() && from.size_bytes() > to.size_bytes()
+}
+
+/// The element type instruction `i` of `k` narrows to, if it is a rounding site.
+fn narrows_to(k: &Kernel, i: Inst) -> Option<Elem> {
+    match &k.insts[i].op {
+        Op::Cast(v, e) if wider(k.value_type(*v).elem(), *e) => Some(*e),
+        Op::Store { dst, value, .. } => match &k.params[*dst].kind {
+            ParamKind::Tensor { elem, .. } if wider(k.value_type(*value).elem(), *elem) => Some(*elem),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `(R, u)`: every rounding site of every launched kernel (each once per launch) and the unit
+/// roundoff of the narrowest float they round to (f32's when there is none).
+pub fn rounding_points(module: &Module, op: &Operator) -> (usize, f64) {
+    let mut r = 0;
+    let mut u = kverify::tensor::DType::F32.unit_roundoff();
+    for l in &op.launches {
+        let Some(k) = module.kernels.iter().find(|k| k.name == l.kernel) else { continue };
+        k.walk(|i| {
+            if let Some(x) = narrows_to(k, i).and_then(unit_roundoff) {
+                r += 1;
+                u = u.max(x);
+            }
+        });
+    }
+    (r.max(1), u)
+}
+
+/// What a value, variable or output tensor of one kernel depends on.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Deps {
+    /// Rounding sites of this kernel.
+    sites: BTreeSet<Inst>,
+    /// Tensor parameters read.
+    params: BTreeSet<Param>,
+}
+
+impl Deps {
+    /// Adds `o`'s dependences; whether anything was new.
+    fn absorb(&mut self, o: &Deps) -> bool {
+        let (a, b) = (self.sites.len(), self.params.len());
+        self.sites.extend(&o.sites);
+        self.params.extend(&o.params);
+        (a, b) != (self.sites.len(), self.params.len())
+    }
+}
+
+/// Per output tensor parameter of `k`, the rounding sites and input tensors its stores depend
+/// on: a fixed point over the kernel (a variable's dependences are those of every write to it,
+/// so values carried around a loop are covered).
+fn kernel_outputs(k: &Kernel) -> BTreeMap<Param, Deps> {
+    let mut vars: SecondaryMap<Var, Deps> = SecondaryMap::new();
+    let mut outs: BTreeMap<Param, Deps> = BTreeMap::new();
+    loop {
+        let mut values: SecondaryMap<Value, Deps> = SecondaryMap::new();
+        let mut changed = false;
+        k.walk(|i| {
+            let mut d = Deps::default();
+            for a in k.inst_args(i) {
+                d.absorb(&values[a]);
+            }
+            match &k.insts[i].op {
+                Op::Load { src, .. } => {
+                    d.params.insert(*src);
+                }
+                Op::ReadVar(v) => {
+                    d.absorb(&vars[*v]);
+                }
+                Op::WriteVar(v, _) => changed |= vars[*v].absorb(&d),
+                Op::Mma { dst, a, b, .. } => {
+                    let mut m = vars[a.var].clone();
+                    m.absorb(&vars[b.var]);
+                    changed |= vars[*dst].absorb(&m);
+                }
+                Op::Store { dst, .. } => {
+                    if narrows_to(k, i).is_some() {
+                        d.sites.insert(i);
+                    }
+                    changed |= outs.entry(*dst).or_default().absorb(&d);
+                }
+                _ => {}
+            }
+            if matches!(k.insts[i].op, Op::Cast(..)) && narrows_to(k, i).is_some() {
+                d.sites.insert(i);
+            }
+            if let Some(r) = k.insts[i].result {
+                values[r] = d;
+            }
+        });
+        if !changed {
+            return outs;
+        }
+    }
+}
+
+/// Per output parameter of `op` (by name): the number of rounding sites whose results reach
+/// it, each once per launch (at least 1). `rounded_inputs` names inputs that arrive rounded to
+/// their dtype (a forward's saved `ai`, rounded from the oracle's): one site each, in every
+/// output that reads them. (The unit roundoff stays the operator's, [`rounding_points`]: an
+/// output whose own sites are all f32 still carries f32 accumulation errors over long sums,
+/// which the bf16 `u` covers and one f32 rounding would not.)
+pub fn output_roundings(module: &Module, op: &Operator, rounded_inputs: &[&str]) -> BTreeMap<String, usize> {
+    // For every operator parameter or buffer: the (launch, site) pairs its contents depend on;
+    // an input's rounding as launch `usize::MAX`.
+    let mut deps: BTreeMap<String, BTreeSet<(usize, Inst)>> = BTreeMap::new();
+    for (n, p) in op.params.iter().enumerate() {
+        if let (true, ParamKind::Tensor { elem, output: false, .. }) = (rounded_inputs.contains(&p.name.as_str()), &p.kind) {
+            if elem.is_float() {
+                deps.entry(p.name.clone()).or_default().insert((usize::MAX, Inst::from_u32(n as u32)));
+            }
+        }
+    }
+    for (l, launch) in op.launches.iter().enumerate() {
+        let Some(k) = module.kernels.iter().find(|k| k.name == launch.kernel) else { continue };
+        let bound = |p: Param| launch.args.iter().find(|(kp, _)| *kp == k.params[p].name).map(|(_, name)| name.clone());
+        for (p, d) in kernel_outputs(k) {
+            let Some(name) = bound(p) else { continue };
+            let mut set: BTreeSet<(usize, Inst)> = d.sites.iter().map(|&i| (l, i)).collect();
+            for q in d.params {
+                if let Some(from) = bound(q).and_then(|n| deps.get(&n)) {
+                    set.extend(from);
+                }
+            }
+            deps.entry(name).or_default().extend(set);
+        }
+    }
+    op.params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Tensor { output: true, .. }))
+        .map(|p| (p.name.clone(), deps.get(&p.name).map_or(0, BTreeSet::len).max(1)))
+        .collect()
+}
