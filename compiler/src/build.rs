@@ -206,7 +206,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
 fn residency_help(k: &crate::ir::Kernel, t: Target, e: ArtifactError) -> ArtifactError {
     match (e, k.residency(t)) {
         (ArtifactError::Ptxas { target, message }, Some((n, _))) if message.contains("Insufficient registers") => {
-            let budget = crate::passes::target_plan::register_budget(t.info(), n, k.threads);
+            let budget = crate::passes::residency::register_budget(t.info(), n, k.threads);
             let message = format!("{message}help: `ctas_per_sm({}: {n})` in kernel `{}` leaves ptxas {budget} registers per thread ({n} CTAs of {} threads); declare fewer CTAs per SM", t.name(), k.name, k.threads);
             ArtifactError::Ptxas { target, message }
         }

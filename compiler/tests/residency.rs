@@ -7,7 +7,8 @@
 use tilec::backend::Target;
 use tilec::diag::Diagnostic;
 use tilec::frontend::{check_source, Options};
-use tilec::passes::target_plan::{register_budget, TargetPlan};
+use tilec::passes::residency::register_budget;
+use tilec::passes::target_plan::TargetPlan;
 
 fn example(name: &str) -> String {
     std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples").join(name)).expect("example")

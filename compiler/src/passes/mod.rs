@@ -16,6 +16,7 @@ pub mod layout_report;
 pub mod lints;
 pub mod liveness;
 pub mod pipeline;
+pub mod residency;
 pub mod smem_plan;
 pub mod smem_report;
 pub mod target_plan;

@@ -17,7 +17,7 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     let _ = write!(s, "kernel {} on {}: {} of {} bytes of shared memory per CTA; {r} CTA{} per SM by shared memory and threads", k.name, info.name, tp.smem_bytes(), info.smem_per_cta, if r == 1 { "" } else { "s" });
     match k.residency(tp.target) {
         Some((n, _)) => {
-            let regs = super::target_plan::register_budget(info, n, k.threads);
+            let regs = super::residency::register_budget(info, n, k.threads);
             let _ = writeln!(s, ", ctas_per_sm({n}): at most {regs} registers per thread");
         }
         None => s.push('\n'),

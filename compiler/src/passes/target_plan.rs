@@ -1,12 +1,13 @@
 //! The per-target planning passes, run from the pipeline driver ([`crate::frontend`]) for every
 //! kernel and every target of the build: fusion ([`super::fuse`]), the shared-memory plan with
-//! its budget ([`super::smem_plan`], E0405) and barrier placement ([`super::barriers`]). The back
+//! its budget ([`super::smem_plan`], E0405), a declared residency's checks
+//! ([`super::residency`]) and barrier placement ([`super::barriers`]). The back
 //! end takes their results ([`TargetPlan`]) as input and plans nothing itself, so `tilec check`
 //! reports every budget error `tilec build` would hit.
 
 use cranelift_entity::SecondaryMap;
 
-use crate::diag::{Code, Diagnostic};
+use crate::diag::Diagnostic;
 use crate::ir::validate::Validated;
 use crate::ir::{Kernel, Space};
 use crate::layout::swizzle::PERIOD_ALIGN;
@@ -15,6 +16,7 @@ use crate::target::{Target, TargetInfo};
 use super::barriers::{self, Barriers};
 use super::fuse::{self, Fusion};
 use super::pipeline;
+use super::residency;
 use super::tma::{self, TmaPlan};
 use super::var_roles::VarRoles;
 use super::smem_plan::{self, SmemPlan};
@@ -82,73 +84,6 @@ fn header(k: &Kernel, info: &TargetInfo, tma: &TmaPlan, pipelines: &SecondaryMap
         bytes = bytes.next_multiple_of(PERIOD_ALIGN);
     }
     bytes
-}
-
-/// E0405 when the declared `ctas_per_sm(N)` does not fit `bytes` of shared memory per CTA:
-/// N · (bytes + the driver's reservation) must fit one SM.
-fn check_residency(k: &Kernel, bytes: u32, info: &TargetInfo) -> Result<(), Diagnostic> {
-    let Some((n, span)) = k.residency(info.target) else { return Ok(()) };
-    let per_cta = bytes + info.smem_reserved_per_cta;
-    let fit = info.smem_per_sm / per_cta;
-    if fit >= n {
-        return Ok(());
-    }
-    let help = if fit == 0 { "help: shrink the kernel's tiles".to_string() } else { format!("help: this plan keeps {fit} resident: write ctas_per_sm({}: {fit}), or shrink the kernel's tiles", info.name) };
-    Err(Diagnostic::error(
-        Code::SmemOverBudget,
-        format!("kernel `{}` asks for {n} CTAs per SM on {}, but its shared memory holds {fit}", k.name, info.name),
-        span,
-        format!("{n} CTAs per SM"),
-    )
-    .with_note(format!("{n} x ({bytes} bytes per CTA + {} reserved by the driver) = {} bytes; an SM has {}", info.smem_reserved_per_cta, u64::from(n) * u64::from(per_cta), info.smem_per_sm))
-    .with_note(help))
-}
-
-/// Registers per thread ptxas may use when `ctas` CTAs of `threads` threads share an SM: the
-/// register file split between them, in ptxas's allocation unit of 8 per thread (256 per
-/// warp), at most the per-thread maximum.
-pub fn register_budget(info: &TargetInfo, ctas: u32, threads: u32) -> u32 {
-    (info.registers_per_sm / (ctas * threads).max(1) / 8 * 8).min(info.max_registers_per_thread)
-}
-
-/// The declared residency against what a kernel is known to need besides shared memory:
-/// - registers (E0406): one register accumulator (wgmma fragments, sm_90a) holds its floats
-///   per thread for its whole life, and ptxas cannot spill them; with anything else beside it
-///   the budget of [`register_budget`] must exceed them. (This is a floor: ptxas needs some
-///   tens more for addresses and descriptors, and says so when they do not fit.)
-/// - tensor memory (E0402): N CTAs each allocating its planned columns must fit the SM's 512.
-fn check_residency_registers(k: &Kernel, info: &TargetInfo, roles: &VarRoles) -> Result<(), Diagnostic> {
-    let Some((n, span)) = k.residency(info.target) else { return Ok(()) };
-    let budget = register_budget(info, n, k.threads);
-    let acc = k.vars.iter().filter_map(|(v, d)| roles.accumulator(v).map(|dist| (dist.floats_per_thread(), d))).max_by_key(|x| x.0);
-    if let Some((floats, d)) = acc.filter(|a| a.0 >= budget) {
-        return Err(Diagnostic::error(
-            Code::RegistersOverBudget,
-            format!("kernel `{}` asks for {n} CTAs per SM on {}, but its accumulator `{}` alone needs {floats} registers per thread", k.name, info.name, d.name),
-            span,
-            format!("{n} CTAs per SM"),
-        )
-        .with_label(d.span, format!("{floats} f32 registers per thread (wgmma fragments)"))
-        .with_note(format!("{n} CTAs x {} threads leave {budget} registers per thread ({} per SM)", k.threads, info.registers_per_sm))
-        .with_note("help: declare fewer CTAs per SM, or split the accumulator"));
-    }
-    let tmem = k.insts.values().find_map(|i| match i.op {
-        crate::ir::Op::TmemAlloc { columns } => Some(columns),
-        _ => None,
-    });
-    if let (Some(cols), Some(t)) = (tmem, info.tmem) {
-        if n * cols > t.columns {
-            return Err(Diagnostic::error(
-                Code::TmemOverBudget,
-                format!("kernel `{}` asks for {n} CTAs per SM on {}, but each allocates {cols} tensor-memory columns", k.name, info.name),
-                span,
-                format!("{n} CTAs per SM"),
-            )
-            .with_note(format!("{n} x {cols} = {} columns; an SM has {} (a CTA past them waits in tcgen05.alloc until another deallocates)", n * cols, t.columns))
-            .with_note(format!("help: declare ctas_per_sm({}: {}) or fewer", info.name, (t.columns / cols).max(1))));
-        }
-    }
-    Ok(())
 }
 
 /// CTAs per SM a software pipeline's ring may bring residency down to in a kernel whose MMA
@@ -229,8 +164,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     };
     tma.place_barriers(&pipelines);
     smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
-    check_residency(k, header_bytes + smem.bytes, info)?;
-    check_residency_registers(k, info, &roles)?;
+    residency::check(k, header_bytes + smem.bytes, info, &roles)?;
     let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines, &tma);
     Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma })
 }

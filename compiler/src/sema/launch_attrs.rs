@@ -1,8 +1,8 @@
 //! Launch attributes after `threads(..)` (docs/language.md, "Residency"): `ctas_per_sm(N)` for
 //! every target, `ctas_per_sm(sm_90a: N)` for one. Here: the names, the targets, one value per
-//! target, and N within the SM's resident thread and CTA limits (E0404). Shared memory and
-//! tensor memory are checked per target once the plans exist (E0405, E0402 in
-//! [`crate::passes::target_plan`]), registers against the register accumulators there too.
+//! target, and N within the SM's resident thread and CTA limits (E0404). Shared memory, the
+//! register accumulators and tensor memory are checked per target once the plans exist
+//! ([`crate::passes::residency`]: E0405, E0406, E0402).
 
 use std::collections::HashMap;
 
