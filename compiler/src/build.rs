@@ -207,7 +207,8 @@ fn residency_help(k: &crate::ir::Kernel, t: Target, e: ArtifactError) -> Artifac
     match (e, k.residency(t)) {
         (ArtifactError::Ptxas { target, message }, Some((n, _))) if message.contains("Insufficient registers") => {
             let budget = crate::passes::residency::register_budget(t.info(), n, k.threads);
-            let message = format!("{message}help: `ctas_per_sm({}: {n})` in kernel `{}` leaves ptxas {budget} registers per thread ({n} CTAs of {} threads); declare fewer CTAs per SM", t.name(), k.name, k.threads);
+            let sep = if message.ends_with('\n') { "" } else { "\n" };
+            let message = format!("{message}{sep}help: `ctas_per_sm({}: {n})` in kernel `{}` leaves ptxas {budget} registers per thread ({n} CTAs of {} threads); declare fewer CTAs per SM", t.name(), k.name, k.threads);
             ArtifactError::Ptxas { target, message }
         }
         (e, _) => e,

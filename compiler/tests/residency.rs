@@ -142,3 +142,32 @@ fn a_deep_value_is_e0103_not_a_stack_overflow() {
     let (_, d) = check(&src, &Target::ALL);
     assert!(d.iter().any(|d| d.code.as_str() == "E0103"), "{:?}", d.iter().map(|d| &d.message).collect::<Vec<_>>());
 }
+
+#[test]
+fn ptxas_out_of_registers_names_the_declaration() {
+    // A 64 x 128 f32 accumulator over 128 threads is 64 floats per thread, under the 80 that six
+    // CTAs leave (65,536 / 768 = 85, 80 in units of 8), so the check passes; ptxas needs some
+    // tens more for addresses and descriptors and stops. The build says what set the budget.
+    if tilec::artifact::find_ptxas().is_none() {
+        eprintln!("skipping: ptxas not found (run scripts/setup.sh; CI has it)");
+        return;
+    }
+    assert_eq!(register_budget(Target::Sm90a.info(), 6, 128), 80);
+    let src = "kernel acc(a: bf16[M, K], b: bf16[K, 128], c: out f32[M, 128]) grid(cdiv(M, 64)) threads(128) ctas_per_sm(sm_90a: 6) {
+        let m0 = program_id(0) * 64;
+        let mut d: tmem f32[64, 128] = zeros(64, 128);
+        for kk in 0..cdiv(K, 64) {
+            let at: smem = load a[m0..+64, kk * 64..+64];
+            let bt: smem = load b[kk * 64..+64, :];
+            d += at @ bt;
+        }
+        store c[m0..+64, :] = d;
+    }";
+    let dir = std::env::temp_dir().join(format!("tilec-residency-{}", std::process::id()));
+    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
+    let e = tilec::build::build_source(src, "acc.tile", &opts).err().expect("ptxas runs out of registers");
+    let text = e.to_string();
+    assert!(text.contains("Insufficient registers (80)"), "{text}");
+    assert!(text.contains("\nhelp: `ctas_per_sm(sm_90a: 6)` in kernel `acc` leaves ptxas 80 registers per thread (6 CTAs of 128 threads)"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

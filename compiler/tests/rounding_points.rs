@@ -85,3 +85,25 @@ fn shipped_operators_count_no_more_per_output_than_in_all() {
         }
     }
 }
+
+#[test]
+fn a_kernel_reading_back_its_own_output_keeps_the_sites_it_stored() {
+    // `z` is stored rounded (one site), read back and stored again through bf16(...) (a
+    // second): z and the output read from it carry both, whatever order the parameters take.
+    for order in ["z: out bf16[64, 64], y: out bf16[64, 64]", "y: out bf16[64, 64], z: out bf16[64, 64]"] {
+        let src = format!(
+            "kernel k(x: f32[64, 64], {order}) grid(1) threads(128) {{
+                let t: smem = load x[:, :];
+                store z[:, :] = t * 2.0;
+                let back: smem = load z[:, :];
+                store y[:, :] = bf16(back * 3.0);
+            }}
+            operator op(x: f32[64, 64], {order}) {{ k(x, {}); }}",
+            if order.starts_with('z') { "z, y" } else { "y, z" }
+        );
+        let c = check_source(&src, &Options::default());
+        assert!(c.ok(), "{:?}", c.diags);
+        let r = output_roundings(&c.module, &c.module.operators[0], &[]);
+        assert_eq!((r["z"], r["y"]), (1, 2), "{order}");
+    }
+}

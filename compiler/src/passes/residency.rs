@@ -57,19 +57,28 @@ fn registers_and_tensor_memory(k: &Kernel, info: &TargetInfo, roles: &VarRoles) 
     let budget = register_budget(info, n, k.threads);
     let acc = k.vars.iter().filter_map(|(v, d)| roles.accumulator(v).map(|dist| (dist.floats_per_thread(), d))).max_by_key(|x| x.0);
     if let Some((floats, d)) = acc.filter(|a| a.0 >= budget) {
+        // At the per-thread maximum no residency helps: the accumulator is too large for a thread.
+        let (what, help) = if budget == info.max_registers_per_thread {
+            (format!("its accumulator `{}` alone needs {floats} registers per thread, and a thread has at most {budget}", d.name), "help: split the accumulator (fewer columns per CTA, or more threads)")
+        } else {
+            (format!("asks for {n} CTAs per SM on {}, but its accumulator `{}` alone needs {floats} registers per thread", info.name, d.name), "help: declare fewer CTAs per SM, or split the accumulator")
+        };
         return Err(Diagnostic::error(
             Code::RegistersOverBudget,
-            format!("kernel `{}` asks for {n} CTAs per SM on {}, but its accumulator `{}` alone needs {floats} registers per thread", k.name, info.name, d.name),
+            format!("kernel `{}` {what}", k.name),
             span,
             format!("{n} CTAs per SM"),
         )
         .with_label(d.span, format!("{floats} f32 registers per thread (wgmma fragments)"))
-        .with_note(format!("{n} CTAs x {} threads leave {budget} registers per thread ({} per SM)", k.threads, info.registers_per_sm))
-        .with_note("help: declare fewer CTAs per SM, or split the accumulator"));
+        .with_note(format!("{n} CTA{} x {} threads leave {budget} registers per thread ({} per SM), and ptxas needs some for addresses and descriptors beside the accumulator", if n == 1 { "" } else { "s" }, k.threads, info.registers_per_sm))
+        .with_note(help));
     }
-    let tmem = k.insts.values().find_map(|i| match i.op {
-        crate::ir::Op::TmemAlloc { columns } => Some(columns),
-        _ => None,
+    // The TMEM planner's one allocation (the validator requires exactly one).
+    let mut tmem = None;
+    k.walk(|i| {
+        if let crate::ir::Op::TmemAlloc { columns } = k.insts[i].op {
+            tmem = tmem.max(Some(columns));
+        }
     });
     if let (Some(cols), Some(t)) = (tmem, info.tmem) {
         if n * cols > t.columns {

@@ -54,10 +54,11 @@ impl TargetPlan {
         self.header_bytes + self.smem.bytes
     }
 
-    /// CTAs of `threads` threads that fit on one SM side by side by everything but registers:
+    /// CTAs of `threads` threads that fit on one SM side by side by shared memory and threads:
     /// the SM's shared memory over this plan's bytes plus the driver's per-CTA reservation
     /// (CUDA C++ Programming Guide, "Shared Memory": 1 KiB per CTA on 9.0/10.0), the resident
-    /// thread limit and the resident CTA limit of the target.
+    /// thread limit and the resident CTA limit of the target. Registers and tensor memory are
+    /// not counted ([`super::residency`] checks a declared residency against them).
     pub fn resident_ctas(&self, threads: u32) -> u32 {
         let info = self.target.info();
         let by_smem = info.smem_per_sm / (self.smem_bytes() + info.smem_reserved_per_cta);

@@ -267,8 +267,13 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
     };
     let (kd, vd) = (last_dim("q")?, last_dim("v")?);
     // Per output, the rounding sites that reach it; a saved Ai taken as an input was rounded
-    // once to its dtype before the kernels read it. The unit roundoff is the operator's.
-    let (_, u) = rounding_points(module, op);
+    // once to its dtype before the kernels read it. The unit roundoff is the operator's
+    // narrowest, that input's dtype included.
+    let ai_unit = op.params.iter().find(|p| p.name == SAVED_AI).and_then(|p| match &p.kind {
+        ParamKind::Tensor { elem, output: false, .. } => unit_roundoff(*elem),
+        _ => None,
+    });
+    let u = ai_unit.map_or(rounding_points(module, op).1, |a| a.max(rounding_points(module, op).1));
     let per_output = output_roundings(module, op, &[SAVED_AI]);
     let gives_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
     let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");

@@ -9,10 +9,11 @@
 //! stores, through values, variables (loop-carried included), matrix products, and across
 //! launches through the tensors one kernel writes and a later one reads. That is the `R` of the
 //! probabilistic argument (Higham & Mary 2019, Thm 2.4: the independent roundings that
-//! perturb this output), never more than the operator's whole count: `ai` of a forward that
-//! reads no rounded `w`/`u` is judged by its own few sites, not by the state's.
-//! Dependences are data dependences only (a rounded value steering a loop bound or an index
-//! would be missed; no operator does that: their indices are i32 arithmetic on sizes).
+//! perturb this output), never more than the operator's whole count plus its rounded inputs:
+//! `ai` of a forward, which reads no rounded `w`/`u`, is judged by its own sites, not by the
+//! state's. Indices, masks and `select` conditions count as dependences; loop bounds do not
+//! (a rounded value steering a loop's trip count would be missed; the operators' bounds are
+//! i32 arithmetic on sizes and offset tables).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -102,6 +103,10 @@ fn kernel_outputs(k: &Kernel) -> BTreeMap<Param, Deps> {
             match &k.insts[i].op {
                 Op::Load { src, .. } => {
                     d.params.insert(*src);
+                    // A tensor this kernel also writes: what its stores carried comes back.
+                    if let Some(o) = outs.get(src) {
+                        d.absorb(&o.clone());
+                    }
                 }
                 Op::ReadVar(v) => {
                     d.absorb(&vars[*v]);
@@ -153,11 +158,14 @@ pub fn output_roundings(module: &Module, op: &Operator, rounded_inputs: &[&str])
     for (l, launch) in op.launches.iter().enumerate() {
         let Some(k) = module.kernels.iter().find(|k| k.name == launch.kernel) else { continue };
         let bound = |p: Param| launch.args.iter().find(|(kp, _)| *kp == k.params[p].name).map(|(_, name)| name.clone());
+        // What the tensors held before this launch: its reads see that, whatever order its
+        // outputs are merged in.
+        let before = deps.clone();
         for (p, d) in kernel_outputs(k) {
             let Some(name) = bound(p) else { continue };
             let mut set: BTreeSet<(usize, Inst)> = d.sites.iter().map(|&i| (l, i)).collect();
             for q in d.params {
-                if let Some(from) = bound(q).and_then(|n| deps.get(&n)) {
+                if let Some(from) = bound(q).and_then(|n| before.get(&n)) {
                     set.extend(from);
                 }
             }
