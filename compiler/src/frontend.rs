@@ -184,7 +184,12 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
         let mut failed = false;
         for &t in &opts.targets {
             match target_plan::run(&v, t) {
-                Ok(p) => per_target.push(p),
+                Ok(p) => {
+                    if let Some(d) = lints::residency(&k, &p) {
+                        diags.push(d);
+                    }
+                    per_target.push(p);
+                }
                 Err(d) => {
                     diags.push(d);
                     failed = true;

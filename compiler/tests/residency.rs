@@ -171,3 +171,21 @@ fn ptxas_out_of_registers_names_the_declaration() {
     assert!(text.contains("\nhelp: `ctas_per_sm(sm_90a: 6)` in kernel `acc` leaves ptxas 80 registers per thread (6 CTAs of 128 threads)"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_residency_that_drops_the_copy_ring_is_w0505() {
+    // K#1 declared for three CTAs on every target: on sm_100a (accumulators in tensor memory)
+    // its 83 KB one-stage ring keeps two, so the planner drops the ring to keep three — a
+    // warning at the declaration, per kernel; sm_90a keeps its ring at three. As shipped
+    // (`ctas_per_sm(sm_90a: 3)`), no warning.
+    let src = example("k1_reverse_scan.tile");
+    let (_, d) = check(&src.replace("ctas_per_sm(sm_90a: 3)", "ctas_per_sm(3)"), &Target::ALL);
+    let w: Vec<&Diagnostic> = d.iter().filter(|d| d.code.as_str() == "W0505").collect();
+    assert_eq!(w.len(), 2, "{d:?}");
+    for x in &w {
+        assert!(x.message.contains("copies unpipelined on sm_100a: no copy ring keeps 3 CTAs per SM"), "{}", x.message);
+        assert!(x.notes.iter().any(|n| n.contains("a 1-stage ring at 2 CTAs per SM")), "{:?}", x.notes);
+    }
+    let (_, d) = check(&src, &Target::ALL);
+    assert!(d.is_empty(), "{d:?}");
+}

@@ -72,6 +72,9 @@ pub enum Code {
     UnusedLoad,
     /// W0504: a `let` binding that is never used (W0503 was retired and is not reused).
     UnusedLet,
+    /// W0505: a declared residency (`ctas_per_sm`) leaves a loop's copies unpipelined that the
+    /// kernel would pipeline without it.
+    ResidencyDropsRing,
 }
 
 impl Code {
@@ -110,6 +113,7 @@ impl Code {
             Code::TmemWriteOnly => "W0501",
             Code::UnusedLoad => "W0502",
             Code::UnusedLet => "W0504",
+            Code::ResidencyDropsRing => "W0505",
         }
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! * W0501 — a TMEM buffer written but never read (an MMA result nobody loads wastes columns
 //!   and tensor-core time);
-//! * W0502 — a tile loaded from global memory and never used (wasted bandwidth).
+//! * W0502 — a tile loaded from global memory and never used (wasted bandwidth);
+//! * W0505 — a declared residency (`ctas_per_sm`) that leaves a loop's copies unpipelined on a
+//!   target where the kernel would pipeline them without it (run per target, on its plan).
 //!
 //! The over-budget TMEM error (E0402) and illegal MMA shapes (E0401) are errors reported by the
 //! planner and by semantic analysis.
@@ -11,6 +13,17 @@ use cranelift_entity::SecondaryMap;
 
 use crate::diag::{Code, Diagnostic, Diagnostics};
 use crate::ir::{Kernel, Op, Space, Value, Var};
+
+/// W0505 on `k`'s plan `tp` for one target ([`TargetPlan::ring_given_up`]).
+pub fn residency(k: &Kernel, tp: &crate::passes::target_plan::TargetPlan) -> Option<Diagnostic> {
+    let ((n, span), (was, stages)) = (k.residency(tp.target)?, tp.ring_given_up?);
+    let name = tp.target.name();
+    Some(
+        Diagnostic::warning(Code::ResidencyDropsRing, format!("`ctas_per_sm` leaves kernel `{}`'s copies unpipelined on {name}: no copy ring keeps {n} CTAs per SM", k.name), span, format!("{n} CTAs per SM"))
+            .with_note(format!("without it: a {stages}-stage ring at {was} CTA{} per SM; now each copy is issued and awaited where it is used", if was == 1 { "" } else { "s" }))
+            .with_note(format!("help: if the residency is meant for another target only, write ctas_per_sm(<target>: {n}); else declare fewer CTAs per SM")),
+    )
+}
 
 /// Runs the lints on one kernel.
 pub fn run(k: &Kernel) -> Diagnostics {

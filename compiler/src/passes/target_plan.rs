@@ -46,6 +46,9 @@ pub struct TargetPlan {
     pub pipelines: SecondaryMap<crate::ir::Inst, Option<pipeline::Pipeline>>,
     /// Which pipelined loads are TMA copies, and the kernel's tensor maps ([`tma`]).
     pub tma: TmaPlan,
+    /// When a declared residency left the loops without a copy ring that the kernel would have
+    /// had without it: that plan's CTAs per SM and ring stages (the W0505 lint).
+    pub ring_given_up: Option<(u32, u32)>,
 }
 
 impl TargetPlan {
@@ -111,6 +114,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let mut header_bytes = header(k, info, &tma, &pipelines);
     let swizzled = |v| tma.swizzle_of(v);
     let mut chosen = None;
+    let mut ring_given_up = None;
     if pipelines.values().any(Option::is_some) {
         let resident = |smem: &SmemPlan| info.smem_per_sm / (header_bytes + smem.bytes + info.smem_reserved_per_cta).max(1);
         let mut fitting = vec![];
@@ -146,6 +150,9 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
             Some((n, _)) => fitting.iter().position(|f| f.0 >= n && usual(f)).or_else(|| fitting.iter().position(|f| f.0 >= n)),
             None => fitting.iter().position(usual),
         };
+        if pick.is_none() && k.residency(target).is_some() {
+            ring_given_up = fitting.iter().find(|f| usual(f)).map(|f| (f.0, f.3.values().flatten().map(|p| p.stages).max().unwrap_or(0)));
+        }
         if let Some(i) = pick {
             let (_, _, smem, p) = fitting.swap_remove(i);
             pipelines = p;
@@ -167,5 +174,5 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
     residency::check(k, header_bytes + smem.bytes, info, &roles)?;
     let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines, &tma);
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma })
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma, ring_given_up })
 }
