@@ -11,6 +11,8 @@
 #      bench/h200_gdn_bwd.py (the dense backward; fla beside the new set) on both sets;
 #   3. (check) scripts/h200-check.sh on the new artifacts (every check case against the
 #      interpreter, then racecheck unless RACECHECK=0).
+# Before the speed parts it prints each set's CTAs per SM for K#1 and gemm as the driver
+# computes them (scripts/h200_occupancy.py).
 # AB_PARTS picks parts (default "same anchors bwd check"). Everything goes to $OUT: ab.txt,
 # {new,old}/perf.json, {new,old}/gdn_bwd.json.
 # A third set, x (an experiment: the same compiler on edited sources), when .device/art_x
@@ -77,6 +79,12 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
       fi
     done
   fi
+  # Residency as the driver computes it (K#1 and gemm; `ctas_per_sm`): registers and CTAs per SM.
+  for s in new x old; do
+    a=.device/art; [ $s != new ] && a=.device/art_$s
+    [ -d "$a" ] || continue
+    PYTHONPATH=python:${PYTHONPATH:-} timeout 60 python3 scripts/h200_occupancy.py $s "$a"/k1_scan_scalar.sm_90a.meta.json "$a"/k1_scan_channel.sm_90a.meta.json "$a"/gemm.sm_90a.meta.json 2>&1 | tail -4
+  done
   # Speed: new then old, each bench in the same call; fla (the anchor) is timed beside the new
   # backward only (its first call JIT-compiles for ~100 s).
   sets="new old"; [ -d .device/art_x ] && sets="new x old"
