@@ -309,6 +309,9 @@ fn signature(
             Err(d) => diags.push(d),
         }
     }
+    for s in &k.repeated_threads {
+        diags.push(Diagnostic::error(Code::BadLaunch, "`threads` given twice".to_string(), *s, "second `threads`").with_note("help: keep one"));
+    }
     // With a thread count in error the residency limits cannot be stated: its error stands alone.
     if !k.threads.as_ref().is_some_and(|t| eval_const(t, consts).ok() != Some(i64::from(kernel.threads))) {
         launch_attrs::lower(&k.attrs, kernel, consts, diags);

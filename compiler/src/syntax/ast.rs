@@ -60,12 +60,23 @@ pub struct KernelDecl {
     pub grid_span: Span,
     /// `threads(N)`, if given.
     pub threads: Option<Expr>,
-    /// Launch attributes after `threads(..)`: `ctas_per_sm(3)`, `ctas_per_sm(sm_90a: 3)`.
+    /// Spans of further `threads(..)` clauses (an error).
+    pub repeated_threads: Vec<Span>,
+    /// Launch attributes beside `threads(..)`: `ctas_per_sm(3)`, `ctas_per_sm(sm_90a: 3)`.
     pub attrs: Vec<KernelAttr>,
     /// The body.
     pub body: Vec<Stmt>,
     /// The whole kernel.
     pub span: Span,
+}
+
+/// One clause of a kernel's head after `grid(..)`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KernelHead {
+    /// `threads(N)` and its span.
+    Threads(Expr, Span),
+    /// A launch attribute.
+    Attr(KernelAttr),
 }
 
 /// A launch attribute `name([target:] value)`.
