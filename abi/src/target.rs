@@ -96,6 +96,14 @@ pub struct TargetInfo {
 const CC9_10_SMEM: u32 = 232_448;
 const GRID: [u32; 3] = [i32::MAX as u32, 65_535, 65_535];
 
+impl TargetInfo {
+    /// Most CTAs of `threads` threads an SM holds side by side by its resident thread and CTA
+    /// limits alone (shared memory, registers and tensor memory aside).
+    pub fn most_resident_ctas(&self, threads: u32) -> u32 {
+        self.max_ctas_per_sm.min(self.max_threads_per_sm / threads.max(1))
+    }
+}
+
 static SM100A: TargetInfo = TargetInfo {
     target: Target::Sm100a,
     name: "sm_100a",

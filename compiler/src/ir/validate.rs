@@ -371,7 +371,7 @@ impl Cx<'_> {
         let k = self.k;
         for (i, &(t, n, _)) in k.ctas_per_sm.iter().enumerate() {
             let (threads, ctas) = (t.info().max_threads_per_sm, t.info().max_ctas_per_sm);
-            if n == 0 || n > ctas || u64::from(n) * u64::from(k.threads) > u64::from(threads) {
+            if n == 0 || n > t.info().most_resident_ctas(k.threads) {
                 self.err(None, format!("ctas_per_sm {} {n} with {} threads per CTA: an SM holds at most {ctas} CTAs and {threads} threads", t.name(), k.threads));
             }
             if k.ctas_per_sm[..i].iter().any(|e| e.0 == t) {

@@ -65,7 +65,7 @@ impl TargetPlan {
     pub fn resident_ctas(&self, threads: u32) -> u32 {
         let info = self.target.info();
         let by_smem = info.smem_per_sm / (self.smem_bytes() + info.smem_reserved_per_cta);
-        by_smem.min(info.max_threads_per_sm / threads.max(1)).min(info.max_ctas_per_sm)
+        by_smem.min(info.most_resident_ctas(threads))
     }
 }
 

@@ -42,7 +42,7 @@ pub fn lower(attrs: &[KernelAttr], kernel: &mut Kernel, consts: &HashMap<String,
         seen.extend(&targets);
         let limit = |f: fn(&crate::target::TargetInfo) -> u32| targets.iter().map(|t| f(t.info())).min().unwrap_or(0);
         let (ctas, threads) = (limit(|i| i.max_ctas_per_sm), limit(|i| i.max_threads_per_sm));
-        let most = ctas.min(threads / kernel.threads.max(1));
+        let most = targets.iter().map(|t| t.info().most_resident_ctas(kernel.threads)).min().unwrap_or(0);
         match eval_const(&a.value, consts) {
             Ok(n) if n >= 1 && n <= i64::from(most) => kernel.ctas_per_sm.extend(targets.iter().map(|&t| (t, n as u32, a.value.span))),
             Ok(n) => diags.push(

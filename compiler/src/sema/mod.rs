@@ -300,20 +300,27 @@ fn signature(
             Err(d) => diags.push(d),
         }
     }
+    let mut threads_ok = true;
     if let Some(t) = &k.threads {
         // A kernel is built for every target, so it must fit the smallest limit of them all.
         let max = crate::target::Target::ALL.iter().map(|t| t.info().max_threads_per_cta).min().unwrap_or(1024);
         match eval_const(t, consts) {
             Ok(n) if n > 0 && n <= i64::from(max) && n % 32 == 0 => kernel.threads = n as u32,
-            Ok(n) => diags.push(Diagnostic::error(Code::BadLaunch, format!("{n} threads per CTA"), t.span, format!("must be a multiple of 32 in 32..={max}"))),
-            Err(d) => diags.push(d),
+            Ok(n) => {
+                threads_ok = false;
+                diags.push(Diagnostic::error(Code::BadLaunch, format!("{n} threads per CTA"), t.span, format!("must be a multiple of 32 in 32..={max}")));
+            }
+            Err(d) => {
+                threads_ok = false;
+                diags.push(d);
+            }
         }
     }
     for s in &k.repeated_threads {
         diags.push(Diagnostic::error(Code::BadLaunch, "`threads` given twice".to_string(), *s, "second `threads`").with_note("help: keep one"));
     }
     // With a thread count in error the residency limits cannot be stated: its error stands alone.
-    if !k.threads.as_ref().is_some_and(|t| eval_const(t, consts).ok() != Some(i64::from(kernel.threads))) {
+    if threads_ok {
         launch_attrs::lower(&k.attrs, kernel, consts, diags);
     }
 }

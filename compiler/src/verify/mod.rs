@@ -273,7 +273,7 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         ParamKind::Tensor { elem, output: false, .. } => unit_roundoff(*elem),
         _ => None,
     });
-    let u = ai_unit.map_or(rounding_points(module, op).1, |a| a.max(rounding_points(module, op).1));
+    let u = ai_unit.unwrap_or(0.0).max(rounding_points(module, op).1);
     let per_output = output_roundings(module, op, &[SAVED_AI]);
     let gives_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
     let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");

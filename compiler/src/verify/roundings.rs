@@ -105,7 +105,7 @@ fn kernel_outputs(k: &Kernel) -> BTreeMap<Param, Deps> {
                     d.params.insert(*src);
                     // A tensor this kernel also writes: what its stores carried comes back.
                     if let Some(o) = outs.get(src) {
-                        d.absorb(&o.clone());
+                        d.absorb(o);
                     }
                 }
                 Op::ReadVar(v) => {
