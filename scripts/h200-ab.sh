@@ -15,11 +15,13 @@
 # computes them (scripts/h200_occupancy.py).
 # AB_PARTS picks parts (default "same anchors bwd check"). Everything goes to $OUT: ab.txt,
 # {new,old}/perf.json, {new,old}/gdn_bwd.json.
-# A third set, x (an experiment: the same compiler on edited sources), when .device/art_x
-# exists: `X_SED='s/ ctas_per_sm(3)//' X_FILES=dsl-examples/k1_reverse_scan.tile
-# scripts/h200-ab.sh prepare-x` here copies .device/art and rebuilds each of X_FILES, edited by
-# the sed script X_SED (a copy beside it, so that imports resolve), into it; on the device it is
-# compared with new (bitwise) and timed like the others (x/perf.json, x/gdn_bwd.json).
+# Experiment sets (the same compiler on edited sources), each .device/art_x* that exists:
+# `X_SED='s/^const BV = 32;/const BV = 16;/' X_FILES=dsl-examples/k1_reverse_scan.tile
+# X_NAME=x_bv16 scripts/h200-ab.sh prepare-x` here copies .device/art to .device/art_$X_NAME
+# (X_NAME default x) and rebuilds each of X_FILES, edited by the sed script X_SED (a copy
+# beside it, so that imports resolve), into it; on the device each is compared with new
+# (bitwise) and timed like the others ($X_NAME/perf.json, $X_NAME/gdn_bwd.json). ANCHOR_SKIP_X
+# (default empty; e.g. gemm) is passed to the anchors bench as --skip for the x sets.
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -27,12 +29,15 @@ if [ "${1:-}" = prepare-x ]; then
   set -e
   . .tools/env.sh
   t="${CARGO_TARGET_DIR:-$root/target}"
-  rm -rf .device/art_x; cp -r .device/art .device/art_x
+  xn=${X_NAME:-x}; [[ $xn == x* ]] || { echo "prepare-x: X_NAME must start with x" >&2; exit 1; }
+  rm -rf ".device/art_$xn"; cp -r .device/art ".device/art_$xn"
   for f in ${X_FILES:?X_FILES names the sources to rebuild}; do
     x="$(dirname "$f")/.x-$(basename "$f")"
     sed -e "${X_SED:?X_SED is the sed script that makes the x sources}" "$f" > "$x"
     if cmp -s "$f" "$x"; then echo "prepare-x: X_SED changes nothing in $f" >&2; rm -f "$x"; exit 1; fi
-    "$t/release/tilec" build "$x" --target sm_90a -o .device/art_x | grep '^built' || { rm -f "$x"; exit 1; }
+    # tilec reports on stderr; its exit status, not grep's, says whether the build worked.
+    "$t/release/tilec" build "$x" --target sm_90a -o ".device/art_$xn" 2>/tmp/prepare-x.log || { cat /tmp/prepare-x.log; rm -f "$x"; exit 1; }
+    grep -E '^(built|warning)' /tmp/prepare-x.log
     rm -f "$x"
   done
   exit 0
@@ -61,6 +66,7 @@ parts=" ${AB_PARTS:-same anchors bwd check} "
 has() { [[ $parts == *" $1 "* ]]; }
 out=${OUT:-/tmp/ab}; mkdir -p "$out"
 b=.device/bin; io=.device/io
+xsets=$(cd .device && ls -d art_x* 2>/dev/null | sed 's/^art_//')
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/perf/*.whl && export PYTHONPATH=/tmp/site
 {
   date
@@ -70,28 +76,30 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
       kernel=${case%%@*}; name=${case#*@}
       for s in old new; do
         a=.device/art; [ $s = old ] && a=.device/art_old
+        [ -d "$a" ] || continue
         "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "/tmp/ab_$s.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name ($s): tilec-run exit $?"
       done
-      python3 scripts/h200_compare_outputs.py "old-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_old.safetensors --exact
-      if [ -d .device/art_x ]; then
-        "$b/tilec-run" ".device/art_x/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out /tmp/ab_x.safetensors $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name (x): tilec-run exit $?"
-        python3 scripts/h200_compare_outputs.py "x-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_x.safetensors --exact
-      fi
+      [ -d .device/art_old ] && python3 scripts/h200_compare_outputs.py "old-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_old.safetensors --exact
+      for x in $xsets; do
+        "$b/tilec-run" ".device/art_$x/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out /tmp/ab_x.safetensors $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name ($x): tilec-run exit $?"
+        python3 scripts/h200_compare_outputs.py "$x-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_x.safetensors --exact
+      done
     done
   fi
   # Residency as the driver computes it (K#1 and gemm; `ctas_per_sm`): registers and CTAs per SM.
-  for s in new x old; do
+  for s in new $xsets old; do
     a=.device/art; [ $s != new ] && a=.device/art_$s
     [ -d "$a" ] || continue
     PYTHONPATH=python:${PYTHONPATH:-} timeout 60 python3 scripts/h200_occupancy.py $s "$a"/k1_scan_scalar.sm_90a.meta.json "$a"/k1_scan_channel.sm_90a.meta.json "$a"/gemm.sm_90a.meta.json 2>&1 | tail -4
   done
   # Speed: new then old, each bench in the same call; fla (the anchor) is timed beside the new
   # backward only (its first call JIT-compiles for ~100 s).
-  sets="new old"; [ -d .device/art_x ] && sets="new x old"
+  sets="new $xsets"; [ -d .device/art_old ] && sets="$sets old"
   for s in $sets; do
     a=.device/art; [ $s != new ] && a=.device/art_$s
+    skip=""; [[ $s == x* ]] && skip="--skip=${ANCHOR_SKIP_X:-}"
     mkdir -p "$out/$s"
-    if has anchors; then echo "=== anchors ($s)"; OUT="$out/$s" timeout "$(left)" python3 bench/h200_tilec_vs_anchors.py --tilec-run "$b/tilec-run" --art $a --work /tmp/perf_$s 2>&1 | cut -c1-400; fi
+    if has anchors; then echo "=== anchors ($s)"; OUT="$out/$s" timeout "$(left)" python3 bench/h200_tilec_vs_anchors.py --tilec-run "$b/tilec-run" --art $a --work /tmp/perf_$s $skip 2>&1 | cut -c1-400; fi
     if has bwd; then
       fla=none; [ $s = new ] && fla=dense
       echo "=== gdn_bwd ($s)"; OUT="$out/$s" timeout "$(left)" python3 bench/h200_gdn_bwd.py --tilec-run "$b/tilec-run" --art $a --cases .device/rec --fla-for none --qla-for none --speed dense --qla-speed none --fla-speed $fla --work /tmp/gdn_$s 2>&1 | grep speed | cut -c1-900

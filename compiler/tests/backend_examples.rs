@@ -59,19 +59,14 @@ fn k1_builds_for_all_targets_with_metadata() {
                 assert!(!b.compiled.ptx.contains("tcgen05"));
             }
         }
-        // `ctas_per_sm(sm_90a: 3)`: launch bounds for ptxas there, and the fragment loops read
-        // the thread index anew (not one read hoisted for all); none on sm_100a.
-        let bounded = b.target == Target::Sm90a;
-        assert_eq!(b.compiled.ptx.contains(".maxntid 128") && b.compiled.ptx.contains(".minnctapersm 3"), bounded, "{stem}: launch bounds");
-        assert_eq!(b.compiled.ptx.matches("%tid.x").count() > 2, bounded, "{stem}: thread-index reads");
+        // No `ctas_per_sm` (three CTAs per SM measured slower on the H200, docs/results.md):
+        // no launch bounds, and one thread-index read hoisted for the fragment loops. The
+        // declared form is tested on K#1 in tests/residency.rs.
+        assert!(!b.compiled.ptx.contains(".minnctapersm") && !b.compiled.ptx.contains(".maxntid"), "{stem}: launch bounds");
         if r.ptxas_ran {
             let p = meta.ptxas.as_ref().unwrap();
             assert!(p.registers > 0 && p.registers <= 255);
             assert_eq!(p.spill_store_bytes, 0, "{stem} spills");
-            // sm_90a: three CTAs of 128 threads fit the register file, 3 · 128 · registers ≤ 65,536.
-            if bounded {
-                assert!(3 * 128 * p.registers <= 65_536, "{stem}: {} registers do not let 3 CTAs share an SM", p.registers);
-            }
             // No wgmma wait injected or wgmma serialized by ptxas (C7517, C7510): the waits
             // the compiler placed are the ones that run.
             assert!(b.ptxas_advisories.is_empty(), "{stem}: {:?}", b.ptxas_advisories);

@@ -20,6 +20,14 @@ fn check(src: &str, targets: &[Target]) -> (Vec<(String, Vec<TargetPlan>)>, Vec<
     (plans, c.diags.iter().cloned().collect())
 }
 
+/// K#1 as shipped, and declared for three CTAs per SM on `target` ("" for every target).
+fn k1_declared(target: &str) -> (String, String) {
+    let src = example("k1_reverse_scan.tile");
+    assert_eq!(src.matches(") threads(128)\n").count(), 2, "both K#1 kernels end their head with threads(128)");
+    let declared = src.replace(") threads(128)\n", &format!(") threads(128) ctas_per_sm({target}3)\n"));
+    (src, declared)
+}
+
 fn plans(src: &str) -> Vec<(String, TargetPlan)> {
     let (p, d) = check(src, &[Target::Sm90a]);
     assert!(d.iter().all(|d| d.severity != tilec::diag::Severity::Error), "{d:?}");
@@ -67,10 +75,11 @@ fn a_declared_residency_takes_the_deepest_ring_that_keeps_it() {
 #[test]
 fn one_cta_per_sm_declared_is_the_plan_without_a_declaration() {
     // The ring rule among plans that keep N: N = 1 keeps every plan, so the usual choice
-    // stands (K#1 on sm_90a: one stage, three CTAs), not the deepest ring at one CTA per SM.
-    let src = example("k1_reverse_scan.tile");
-    let with_1 = plans(&src.replace("ctas_per_sm(sm_90a: 3)", "ctas_per_sm(sm_90a: 1)"));
-    let without = plans(&src.replace(" ctas_per_sm(sm_90a: 3)", ""));
+    // stands (K#1 on sm_90a: one stage, three CTAs by shared memory), not the deepest ring at
+    // one CTA per SM.
+    let (src, _) = k1_declared("");
+    let with_1 = plans(&src.replace(") threads(128)\n", ") threads(128) ctas_per_sm(sm_90a: 1)\n"));
+    let without = plans(&src);
     for ((n, a), (_, b)) in with_1.iter().zip(&without) {
         let stages = |tp: &TargetPlan| tp.pipelines.values().flatten().map(|p| p.stages).collect::<Vec<_>>();
         assert_eq!((a.smem_bytes(), stages(a)), (b.smem_bytes(), stages(b)), "{n}");
@@ -176,16 +185,42 @@ fn ptxas_out_of_registers_names_the_declaration() {
 fn a_residency_that_drops_the_copy_ring_is_w0505() {
     // K#1 declared for three CTAs on every target: on sm_100a (accumulators in tensor memory)
     // its 83 KB one-stage ring keeps two, so the planner drops the ring to keep three — a
-    // warning at the declaration, per kernel; sm_90a keeps its ring at three. As shipped
-    // (`ctas_per_sm(sm_90a: 3)`), no warning.
-    let src = example("k1_reverse_scan.tile");
-    let (_, d) = check(&src.replace("ctas_per_sm(sm_90a: 3)", "ctas_per_sm(3)"), &Target::ALL);
+    // warning at the declaration, per kernel; sm_90a keeps its ring at three. Declared for
+    // sm_90a only, or not at all (as shipped), no warning.
+    let (src, every) = k1_declared("");
+    let (_, d) = check(&every, &Target::ALL);
     let w: Vec<&Diagnostic> = d.iter().filter(|d| d.code.as_str() == "W0505").collect();
     assert_eq!(w.len(), 2, "{d:?}");
     for x in &w {
         assert!(x.message.contains("copies unpipelined on sm_100a: no copy ring keeps 3 CTAs per SM"), "{}", x.message);
         assert!(x.notes.iter().any(|n| n.contains("a 1-stage ring at 2 CTAs per SM")), "{:?}", x.notes);
     }
-    let (_, d) = check(&src, &Target::ALL);
-    assert!(d.is_empty(), "{d:?}");
+    for src in [src, k1_declared("sm_90a: ").1] {
+        let (_, d) = check(&src, &Target::ALL);
+        assert!(d.is_empty(), "{d:?}");
+    }
+}
+
+#[test]
+fn k1_declared_for_three_ctas_gets_launch_bounds_and_fresh_thread_indices() {
+    // K#1 with `ctas_per_sm(sm_90a: 3)` (the thirteenth session's form, measured slower on the
+    // H200): launch bounds for ptxas on sm_90a, the fragment loops read the thread index anew
+    // (more than one read), registers that let three CTAs of 128 threads share the register
+    // file (3 · 128 · registers ≤ 65,536) without spills; nothing on sm_100a.
+    let (_, declared) = k1_declared("sm_90a: ");
+    let dir = std::env::temp_dir().join(format!("tilec-residency-k1-{}", std::process::id()));
+    let opts = tilec::build::BuildOptions { targets: Target::ALL.to_vec(), out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
+    let r = tilec::build::build_source(&declared, "k1_reverse_scan.tile", &opts).expect("builds");
+    assert_eq!(r.built.len(), 4);
+    for b in &r.built {
+        let stem = format!("{}.{}", b.kernel, b.target);
+        let bounded = b.target == Target::Sm90a;
+        assert_eq!(b.compiled.ptx.contains(".maxntid 128") && b.compiled.ptx.contains(".minnctapersm 3"), bounded, "{stem}: launch bounds");
+        assert_eq!(b.compiled.ptx.matches("%tid.x").count() > 2, bounded, "{stem}: thread-index reads");
+        if let (true, Some(p)) = (r.ptxas_ran && bounded, b.meta.ptxas.as_ref()) {
+            assert_eq!(p.spill_store_bytes, 0, "{stem} spills");
+            assert!(3 * 128 * p.registers <= 65_536, "{stem}: {} registers do not let 3 CTAs share an SM", p.registers);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

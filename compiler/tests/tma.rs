@@ -54,7 +54,7 @@ fn gemm_operands_are_tma_copies_into_128b_swizzled_rings() {
 }
 
 #[test]
-fn k1_rings_keep_the_three_ctas_per_sm_k1_declares() {
+fn k1_rings_keep_three_ctas_per_sm_by_shared_memory() {
     let ps = plans(&example("k1_reverse_scan.tile"));
     let (swz, row) = (|c: u32| (vec![1, 64, 1, c], Some(Swizzle::B128)), |c: u32| (vec![1, 64, 1, c], None));
     // dv (64 x 32 bf16: 64-byte rows) is read in dvn's fragment order (`dvn += dv`): 64B swizzle.
@@ -80,8 +80,9 @@ fn k1_rings_keep_the_three_ctas_per_sm_k1_declares() {
         let resident = |bytes: u32| info.smem_per_sm / (bytes + info.smem_reserved_per_cta);
         let total = tp.smem_bytes();
         if p.stages == 1 {
-            // One stage keeps the three CTAs per SM K#1 declares (`ctas_per_sm(sm_90a: 3)`);
-            // a second would drop to one. Each tile is refilled after its last read, on its own
+            // One stage keeps three CTAs per SM by shared memory (its registers allow two; a
+            // declared `ctas_per_sm(sm_90a: 3)` would make it three, tests/residency.rs);
+            // a second stage would drop to one, below the two a ring may go down to. Each tile is refilled after its last read, on its own
             // mbarrier.
             assert!(resident(total) >= 3 && resident(total + per_stage) < resident(total), "{name}: {total} B");
             assert_eq!(tp.resident_ctas(128), resident(total).min(16), "{name}");
