@@ -9,7 +9,8 @@
 # Kernels whose metadata has no TMEM plan are only checked to assemble.
 # Then the sm_90a (Hopper) path of every example: wgmma tensor-core instructions (HGMMA) in every
 # kernel with a register-resident accumulator (kernels without a matrix product: none needed), TMA copies (UTMALDG) in gemm and K#1, and no local
-# memory (LDL/STL: spills or a register array indexed at run time). For every example: no ptxas
+# memory (LDL/STL: spills or a register array indexed at run time) except the spills ptxas
+# reports for a kernel that declares `ctas_per_sm`. For every example: no ptxas
 # performance advisory (an injected wgmma wait, serialized wgmmas).
 #
 # Env: TILEC (tilec binary; default: cargo run -q -p tilec --), TILEC_PTXAS / TILEC_NVDISASM
@@ -56,7 +57,14 @@ check_sm_90a() {
     if [ "$local_mem" -eq 0 ]; then echo "ok   $name/$k (sm_90a, no MMA): $msg"; else echo "FAIL $name/$k (sm_90a, no MMA): $msg"; fail=1; fi
     return
   fi
-  if [ "$wg" -ge 1 ] && [ "$hgmma" -ge "$wg" ] && [ "$local_mem" -eq 0 ] && { [ "$name" != gemm ] && [ "$name" != k1_reverse_scan ] || [ "$utma" -ge 1 ]; }; then
+  # Local memory is allowed in one case: a kernel that declares a residency (`ctas_per_sm`:
+  # .minnctapersm in its PTX) whose ptxas report counts spill stores — the author traded
+  # registers for CTAs per SM and measured it (docs/results.md); it is printed.
+  spilled=$(grep -o '"spill_store_bytes": *[0-9]*' "$dir/$k.sm_90a.meta.json" | grep -o '[0-9]*$' || echo 0)
+  local_ok=0
+  if [ "$local_mem" -eq 0 ]; then local_ok=1
+  elif grep -q '\.minnctapersm' "$ptx" && [ "${spilled:-0}" -gt 0 ]; then local_ok=1; msg="$msg (${spilled} B spilled under ctas_per_sm)"; fi
+  if [ "$wg" -ge 1 ] && [ "$hgmma" -ge "$wg" ] && [ "$local_ok" -eq 1 ] && { [ "$name" != gemm ] && [ "$name" != k1_reverse_scan ] || [ "$utma" -ge 1 ]; }; then
     echo "ok   $name/$k (sm_90a): $msg"
   else
     echo "FAIL $name/$k (sm_90a): $msg"; fail=1

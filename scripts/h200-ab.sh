@@ -11,8 +11,8 @@
 #      bench/h200_gdn_bwd.py (the dense backward; fla beside the new set) on both sets;
 #   3. (check) scripts/h200-check.sh on the new artifacts (every check case against the
 #      interpreter, then racecheck unless RACECHECK=0).
-# Before the speed parts it prints each set's CTAs per SM for K#1 and gemm as the driver
-# computes them (scripts/h200_occupancy.py).
+# Before the speed parts it prints each set's CTAs per SM as the driver computes them
+# (scripts/h200_occupancy.py) for the kernels in OCC_KERNELS (default K#1 and gemm).
 # AB_PARTS picks parts (default "same anchors bwd check"). Everything goes to $OUT: ab.txt,
 # {new,old}/perf.json, {new,old}/gdn_bwd.json.
 # Experiment sets (the same compiler on edited sources), each .device/art_x* that exists:
@@ -40,6 +40,10 @@ if [ "${1:-}" = prepare-x ]; then
     grep -E '^(built|warning)' /tmp/prepare-x.log
     rm -f "$x"
   done
+  # Only what differs from .device/art travels (the carry is limited); the device run fills
+  # the rest back in from .device/art.
+  for f in .device/art/*; do cmp -s "$f" ".device/art_$xn/${f##*/}" && rm -f ".device/art_$xn/${f##*/}"; done
+  echo "prepare-x: .device/art_$xn holds $(ls ".device/art_$xn" | wc -l) files that differ from .device/art"
   exit 0
 fi
 if [ "${1:-}" = prepare ]; then
@@ -67,6 +71,7 @@ has() { [[ $parts == *" $1 "* ]]; }
 out=${OUT:-/tmp/ab}; mkdir -p "$out"
 b=.device/bin; io=.device/io
 xsets=$(cd .device && ls -d art_x* 2>/dev/null | sed 's/^art_//')
+for x in $xsets; do cp -n .device/art/* ".device/art_$x/"; done   # what prepare-x left out: as in art
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/perf/*.whl && export PYTHONPATH=/tmp/site
 {
   date
@@ -86,11 +91,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
       done
     done
   fi
-  # Residency as the driver computes it (K#1 and gemm; `ctas_per_sm`): registers and CTAs per SM.
+  # Residency as the driver computes it (`ctas_per_sm`): registers and CTAs per SM of the
+  # kernels in OCC_KERNELS (default K#1 and gemm).
+  occ=${OCC_KERNELS:-k1_scan_scalar k1_scan_channel gemm}
   for s in new $xsets old; do
     a=.device/art; [ $s != new ] && a=.device/art_$s
     [ -d "$a" ] || continue
-    PYTHONPATH=python:${PYTHONPATH:-} timeout 60 python3 scripts/h200_occupancy.py $s "$a"/k1_scan_scalar.sm_90a.meta.json "$a"/k1_scan_channel.sm_90a.meta.json "$a"/gemm.sm_90a.meta.json 2>&1 | tail -4
+    PYTHONPATH=python:${PYTHONPATH:-} timeout 60 python3 scripts/h200_occupancy.py $s $(for kn in $occ; do echo "$a/$kn.sm_90a.meta.json"; done) 2>&1 | tail -$(( $(wc -w <<<"$occ") + 1 ))
   done
   # Speed: new then old, each bench in the same call; fla (the anchor) is timed beside the new
   # backward only (its first call JIT-compiles for ~100 s).
