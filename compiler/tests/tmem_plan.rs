@@ -48,14 +48,15 @@ fn plan_fixture_k2() {
     let (alloc, bufs) = offsets(&example("k2_wy_vjp.tile"));
     assert_eq!(alloc, 256);
     let names: Vec<&str> = bufs.iter().map(|b| b.0.as_str()).collect();
-    assert_eq!(names, ["dt", "dxv", "t1", "t2", "kk", "dxk", "dmk", "dmtbk"]);
+    assert_eq!(names, ["dt", "dxv", "t1", "t2", "kk", "dxk", "dmk"]);
     // dxv is one [C, BVB = 64] block of the V loop, beside dt; the inverse VJP's t1 and t2 reuse
     // dt's columns once the loop is done; dxk (128 columns, made after the inverse VJP) reuses
-    // all of them, and dmk then dmtbk the next 128 — 256 in all.
+    // all of them, and dmk, live beside it, the next 128 — 256 in all. dMᵀ (β ⊙ K) accumulates
+    // into dxk's own columns: no buffer of its own.
     assert_eq!(bufs[1], ("dxv".into(), 64, 64));
     assert_eq!(bufs[2], ("t1".into(), 0, 64), "t1 reuses dt's columns");
     assert_eq!(bufs[5], ("dxk".into(), 0, 128), "dxk reuses the columns of dt, t1, t2 and kk");
-    assert_eq!(bufs[7], ("dmtbk".into(), 128, 128), "dmtbk reuses dmk's columns");
+    assert_eq!(bufs[6], ("dmk".into(), 128, 128), "dmk beside dxk");
 }
 
 #[test]
