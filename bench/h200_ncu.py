@@ -12,6 +12,8 @@ launches once per gdn_bwd plan: one launch each), and writes into --out:
                            registers, shared memory, and the warp-state stall reasons (cycles per
                            issued instruction), largest first
 
+A kda_* or gla_* plan gets a per-channel gate g [B, T, H, K] instead.
+
 Usage: python3 bench/h200_ncu.py --tilec-run RUN --plan ART/gdn_bwd.sm_90a.plan.json --out DIR
        [--kernels 'dqkwg|k2_wy_vjp|solve_tril'] [--T 2048]
 """
@@ -43,6 +45,9 @@ from safetensors.torch import save_file  # noqa: E402
 os.makedirs(args.out, exist_ok=True)
 g = torch.Generator(device="cuda").manual_seed(3)
 x = gdn_inputs(lambda *s: torch.randn(*s, device="cuda", generator=g), args.B, args.T, args.H, 128, 128, args.B)
+if os.path.basename(args.plan).startswith(("kda", "gla")):
+    # The per-channel members take a gate per key channel, g [B, T, H, K].
+    x["g"] = torch.nn.functional.logsigmoid(torch.randn(args.B, args.T, args.H, 128, device="cuda", generator=g)).float()
 fin = "/tmp/ncu_in.safetensors"
 save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(128 ** -0.5)}, fin)
 name = os.path.basename(args.plan).split(".")[0]
@@ -96,6 +101,7 @@ for r in data:
                  f"memory {val(r, 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed')} %, "
                  f"DRAM {val(r, 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed', 'dram__throughput.avg.pct_of_peak_sustained_elapsed')} %, "
                  f"tensor pipe {val(r, 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active', 'sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active')} %, "
+                 f"fp64 pipe {val(r, 'sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active', 'sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active')} %, "
                  f"occupancy {val(r, 'sm__warps_active.avg.pct_of_peak_sustained_active')} %, "
                  f"registers {val(r, 'launch__registers_per_thread')}, smem {with_unit(r, 'launch__shared_mem_per_block_static')} static + {with_unit(r, 'launch__shared_mem_per_block_dynamic')} dynamic, "
                  f"CTAs/SM {val(r, 'launch__occupancy_limit_registers')} (regs) {val(r, 'launch__occupancy_limit_shared_mem')} (smem), "

@@ -13,7 +13,9 @@
 #      interpreter, then racecheck unless RACECHECK=0).
 # Before the speed parts it prints each set's CTAs per SM as the driver computes them
 # (scripts/h200_occupancy.py) for the kernels in OCC_KERNELS (default K#1 and gemm).
-# AB_PARTS picks parts (default "same anchors bwd check"). Everything goes to $OUT: ab.txt,
+# AB_PARTS picks parts (default "same anchors bwd check"); AB_SPEED the bench's speed sets
+# (default dense; e.g. dense,saved,kda), AB_FLA_SPEED those fla runs beside the new set (default
+# dense; each new shape costs fla ~2 min of JIT). Everything goes to $OUT: ab.txt,
 # {new,old}/perf.json, {new,old}/gdn_bwd.json.
 # Experiment sets (the same compiler on edited sources), each .device/art_x* that exists:
 # `X_SED='s/^const BV = 32;/const BV = 16;/' X_FILES=dsl-examples/k1_reverse_scan.tile
@@ -108,8 +110,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
     mkdir -p "$out/$s"
     if has anchors; then echo "=== anchors ($s)"; OUT="$out/$s" timeout "$(left)" python3 bench/h200_tilec_vs_anchors.py --tilec-run "$b/tilec-run" --art $a --work /tmp/perf_$s $skip 2>&1 | cut -c1-400; fi
     if has bwd; then
-      fla=none; [ $s = new ] && fla=dense
-      echo "=== gdn_bwd ($s)"; OUT="$out/$s" timeout "$(left)" python3 bench/h200_gdn_bwd.py --tilec-run "$b/tilec-run" --art $a --cases .device/rec --fla-for none --qla-for none --speed dense --qla-speed none --fla-speed $fla --work /tmp/gdn_$s 2>&1 | grep speed | cut -c1-900
+      speed=${AB_SPEED:-dense}; fla=none; [ $s = new ] && fla=${AB_FLA_SPEED:-dense}
+      echo "=== gdn_bwd ($s)"; OUT="$out/$s" timeout "$(left)" python3 bench/h200_gdn_bwd.py --tilec-run "$b/tilec-run" --art $a --cases .device/rec --fla-for none --qla-for none --speed $speed --qla-speed none --fla-speed $fla --work /tmp/gdn_$s 2>&1 | grep speed | cut -c1-900
     fi
   done
   if has check; then echo "=== check (new artifacts)"; RACECHECK=${RACECHECK:-1} OUT=/tmp/chk timeout "$(left)" scripts/h200-check.sh; fi
