@@ -12,7 +12,8 @@ launches once per gdn_bwd plan: one launch each), and writes into --out:
                            registers, shared memory, and the warp-state stall reasons (cycles per
                            issued instruction), largest first
 
-A kda_* or gla_* plan gets a per-channel gate g [B, T, H, K] instead.
+A kda_* or gla_* plan gets a per-channel gate g [B, T, H, K] instead (name its kernels with
+--kernels: the defaults are the scalar-gate stages', e.g. 'kkt_channel|dqkwg_channel').
 
 Usage: python3 bench/h200_ncu.py --tilec-run RUN --plan ART/gdn_bwd.sm_90a.plan.json --out DIR
        [--kernels 'dqkwg|k2_wy_vjp|solve_tril'] [--T 2048]

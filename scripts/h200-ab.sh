@@ -39,8 +39,8 @@ if [ "${1:-}" = prepare-x ]; then
     if cmp -s "$f" "$x"; then echo "prepare-x: X_SED changes nothing in $f" >&2; rm -f "$x"; exit 1; fi
     # tilec reports on stderr; its exit status, not grep's, says whether the build worked.
     "$t/release/tilec" build "$x" --target sm_90a -o ".device/art_$xn" 2>/tmp/prepare-x.log || { cat /tmp/prepare-x.log; rm -f "$x"; exit 1; }
-    grep -E '^(built|warning)' /tmp/prepare-x.log
     rm -f "$x"
+    grep -E '^(built|warning)' /tmp/prepare-x.log || true
   done
   # Only what differs from .device/art travels (the carry is limited); the device run fills
   # the rest back in from .device/art.
@@ -84,10 +84,12 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
       for s in old new; do
         a=.device/art; [ $s = old ] && a=.device/art_old
         [ -d "$a" ] || continue
+        rm -f "/tmp/ab_$s.safetensors"
         "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "/tmp/ab_$s.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name ($s): tilec-run exit $?"
       done
       [ -d .device/art_old ] && python3 scripts/h200_compare_outputs.py "old-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_old.safetensors --exact
       for x in $xsets; do
+        rm -f /tmp/ab_x.safetensors   # a failed run must not leave the last set's output to compare
         "$b/tilec-run" ".device/art_$x/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out /tmp/ab_x.safetensors $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name ($x): tilec-run exit $?"
         python3 scripts/h200_compare_outputs.py "$x-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_x.safetensors --exact
       done

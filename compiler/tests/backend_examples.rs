@@ -63,6 +63,7 @@ fn k1_builds_for_all_targets_with_metadata() {
         // no launch bounds, and one thread-index read hoisted for the fragment loops. The
         // declared form is tested on K#1 in tests/residency.rs.
         assert!(!b.compiled.ptx.contains(".minnctapersm") && !b.compiled.ptx.contains(".maxntid"), "{stem}: launch bounds");
+        assert_eq!(b.compiled.ptx.matches("%tid.x").count(), 1, "{stem}: one thread-index read");
         if r.ptxas_ran {
             let p = meta.ptxas.as_ref().unwrap();
             assert!(p.registers > 0 && p.registers <= 255);

@@ -32,6 +32,7 @@ pub(crate) fn exp_taylor_coefficients() -> [f64; 14] {
 /// those with `y⁴`, and so on, so the dependence depth is about log₂ of the degree. The back
 /// end runs it on LLVM values; the unit tests run the same schedule on `f64`.
 pub(crate) fn estrin<T: Copy, E>(y: T, coef: &[T], fma: &dyn Fn(T, T, T) -> Result<T, E>, mul: &dyn Fn(T, T) -> Result<T, E>) -> Result<T, E> {
+    debug_assert!(!coef.is_empty(), "a polynomial needs a coefficient");
     let mut terms: Vec<T> = coef.chunks(2).map(|c| if c.len() == 2 { fma(c[1], y, c[0]) } else { Ok(c[0]) }).collect::<Result<_, _>>()?;
     let mut power = y;
     while terms.len() > 1 {
@@ -153,7 +154,8 @@ mod tests {
 
     #[test]
     fn estrin_exp2_is_the_horner_exp2_bitwise_and_within_an_ulp_of_the_interpreter() {
-        // 758,253 points over every f32 exp2 that is neither 0 nor inf (subnormals included).
+        // 758,253 points from x = −150 (results around 2⁻¹⁵⁰, subnormals included) to past
+        // overflow at 128.
         let (mut n, mut not_horner, mut not_libm) = (0u32, 0u32, 0u32);
         let mut x = -150.0f32;
         while x < 129.0 {
