@@ -253,7 +253,10 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         // in the dynamic (extern) array, whose size is `launch.dynamic_smem_bytes`.
         smem_bytes: 0,
         ptxas: m.ptxas.clone(),
-        contract: Contract { no_spill: true, accumulator: DType::F32, reference: None, envelope: vec![] },
+        // A kernel built for a declared residency on this target (`ctas_per_sm`) lets ptxas
+        // spill to fit N CTAs' registers — the author's trade, measured (docs/language.md,
+        // "Residency"); every other kernel's contract forbids spills (RES-02 checks it).
+        contract: Contract { no_spill: k.residency(m.target).is_none(), accumulator: DType::F32, reference: None, envelope: vec![] },
         files: m.files.clone(),
         tensor_maps: m.compiled.tensor_maps.clone(),
     })

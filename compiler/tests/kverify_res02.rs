@@ -65,3 +65,35 @@ fn res02_passes_on_every_built_artifact() {
     eprintln!("RES-02 on tilec artifacts:\n  {}", judged.join("\n  "));
     assert_eq!(judged.len(), 6);
 }
+
+/// A declared residency's spills pass RES-02, and only there: gdn_fwd.tile's solve_tril declares
+/// `ctas_per_sm(sm_90a: 4)` and ptxas spills to fit 128 registers (docs/results.md), so its
+/// sm_90a contract allows spills; every other artifact of the file (its imports included) keeps
+/// `no_spill` and, with ptxas, spills nothing. Every artifact passes RES-02 (the demo judges
+/// them all).
+#[test]
+fn a_declared_residency_lets_res02_accept_its_spills() {
+    let dir = std::env::temp_dir().join(format!("kverify-res02-{}-gdn_fwd", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let metas = build("gdn_fwd.tile", &dir);
+    let ptxas = find_ptxas().is_some();
+    let mut declared = 0;
+    for path in &metas {
+        let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let g = check_path(path);
+        assert_eq!(g.status, Status::Pass, "{name}: {}", g.detail);
+        let m = load_meta(path).expect("metadata reads back");
+        let is_declared = name == "solve_tril.sm_90a.meta.json";
+        assert_eq!(m.contract.no_spill, !is_declared, "{name}: contract.no_spill");
+        if let (true, Some(p)) = (ptxas, m.ptxas.as_ref()) {
+            if is_declared {
+                assert!(p.spill_store_bytes > 0, "{name}: the residency was expected to spill ({} registers)", p.registers);
+            } else {
+                assert_eq!(p.spill_store_bytes, 0, "{name}: spills without a declared residency");
+            }
+        }
+        declared += usize::from(is_declared);
+    }
+    assert_eq!(declared, 1, "solve_tril.sm_90a among {} artifacts", metas.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}

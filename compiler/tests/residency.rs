@@ -217,6 +217,8 @@ fn k1_declared_for_three_ctas_gets_launch_bounds_and_fresh_thread_indices() {
         let bounded = b.target == Target::Sm90a;
         assert_eq!(b.compiled.ptx.contains(".maxntid 128") && b.compiled.ptx.contains(".minnctapersm 3"), bounded, "{stem}: launch bounds");
         assert_eq!(b.compiled.ptx.matches("%tid.x").count() > 2, bounded, "{stem}: thread-index reads");
+        // The declaration lets ptxas spill on its target (RES-02 reads the contract), nowhere else.
+        assert_eq!(b.meta.contract.no_spill, !bounded, "{stem}: contract.no_spill");
         if let (true, Some(p)) = (r.ptxas_ran && bounded, b.meta.ptxas.as_ref()) {
             assert_eq!(p.spill_store_bytes, 0, "{stem} spills");
             assert!(3 * 128 * p.registers <= 65_536, "{stem}: {} registers do not let 3 CTAs share an SM", p.registers);
