@@ -81,8 +81,9 @@ fn k1_rings_keep_three_ctas_per_sm_by_shared_memory() {
         let total = tp.smem_bytes();
         if p.stages == 1 {
             // One stage keeps three CTAs per SM by shared memory (its registers allow two; a
-            // declared `ctas_per_sm(sm_90a: 3)` would make it three, tests/residency.rs);
-            // a second stage would drop to one, below the two a ring may go down to. Each tile is refilled after its last read, on its own
+            // declared `ctas_per_sm(sm_90a: 3)` would make it three, tests/residency.rs); a
+            // second stage would drop to one, below the two a ring may go down to. Each tile
+            // is refilled after its last read, on its own
             // mbarrier.
             assert!(resident(total) >= 3 && resident(total + per_stage) < resident(total), "{name}: {total} B");
             assert_eq!(tp.resident_ctas(128), resident(total).min(16), "{name}");
