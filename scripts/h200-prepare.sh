@@ -42,7 +42,7 @@ case_ k1s_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --siz
 case_ k1c_t100 dsl-examples/k1_reverse_scan.tile k1_scan_channel --size B=1 --size T=100 --size H=2 --size V=80 "${dense1[@]}"
 # Three sequences of 1, 70 and 79 tokens packed: the second starts mid-chunk.
 case_ k1s_varlen dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --size T=150 --size H=2 --size V=64 --scalar scale=0.088 --size NP=4 --values cu=0,1,71,150 --values co=0,1,3,5
-case_ k2_t100 dsl-examples/k2_wy_vjp.tile k2_wy_vjp --size B=1 --size T=100 --size H=2 "${dense2[@]}"
+case_ k2_t100 dsl-examples/k2_wy_vjp.tile k2_wy_vjp --size B=1 --size T=100 --size H=2 --size G=1 "${dense2[@]}"
 # cp.async (no tensor map for rank 6) into swizzled operand tiles; K = 192: a partial ring.
 case_ rank6 tests/gpu/cp_async_swizzled.tile rank6 --size P=1 --size Q=1 --size R=1 --size S=1 --size M=128 --size K=192 --size N=128
 case_ reuse_m100 dsl-examples/tmem_reuse_disjoint.tile reuse_disjoint --size M=100
@@ -57,13 +57,13 @@ case_ reductions_frag_r150 tests/gpu/frag_reductions.tile frag_reductions --size
 # gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
 case_ cumsum_t100 dsl-examples/gdn.tile gate_cumsum --size B=2 --size T=100 --size H=3 "${dense2[@]}"
 case_ combine_t100 dsl-examples/gdn.tile combine --size B=2 --size T=100 --size G=1 --size H=3 "${dense2[@]}"
-STD=0.1 case_ kkt_t100 dsl-examples/gdn.tile kkt --size B=1 --size T=100 --size H=2 "${dense2[@]}"
+STD=0.1 case_ kkt_t100 dsl-examples/gdn.tile kkt --size B=1 --size T=100 --size H=2 --size G=1 "${dense2[@]}"
 case_ tril_t100 dsl-examples/gdn.tile solve_tril --size B=1 --size T=100 --size H=2 "${dense2[@]}"
-case_ wu_t100 dsl-examples/gdn.tile recompute_w_u --size B=1 --size T=100 --size H=2 "${dense2[@]}"
-case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --size H=2 "${dense1[@]}"
-case_ gateqk_t100 dsl-examples/gdn.tile gate_qk_channel --size B=1 --size T=100 --size H=2 --scalar scale=0.088 "${dense2[@]}"
-case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=2 --scalar scale=0.088 "${dense2[@]}"
-case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=2 --scalar scale=0.088 "${dense2[@]}"
+case_ wu_t100 dsl-examples/gdn.tile recompute_w_u --size B=1 --size T=100 --size H=2 --size G=1 "${dense2[@]}"
+case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --size H=2 --size G=1 "${dense1[@]}"
+case_ gateqk_t100 dsl-examples/gdn.tile gate_qk_channel --size B=1 --size T=100 --size H=2 --size G=1 --scalar scale=0.088 "${dense2[@]}"
+case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=1 --size G=2 --scalar scale=0.088 "${dense2[@]}"
+case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=1 --size G=2 --scalar scale=0.088 "${dense2[@]}"
 # GVA: q repeated per value head (2 value heads per key head).
 case_ repeat_gva dsl-examples/sequences.tile repeat_heads --size B=1 --size T=100 --size H=2 --size G=2
 # The device-side chunk table itself: 3 sequences (1, 70, 79 tokens) → 5 chunks in 5 rows.

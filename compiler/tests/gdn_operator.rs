@@ -310,6 +310,27 @@ fn a_wrong_gva_head_mapping_fails_verification() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The stage kernels map heads themselves (value head h reads key head h / G of q and k, no
+/// repeated copy): dqkwg reading key head h % H instead fails gdn_bwd's GVA case and only it
+/// (the same head when G = 1), and gate_qk_channel (the per-channel members' q̃) reading it so
+/// fails kda_bwd's.
+#[test]
+fn a_wrong_head_mapping_inside_a_stage_fails_verification() {
+    let sites = [
+        ("gdn.tile", "let ks: smem = load k[b, t0..+C, h / G, k0..+BKQ];", "let ks: smem = load k[b, t0..+C, h % H, k0..+BKQ];", "gdn_bwd"),
+        ("gdn_channel.tile", "bf16(load q[b, t0..+C, h / G, :] * exp2(g) * scale)", "bf16(load q[b, t0..+C, h % H, :] * exp2(g) * scale)", "kda_bwd"),
+    ];
+    for (i, (file, from, to, op)) in sites.into_iter().enumerate() {
+        let dir = std::env::temp_dir().join(format!("tilec-gdn-gva-stage-{}-{i}", std::process::id()));
+        let c = check(&mutated_in(&dir, file, from, to));
+        let js = judge_op(&c, op);
+        let bad: Vec<&str> = js.iter().filter(|j| !j.ok()).map(|j| j.case.as_str()).collect();
+        assert!(!bad.is_empty(), "{op}: the wrong head mapping passed: {js:?}");
+        assert!(bad.iter().all(|c| c.starts_with("GVA")), "{op}: a case without GVA failed: {bad:?}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
 /// The forward operators of gdn_fwd.tile (o, the final state ht and, for the delta-rule members,
 /// the saved inverse ai — each judged by the oracle): every member runs the stage kernels its
 /// backward recomputes, then the output stage, and meets the derived bound on every output at
@@ -322,9 +343,12 @@ fn the_forward_operators_meet_their_bounds_on_o_and_ht() {
     let members = [("gdn", "chunk_o", 7), ("ssd", "chunk_o", 6), ("la", "chunk_o", 3), ("gla", "chunk_o_channel", 6), ("kda", "chunk_o_channel", 7)];
     for (member, output_stage, cases) in members {
         let name = format!("{member}_fwd");
-        // The stages before the output stage are exactly the backward's recomputation, in order.
+        // The stages before the output stage are exactly the backward's recomputation, in order
+        // (the backward's repeat_heads copies q and k for the scalar K#1 alone, which the
+        // forward does not run).
         let f = launches(&fwd, &name);
-        let b = launches(&bwd, &format!("{member}_bwd"));
+        let b: Vec<String> = launches(&bwd, &format!("{member}_bwd")).into_iter().filter(|k| k != "repeat_heads").collect();
+        assert!(!f.iter().any(|k| k == "repeat_heads"), "{name}: the forward copies no heads");
         assert_eq!(f.last().map(String::as_str), Some(output_stage), "{name}");
         assert_eq!(f[..f.len() - 1], b[..f.len() - 1], "{name}: the forward's stages are the backward's first launches");
         let mut ops = vec![(name.clone(), cases)];
