@@ -80,3 +80,25 @@ def gdn_inputs(rn, b, t, h, k, v, n):
     return {"q": rn(b, t, h, k).to(torch.bfloat16), "k": F.normalize(rn(b, t, h, k), dim=-1).to(torch.bfloat16), "v": rn(b, t, h, v).to(torch.bfloat16),
             "g": F.logsigmoid(rn(b, t, h)).float(), "beta": torch.sigmoid(rn(b, t, h)).to(torch.bfloat16), "s0": rn(n, h, k, v).float(),
             "do": rn(b, t, h, v).to(torch.bfloat16), "dht": rn(n, h, k, v).float()}
+
+
+def k1_inputs(kind, B, T, H, Kd, V, C, dev, seed=1):
+    """K#1's inputs as the speed bench draws them (fla's layout, bf16 q, k, w, do, dv; f32 dht):
+    q, w, do, dv ~ 0.1 N(0, 1), k l2-normalised, and chunk-local cumulative log2 gates, one per
+    token (`kind` "scalar": [B, T, H]) or per key channel ("channel": [B, T, H, K]), each step
+    in (−0.05, 0]. Returns (q, k, w, do, dv, dht, g)."""
+    import torch
+    import torch.nn.functional as F
+
+    NT = (T + C - 1) // C
+    g_ = torch.Generator(device=dev).manual_seed(seed)
+    q = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+    k = F.normalize(torch.randn(B, T, H, Kd, device=dev, generator=g_), dim=-1).to(torch.bfloat16)
+    w = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+    do = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+    dv = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
+    dht = torch.randn(B, H, Kd, V, device=dev, generator=g_) * 0.1
+    shape = (B, NT, C, H) if kind == "scalar" else (B, NT, C, H, Kd)
+    step = -torch.rand(*shape, device=dev, generator=g_) * 0.05
+    g = step.cumsum(2).reshape(B, NT * C, *shape[3:])[:, :T].contiguous()
+    return q, k, w, do, dv, dht, g

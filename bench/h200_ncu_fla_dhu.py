@@ -19,8 +19,12 @@ ap.add_argument("--T", type=int, default=2048)
 ap.add_argument("--kind", default="scalar", choices=["scalar", "channel"])
 args = ap.parse_args()
 
+import sys  # noqa: E402
+
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from h200_common import k1_inputs  # noqa: E402
 
 os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
 import fla.ops.common.chunk_o as _co  # noqa: E402
@@ -30,16 +34,7 @@ import fla.ops.common.chunk_delta_h as cdh  # noqa: E402
 
 dev = "cuda"
 B, T, H, Kd, V, C = 8, args.T, 16, 128, 128, 64
-NT = (T + C - 1) // C
-g_ = torch.Generator(device=dev).manual_seed(1)
-q = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-k = F.normalize(torch.randn(B, T, H, Kd, device=dev, generator=g_), dim=-1).to(torch.bfloat16)
-w = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-do = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-dv = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-dht = torch.randn(B, H, Kd, V, device=dev, generator=g_) * 0.1
-shape = (B, NT, C, H) if args.kind == "scalar" else (B, NT, C, H, Kd)
-g = (-torch.rand(*shape, device=dev, generator=g_) * 0.05).cumsum(2).reshape(B, NT * C, *shape[3:])[:, :T].contiguous()
+q, k, w, do, dv, dht, g = k1_inputs(args.kind, B, T, H, Kd, V, C, dev)
 h0 = torch.zeros(B, H, Kd, V, device=dev)
 gates = {"g": g} if args.kind == "scalar" else {"gk": g}
 call = lambda: cdh.chunk_gated_delta_rule_bwd_dhu(q=q, k=k, w=w, do=do, dv=dv, **gates, h0=h0, dht=dht,

@@ -19,6 +19,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 from triton.testing import do_bench
 
+sys.path.insert(0, os.path.dirname(__file__))
+from h200_common import k1_inputs  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
 ap.add_argument("--art", required=True)
@@ -89,18 +92,9 @@ for kind in [] if "k1" in args.skip else args.k1_kernels.split(","):
     for T in [int(t) for t in args.k1_t.split(",")]:
         B, H, Kd, V, C = 8, 16, 128, 128, 64
         NT = (T + C - 1) // C
-        g_ = torch.Generator(device=dev).manual_seed(1)
-        q = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-        k = F.normalize(torch.randn(B, T, H, Kd, device=dev, generator=g_), dim=-1).to(torch.bfloat16)
-        w = (torch.randn(B, T, H, Kd, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-        do = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-        dv = (torch.randn(B, T, H, V, device=dev, generator=g_) * 0.1).to(torch.bfloat16)
-        dht = torch.randn(B, H, Kd, V, device=dev, generator=g_) * 0.1
-        # Chunk-local cumulative log2 gates (fla's convention for its exp2 kernels).
-        # Per token (k1_scan_scalar) or per key channel (k1_scan_channel).
-        shape = (B, NT, C, H) if kind == "scalar" else (B, NT, C, H, Kd)
-        step = -torch.rand(*shape, device=dev, generator=g_) * 0.05
-        g = step.cumsum(2).reshape(B, NT * C, *shape[3:])[:, :T].contiguous()
+        # Chunk-local cumulative log2 gates (fla's convention for its exp2 kernels), per token
+        # (k1_scan_scalar) or per key channel (k1_scan_channel): h200_common.k1_inputs.
+        q, k, w, do, dv, dht, g = k1_inputs(kind, B, T, H, Kd, V, C, dev)
         scale = Kd ** -0.5
         fin = os.path.join(args.work, f"k1_{kind}_in.safetensors")
         # One sequence per batch row: cu = [0, T] (cu_seqlens), co = [0, NT] (its first chunk).

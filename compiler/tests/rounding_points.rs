@@ -107,3 +107,21 @@ fn a_kernel_reading_back_its_own_output_keeps_the_sites_it_stored() {
         assert_eq!((r["z"], r["y"]), (1, 2), "{order}");
     }
 }
+
+/// The wide twin's count (`Sites::Arithmetic`): every float operation whose result reaches the
+/// output, an MMA once per K = 16 step — counted by hand from `TWO_KERNELS`.
+#[test]
+fn the_wide_count_takes_every_float_operation() {
+    use tilec::verify::roundings::{output_sites, Sites};
+    let c = check_source(TWO_KERNELS, &Options::default());
+    assert!(c.ok(), "{:?}", c.diags);
+    let op = &c.module.operators[0];
+    let r = output_sites(&c.module, op, &[], Sites::Arithmetic);
+    // h = t * 2.0 (one multiply) reaches y, which adds t * 3.0: 2. s: `acc += a @ b` over
+    // K = 64 is four K steps, and b = bf16(t * 0.5) one multiply (the casts round nothing in
+    // this count): 5. unrounded = t + 1.0: 1.
+    assert_eq!((r["y"], r["s"], r["unrounded"]), (2, 5, 1));
+    // The same module, widened, counts the same (widening removes roundings, not operations).
+    let w = tilec::verify::widen::widened(&c.module);
+    assert_eq!(output_sites(&w, &w.operators[0], &[], Sites::Arithmetic), r);
+}

@@ -233,29 +233,52 @@ fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, Path
         };
         let w = if op.params.iter().any(|p| p.name == "cu_seqlens") { 44 } else { 28 };
         println!("  {:<w$} {:<7} {:>17} {:>9} {:>8}  verdict", "case", "output", "max|err|/max|ref|", "bound", "margin");
+        // One row per judgement; the (judged, violations) counts.
+        let rows = |js: &mut dyn Iterator<Item = &crate::verify::Judgement>| {
+            let (mut n, mut bad) = (0, 0);
+            for j in js {
+                n += 1;
+                let verdict = if j.ok() { "ok" } else { "VIOLATION" };
+                bad += usize::from(!j.ok());
+                // Varlen: the packed sequence judged on its own scale, where it is the nearest its bound.
+                let case = j.sequence.map_or_else(|| j.case.clone(), |i| format!("{} seq {i}", j.case));
+                // A bound of 0 (isolation) asks for equal bits: no margin to give.
+                let margin = if j.bound == 0.0 { "bitwise".to_string() } else { format!("{:.1}×", j.bound / j.error) };
+                println!("  {case:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", j.output, j.error, j.bound);
+            }
+            (n, bad)
+        };
+        // R is per output (the same in every case): "dq 33, dk 50, …".
+        let per_output = |js: &[crate::verify::Judgement]| {
+            let mut per: Vec<(&str, usize)> = js.iter().map(|j| (j.output.as_str(), j.roundings)).collect();
+            per.sort_unstable();
+            per.dedup();
+            per.iter().map(|(o, r)| format!("{o} {r}")).collect::<Vec<_>>().join(", ")
+        };
         match result {
             Ok(v) => {
-                let js = &v.judgements;
-                for j in js.iter().chain(&v.isolation) {
-                    judged += 1;
-                    let verdict = if j.ok() { "ok" } else { "VIOLATION" };
-                    violations += usize::from(!j.ok());
-                    // Varlen: the packed sequence judged on its own scale, where it is the nearest its bound.
-                    let case = j.sequence.map_or_else(|| j.case.clone(), |i| format!("{} seq {i}", j.case));
-                    // A bound of 0 (sequence isolation) asks for equal bits: no margin to give.
-                    let margin = if j.bound == 0.0 { "bitwise".to_string() } else { format!("{:.1}×", j.bound / j.error) };
-                    println!("  {case:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", j.output, j.error, j.bound);
-                }
-                if let Some(j) = js.first() {
-                    // R is per output (the same in every case): the rounding points reaching it.
-                    let mut per: Vec<(&str, usize)> = js.iter().map(|j| (j.output.as_str(), j.roundings)).collect();
-                    per.sort_unstable();
-                    per.dedup();
-                    let per: Vec<String> = per.iter().map(|(o, r)| format!("{o} {r}")).collect();
-                    println!("  bound = {} √R κu: R = the rounding points whose results reach the output ({}); κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, per.join(", "), j.unit.log2());
+                let (n, bad) = rows(&mut v.judgements.iter().chain(&v.isolation));
+                (judged, violations) = (judged + n, violations + bad);
+                if let Some(j) = v.judgements.first() {
+                    println!("  bound = {} √R κu: R = the rounding points whose results reach the output ({}); κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, per_output(&v.judgements), j.unit.log2());
                 }
                 for n in &v.not_run {
                     println!("  not run: {n}");
+                }
+                // The mathematics alone: the same operator with nothing rounded to 16 bits.
+                println!("  wide twin of {} (every bf16/f16 made f32), on the interpreter:", op.name);
+                match crate::verify::verify_wide(&checked.module, op, &opts) {
+                    Ok(wv) => {
+                        let (n, bad) = rows(&mut wv.judgements.iter());
+                        (judged, violations) = (judged + n, violations + bad);
+                        if let Some(j) = wv.judgements.first() {
+                            println!("  bound = γ_R κ = R κu / (1 − R u): R = the f32 roundings whose results reach the output ({}); u = 2^{}", per_output(&wv.judgements), j.unit.log2());
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("error: verify: wide twin: {e}");
+                        unjudged += 1;
+                    }
                 }
             }
             Err(e) => {

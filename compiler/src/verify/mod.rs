@@ -38,9 +38,11 @@ use crate::interp::{run_operator, Options};
 
 pub mod gpu;
 pub mod isolation;
+pub mod widen;
+use isolation::Partition;
 pub mod roundings;
 pub use roundings::{output_roundings, rounding_points};
-use roundings::unit_roundoff;
+use roundings::{unit_roundoff, Sites};
 use crate::ir::{Module, Operator, ParamKind, SizeExpr};
 
 /// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`), and
@@ -169,9 +171,9 @@ pub struct Verdict {
     pub judgements: Vec<Judgement>,
     /// Cases not run, with why.
     pub not_run: Vec<String>,
-    /// Sequence isolation ([`isolation`]; varlen cases of several sequences): per case, side
-    /// (odd or even sequences redrawn) and output, the largest change of a kept sequence's
-    /// element; the bound is 0.
+    /// Isolation ([`isolation`]; varlen cases of several sequences, and GVA's key-head groups):
+    /// per case, side (odd or even sequences or groups redrawn) and output, the largest change
+    /// of a kept sequence's or group's element; the bound is 0.
     pub isolation: Vec<Judgement>,
 }
 
@@ -253,6 +255,33 @@ pub type Runner<'a> = dyn FnMut(BTreeMap<String, HostTensor>) -> Result<BTreeMap
 /// # Errors
 /// As [`verify_operator`].
 pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_>) -> Result<Verdict, VerifyError> {
+    judge_cases(module, op, run_op, Sites::Narrowing)
+}
+
+/// The wide twin of `op` ([`widen`]: every 16-bit float made f32) judged on the interpreter at
+/// every [`CASES`] shape against the same oracle, with the same bound `λ √R κu` — `u` now f32's
+/// unit roundoff, `R` the f32 arithmetic roundings that reach the output
+/// ([`roundings::Sites::Arithmetic`]). Honest operators sit far inside it (errors of 1e-7 …
+/// 1e-6 of max|ref|); a defect in the mathematics keeps its size and fails it, where the
+/// 16-bit build's bound, a sum over its bf16 roundings, can hide an error of a few per cent.
+/// (No isolation runs here: [`verify_operator`] does them on the build itself.)
+///
+/// # Errors
+/// As [`verify_operator`].
+pub fn verify_wide(module: &Module, op: &Operator, opts: &Options) -> Result<Verdict, VerifyError> {
+    let wide = widen::widened(module);
+    let wop = wide.operators.iter().find(|o| o.name == op.name).ok_or_else(|| VerifyError::Run(format!("operator `{}` lost in its wide twin", op.name)))?;
+    // A narrowing left in the twin would make its bound (in that u) judge nothing.
+    let (_, u) = rounding_points(&wide, wop);
+    if u > kverify::tensor::DType::F32.unit_roundoff() {
+        return Err(VerifyError::Run(format!("operator `{}`: its wide twin still rounds to a 16-bit float (u = {u:e})", op.name)));
+    }
+    judge_cases(&wide, wop, &mut |inputs| run_operator(&wide, wop, inputs, opts).map_err(|(e, _)| VerifyError::Run(e.to_string())), Sites::Arithmetic)
+}
+
+/// Every case of `op` run by `run_op`, each output judged with the rounding sites `rule` counts.
+fn judge_cases(module: &Module, op: &Operator, run_op: &mut Runner<'_>, rule: Sites) -> Result<Verdict, VerifyError> {
+    let isolate = rule == Sites::Narrowing;
     let sig = |message: String| VerifyError::Signature { operator: op.name.clone(), message };
     let model = op.contract.ok_or_else(|| sig("declares no contract".into()))?;
     let last_dim = |name: &str| -> Result<usize, VerifyError> {
@@ -274,7 +303,7 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         _ => None,
     });
     let u = ai_unit.unwrap_or(0.0).max(rounding_points(module, op).1);
-    let per_output = output_roundings(module, op, &[SAVED_AI]);
+    let per_output = roundings::output_sites(module, op, &[SAVED_AI], rule);
     let gives_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
     let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");
     let mut out = Verdict::default();
@@ -324,7 +353,17 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
                 // κu: how far the exact gradient moves when every input moves by one rounding.
                 let moved = moved_ref.as_ref().map_or(0.0, |n| rel(max_abs_diff(&n.data[range.clone()], r)));
                 let sensitivity = moved.max(u);
-                let bound = LAMBDA * (roundings as f64).sqrt() * sensitivity;
+                let bound = match rule {
+                    // The 16-bit build: its bf16 roundings are independent, λ √R κu.
+                    Sites::Narrowing => LAMBDA * (roundings as f64).sqrt() * sensitivity,
+                    // The wide twin: the first-order worst case of R roundings of size u with
+                    // sensitivity κ each, γ_R κ = R κu / (1 − R u) (Higham, Lemma 3.1) — f32's u
+                    // is 2¹⁶ times smaller, so the worst case still leaves a defect far outside.
+                    Sites::Arithmetic => {
+                        let r = roundings as f64;
+                        if r * u < 1.0 { r * sensitivity / (1.0 - r * u) } else { f64::INFINITY }
+                    }
+                };
                 Judgement { case: label.clone(), output: param.name.clone(), sequence, error: rel(max_abs_diff(g, r)), reference_max: scale, unit: u, bound, roundings, sensitivity }
             };
             // Packed sequences are separate problems: each is also judged against its own scale,
@@ -343,15 +382,31 @@ pub fn verify_operator_on(module: &Module, op: &Operator, run_op: &mut Runner<'_
         }
         // Sequence isolation (several packed sequences): redraw the odd-numbered sequences'
         // inputs, then the even-numbered ones'; the others' outputs must not move a bit.
-        if let Some(cu) = cu.as_ref().filter(|cu| cu.len() > 2) {
+        if let Some(cu) = cu.as_ref().filter(|cu| isolate && cu.len() > 2) {
             for parity in 0..2 {
                 // The redrawn sequences get the case's tweak too (a zero gate stays zero).
                 let mut other = oracle_gen(case.seed + 1000 + parity as u64)?;
                 case.tweak.apply(&mut other);
-                let mut spliced = isolation::splice(&p, &other, cu, |i| i % 2 != parity);
+                let mut spliced = isolation::splice(&p, &other, Partition::Sequences(cu), |i| i % 2 != parity);
                 let moved = run_op(operator_inputs(op, &mut spliced).map_err(sig)?)?;
                 let what = format!("{label} isolation: {} sequences redrawn", if parity == 0 { "odd" } else { "even" });
-                out.isolation.extend(isolation::judge(&what, &got, &moved, cu, |i| i % 2 == parity));
+                out.isolation.extend(isolation::judge(&what, &got, &moved, Partition::Sequences(cu), |i| i % 2 == parity));
+            }
+        }
+        // Key-head isolation (GVA): redraw the odd key-head groups' inputs, then the even ones';
+        // the other groups' outputs must not move a bit.
+        if let Some(value_heads) = dims.value_heads.filter(|_| isolate && dims.heads > 1) {
+            let states = cu.as_ref().map_or(dims.batch, |cu| cu.len() - 1);
+            // A token count equal to a head count would make the layouts ambiguous.
+            debug_assert!(dims.seq_len != dims.heads && dims.seq_len != value_heads);
+            let groups = Partition::HeadGroups { tokens: dims.seq_len, states, heads: dims.heads, value_heads };
+            for parity in 0..2 {
+                let mut other = oracle_gen(case.seed + 2000 + parity as u64)?;
+                case.tweak.apply(&mut other);
+                let mut spliced = isolation::splice(&p, &other, groups, |j| j % 2 != parity);
+                let moved = run_op(operator_inputs(op, &mut spliced).map_err(sig)?)?;
+                let what = format!("{label} isolation: {} key-head groups redrawn", if parity == 0 { "odd" } else { "even" });
+                out.isolation.extend(isolation::judge(&what, &got, &moved, groups, |j| j % 2 == parity));
             }
         }
     }

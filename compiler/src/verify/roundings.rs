@@ -14,6 +14,11 @@
 //! state's. Indices, masks and `select` conditions count as dependences; loop bounds do not
 //! (a rounded value steering a loop's trip count would be missed; the operators' bounds are
 //! i32 arithmetic on sizes and offset tables).
+//!
+//! The same analysis counts, for the operator's wide twin ([`super::widen`]), the f32
+//! *arithmetic* roundings instead ([`Sites::Arithmetic`]): with nothing narrowed, those are the
+//! only roundings left, each float operation one (an MMA one per K = 16 step, a reduction or
+//! scan one per element it folds), again once per launch.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,6 +41,40 @@ pub(crate) fn unit_roundoff(e: Elem) -> Option<f64> {
 /// Whether converting a float of type `from` to `to` rounds (a narrowing float conversion).
 fn wider(from: Elem, to: Elem) -> bool {
     from.is_float() && to.is_float() && from.size_bytes() > to.size_bytes()
+}
+
+/// Which instructions count as rounding sites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sites {
+    /// Narrowing float conversions and narrowing stores (the 16-bit build's bound).
+    Narrowing,
+    /// Every float operation (the wide twin's bound, where nothing narrows).
+    Arithmetic,
+}
+
+/// How many roundings site `i` of `k` makes on one output element's path under `rule` (0: not
+/// a site). An MMA rounds once per K = 16 step ([`crate::interp::mma`]: one f32 rounding per
+/// tensor-core instruction), a reduction or scan once per element it folds.
+fn weight(k: &Kernel, i: Inst, rule: Sites) -> usize {
+    match rule {
+        Sites::Narrowing => usize::from(narrows_to(k, i).is_some()),
+        Sites::Arithmetic => {
+            let float = |v: Value| k.value_type(v).elem().is_float();
+            match &k.insts[i].op {
+                Op::Unary(_, a) | Op::Binary(_, a, _) if float(*a) => 1,
+                Op::Reduce(_, axis, a) if float(*a) => {
+                    let (r, c) = k.value_type(*a).shape().unwrap_or((1, 1));
+                    (if *axis == crate::ir::Axis::Row { c } else { r }) as usize
+                }
+                Op::Scan { src, .. } if float(*src) => k.value_type(*src).shape().map_or(1, |(r, _)| r as usize),
+                Op::Mma { a, .. } => {
+                    let (r, c) = k.vars[a.var].ty.shape().unwrap_or((16, 16));
+                    (if a.transposed { r } else { c }).div_ceil(16) as usize
+                }
+                _ => 0,
+            }
+        }
+    }
 }
 
 /// The element type instruction `i` of `k` narrows to, if it is a rounding site.
@@ -89,7 +128,7 @@ impl Deps {
 /// Per output tensor parameter of `k`, the rounding sites and input tensors its stores depend
 /// on: a fixed point over the kernel (a variable's dependences are those of every write to it,
 /// so values carried around a loop are covered).
-fn kernel_outputs(k: &Kernel) -> BTreeMap<Param, Deps> {
+fn kernel_outputs(k: &Kernel, rule: Sites) -> BTreeMap<Param, Deps> {
     let mut vars: SecondaryMap<Var, Deps> = SecondaryMap::new();
     let mut outs: BTreeMap<Param, Deps> = BTreeMap::new();
     loop {
@@ -115,17 +154,20 @@ fn kernel_outputs(k: &Kernel) -> BTreeMap<Param, Deps> {
                 Op::Mma { dst, a, b, .. } => {
                     let mut m = vars[a.var].clone();
                     m.absorb(&vars[b.var]);
+                    if weight(k, i, rule) > 0 {
+                        m.sites.insert(i);
+                    }
                     changed |= vars[*dst].absorb(&m);
                 }
                 Op::Store { dst, .. } => {
-                    if narrows_to(k, i).is_some() {
+                    if weight(k, i, rule) > 0 {
                         d.sites.insert(i);
                     }
                     changed |= outs.entry(*dst).or_default().absorb(&d);
                 }
                 _ => {}
             }
-            if matches!(k.insts[i].op, Op::Cast(..)) && narrows_to(k, i).is_some() {
+            if !matches!(k.insts[i].op, Op::Store { .. } | Op::Mma { .. }) && weight(k, i, rule) > 0 {
                 d.sites.insert(i);
             }
             if let Some(r) = k.insts[i].result {
@@ -145,6 +187,11 @@ fn kernel_outputs(k: &Kernel) -> BTreeMap<Param, Deps> {
 /// output whose own sites are all f32 still carries f32 accumulation errors over long sums,
 /// which the bf16 `u` covers and one f32 rounding would not.)
 pub fn output_roundings(module: &Module, op: &Operator, rounded_inputs: &[&str]) -> BTreeMap<String, usize> {
+    output_sites(module, op, rounded_inputs, Sites::Narrowing)
+}
+
+/// As [`output_roundings`], counting the sites `rule` names, each with its [`weight`].
+pub fn output_sites(module: &Module, op: &Operator, rounded_inputs: &[&str], rule: Sites) -> BTreeMap<String, usize> {
     // For every operator parameter or buffer: the (launch, site) pairs its contents depend on;
     // an input's rounding as launch `usize::MAX`.
     let mut deps: BTreeMap<String, BTreeSet<(usize, Inst)>> = BTreeMap::new();
@@ -161,7 +208,7 @@ pub fn output_roundings(module: &Module, op: &Operator, rounded_inputs: &[&str])
         // What the tensors held before this launch: its reads see that, whatever order its
         // outputs are merged in.
         let before = deps.clone();
-        for (p, d) in kernel_outputs(k) {
+        for (p, d) in kernel_outputs(k, rule) {
             let Some(name) = bound(p) else { continue };
             let mut set: BTreeSet<(usize, Inst)> = d.sites.iter().map(|&i| (l, i)).collect();
             for q in d.params {
@@ -175,6 +222,13 @@ pub fn output_roundings(module: &Module, op: &Operator, rounded_inputs: &[&str])
     op.params
         .iter()
         .filter(|p| matches!(p.kind, ParamKind::Tensor { output: true, .. }))
-        .map(|p| (p.name.clone(), deps.get(&p.name).map_or(0, BTreeSet::len).max(1)))
+        .map(|p| {
+            let weigh = |&(l, i): &(usize, Inst)| {
+                // An input's rounding (launch usize::MAX) is one site.
+                let k = op.launches.get(l).and_then(|launch| module.kernels.iter().find(|k| k.name == launch.kernel));
+                k.map_or(1, |k| weight(k, i, rule))
+            };
+            (p.name.clone(), deps.get(&p.name).map_or(0, |d| d.iter().map(weigh).sum::<usize>()).max(1))
+        })
         .collect()
 }
