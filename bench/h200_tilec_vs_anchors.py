@@ -15,7 +15,6 @@
 # Prints one JSON line per measurement and writes them all to $OUT/perf.json (or ./perf.json).
 import argparse, json, os, re, subprocess, sys, time
 import torch
-import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 from triton.testing import do_bench
 

@@ -62,8 +62,8 @@ case_ tril_t100 dsl-examples/gdn.tile solve_tril --size B=1 --size T=100 --size 
 case_ wu_t100 dsl-examples/gdn.tile recompute_w_u --size B=1 --size T=100 --size H=2 --size G=1 "${dense2[@]}"
 case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --size H=2 --size G=1 "${dense1[@]}"
 case_ gateqk_t100 dsl-examples/gdn.tile gate_qk_channel --size B=1 --size T=100 --size H=2 --size G=1 --scalar scale=0.088 "${dense2[@]}"
-case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=1 --size G=2 --scalar scale=0.088 "${dense2[@]}"
-case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=1 --size G=2 --scalar scale=0.088 "${dense2[@]}"
+case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
+case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
 # GVA: q repeated per value head (2 value heads per key head).
 case_ repeat_gva dsl-examples/sequences.tile repeat_heads --size B=1 --size T=100 --size H=2 --size G=2
 # The device-side chunk table itself: 3 sequences (1, 70, 79 tokens) → 5 chunks in 5 rows.

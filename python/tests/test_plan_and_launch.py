@@ -161,7 +161,8 @@ class ForwardPlans(unittest.TestCase):
         op = load_operator(ART, "gdn_fwd")
         kernels = [l.kernel for l in op.plan.launches]
         # The backward's recomputation, then the output stage.
-        self.assertEqual(kernels, ["seq_bounds", "chunk_table", "repeat_heads", "repeat_heads", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "chunk_o"])
+        # (No repeat_heads: the forward's stages read q and k at each value head's key head.)
+        self.assertEqual(kernels, ["seq_bounds", "chunk_table", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "chunk_o"])
         specs = {k: v for k, v in gdn_specs(G=2).items() if k not in ("do", "dht")}
         p = prepare(op, specs, {"scale": 0.088})
         outs = {o.name: o.shape for o in p.outputs}
@@ -334,7 +335,8 @@ class LaunchArguments(unittest.TestCase):
         self.assertEqual([s.kernel for s in self.p.steps], [l.kernel for l in self.op.plan.launches])
         k1 = self.step("k1_scan_scalar")
         # grid [cdiv(V, 32), (B * H) * (NP - 1), 1] with B=2, H=4 value heads (repeat_heads), NP=2.
-        self.assertEqual((k1.grid, k1.block, k1.dynamic_smem_bytes), ((4, 8, 1), (128, 1, 1), 66880))
+        smem = self.op.kernels["k1_scan_scalar"].dynamic_smem_bytes  # the metadata's, passed on as is
+        self.assertEqual((k1.grid, k1.block, k1.dynamic_smem_bytes), ((4, 8, 1), (128, 1, 1), smem))
         comb = self.step("combine")  # grid [NS, B * H, 1] with H = 2 key heads, NS = 2 chunk rows
         self.assertEqual(comb.grid, (2, 4, 1))
         self.assertEqual(self.step("seq_bounds").grid, (1, 1, 1))
@@ -369,9 +371,10 @@ class LaunchArguments(unittest.TestCase):
         self.assertEqual(kmap.element_strides, (1, 1, 1, 1))
         a = kmap.driver_args()
         self.assertEqual((a["tensorDataType"], a["tensorRank"], a["swizzle"], a["interleave"], a["l2Promotion"], a["oobFill"]), (9, 4, 3, 0, 3, 0))
-        dv = encs[1]  # dv: box [1, 64, 1, 32], 64B swizzle
+        names = [t.tensor for t in self.op.kernels["k1_scan_scalar"].tensor_maps]  # the metadata's order
+        dv = encs[names.index("dv")]  # dv: box [1, 64, 1, 32], 64B swizzle
         self.assertEqual((dv.box_dim, dv.swizzle_bytes, dv.driver_args()["swizzle"]), ((32, 1, 64, 1), 64, 2))
-        self.assertEqual(encs[3].swizzle_bytes, 0)  # dout: none
+        self.assertEqual(encs[names.index("dout")].swizzle_bytes, 0)  # dout: none
         dq = self.step("dqkwg")
         hs = pack_launch(dq, self.ptrs).tensor_maps[0][1]  # hs: bf16 [2, 2, 4, 128, 128], box [1,1,1,64,64]
         self.assertEqual((hs.global_dim, hs.global_strides, hs.box_dim), ((128, 128, 4, 2, 2), (256, 32768, 131072, 262144), (64, 64, 1, 1, 1)))
@@ -443,9 +446,10 @@ class DriverLayer(unittest.TestCase):
         finally:
             driver._import_driver = saved
         f, grid, block, smem, stream, got, aligned, extra = fake.launched
-        self.assertEqual((f, grid, block, smem, stream, extra), ("FN", (4, 2, 1), (128, 1, 1), 66880, 1234, 0))
+        planned = op.kernels["k1_scan_scalar"].dynamic_smem_bytes  # the metadata's, passed to the driver as is
+        self.assertEqual((f, grid, block, smem, stream, extra), ("FN", (4, 2, 1), (128, 1, 1), planned, 1234, 0))
         self.assertEqual(got[:18], list(pk.params[:18]))
-        self.assertEqual(len(fake.encoded), 4)  # k, dv, q, dout; not w
+        self.assertEqual(len(fake.encoded), 4)  # k, q, dout, dv; not w
         self.assertEqual(fake.encoded[0][:4], (9, 4, ptrs["gdn_bwd_varlen.kv"], [128, 2, 64, 1]))
         self.assertEqual(got[18:22], [struct.pack("<Q", i) * 16 for i in (1, 2, 3, 4)])
         self.assertEqual(got[22], bytes(128))

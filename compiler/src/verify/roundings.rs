@@ -53,23 +53,30 @@ pub enum Sites {
 }
 
 /// How many roundings site `i` of `k` makes on one output element's path under `rule` (0: not
-/// a site). An MMA rounds once per K = 16 step ([`crate::interp::mma`]: one f32 rounding per
-/// tensor-core instruction), a reduction or scan once per element it folds.
+/// a site). Under [`Sites::Arithmetic`]: a float operation one (its result type is a float;
+/// `exp` two, `x·log2 e` then `exp2`; negation, `abs`, `min` and `max` round nothing and are
+/// counted anyway), an MMA once per K = 16 step ([`crate::interp::mma`]: one f32 rounding per
+/// tensor-core instruction) plus one for its products (exact for 16-bit operands, rounded in
+/// the wide twin, each term by at most u) plus one for adding the old accumulator where the
+/// lowering adds it after the steps (`mma.sync`; counted for every accumulating MMA), a
+/// reduction or scan once per element it folds.
 fn weight(k: &Kernel, i: Inst, rule: Sites) -> usize {
     match rule {
         Sites::Narrowing => usize::from(narrows_to(k, i).is_some()),
         Sites::Arithmetic => {
             let float = |v: Value| k.value_type(v).elem().is_float();
+            let float_result = k.insts[i].result.is_some_and(float);
             match &k.insts[i].op {
-                Op::Unary(_, a) | Op::Binary(_, a, _) if float(*a) => 1,
+                Op::Unary(crate::ir::UnOp::Exp, _) if float_result => 2,
+                Op::Unary(..) | Op::Binary(..) if float_result => 1,
                 Op::Reduce(_, axis, a) if float(*a) => {
                     let (r, c) = k.value_type(*a).shape().unwrap_or((1, 1));
                     (if *axis == crate::ir::Axis::Row { c } else { r }) as usize
                 }
                 Op::Scan { src, .. } if float(*src) => k.value_type(*src).shape().map_or(1, |(r, _)| r as usize),
-                Op::Mma { a, .. } => {
+                Op::Mma { a, accumulate, .. } => {
                     let (r, c) = k.vars[a.var].ty.shape().unwrap_or((16, 16));
-                    (if a.transposed { r } else { c }).div_ceil(16) as usize
+                    (if a.transposed { r } else { c }).div_ceil(16) as usize + 1 + usize::from(*accumulate)
                 }
                 _ => 0,
             }

@@ -3,7 +3,7 @@
 //! f32, so that nothing is rounded to 16 bits anywhere. What is left are the f32 roundings of
 //! the arithmetic itself, about 2¹⁶ times smaller than a bf16 storage rounding; a defect in the
 //! mathematics (a wrong index, gate or sign) stays as large as it was and stands out by orders
-//! of magnitude, where the bf16 build's value bound (`λ √R κu`, a sum over up to 84 bf16
+//! of magnitude, where the bf16 build's value bound (`λ √R κu`, growing as √R over up to 84 bf16
 //! roundings) can let an error of a few per cent through (docs/operators.md, "The wide twin").
 //!
 //! A semantic copy for the interpreter only: no back end builds it (tensor cores take no f32
