@@ -207,8 +207,10 @@ fn bad_operator_inputs_are_refused_naming_the_tensor() {
 fn gdn_bwd_varlen_is_within_the_bound_of_every_gradient() {
     let c = check(&examples().join("gdn.tile"));
     let v = verdict(&c, "gdn_bwd_varlen");
-    // Sequence isolation: two cases of several sequences × two sides × six gradients, bitwise.
-    assert_eq!(v.isolation.len(), 24);
+    // Sequence isolation: two cases of several sequences × two sides × six gradients; key-head
+    // isolation: the GVA case's two sides × six gradients; all bitwise.
+    let by = |what: &str| v.isolation.iter().filter(|j| j.case.contains(what)).count();
+    assert_eq!((by("sequences redrawn"), by("key-head groups redrawn"), v.isolation.len()), (24, 12, 36));
     assert!(v.isolation.iter().all(|j| j.ok() && j.error == 0.0), "{:?}", v.isolation);
     let js = v.judgements;
     // Eight cases (the dense ones packed, GVA, and the varlen one) × six gradients.
