@@ -6,7 +6,8 @@
 #   2. every sm_90a example artifact on the GPU through tilec-run, compared with the CPU
 #      interpreter's sm_90a numerics at odd sizes (bitwise count and max |difference|);
 #   3. a view outside its tile fails the launch (trap);
-#   4. kverify judging the sm_90a gemm artifact on the GPU (--tilec-artifact).
+#   4. flat offsets past 2^31 elements: big_offset.tile and gemm on 4 GiB inputs, exact values;
+#   5. kverify judging the sm_90a gemm artifact on the GPU (--tilec-artifact).
 set -uo pipefail
 d=${DEVICE_DIR:-.device}; b=$d/bin; a=$d/art; io=$d/io
 out=${OUT:-/tmp/h200-check}; mkdir -p "$out"
@@ -49,6 +50,15 @@ if "$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n13.in
 else
   echo "view_trap n=13 (outside): launch failed as it must: $(tail -n1 "$out/view_trap13.err")"
 fi
+echo "== flat offsets past 2^31 elements (issue 9, item 8; a 4 GiB bf16 input made here per case)"
+for c in offset gemm; do
+  k=big_offset; [ $c = gemm ] && k=gemm
+  in=${BIG_DIR:-/tmp}/big_$c.in.safetensors
+  python3 scripts/h200_big_offset.py make $c "$in" \
+    && "$b/tilec-run" "$a/$k.sm_90a.meta.json" --inputs "$in" --out "$out/big_$c.safetensors" \
+    && python3 scripts/h200_big_offset.py check $c "$out/big_$c.safetensors" || echo "FAIL big_$c (exit $?)"
+  rm -f "$in"
+done
 echo "== repeat 5x, bitwise"
 first=$(head -n1 "$io/cases"); kernel=${first%%@*}; name=${first#*@}
 for i in 1 2 3 4 5; do "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/rep$i.safetensors" $(cat "$io/$name.flags" 2>/dev/null) >/dev/null; done
