@@ -102,3 +102,59 @@ def k1_inputs(kind, B, T, H, Kd, V, C, dev, seed=1):
     step = -torch.rand(*shape, device=dev, generator=g_) * 0.05
     g = step.cumsum(2).reshape(B, NT * C, *shape[3:])[:, :T].contiguous()
     return q, k, w, do, dv, dht, g
+
+
+# fla 0.6.0's backward kernels (Triton names, matched by substring) against the tilec stage that
+# computes the same thing (dsl-examples/gdn.tile's gdn_bwd launches), for a per-stage comparison
+# in the same run (issue 9: "k2_wy_vjp beside fla's matching stage"). fla recomputes the forward
+# stages inside its backward as gdn_bwd does.
+FLA_STAGES = [
+    ("chunk_gated_delta_rule_bwd_kernel_dhu", "k1_scan_scalar"),   # K#1: reverse state scan, dh
+    ("prepare_wy_repr_bwd", "k2_wy_vjp"),                          # K#2: the WY representation's VJP
+    ("chunk_bwd_kernel_dv_local", "dv_local"),
+    ("chunk_bwd_kernel_dqkwg", "dqkwg"),
+    ("recompute_w_u", "recompute_w_u"),
+    ("chunk_gated_delta_rule_fwd_kernel_h", "state_fwd"),          # the chunk states, recomputed
+    ("solve_tril", "solve_tril"),
+    ("merge_16x16", "solve_tril"),
+    ("chunk_scaled_dot_kkt", "kkt"),
+]
+
+
+def device_kernel_times(fn, reps=5):
+    """Device time per call of every kernel `fn` launches ({name: ms}), from torch.profiler over
+    `reps` calls after one warm call (kernels launched several times per call are summed)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in p.key_averages():
+        us = getattr(e, "device_time_total", None)
+        if us is None:
+            us = getattr(e, "cuda_time_total", 0.0)
+        if us > 0 and not e.key.startswith(("Memcpy", "Memset", "cudaDevice")):
+            out[e.key] = out.get(e.key, 0.0) + us / reps / 1000.0
+    return out
+
+
+def stage_table(tilec_kernels, anchor_kernels):
+    """Per tilec stage: (tilec ms, the anchor's matching kernels' ms, tilec / anchor), for the
+    stages both sides have; `FLA_STAGES` names the match. Unmatched anchor kernels are listed
+    under "other" so nothing is hidden."""
+    rows, matched = {}, set()
+    for sub, stage in FLA_STAGES:
+        names = [n for n in anchor_kernels if sub in n and n not in matched]
+        matched.update(names)
+        if stage in tilec_kernels and names:
+            r = rows.setdefault(stage, {"tilec_ms": tilec_kernels[stage], "anchor_ms": 0.0, "anchor_kernels": []})
+            r["anchor_ms"] += sum(anchor_kernels[n] for n in names)
+            r["anchor_kernels"] += names
+    for r in rows.values():
+        r["ratio_tilec_over_anchor"] = r["tilec_ms"] / r["anchor_ms"] if r["anchor_ms"] > 0 else None
+    rows["other"] = {n: ms for n, ms in anchor_kernels.items() if n not in matched}
+    return rows

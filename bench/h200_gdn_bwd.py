@@ -9,6 +9,9 @@
 #      times (CUDA events per launch) and fla's and FlashQLA's backward (triton.testing.do_bench
 #      over torch.autograd.grad of (o, h_T); FlashQLA when `flash_qla` imports), with tilec's
 #      gradients against fla's.
+#   With each anchor's speed: its per-kernel device times (torch.profiler) and a per-stage table
+#   beside tilec's launches (h200_common.FLA_STAGES: K#1 beside fla's dhu kernel, k2_wy_vjp beside
+#   prepare_wy_repr_bwd, dv_local, dqkwg, ...); --no-stages skips it.
 #   Also the same accuracy check for ssd_bwd, la_bwd, gla_bwd and kda_bwd (the same source), and
 #   for every <member>_bwd_varlen on three packed sequences (cu_seqlens 0,1,71,256; fla beside
 #   GDN's), and gdn_bwd with GVA (4 value heads over 2 key heads; fla beside it if it takes GVA); and the varlen speed: 8 sequences of mixed lengths packed into T = 8·2048 tokens.
@@ -21,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 
-from h200_common import ACCURACY_CASES, Recorder, bits, fla_op, gdn_inputs, parse_bench, rel, run_tilec
+from h200_common import ACCURACY_CASES, Recorder, bits, device_kernel_times, fla_op, gdn_inputs, parse_bench, rel, run_tilec, stage_table
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
@@ -36,6 +39,7 @@ ap.add_argument("--speed", default="dense,saved,kda,gla,varlen,variants", help="
 ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
 ap.add_argument("--fla-speed", default="dense,saved,kda,gla,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
+ap.add_argument("--no-stages", dest="stages", action="store_false", help="skip the anchors' per-kernel times (torch.profiler) and the per-stage table beside tilec's launches")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 dev = "cuda"
@@ -105,6 +109,11 @@ def anchor_speed(res, key, x, fout):
         torch.cuda.synchronize()
         res[f"{key}_first_call_s"] = time.time() - t0
         res[f"{key}_bwd_ms"] = do_bench(bwd, warmup=10, rep=100)
+        if args.stages:
+            # Per stage beside tilec's per-launch times (k2_wy_vjp beside fla's WY VJP, ...).
+            res[f"{key}_kernels_ms"] = device_kernel_times(bwd)
+            if "tilec_kernels_ms" in res:
+                res[f"stages_vs_{key}"] = stage_table(res["tilec_kernels_ms"], res[f"{key}_kernels_ms"])
         if "tilec_ms" in res:
             res[f"ratio_tilec_over_{key}"] = res["tilec_ms"] / res[f"{key}_bwd_ms"]
             out = load_file(fout)

@@ -434,7 +434,7 @@ pub fn bind<'a, 'm>(sig: impl Into<Signature<'m>>, args: &'a Args) -> Result<Bin
             return Err(BindError::WrongKind { param: p.name.clone(), expected: "tensor", found: "scalar" });
         }
         let Some(t) = args.tensors.get(&p.name) else {
-            if p.role == Role::Output {
+            if p.role == Role::Output || meta.optional.contains(&p.name) {
                 continue;
             }
             return Err(BindError::Missing { param: p.name.clone(), role: p.role, expected: expected_desc });

@@ -26,9 +26,10 @@ use crate::tensor::HostTensor;
 mod inputs;
 pub use inputs::{OffsetsMeta, SizeParamMeta};
 
-/// Version of the plan schema written. Version 2 added [`OperatorPlan::size_params`] and [`OperatorPlan::offsets`]; a
-/// version 1 file (none recorded) is read as before. Readers refuse every other version.
-pub const PLAN_SCHEMA_VERSION: u32 = 2;
+/// Version of the plan schema written. Version 2 added [`OperatorPlan::size_params`] and
+/// [`OperatorPlan::offsets`], version 3 [`OperatorPlan::optional`]; older files (none recorded)
+/// are read as before. Readers refuse every other version.
+pub const PLAN_SCHEMA_VERSION: u32 = 3;
 
 /// An operator plan (`<operator>.<target>.plan.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,6 +62,11 @@ pub struct OperatorPlan {
     /// any launch when in host memory; absent in schema version 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offsets: Vec<OffsetsMeta>,
+    /// Input tensors the caller may leave out (`s0: f32[B, H, K, V] optional(zeros)`): an
+    /// absent one is allocated zero-filled with the extents the other parameters give, as fla
+    /// treats `initial_state=None` and `dht=None`. Absent before schema version 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub optional: Vec<String>,
 }
 
 /// An intermediate buffer.
@@ -249,7 +255,7 @@ impl OperatorPlan {
 
     /// The parameters as a binder signature (an operator has no grid of its own).
     fn signature<'a>(&'a self, grid: &'a [String; 3]) -> Signature<'a> {
-        Signature { kernel: &self.operator, sizes: &self.sizes, params: &self.params, grid, block_threads: 32, dynamic_smem_bytes: 0, envelope: &[] }
+        Signature { kernel: &self.operator, sizes: &self.sizes, params: &self.params, grid, block_threads: 32, dynamic_smem_bytes: 0, envelope: &[], optional: &self.optional }
     }
 }
 
@@ -425,7 +431,7 @@ pub fn execute<L: Launcher>(plan: &OperatorPlan, args: &Args, launcher: &mut L) 
 mod tests {
     use super::*;
 
-    fn plan() -> OperatorPlan {
+    pub(super) fn plan() -> OperatorPlan {
         let t = |name: &str, role| ParamMeta { name: name.into(), dtype: DType::F32, shape: vec!["N".into()], role };
         OperatorPlan {
             schema_version: PLAN_SCHEMA_VERSION,
@@ -439,6 +445,7 @@ mod tests {
             launches: vec![LaunchStep { kernel: "k".into(), meta: "k.sm_90a.meta.json".into(), args: vec![ArgBinding { param: "a".into(), value: "x".into() }, ArgBinding { param: "b".into(), value: "y".into() }] }],
             size_params: vec![],
             offsets: vec![],
+            optional: vec![],
         }
     }
 
@@ -465,12 +472,15 @@ mod tests {
         let mut p = plan();
         p.launches[0].args[1].value = "nothing".into();
         assert!(matches!(p.validate(), Err(PlanError::Invalid { message, .. }) if message.contains("neither a parameter nor a buffer")));
-        // Version 1 (before size parameters) still reads; a later version is refused.
+        // Versions 1 and 2 (before size parameters, before optional inputs) still read; a later
+        // version is refused.
         let json = plan().to_json_string().unwrap();
-        assert!(json.contains("\"schema_version\": 2") && !json.contains("size_params"), "empty size_params are omitted");
-        assert!(OperatorPlan::from_json(&json.replace("\"schema_version\": 2", "\"schema_version\": 1")).is_ok());
-        let json3 = json.replace("\"schema_version\": 2", "\"schema_version\": 3");
-        assert!(matches!(OperatorPlan::from_json(&json3), Err(PlanError::Schema(m)) if m.contains("schema version 3")));
+        assert!(json.contains("\"schema_version\": 3") && !json.contains("size_params") && !json.contains("optional"), "empty lists are omitted");
+        for old in [1, 2] {
+            assert!(OperatorPlan::from_json(&json.replace("\"schema_version\": 3", &format!("\"schema_version\": {old}"))).is_ok());
+        }
+        let json4 = json.replace("\"schema_version\": 3", "\"schema_version\": 4");
+        assert!(matches!(OperatorPlan::from_json(&json4), Err(PlanError::Schema(m)) if m.contains("schema version 4")));
     }
 
     /// Hand-edited size parameters and offsets are refused when the plan is read: dimensions
@@ -495,7 +505,7 @@ mod tests {
     }
 
     /// A launcher on host memory that records what it is given: y = x + s, and t's shape.
-    struct Host(Vec<String>);
+    pub(super) struct Host(pub(super) Vec<String>);
 
     impl Launcher for Host {
         type Buf = Vec<f32>;

@@ -300,6 +300,7 @@ pub fn operator_plan(op: &Operator, size_params: &[crate::ir::SizeParam], t: Tar
             })
             .collect(),
         offsets: op.offsets.iter().map(|(param, total)| tilec_abi::plan::OffsetsMeta { param: param.clone(), total: total.clone() }).collect(),
+        optional: op.optional.clone(),
     })
 }
 

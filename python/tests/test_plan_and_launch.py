@@ -89,7 +89,7 @@ class Loading(unittest.TestCase):
 
     def test_schema_versions(self):
         raw = self._plan_raw()
-        for v, ok in [(1, False), (2, True), (3, False), (0, False)]:
+        for v, ok in [(1, False), (2, False), (3, True), (4, False), (0, False)]:
             r = copy.deepcopy(raw)
             r["schema_version"] = v
             if ok:
@@ -97,8 +97,13 @@ class Loading(unittest.TestCase):
             else:
                 with self.assertRaises(MetaError) as c:
                     plan_from_dict(r)
-                # v1 is read, but cannot carry size_params/offsets (added in v2).
-                self.assertIn("version 2" if v == 1 else f"schema version {v}", str(c.exception))
+                # v1 and v2 are read, but cannot carry what later versions added: size_params
+                # and offsets (v2), optional inputs (v3).
+                self.assertIn({1: "version 2", 2: "version 3"}.get(v, f"schema version {v}"), str(c.exception))
+        r = copy.deepcopy(raw)
+        r["schema_version"] = 2
+        del r["optional"]
+        plan_from_dict(r)
         r = copy.deepcopy(raw)
         del r["schema_version"]
         with self.assertRaisesRegex(MetaError, "no integer `schema_version`"):
@@ -182,6 +187,37 @@ class ForwardPlans(unittest.TestCase):
         p = prepare(vl, specs, {"scale": 0.088})
         outs = {o.name: o.shape for o in p.outputs}
         self.assertEqual((outs["ht"], outs["ai"]), ((3, 2, 128, 128), (1, 200, 2, 64)))
+
+
+class OptionalInputs(unittest.TestCase):
+    """`s0`, `dht` `optional(zeros)` (plan schema 3): a call may leave them out, as fla's
+    initial_state=None and dht=None; the call allocates them zero-filled, never returns them."""
+
+    def test_backward_without_states_allocates_them_as_zero_inputs(self):
+        op = load_operator(ART, "gdn_bwd")
+        self.assertEqual(op.plan.optional, ("s0", "dht"))
+        full = prepare(op, gdn_specs(G=2), {"scale": 0.088})
+        specs = {k: v for k, v in gdn_specs(G=2).items() if k not in ("s0", "dht")}
+        p = prepare(op, specs, {"scale": 0.088})
+        # Their extents come from the required inputs: [B, H * G, K, V] = [2, 4, 128, 128].
+        self.assertEqual({t.name: t.shape for t in p.zero_inputs}, {"s0": (2, 4, 128, 128), "dht": (2, 4, 128, 128)})
+        self.assertEqual({o.name for o in p.outputs}, {o.name for o in full.outputs}, "not returned as outputs")
+        self.assertEqual(full.zero_inputs, ())
+        self.assertEqual([s.grid for s in p.steps], [s.grid for s in full.steps])
+        # A required input is still refused, naming it.
+        with self.assertRaises(OperatorError) as c:
+            prepare(op, {k: v for k, v in specs.items() if k != "do"}, {"scale": 0.088})
+        self.assertEqual(c.exception.param, "do")
+
+    def test_optional_names_an_input_tensor_once(self):
+        with open(os.path.join(ART, "gdn_bwd.sm_90a.plan.json")) as f:
+            raw = json.load(f)
+        self.assertEqual(plan_from_dict(copy.deepcopy(raw)).optional, ("s0", "dht"))
+        for names, version in [(["dq"], 3), (["scale"], 3), (["nope"], 3), (["s0", "s0"], 3), (["s0"], 2)]:
+            bad = copy.deepcopy(raw)
+            bad["optional"], bad["schema_version"] = names, version
+            with self.assertRaises(MetaError, msg=f"{names} v{version}"):
+                plan_from_dict(bad)
 
 
 class SavedBackward(unittest.TestCase):
@@ -294,8 +330,8 @@ class Binding(unittest.TestCase):
 
     def test_missing_and_unknown(self):
         s = gdn_specs()
-        del s["dht"]
-        self.refuse(s, r"missing input parameter `dht`: expected f32 tensor \[B, \(H \* G\), 128, 128\]", "dht")
+        del s["do"]
+        self.refuse(s, r"missing input parameter `do`: expected bf16 tensor \[B, T, \(H \* G\), 128\]", "do")
         self.refuse(gdn_specs(), r"missing input parameter `scale`", "scale", scalars={})
         self.refuse(gdn_specs(x=S("f32", (1,))), r"has no tensor parameter `x`", "x")
         self.refuse(gdn_specs(), r"`scale`: expected a f32 scalar", "scale", scalars={"scale": "big"})

@@ -117,8 +117,10 @@ def _extent_text(expr: str, value: int) -> str:
     return str(value) if expr.strip() == str(value) else f"{expr} = {value}"
 
 
-def bind(name: str, sizes_declared, params, grid, block_threads: int, dynamic_smem_bytes: int, envelope, tensors: dict, scalars: dict, sizes: Optional[dict] = None) -> Binding:
+def bind(name: str, sizes_declared, params, grid, block_threads: int, dynamic_smem_bytes: int, envelope, tensors: dict, scalars: dict, sizes: Optional[dict] = None, optional=()) -> Binding:
     """Binds ``tensors`` (name -> TensorSpec) and ``scalars`` (name -> number) against a signature.
+    ``optional``: input tensors that may be left out (an operator plan's ``optional``): bound like
+    an output the caller did not pass (``supplied`` false, extents from the other parameters).
 
     Raises ``BindError`` naming the parameter; checks run in a fixed order (unknown names, each
     parameter in order, sizes, extents, grid)."""
@@ -168,7 +170,7 @@ def bind(name: str, sizes_declared, params, grid, block_threads: int, dynamic_sm
             raise BindError(f"parameter `{p.name}`: expected a tensor, found a scalar", p.name)
         t = tensors.get(p.name)
         if t is None:
-            if p.role == "output":
+            if p.role == "output" or p.name in optional:
                 continue
             raise BindError(f"missing {p.role} parameter `{p.name}`: expected {p.describe()}", p.name)
         if t.dtype != p.dtype:

@@ -114,6 +114,7 @@ class Prepared:
     outputs: tuple  # BoundTensor of operator outputs the caller did not supply (allocate zeros)
     buffers: tuple  # (name, dtype, shape): intermediates, allocated zero-filled
     steps: tuple
+    zero_inputs: tuple = ()  # BoundTensor of optional inputs left out (allocate zeros, not returned)
 
 
 def _size_help(sp, found: int) -> str:
@@ -133,7 +134,7 @@ def prepare(op: LoadedOperator, tensors: dict, scalars: dict, offsets_values: Op
     plan = op.plan
     name = plan.operator
     try:
-        b = bind(name, plan.sizes, plan.params, ("1", "1", "1"), 32, 0, [], tensors, scalars)
+        b = bind(name, plan.sizes, plan.params, ("1", "1", "1"), 32, 0, [], tensors, scalars, optional=plan.optional)
     except BindError as e:
         found = getattr(e, "found", None)
         if found is not None:
@@ -165,14 +166,14 @@ def prepare(op: LoadedOperator, tensors: dict, scalars: dict, offsets_values: Op
 
     env = b.sizes
     values = {}  # operator value name -> (dtype, shape)
-    inputs, outputs = [], []
+    inputs, outputs, zero_inputs = [], [], []
     scalar_values = {}
     for a in b.args:
         if isinstance(a, BoundScalar):
             scalar_values[a.name] = a
             continue
         values[a.name] = (a.dtype, a.shape)
-        (inputs if a.supplied else outputs).append(a)
+        (inputs if a.supplied else zero_inputs if a.name in plan.optional else outputs).append(a)
     buffers = []
     for buf in plan.buffers:
         shape = []
@@ -209,7 +210,7 @@ def prepare(op: LoadedOperator, tensors: dict, scalars: dict, offsets_values: Op
             args.append((p.name, BoundTensor(v, dtype, p.role, tuple(shape), True)))
         maps = tuple((tm, routed[tm.tensor], values[routed[tm.tensor]][0], values[routed[tm.tensor]][1]) for tm in m.tensor_maps)
         steps.append(Step(i, l.kernel, kb.grid, kb.block, kb.dynamic_smem_bytes, tuple(args), maps))
-    return Prepared(name, dict(env), tuple(inputs), tuple(outputs), tuple(buffers), tuple(steps))
+    return Prepared(name, dict(env), tuple(inputs), tuple(outputs), tuple(buffers), tuple(steps), tuple(zero_inputs))
 
 
 def kernel_sizes(params, shapes: dict) -> dict:

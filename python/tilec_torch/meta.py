@@ -16,7 +16,7 @@ from .expr import IDENT, ExprError, parse
 
 META_SCHEMA_VERSION = 2
 META_OLDEST_READ_VERSION = 1
-PLAN_SCHEMA_VERSION = 2
+PLAN_SCHEMA_VERSION = 3
 PLAN_OLDEST_READ_VERSION = 1
 
 DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4}
@@ -307,6 +307,7 @@ class OperatorPlan:
     size_params: list
     offsets: list  # [(param, total size)]
     dir: str = ""
+    optional: tuple = ()  # inputs the caller may leave out: allocated zero-filled (version 3)
 
     def param(self, name: str) -> Optional[Param]:
         return next((p for p in self.params if p.name == name), None)
@@ -314,7 +315,7 @@ class OperatorPlan:
 
 def plan_from_dict(raw: dict, dir: str = "", where: str = "plan") -> OperatorPlan:
     version = _check_version(raw, "plan", PLAN_OLDEST_READ_VERSION, PLAN_SCHEMA_VERSION)
-    _fields(raw, where, {"schema_version", "operator", "target", "compiler", "source", "sizes", "params", "buffers", "launches"}, {"size_params", "offsets"})
+    _fields(raw, where, {"schema_version", "operator", "target", "compiler", "source", "sizes", "params", "buffers", "launches"}, {"size_params", "offsets", "optional"})
     op = _str(raw["operator"], f"{where}.operator")
     w = f"plan `{op}`"
     sizes = _strs(raw["sizes"], f"{w}.sizes")
@@ -345,7 +346,8 @@ def plan_from_dict(raw: dict, dir: str = "", where: str = "plan") -> OperatorPla
     for i, o in enumerate(raw.get("offsets") or []):
         _fields(o, f"{w}.offsets[{i}]", {"param", "total"})
         offsets.append((_str(o["param"], "param"), _str(o["total"], "total")))
-    plan = OperatorPlan(version, op, _str(raw["target"], "target"), sizes, params, buffers, launches, size_params, offsets, dir)
+    optional = tuple(_strs(raw.get("optional") or [], f"{w}.optional"))
+    plan = OperatorPlan(version, op, _str(raw["target"], "target"), sizes, params, buffers, launches, size_params, offsets, dir, optional)
     validate_plan(plan)
     return plan
 
@@ -378,6 +380,15 @@ def validate_plan(plan: OperatorPlan):
         p = plan.param(param)
         if p is None or p.dtype != "i32" or len(p.shape) != 1 or total not in plan.sizes:
             raise MetaError(f"{w}: offsets `{param}` over `{total}`: not an i32 vector parameter over one of the sizes")
+    if plan.schema_version < 3 and plan.optional:
+        raise MetaError(f"{w}: a plan before schema version 3 cannot have `optional` inputs (added in version 3)")
+    tables = {t for t, _ in plan.offsets}
+    for n in plan.optional:
+        p = plan.param(n)
+        if p is None or p.role != "input" or p.is_scalar or n in tables:
+            raise MetaError(f"{w}: optional `{n}`: not an input tensor (or an offset table) of the plan")
+        if plan.optional.count(n) > 1:
+            raise MetaError(f"{w}: optional `{n}` listed twice")
     scalars = {p.name for p in plan.params if p.is_scalar}
     for i, l in enumerate(plan.launches):
         seen = set()

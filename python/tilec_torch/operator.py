@@ -155,7 +155,7 @@ class Operator:
             out = {}
             for b in prepared.outputs:
                 out[b.name] = tensors[b.name] = torch.zeros(b.shape, dtype=getattr(torch, TORCH_DTYPES[b.dtype]), device=device)
-            for n, dt, shape in prepared.buffers:
+            for n, dt, shape in [(b.name, b.dtype, b.shape) for b in prepared.zero_inputs] + list(prepared.buffers):
                 tensors[n] = torch.zeros(shape, dtype=getattr(torch, TORCH_DTYPES[dt]), device=device)
             for p in self.plan.params:
                 if p.role != "input" and p.name in kwargs:

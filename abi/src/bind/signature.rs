@@ -25,6 +25,10 @@ pub struct Signature<'m> {
     pub dynamic_smem_bytes: u32,
     /// Legal ranges of sizes (sizes not listed are unconstrained).
     pub envelope: &'m [SizeBound],
+    /// Input tensors the caller may leave out: bound like a missing output (no data, extents
+    /// from the other parameters), so the executor allocates them zero-filled (an operator's
+    /// `optional(zeros)`, [`crate::plan::OperatorPlan::optional`]). Empty for a kernel.
+    pub optional: &'m [String],
 }
 
 impl<'m> From<&'m KernelMeta> for Signature<'m> {
@@ -37,6 +41,7 @@ impl<'m> From<&'m KernelMeta> for Signature<'m> {
             block_threads: m.launch.block_threads,
             dynamic_smem_bytes: m.launch.dynamic_smem_bytes,
             envelope: &m.contract.envelope,
+            optional: &[],
         }
     }
 }

@@ -362,7 +362,7 @@ fn a_scalar_round_trips_through_its_file_tensor() {
         assert_eq!((t.dtype, t.shape.as_slice()), (v.dtype(), &[][..]));
         let params = [ParamMeta { name: "s".into(), dtype: v.dtype(), shape: vec![], role: Role::Input }];
         let grid = ["1".to_string(), "1".to_string(), "1".to_string()];
-        let sig = Signature { kernel: "k", sizes: &[], params: &params, grid: &grid, block_threads: 32, dynamic_smem_bytes: 0, envelope: &[] };
+        let sig = Signature { kernel: "k", sizes: &[], params: &params, grid: &grid, block_threads: 32, dynamic_smem_bytes: 0, envelope: &[], optional: &[] };
         let args = Args::from_tensor_map(sig, TensorMap::from([("s".to_string(), t)]));
         assert_eq!(args.scalars["s"], v);
     }

@@ -1,6 +1,7 @@
-//! What a plan knows about its inputs beyond dtypes and shapes (schema version 2): the size
-//! parameters it was built with (`const K = 128 in {64, 128};`, `--const K=64`) and its offset
-//! tables (`cu_seqlens: i32[NP] offsets(T)`). Both are checked when a plan is read, and the
+//! What a plan knows about its inputs beyond dtypes and shapes: the size parameters it was built
+//! with (`const K = 128 in {64, 128};`, `--const K=64`) and its offset tables (`cu_seqlens:
+//! i32[NP] offsets(T)`), both schema version 2, and the inputs a caller may leave out (`s0:
+//! f32[B, H, K, V] optional(zeros)`, version 3). All are checked when a plan is read, and the
 //! caller's tensors against them before any launch (docs/metadata.md, "Operator plans").
 
 use std::collections::BTreeSet;
@@ -9,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{OperatorPlan, PlanError};
 use crate::bind::{self, BindError, BoundArg};
-use crate::meta::DType;
+use crate::meta::{DType, Role};
 
 /// An i32 parameter holding boundaries into a size: `[0, …, total]`, nondecreasing (fla's
 /// cu_seqlens over T).
@@ -77,6 +78,20 @@ impl OperatorPlan {
                 return Err(invalid(format!("offsets `{}` over `{}`: not an i32 vector parameter over one of the sizes", o.param, o.total)));
             }
         }
+        if self.schema_version < 3 && !self.optional.is_empty() {
+            return Err(invalid("a plan before schema version 3 cannot have `optional` inputs (added in version 3)".into()));
+        }
+        for name in &self.optional {
+            let input = self.params.iter().any(|p| &p.name == name && p.role == Role::Input && !p.shape.is_empty());
+            // An offset table is the sequences' layout: zeros would be one empty sequence per
+            // entry, never what a caller who left it out meant.
+            if !input || self.offsets.iter().any(|o| &o.param == name) {
+                return Err(invalid(format!("optional `{name}`: not an input tensor (or an offset table) of the plan")));
+            }
+            if self.optional.iter().filter(|n| *n == name).count() > 1 {
+                return Err(invalid(format!("optional `{name}` listed twice")));
+            }
+        }
         Ok(())
     }
 
@@ -131,5 +146,49 @@ impl OperatorPlan {
             return PlanError::UnsupportedSize { operator: self.operator.clone(), source: Box::new(source), size: Box::new(size), found };
         }
         PlanError::Bind { operator: self.operator.clone(), source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{plan, Host};
+    use super::super::{execute, ArgBinding, PlanError, TensorMap};
+    use crate::bind::{BindError, Scalar};
+    use crate::meta::DType;
+    use crate::tensor::HostTensor;
+
+    /// `y = x + s` with x optional: left out, x is allocated zero-filled with the extent the
+    /// caller's y gives (N = 3), so y = s everywhere; the same call without the declaration is
+    /// refused naming x, before anything is allocated.
+    #[test]
+    fn an_optional_input_left_out_is_zeros_and_a_required_one_is_refused() {
+        let mut p = plan();
+        p.launches[0].args.push(ArgBinding { param: "c".into(), value: "s".into() });
+        let y = HostTensor::from_f32(DType::F32, vec![3], &[9.0, 9.0, 9.0]).unwrap();
+        let call = TensorMap::from([("y".into(), y), ("s".into(), HostTensor::from(Scalar::F32(0.5)))]);
+        let mut l = Host(vec![]);
+        let refused = execute(&p, &p.args(call.clone()), &mut l);
+        assert!(matches!(refused, Err(PlanError::Bind { source: BindError::Missing { ref param, .. }, .. }) if param == "x"), "{refused:?}");
+        assert!(l.0.is_empty(), "nothing allocated or launched: {:?}", l.0);
+        p.optional = vec!["x".into()];
+        let out = execute(&p, &p.args(call), &mut l).unwrap();
+        assert_eq!(out["y"].to_f32(), [0.5, 0.5, 0.5]);
+        assert_eq!(l.0, ["zeros [3]", "zeros [6]", "k"], "x zero-filled, then the buffer, then the launch");
+    }
+
+    /// `optional` may name only input tensors that are not offset tables, once, from schema
+    /// version 3 on.
+    #[test]
+    fn optional_names_an_input_tensor_once() {
+        let with = |names: &[&str], version: u32| {
+            let mut p = plan();
+            p.schema_version = version;
+            p.optional = names.iter().map(|n| n.to_string()).collect();
+            p.validate()
+        };
+        assert!(with(&["x"], 3).is_ok());
+        for (names, version) in [(&["y"][..], 3), (&["s"], 3), (&["nope"], 3), (&["x", "x"], 3), (&["x"], 2)] {
+            assert!(matches!(with(names, version), Err(PlanError::Invalid { .. })), "{names:?} v{version}");
+        }
     }
 }

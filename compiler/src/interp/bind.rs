@@ -118,6 +118,7 @@ pub fn bind(k: &Kernel, inputs: &BTreeMap<String, HostTensor>, given: &BTreeMap<
         block_threads: k.threads,
         dynamic_smem_bytes: 0,
         envelope: &[],
+        optional: &[],
     };
     let mut args = Args::from_tensor_map(sig, inputs.clone());
     for (name, &v) in given {

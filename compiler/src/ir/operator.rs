@@ -31,6 +31,8 @@ pub struct Operator {
     pub size_param_dims: Vec<(String, String, usize)>,
     /// Offset tables (`cu_seqlens: i32[NP] offsets(T)`): (parameter, the size they index).
     pub offsets: Vec<(String, String)>,
+    /// Inputs the caller may leave out, zero-filled then (`s0: f32[B, H, K, V] optional(zeros)`).
+    pub optional: Vec<String>,
 }
 
 /// An intermediate buffer.

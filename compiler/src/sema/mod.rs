@@ -10,6 +10,7 @@ mod expr;
 mod launch_attrs;
 mod offsets;
 mod operator;
+mod optional;
 mod size_param;
 mod stmt;
 mod view;

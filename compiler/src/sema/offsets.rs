@@ -14,10 +14,13 @@ pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostic
     let mut out = vec![];
     for p in &o.params {
         let Some((attr, size)) = &p.attr else { continue };
+        if attr.name == super::optional::ATTRIBUTE {
+            continue; // super::optional's
+        }
         if attr.name != "offsets" {
             diags.push(
                 Diagnostic::error(Code::BadArguments, format!("unknown parameter attribute `{}`", attr.name), attr.span, "not an attribute")
-                    .with_note("help: the one parameter attribute is `offsets(SIZE)`, on an operator's i32 offset table (`cu_seqlens: i32[NP] offsets(T)`)"),
+                    .with_note("help: the parameter attributes are `offsets(SIZE)`, on an operator's i32 offset table (`cu_seqlens: i32[NP] offsets(T)`), and `optional(zeros)`, on an operator input the caller may leave out (`s0: f32[B, H, K, V] optional(zeros)`)"),
             );
             continue;
         }
@@ -47,7 +50,8 @@ pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostic
     // `cu_seqlens` without `offsets(...)` would launch on an unchecked table — a last entry past T
     // read past every tensor with no error (found by a breaking pass).
     for p in &o.params {
-        let declared = out.iter().any(|(t, _)| t == &p.name.name) || p.attr.is_some();
+        // Another attribute was reported already; `optional(zeros)` does not make a table.
+        let declared = out.iter().any(|(t, _)| t == &p.name.name) || p.attr.as_ref().is_some_and(|(a, _)| a.name != super::optional::ATTRIBUTE);
         let input_vector = op.params.iter().any(|q| q.name == p.name.name && matches!(&q.kind, ParamKind::Tensor { elem: Elem::I32, shape, output: false } if shape.len() == 1));
         if p.name.name == "cu_seqlens" && input_vector && !declared {
             diags.push(
@@ -72,14 +76,17 @@ pub(super) fn check_passed(op: &Operator, name: &str, callee: &Operator, call: &
     }
 }
 
-/// Refuses an attribute on a kernel's parameter: only operator plans check offset tables.
+/// Refuses an attribute on a kernel's parameter: only operator plans check offset tables and
+/// fill left-out inputs.
 pub(super) fn refuse_on_kernel(k: &ast::KernelDecl, diags: &mut Diagnostics) {
     for p in &k.params {
         if let Some((attr, _)) = &p.attr {
-            diags.push(
-                Diagnostic::error(Code::BadArguments, format!("`{}(...)` on a kernel parameter", attr.name), attr.span, "only operator parameters take it")
-                    .with_note("help: declare the table `offsets(SIZE)` on the operator that receives it: its plan checks the values before any launch"),
-            );
+            let help = if attr.name == super::optional::ATTRIBUTE {
+                "help: declare the input `optional(zeros)` on the operator that receives it: its plan allocates a left-out one zero-filled"
+            } else {
+                "help: declare the table `offsets(SIZE)` on the operator that receives it: its plan checks the values before any launch"
+            };
+            diags.push(Diagnostic::error(Code::BadArguments, format!("`{}(...)` on a kernel parameter", attr.name), attr.span, "only operator parameters take it").with_note(help));
         }
     }
 }

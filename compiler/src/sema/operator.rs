@@ -68,8 +68,9 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         };
         slots.insert(p.name.clone(), slot);
     }
-    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None, size_param_dims: vec![], offsets: vec![] };
+    let mut op = Operator { name: o.name.name.clone(), span: o.name.span, sizes, params: params.into_iter().map(|(p, _)| p).collect(), buffers: vec![], launches: vec![], contract: None, size_param_dims: vec![], offsets: vec![], optional: vec![] };
     op.offsets = super::offsets::lower(o, &op, diags);
+    op.optional = super::optional::lower(o, &op, diags);
     // An operator's sizes come from its inputs (a call takes no `--size`): one that only its
     // outputs mention could never be bound.
     fn mentions(e: &SizeExpr, s: SizeVar) -> bool {
