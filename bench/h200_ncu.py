@@ -15,6 +15,9 @@ launches once per gdn_bwd plan: one launch each), and writes into --out:
 A kda_* or gla_* plan gets a per-channel gate g [B, T, H, K] instead (name its kernels with
 --kernels: the defaults are the scalar-gate stages', e.g. 'kkt_channel|dqkwg_channel').
 
+gemm (issue 9's Nsight bullet): `--plan ART/gemm.sm_90a.meta.json --kernels gemm [--mnk 4096]`
+profiles the one kernel on bf16 a [M, K], b [K, N] (N(0, 1)), M = N = K = --mnk.
+
 Usage: python3 bench/h200_ncu.py --tilec-run RUN --plan ART/gdn_bwd.sm_90a.plan.json --out DIR
        [--kernels 'dqkwg|k2_wy_vjp|solve_tril'] [--T 2048]
 """
@@ -38,6 +41,7 @@ ap.add_argument("--B", type=int, default=8)
 ap.add_argument("--T", type=int, default=2048)
 ap.add_argument("--H", type=int, default=16)
 ap.add_argument("--ncu", default="ncu")
+ap.add_argument("--mnk", type=int, default=4096, help="gemm: M = N = K")
 args = ap.parse_args()
 
 import torch  # noqa: E402
@@ -45,12 +49,16 @@ from safetensors.torch import save_file  # noqa: E402
 
 os.makedirs(args.out, exist_ok=True)
 g = torch.Generator(device="cuda").manual_seed(3)
-x = gdn_inputs(lambda *s: torch.randn(*s, device="cuda", generator=g), args.B, args.T, args.H, 128, 128, args.B)
+if os.path.basename(args.plan).startswith("gemm."):
+    n = args.mnk
+    x = {"a": torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16), "b": torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)}
+else:
+    x = gdn_inputs(lambda *s: torch.randn(*s, device="cuda", generator=g), args.B, args.T, args.H, 128, 128, args.B)
 if os.path.basename(args.plan).startswith(("kda", "gla")):
     # The per-channel members take a gate per key channel, g [B, T, H, K].
     x["g"] = torch.nn.functional.logsigmoid(torch.randn(args.B, args.T, args.H, 128, device="cuda", generator=g)).float()
 fin = "/tmp/ncu_in.safetensors"
-save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(128 ** -0.5)}, fin)
+save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, **({} if "a" in x else {"scale": torch.tensor(128 ** -0.5)})}, fin)
 name = os.path.basename(args.plan).split(".")[0]
 rep = os.path.join(args.out, f"{name}.ncu-rep")
 cmd = [args.ncu, "--set", "full", "--clock-control", "none", "--import-source", "no", "-f", "-o", rep[:-len(".ncu-rep")],

@@ -58,6 +58,8 @@ if has ncu; then   # (skipped below when no ncu is found)
   echo "=== ncu"; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
   [ -n "$ncu" ] || echo "no ncu on this machine: profile skipped"
   [ -n "$ncu" ] && timeout $(left) python3 bench/h200_ncu.py --ncu "$ncu" --tilec-run $R --plan $A/gdn_bwd.sm_90a.plan.json --out /tmp/ncu ${NCU_KERNELS:+--kernels "$NCU_KERNELS"} 2>&1 | cut -c1-1500
+  # gemm at 4096^3 too (issue 9: tensor pipe, DRAM, occupancy and stalls of both gemm and K#1).
+  [ -n "$ncu" ] && timeout $(left) python3 bench/h200_ncu.py --ncu "$ncu" --tilec-run $R --plan $A/gemm.sm_90a.meta.json --kernels gemm --out /tmp/ncu 2>&1 | cut -c1-1500
   [ -d /tmp/ncu ] && tar czf $OUT/ncu.tgz --exclude '*.ncu-rep' -C /tmp ncu   # $OUT takes 8 files
 fi
 if has train; then echo "=== train"; timeout $(left) python3 bench/h200_train.py --art $A --warm-fla --members ${M// /,} ${TRAIN_ARGS:-} --out $OUT/train.json 2>&1 | cut -c1-400; fi
