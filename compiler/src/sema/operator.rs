@@ -72,13 +72,6 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
     op.offsets = super::offsets::lower(o, &op, diags);
     // An operator's sizes come from its inputs (a call takes no `--size`): one that only its
     // outputs mention could never be bound.
-    fn mentions(e: &SizeExpr, s: SizeVar) -> bool {
-        match e {
-            SizeExpr::Const(_) => false,
-            SizeExpr::Sym(v) => *v == s,
-            SizeExpr::Bin(_, a, b) => mentions(a, s) || mentions(b, s),
-        }
-    }
     // What the binder can determine from the inputs (`tilec_abi::bind::determined_sizes`, its
     // own rule): one diagnostic per input dimension that holds sizes it cannot (`B * T`: both).
     let input_dims: Vec<(&crate::ir::ParamData, &SizeExpr)> = op.params.iter().filter_map(|p| match &p.kind {
@@ -92,7 +85,7 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         if known.contains(name) {
             continue;
         }
-        if let Some(i) = input_dims.iter().position(|(_, d)| mentions(d, s)) {
+        if let Some(i) = input_dims.iter().position(|(_, d)| d.mentions(s)) {
             match undetermined.iter_mut().find(|(j, _)| *j == i) {
                 Some((_, names)) => names.push(name),
                 None => undetermined.push((i, vec![name])),
@@ -108,9 +101,9 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         );
     }
     for (s, name) in op.sizes.iter() {
-        let in_input = input_dims.iter().any(|(_, d)| mentions(d, s));
+        let in_input = input_dims.iter().any(|(_, d)| d.mentions(s));
         if !in_input {
-            if let Some(p) = op.params.iter().find(|p| matches!(&p.kind, ParamKind::Tensor { shape, .. } if shape.iter().any(|d| mentions(d, s)))) {
+            if let Some(p) = op.params.iter().find(|p| matches!(&p.kind, ParamKind::Tensor { shape, .. } if shape.iter().any(|d| d.mentions(s)))) {
                 diags.push(
                     Diagnostic::error(Code::OperatorDataflow, format!("size `{name}` of operator `{}` appears only in outputs: no input determines it", op.name), p.span, format!("`{name}` here"))
                         .with_note("help: use a size an input has (outputs are allocated from the inputs' sizes)"),

@@ -36,7 +36,9 @@ use tilec_abi::tensor::HostTensor;
 
 use crate::interp::{run_operator, Options};
 
+pub mod contract;
 pub mod gpu;
+pub mod kernel;
 pub mod isolation;
 pub mod widen;
 use isolation::Partition;
