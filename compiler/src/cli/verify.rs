@@ -152,7 +152,12 @@ fn print_rows<'a>(w: usize, rows: impl Iterator<Item = Row<'a>>) -> (usize, usiz
         bad += usize::from(!r.ok);
         let verdict = if r.ok { "ok" } else { "VIOLATION" };
         // A bound of 0 (isolation) asks for equal bits: no margin to give.
-        let margin = if r.bound == 0.0 { "bitwise".to_string() } else { format!("{:.1}×", r.bound / r.error) };
+        // A violation's margin below 0.1 keeps its digits (1.2e-5×, not 0.0×).
+        let margin = match r.bound / r.error {
+            _ if r.bound == 0.0 => "bitwise".to_string(),
+            m if m < 0.1 => format!("{m:.1e}×"),
+            m => format!("{m:.1}×"),
+        };
         println!("  {:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", r.case, r.output, r.error, r.bound);
     }
     (n, bad)

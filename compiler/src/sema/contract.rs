@@ -28,6 +28,9 @@ pub(super) fn lower(k: &ast::KernelDecl, kernel: &mut Kernel, lowered: bool, dia
     }
     match bind(kernel, &class, c.span) {
         Ok(_) => kernel.contract = Some(KernelContract { class: class.id.to_string(), span: c.span }),
-        Err(e) => diags.push(Diagnostic::error(e.code, e.message, e.span, e.label).with_note(format!("help: {}", signature(&class)))),
+        Err(e) => {
+            let help = e.help.unwrap_or_else(|| signature(&class));
+            diags.push(Diagnostic::error(e.code, e.message, e.span, e.label).with_note(format!("help: {help}")));
+        }
     }
 }

@@ -74,6 +74,8 @@ pub struct BindError {
     pub message: String,
     /// The label at `span`.
     pub label: String,
+    /// The help line, when [`signature`] is not the one that helps.
+    pub help: Option<String>,
 }
 
 /// Probe size of class dimension `i`: distinct, and unlike any extent a kernel writes.
@@ -113,7 +115,7 @@ pub fn signature(class: &Op) -> String {
 /// A [`BindError`] naming the first parameter that cannot bind, or the clause for a count
 /// that differs from the class's.
 pub fn bind(kernel: &Kernel, class: &Op, contract: Span) -> Result<KernelBinding, BindError> {
-    let err = |code: Code, span: Span, message: String, label: &str| BindError { code, span, message, label: label.to_string() };
+    let err = |code: Code, span: Span, message: String, label: &str| BindError { code, span, message, label: label.to_string(), help: None };
     let (mut inputs, mut outputs) = (vec![], vec![]);
     for (p, d) in kernel.params.iter() {
         let ParamKind::Tensor { elem, output, .. } = &d.kind else {
@@ -135,7 +137,10 @@ pub fn bind(kernel: &Kernel, class: &Op, contract: Span) -> Result<KernelBinding
     };
     binding.check(class.id, &precision).map_err(|e| match e {
         TilecError::BindingArity { .. } => err(Code::BadArguments, contract, format!("kernel `{}` cannot bind to `contract({})`: {e}", kernel.name, class.id), "parameters bound by order"),
-        _ => err(Code::TypeMismatch, contract, format!("kernel `{}` cannot bind to `contract({})`: {e}", kernel.name, class.id), "the declared precision"),
+        _ => BindError {
+            help: Some(format!("the class's inputs are generated in {0} (the narrowest input dtype) and must reach every input parameter exactly: declare each input {0} or f32", input.name())),
+            ..err(Code::TypeMismatch, contract, format!("kernel `{}` cannot bind to `contract({})`: {e}", kernel.name, class.id), "the declared precision")
+        },
     })?;
     // The bound pairs: (kernel parameter, class shape at the probe sizes).
     let bound = |fixed: &BTreeMap<usize, i64>| -> Vec<(Param, Vec<usize>)> {

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use kverify::error_model::{BoundKind, Precision};
 use kverify::gates::compare::{compare, ValueReport};
-use kverify::gates::inputs::{gate_seed, generate, Dist};
+use kverify::gates::inputs::{gate_seed, generate, Dist, Inputs};
 use kverify::references::{DimKind, Dims, RefOutput};
 use kverify::tensor::{DType, Tensor};
 use tilec_abi::tensor::HostTensor;
@@ -141,6 +141,13 @@ pub fn cases(kernel: &Kernel, b: &KernelBinding) -> (Vec<KernelCase>, Vec<String
     (run, not_run)
 }
 
+/// The inputs of case `n` (the `n`-th case run): kverify's standard-normal generator under
+/// the class's input rule, seeded by `gate_seed("tilec-verify", n)`, rounded to the declared
+/// input dtype; `reference` holds them in f64 for the class's reference.
+pub fn case_inputs(b: &KernelBinding, n: usize, case: &KernelCase) -> Inputs {
+    generate(&b.class, &case.dims, Dist::Normal, gate_seed("tilec-verify", n as u64), b.precision.input)
+}
+
 /// Verifies `kernel` (which must declare a contract) at every [`cases`] shape on the
 /// interpreter.
 ///
@@ -156,7 +163,7 @@ pub fn verify_kernel(kernel: &Kernel, opts: &Options) -> Result<KernelVerdict, V
     let mut out = KernelVerdict { judgements: vec![], not_run };
     for (n, case) in run.iter().enumerate() {
         let oracle = |e: kverify::references::RefError| VerifyError::Oracle { operator: kernel.name.clone(), message: e.to_string() };
-        let inp = generate(&b.class, &case.dims, Dist::Normal, gate_seed("tilec-verify", n as u64), b.precision.input);
+        let inp = case_inputs(&b, n, case);
         let want = b.class.forward(&case.dims, &inp.reference).map_err(oracle)?;
         // The generated values, exact in every bound parameter's dtype (contract::bind).
         let mut inputs = BTreeMap::new();
