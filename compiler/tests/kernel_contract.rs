@@ -92,60 +92,81 @@ fn gemm_contract_passes_at_derived_shapes_within_kverifys_bound() {
     }
 }
 
+/// `tilec build FILE --verify` exits `code`, its report lists `want` (case, verdict) for output
+/// `output` in order, and stderr says `summary`; returns stdout.
+fn expect_report(file: &str, code: i32, output: &str, want: &[(&str, &str)], summary: &str) -> String {
+    let o = build_verify(&root().join(file));
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(code), "{stdout}\n{stderr}");
+    let want: Vec<(String, String)> = want.iter().map(|(c, v)| (c.to_string(), v.to_string())).collect();
+    assert_eq!(rows(&stdout, output), want, "{stdout}");
+    assert!(stderr.contains(summary), "{stderr}");
+    stdout
+}
+
 #[test]
 fn gemm_build_verify_prints_each_case_and_exits_0() {
-    let o = build_verify(&root().join("dsl-examples/gemm.tile"));
-    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("verify kernel gemm against kverify's fp64 reference of matmul"), "{stdout}");
     let want = [("whole tiles M=128,K=128,N=256", "ok"), ("partial tiles M=129,K=65,N=257", "ok"), ("under one tile M=65,K=33,N=129", "ok")];
-    assert_eq!(rows(&stdout, "c"), want.map(|(c, v)| (c.to_string(), v.to_string())), "{stdout}");
+    let stdout = expect_report("dsl-examples/gemm.tile", 0, "c", &want, "verify: 3 outputs judged, all within their bounds");
+    assert!(stdout.contains("verify kernel gemm against kverify's fp64 reference of matmul"), "{stdout}");
     assert!(stdout.contains("declared precision bf16 in, f32 accumulate, f32 out"), "{stdout}");
-    assert!(stderr.contains("verify: 3 outputs judged, all within their bounds"), "{stderr}");
 }
 
 #[test]
 fn a_gemm_that_drops_the_partial_k_tile_fails_only_the_partial_shapes() {
-    let o = build_verify(&root().join("tests/verify/gemm_floor_k.tile"));
-    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
-    let verdicts: Vec<String> = rows(&stdout, "c").into_iter().map(|(_, v)| v).collect();
-    assert_eq!(verdicts, ["ok", "VIOLATION", "VIOLATION"], "{stdout}");
-    assert!(stderr.contains("error: verify: 2 of 3 outputs outside their bound"), "{stderr}");
+    let want = [("whole tiles M=128,K=128,N=256", "ok"), ("partial tiles M=129,K=65,N=257", "VIOLATION"), ("under one tile M=65,K=33,N=129", "VIOLATION")];
+    expect_report("tests/verify/gemm_floor_k.tile", 1, "c", &want, "error: verify: 2 of 3 outputs outside their bound");
 }
 
 #[test]
 fn a_gemm_that_reads_b_transposed_fails_every_shape() {
-    let o = build_verify(&root().join("tests/verify/gemm_transposed_b.tile"));
-    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
-    let verdicts: Vec<String> = rows(&stdout, "c").into_iter().map(|(_, v)| v).collect();
-    assert_eq!(verdicts, ["VIOLATION"; 3], "{stdout}");
-    assert!(stderr.contains("error: verify: 3 of 3 outputs outside their bound"), "{stderr}");
+    // Tiles 128, 64, 64.
+    let want = [("whole tiles M=128,K=128,N=64", "VIOLATION"), ("partial tiles M=129,K=65,N=65", "VIOLATION"), ("under one tile M=65,K=33,N=33", "VIOLATION")];
+    expect_report("tests/verify/gemm_transposed_b.tile", 1, "c", &want, "error: verify: 3 of 3 outputs outside their bound");
 }
 
 #[test]
 fn a_row_sum_kernel_verifies_as_the_sum_class() {
-    let o = build_verify(&root().join("tests/verify/row_sum.tile"));
-    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
     // R tiled by 64, N (the reduction) by 128.
     let want = [("whole tiles R=64,N=256", "ok"), ("partial tiles R=65,N=129", "ok"), ("under one tile R=33,N=65", "ok")];
-    assert_eq!(rows(&stdout, "y"), want.map(|(c, v)| (c.to_string(), v.to_string())), "{stdout}");
+    let stdout = expect_report("tests/verify/row_sum.tile", 0, "y", &want, "verify: 3 outputs judged, all within their bounds");
     assert!(stdout.contains("n = the reference's depth (256, 129, 65)"), "{stdout}");
+}
+
+/// `src` written to a fresh temporary `NAME.tile`.
+fn temp_tile(name: &str, src: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tilec-kernel-contract-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.tile"));
+    std::fs::write(&file, src).unwrap();
+    file
 }
 
 #[test]
 fn an_unknown_class_stops_the_build_with_a_suggestion() {
-    let dir = std::env::temp_dir().join(format!("tilec-kernel-contract-unknown-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("typo.tile");
     let src = std::fs::read_to_string(root().join("dsl-examples/gemm.tile")).unwrap().replace("contract(matmul)", "contract(matmull)");
-    std::fs::write(&file, src).unwrap();
+    let file = temp_tile("typo", &src);
     let o = build_verify(&file);
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("error[E0201]: no kverify operator class `matmull`") && stderr.contains("help: did you mean `matmul`?"), "{stderr}");
     assert!(!String::from_utf8_lossy(&o.stdout).contains("verify kernel"), "nothing is judged");
+}
+
+#[test]
+fn a_kernel_that_stops_on_the_interpreter_is_reported_not_judged() {
+    // No tile along K: its native 64; M and N tiled by the 16 x 16 store.
+    let src = "kernel divs(a: bf16[M, K], b: bf16[K, N], c: out f32[M, N]) grid(1) threads(128) contract(matmul) {
+    let q = K / (M - M);
+    store c[0..+16, 0..+16] = zeros(16, 16) + f32(q);
+}
+";
+    let file = temp_tile("divs", src);
+    let o = build_verify(&file);
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error: verify: kernel `divs`: at whole tiles M=16,K=64,N=16: ") && stderr.contains("integer division by zero"), "{stderr}");
+    assert!(stderr.contains("error: verify: 1 operator(s) or kernel(s) could not be judged"), "{stderr}");
 }

@@ -155,14 +155,14 @@ pub fn case_inputs(b: &KernelBinding, n: usize, case: &KernelCase) -> Inputs {
 /// [`VerifyError`] when the kernel cannot be bound, run or compared (a shape that differs from
 /// the reference's); violations are judgements with `ok() == false`, not errors.
 pub fn verify_kernel(kernel: &Kernel, opts: &Options) -> Result<KernelVerdict, VerifyError> {
-    let sig = |message: String| VerifyError::Signature { operator: kernel.name.clone(), message };
+    let sig = |message: String| VerifyError::Run(format!("kernel `{}`: {message}", kernel.name));
     let contract = kernel.contract.as_ref().ok_or_else(|| sig("declares no contract".into()))?;
     let class = kverify::references::op_by_id(&contract.class).ok_or_else(|| sig(format!("no kverify operator class `{}`", contract.class)))?;
     let b = bind(kernel, &class, contract.span).map_err(|e| sig(e.message))?;
     let (run, not_run) = cases(kernel, &b);
     let mut out = KernelVerdict { judgements: vec![], not_run };
     for (n, case) in run.iter().enumerate() {
-        let oracle = |e: kverify::references::RefError| VerifyError::Oracle { operator: kernel.name.clone(), message: e.to_string() };
+        let oracle = |e: kverify::references::RefError| sig(format!("at {}: {e}", case.name));
         let inp = case_inputs(&b, n, case);
         let want = b.class.forward(&case.dims, &inp.reference).map_err(oracle)?;
         // The generated values, exact in every bound parameter's dtype (contract::bind).
@@ -173,15 +173,15 @@ pub fn verify_kernel(kernel: &Kernel, opts: &Options) -> Result<KernelVerdict, V
             let dt = crate::interp::bind::dtype_of(elem).ok_or_else(|| sig(format!("`{}` has no host dtype", d.name)))?;
             inputs.insert(d.name.clone(), HostTensor::from_f64(dt, t.shape.clone(), &t.to_f64_vec()).map_err(|e| sig(format!("`{}`: {e}", d.name)))?);
         }
-        let got = run_kernel_with(kernel, &inputs, opts).map_err(|e| VerifyError::Run(format!("kernel `{}` at {}: {e}", kernel.name, case.name)))?;
+        let got = run_kernel_with(kernel, &inputs, opts).map_err(|e| sig(format!("at {}: {e}", case.name)))?;
         for (j, (p, dt)) in b.outputs.iter().enumerate() {
             let name = &kernel.params[*p].name;
-            let t = got.outputs.get(name).ok_or_else(|| VerifyError::Run(format!("output `{name}` missing")))?;
+            let t = got.outputs.get(name).ok_or_else(|| sig(format!("output `{name}` missing")))?;
             let reference = RefOutput { outputs: vec![want.outputs[j].clone()], profiles: vec![want.profiles[j].clone()] };
             let precision = Precision::new(b.precision.input, DType::F32, *dt);
             let report = compare(&reference, &[Tensor::f64(t.shape.clone(), t.to_f64())], &precision, BoundKind::Deterministic);
             if let Some(s) = &report.structural {
-                return Err(VerifyError::Run(format!("kernel `{}` at {}: output `{name}`: {s}", kernel.name, case.name)));
+                return Err(sig(format!("at {}: output `{name}`: {s}", case.name)));
             }
             out.judgements.push(KernelJudgement { case: case.name.clone(), output: name.clone(), depth: want.profiles[j].depth, precision, report });
         }
