@@ -130,10 +130,11 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                     }
                 }
             }
-            None => diags.push(
-                Diagnostic::error(Code::UndefinedName, format!("no recurrence member `{}` to verify against", c.name), c.span, "unknown contract")
-                    .with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's outputs or gradients, with fla's tensor names)"),
-            ),
+            None => {
+                let members = Model::ALL.iter().filter(|m| **m != Model::General).map(|m| m.name());
+                let d = super::expr::did_you_mean(Diagnostic::error(Code::UndefinedName, format!("no recurrence member `{}` to verify against", c.name), c.span, "unknown contract"), &c.name, members);
+                diags.push(d.with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's outputs or gradients, with fla's tensor names)"));
+            }
         }
     }
     for st in &o.body {
