@@ -6,7 +6,8 @@
 #      stages and the K#1/K#2 kernels it imports — for sm_100a and sm_90a (PTX, cubin, metadata,
 #      gdn_bwd.<target>.plan.json) with --verify: the operator runs on the interpreter and every
 #      gradient is judged against kverify's fp64 oracle; then gdn_fwd.tile, the forward
-#      operators (o and the final state judged the same way), into the same folder;
+#      operators (o and the final state judged the same way), into the same folder; and gemm.tile,
+#      whose kernel declares contract(matmul): --verify judges c against kverify's matmul;
 #   4. kverify RES-02 on the built artifacts' metadata (TMEM budget, lifecycle, smem, spills).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +25,7 @@ for f in dsl-examples/negative/*.tile; do
   echo "== tilec check $f   (must be rejected)"
   if "$bin/tilec" check "$f"; then echo "ERROR: $f was accepted"; exit 1; fi
 done
-for ex in k1_reverse_scan gdn gdn_fwd; do
+for ex in k1_reverse_scan gemm gdn gdn_fwd; do
   out="$root/out/${ex%_fwd}"
   verify=()
   [ "$ex" != k1_reverse_scan ] && verify=(--verify)
@@ -38,4 +39,4 @@ for ex in k1_reverse_scan gdn gdn_fwd; do
     "$bin/kverify" check --meta "$m" --json "$out/$(basename "$m" .meta.json).res02.json"
   done
 done
-echo "demo: ok (artifacts in $root/out/k1_reverse_scan and $root/out/gdn)"
+echo "demo: ok (artifacts in $root/out/k1_reverse_scan, $root/out/gemm and $root/out/gdn)"

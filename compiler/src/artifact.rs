@@ -255,8 +255,9 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         ptxas: m.ptxas.clone(),
         // A kernel built for a declared residency on this target (`ctas_per_sm`) lets ptxas
         // spill to fit N CTAs' registers — the author's trade, measured (docs/language.md,
-        // "Residency"); every other kernel's contract forbids spills (RES-02 checks it).
-        contract: Contract { no_spill: k.residency(m.target).is_none(), accumulator: DType::F32, reference: None, envelope: vec![] },
+        // "Residency"); every other kernel's contract forbids spills (RES-02 checks it). The
+        // reference is the kverify class a `contract(class)` names (`matmul`), if any.
+        contract: Contract { no_spill: k.residency(m.target).is_none(), accumulator: DType::F32, reference: k.contract.as_ref().map(|c| c.class.clone()), envelope: vec![] },
         files: m.files.clone(),
         tensor_maps: m.compiled.tensor_maps.clone(),
     })

@@ -6,9 +6,10 @@
 //! `<kernel>.<target>.ll`.
 //!
 //! Per operator and target it writes `<operator>.<target>.plan.json`. `--verify` then runs every
-//! operator that declares `contract(member)` on the interpreter at small shapes and judges each
-//! output against kverify's fp64 oracle ([`crate::verify`]), printing the error, the derived
-//! bound, the margin and a verdict per output.
+//! operator that declares `contract(member)` and every kernel that declares `contract(class)`
+//! on the interpreter at small shapes and judges each output against kverify's fp64 references
+//! ([`crate::verify`], [`crate::verify::kernel`]; report: [`super::verify`]), printing the
+//! error, the derived bound, the margin and a verdict per output.
 //!
 //! Exit codes: 0 — built (and verified); 1 — the program has errors, code generation failed or a
 //! verified output is outside its bound; 2 — the file
@@ -69,10 +70,10 @@ pub struct BuildArgs {
     /// Colour diagnostics (default: when stderr is a terminal).
     #[arg(long)]
     pub color: Option<bool>,
-    /// Verify every operator with a `contract` against kverify's fp64 oracle (exit 1 on a
-    /// violation): on the interpreter (`--verify`), or the built sm_90a artifact run by
-    /// `tilec-run` on a GPU (`--verify=gpu`; without a GPU it says so and judges on the
-    /// interpreter).
+    /// Verify every operator and kernel with a `contract` against kverify's fp64 references
+    /// (exit 1 on a violation): on the interpreter (`--verify`), or for operators the built
+    /// sm_90a artifact run by `tilec-run` on a GPU (`--verify=gpu`; without a GPU it says so
+    /// and judges on the interpreter; kernels are judged on the interpreter).
     #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "interp")]
     pub verify: Option<VerifyOn>,
     /// The `tilec-run` for `--verify=gpu` (default: the one beside this tilec).
@@ -183,129 +184,7 @@ pub fn run(a: &BuildArgs) -> ExitCode {
                 Some((crate::verify::gpu::tilec_run_path(a.tilec_run.as_deref()), a.out.clone()))
             }
         };
-        return verify(&report.checked, gpu);
+        return super::verify::verify(&report.checked, gpu);
     }
-    ExitCode::SUCCESS
-}
-
-/// `--verify`: judges every operator with a contract; prints one line per output and case.
-/// `gpu`: `--verify=gpu`'s `tilec-run` (if found) and the folder holding the built plans.
-fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, PathBuf)>) -> ExitCode {
-    let mut violations = 0;
-    let mut judged = 0;
-    let mut unjudged = 0;
-    // `--verify=gpu` without a GPU (or without tilec-run): said once, then the interpreter.
-    let asked_gpu = gpu.is_some();
-    let mut gpu = match gpu {
-        Some((Some(bin), dir)) => Some((bin, dir)),
-        Some((None, _)) => {
-            eprintln!("note: --verify=gpu: no tilec-run beside tilec (cargo build --release -p tilec-runtime, or pass --tilec-run): judging on the interpreter instead");
-            None
-        }
-        None => None,
-    };
-    for op in &checked.module.operators {
-        let Some(model) = op.contract else {
-            eprintln!("verify: operator {} declares no contract: not judged", op.name);
-            continue;
-        };
-        let opts = crate::interp::Options::default();
-        let mut result = None;
-        if let Some((bin, dir)) = &gpu {
-            let plan = dir.join(format!("{}.sm_90a.plan.json", op.name));
-            println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the GPU ({}):", op.name, model.name(), plan.display());
-            let work = std::env::temp_dir().join(format!("tilec-verify-gpu-{}-{}", std::process::id(), op.name));
-            match crate::verify::verify_operator_on(&checked.module, op, &mut crate::verify::gpu::runner(bin, &plan, &work)) {
-                Err(crate::verify::VerifyError::NoGpu(why)) => eprintln!("note: --verify=gpu: no GPU can run {} ({why}): judging on the interpreter instead", plan.display()),
-                r => result = Some(r),
-            }
-            std::fs::remove_dir_all(&work).ok();
-        }
-        if result.is_none() {
-            gpu = None;
-        }
-        let result = match result {
-            Some(r) => r,
-            None => {
-                println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the interpreter ({} numerics):", op.name, model.name(), opts.target);
-                crate::verify::verify_operator(&checked.module, op, &opts)
-            }
-        };
-        let w = if op.params.iter().any(|p| p.name == "cu_seqlens") { 44 } else { 28 };
-        println!("  {:<w$} {:<7} {:>17} {:>9} {:>8}  verdict", "case", "output", "max|err|/max|ref|", "bound", "margin");
-        // One row per judgement; the (judged, violations) counts.
-        let rows = |js: &mut dyn Iterator<Item = &crate::verify::Judgement>| {
-            let (mut n, mut bad) = (0, 0);
-            for j in js {
-                n += 1;
-                let verdict = if j.ok() { "ok" } else { "VIOLATION" };
-                bad += usize::from(!j.ok());
-                // Varlen: the packed sequence judged on its own scale, where it is the nearest its bound.
-                let case = j.sequence.map_or_else(|| j.case.clone(), |i| format!("{} seq {i}", j.case));
-                // A bound of 0 (isolation) asks for equal bits: no margin to give.
-                let margin = if j.bound == 0.0 { "bitwise".to_string() } else { format!("{:.1}×", j.bound / j.error) };
-                println!("  {case:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", j.output, j.error, j.bound);
-            }
-            (n, bad)
-        };
-        // R is per output (the same in every case): "dq 33, dk 50, …".
-        let per_output = |js: &[crate::verify::Judgement]| {
-            let mut per: Vec<(&str, usize)> = js.iter().map(|j| (j.output.as_str(), j.roundings)).collect();
-            per.sort_unstable();
-            per.dedup();
-            per.iter().map(|(o, r)| format!("{o} {r}")).collect::<Vec<_>>().join(", ")
-        };
-        match result {
-            Ok(v) => {
-                let (n, bad) = rows(&mut v.judgements.iter().chain(&v.isolation));
-                (judged, violations) = (judged + n, violations + bad);
-                if let Some(j) = v.judgements.first() {
-                    println!("  bound = {} √R κu: R = the rounding points whose results reach the output ({}); κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, per_output(&v.judgements), j.unit.log2());
-                }
-                for n in &v.not_run {
-                    println!("  not run: {n}");
-                }
-                // The mathematics alone: the same operator with nothing rounded to 16 bits.
-                println!("  wide twin of {} (every bf16/f16 made f32), on the interpreter:", op.name);
-                match crate::verify::verify_wide(&checked.module, op, &opts) {
-                    Ok(wv) => {
-                        let (n, bad) = rows(&mut wv.judgements.iter());
-                        (judged, violations) = (judged + n, violations + bad);
-                        if let Some(j) = wv.judgements.first() {
-                            println!("  bound = γ_R κ = R κu / (1 − R u): R = the f32 roundings whose results reach the output ({}); u = 2^{}", per_output(&wv.judgements), j.unit.log2());
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("error: verify: wide twin: {e}");
-                        unjudged += 1;
-                    }
-                }
-            }
-            Err(e) => {
-                // Not a violation, but nothing was judged: say so and go on with the others.
-                eprintln!("error: verify: {e}");
-                unjudged += 1;
-            }
-        }
-    }
-    if judged == 0 && unjudged == 0 {
-        eprintln!("verify: no operator declares a contract: nothing judged");
-        return ExitCode::SUCCESS;
-    }
-    if unjudged > 0 {
-        eprintln!("error: verify: {unjudged} operator(s) could not be judged");
-        return ExitCode::from(1);
-    }
-    if violations > 0 {
-        eprintln!("error: verify: {violations} of {judged} outputs outside their bound");
-        return ExitCode::from(1);
-    }
-    // Said again at the end: a `--verify=gpu` that fell back judged nothing on a GPU.
-    let place = match (asked_gpu, gpu.is_some()) {
-        (true, false) => " (on the interpreter: no GPU run was possible)",
-        (true, true) => " (on the GPU)",
-        _ => "",
-    };
-    eprintln!("verify: {judged} outputs judged{place}, all within their bounds");
     ExitCode::SUCCESS
 }

@@ -125,7 +125,8 @@ pub fn run(a: &CheckArgs) -> ExitCode {
                 .filter(|(_, o)| o.is_none())
                 .map(|(pk, _)| {
                     let smem: Vec<String> = pk.targets.iter().map(|t| format!("{} B smem on {}", t.smem_bytes(), t.target)).collect();
-                    format!("{} (TMEM {} columns; {})", pk.kernel.name, pk.tmem.alloc_columns, smem.join(", "))
+                    let contract = pk.kernel.contract.as_ref().map(|c| format!("; contract {}", c.class)).unwrap_or_default();
+                    format!("{} (TMEM {} columns; {}{contract})", pk.kernel.name, pk.tmem.alloc_columns, smem.join(", "))
                 })
                 .collect();
             let mut what = if kernels.is_empty() { "no kernels".to_string() } else { kernels.join(", ") };

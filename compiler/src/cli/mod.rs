@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod build;
+pub mod verify;
 pub mod run;
 pub mod inputs;
 

@@ -28,7 +28,7 @@ use cranelift_entity::{PrimaryMap, SecondaryMap};
 
 pub use entities::{Block, Inst, Param, SizeVar, Value, Var};
 pub mod operator;
-pub use operator::{Buffer, Launch, Operator};
+pub use operator::{Buffer, KernelContract, Launch, Operator};
 pub use types::{broadcast, broadcasts_to, tmem_columns, Elem, SizeExpr, SizeOp, Space, Type};
 
 use crate::diag::Span;
@@ -101,6 +101,9 @@ pub struct Kernel {
     /// names, a name several values when shadowed). Debug information only: no pass reads it;
     /// the interpreter's `--dump` does ([`crate::interp::Options::dump`]).
     pub bindings: Vec<(String, Value)>,
+    /// `contract(class)`: the kverify operator class whose fp64 reference judges the kernel
+    /// (`tilec build --verify`, [`crate::verify::kernel`]); no effect on code generation.
+    pub contract: Option<KernelContract>,
 }
 
 /// A kernel parameter.
@@ -484,6 +487,7 @@ impl Kernel {
             body,
             inst_spans: SecondaryMap::new(),
             bindings: vec![],
+            contract: None,
         }
     }
 

@@ -35,6 +35,16 @@ pub struct Operator {
     pub optional: Vec<String>,
 }
 
+/// A kernel's `contract(class)`: the kverify operator class (`kverify::references::op_by_id`)
+/// its parameters bind to (sema checked the class and the binding, `verify::contract::bind`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelContract {
+    /// The class id, e.g. `matmul`.
+    pub class: String,
+    /// The `contract(..)` clause.
+    pub span: Span,
+}
+
 /// An intermediate buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buffer {

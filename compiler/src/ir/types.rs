@@ -190,6 +190,15 @@ impl SizeExpr {
             }
         }
     }
+
+    /// Whether the expression mentions size `s`.
+    pub fn mentions(&self, s: SizeVar) -> bool {
+        match self {
+            SizeExpr::Const(_) => false,
+            SizeExpr::Sym(v) => *v == s,
+            SizeExpr::Bin(_, a, b) => a.mentions(s) || b.mentions(s),
+        }
+    }
 }
 
 impl SizeExpr {

@@ -6,6 +6,7 @@
 //! and its users are skipped silently, so one mistake gives one diagnostic.
 
 mod consts;
+mod contract;
 mod expr;
 mod launch_attrs;
 mod offsets;
@@ -102,8 +103,9 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
                 }
                 kernel_names.insert(k.name.name.clone(), k.name.span);
                 let mut kd = Diagnostics::new();
-                let kernel = KernelLowering::run(k, &consts, &mut kd);
+                let mut kernel = KernelLowering::run(k, &consts, &mut kd);
                 let ok = !kd.has_errors();
+                contract::lower(k, &mut kernel, ok, &mut kd);
                 diags.extend(kd);
                 if ok {
                     module.kernels.push(kernel);

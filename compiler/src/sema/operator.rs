@@ -73,13 +73,6 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
     op.optional = super::optional::lower(o, &op, diags);
     // An operator's sizes come from its inputs (a call takes no `--size`): one that only its
     // outputs mention could never be bound.
-    fn mentions(e: &SizeExpr, s: SizeVar) -> bool {
-        match e {
-            SizeExpr::Const(_) => false,
-            SizeExpr::Sym(v) => *v == s,
-            SizeExpr::Bin(_, a, b) => mentions(a, s) || mentions(b, s),
-        }
-    }
     // What the binder can determine from the inputs (`tilec_abi::bind::determined_sizes`, its
     // own rule): one diagnostic per input dimension that holds sizes it cannot (`B * T`: both).
     let input_dims: Vec<(&crate::ir::ParamData, &SizeExpr)> = op.params.iter().filter_map(|p| match &p.kind {
@@ -93,7 +86,7 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         if known.contains(name) {
             continue;
         }
-        if let Some(i) = input_dims.iter().position(|(_, d)| mentions(d, s)) {
+        if let Some(i) = input_dims.iter().position(|(_, d)| d.mentions(s)) {
             match undetermined.iter_mut().find(|(j, _)| *j == i) {
                 Some((_, names)) => names.push(name),
                 None => undetermined.push((i, vec![name])),
@@ -109,9 +102,9 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
         );
     }
     for (s, name) in op.sizes.iter() {
-        let in_input = input_dims.iter().any(|(_, d)| mentions(d, s));
+        let in_input = input_dims.iter().any(|(_, d)| d.mentions(s));
         if !in_input {
-            if let Some(p) = op.params.iter().find(|p| matches!(&p.kind, ParamKind::Tensor { shape, .. } if shape.iter().any(|d| mentions(d, s)))) {
+            if let Some(p) = op.params.iter().find(|p| matches!(&p.kind, ParamKind::Tensor { shape, .. } if shape.iter().any(|d| d.mentions(s)))) {
                 diags.push(
                     Diagnostic::error(Code::OperatorDataflow, format!("size `{name}` of operator `{}` appears only in outputs: no input determines it", op.name), p.span, format!("`{name}` here"))
                         .with_note("help: use a size an input has (outputs are allocated from the inputs' sizes)"),
@@ -138,10 +131,11 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                     }
                 }
             }
-            None => diags.push(
-                Diagnostic::error(Code::UndefinedName, format!("no recurrence member `{}` to verify against", c.name), c.span, "unknown contract")
-                    .with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's outputs or gradients, with fla's tensor names)"),
-            ),
+            None => {
+                let members = Model::ALL.iter().filter(|m| **m != Model::General).map(|m| m.name());
+                let d = super::expr::did_you_mean(Diagnostic::error(Code::UndefinedName, format!("no recurrence member `{}` to verify against", c.name), c.span, "unknown contract"), &c.name, members);
+                diags.push(d.with_note("help: one of la, gla, ssd, kda, gdn (kverify's fp64 oracle judges the operator's outputs or gradients, with fla's tensor names)"));
+            }
         }
     }
     for st in &o.body {

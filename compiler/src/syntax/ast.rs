@@ -62,6 +62,11 @@ pub struct KernelDecl {
     pub threads: Option<Expr>,
     /// Spans of further `threads(..)` clauses (an error).
     pub repeated_threads: Vec<Span>,
+    /// `contract(class)`: the kverify operator class (`matmul`, `softmax`, …) whose fp64
+    /// reference judges the kernel under `tilec build --verify` (`tilec::verify::kernel`).
+    pub contract: Option<Ident>,
+    /// Spans of further `contract(..)` clauses (an error).
+    pub repeated_contracts: Vec<Span>,
     /// Launch attributes beside `threads(..)`: `ctas_per_sm(3)`, `ctas_per_sm(sm_90a: 3)`.
     pub attrs: Vec<KernelAttr>,
     /// The body.
@@ -75,6 +80,8 @@ pub struct KernelDecl {
 pub enum KernelHead {
     /// `threads(N)` and its span.
     Threads(Expr, Span),
+    /// `contract(class)` and its span.
+    Contract(Ident, Span),
     /// A launch attribute.
     Attr(KernelAttr),
 }

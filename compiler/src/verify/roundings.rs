@@ -26,16 +26,22 @@ use cranelift_entity::SecondaryMap;
 
 use crate::ir::{Elem, Inst, Kernel, Module, Op, Operator, Param, ParamKind, Value, Var};
 
+/// kverify's dtype of an element type; `None` for `bool` (never in memory).
+pub(crate) fn kverify_dtype(e: Elem) -> Option<kverify::tensor::DType> {
+    use kverify::tensor::DType as D;
+    match e {
+        Elem::Bf16 => Some(D::Bf16),
+        Elem::F16 => Some(D::F16),
+        Elem::F32 => Some(D::F32),
+        Elem::I32 => Some(D::I32),
+        Elem::Bool => None,
+    }
+}
+
 /// Unit roundoff of a float element type (kverify's table, Higham Table 2.1); `None` for
 /// non-floats.
 pub(crate) fn unit_roundoff(e: Elem) -> Option<f64> {
-    use kverify::tensor::DType as D;
-    match e {
-        Elem::Bf16 => Some(D::Bf16.unit_roundoff()),
-        Elem::F16 => Some(D::F16.unit_roundoff()),
-        Elem::F32 => Some(D::F32.unit_roundoff()),
-        Elem::I32 | Elem::Bool => None,
-    }
+    kverify_dtype(e).filter(|d| !d.is_integer()).map(|d| d.unit_roundoff())
 }
 
 /// Whether converting a float of type `from` to `to` rounds (a narrowing float conversion).

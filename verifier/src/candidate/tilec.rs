@@ -87,6 +87,40 @@ pub struct Binding {
     pub sizes: BTreeMap<String, usize>,
 }
 
+impl Binding {
+    /// Checks the binding against operator class `op` declared at `precision`: one parameter
+    /// per class input and output, each named, and every input dtype one that holds the
+    /// generated `precision.input` values exactly (the class's own, f32 or f64). Shared by
+    /// [`TilecCandidate::new`] and `tilec`'s `contract(class)` on a kernel.
+    ///
+    /// # Errors
+    /// [`TilecError::UnknownOp`], [`TilecError::BindingArity`], or [`TilecError::Syntax`] for
+    /// an unnamed input or a narrowing input dtype.
+    pub fn check(&self, op: &str, precision: &Precision) -> Result<(), TilecError> {
+        let o = op_by_id(op).ok_or_else(|| TilecError::UnknownOp(op.into()))?;
+        for (what, want, names) in [("inputs", o.inputs.len(), &self.inputs), ("outputs", o.outputs.len(), &self.outputs)] {
+            if names.len() != want {
+                return Err(TilecError::BindingArity { op: op.into(), what, want, got: names.len(), names: names.join(",") });
+            }
+        }
+        if self.inputs.iter().any(|n| n.is_empty()) {
+            return Err(TilecError::Syntax("binding: an input without a parameter name".into()));
+        }
+        if self.input_dtypes.len() != self.inputs.len() {
+            return Err(TilecError::Syntax(format!("binding: {} input dtypes for {} inputs", self.input_dtypes.len(), self.inputs.len())));
+        }
+        for (n, d) in self.inputs.iter().zip(&self.input_dtypes) {
+            // f32 and f64 hold every value of the narrower formats exactly; anything else
+            // would change the battery's inputs.
+            let exact = |d: DType| d == precision.input || d == DType::F64 || (d == DType::F32 && precision.input != DType::F64);
+            if let Some(d) = d.filter(|d| !exact(*d)) {
+                return Err(TilecError::Syntax(format!("binding: input `{n}@{}` would round the battery's {} values; only f32 and f64 widen them exactly", d.name(), precision.input.name())));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Errors describing a tilec candidate.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TilecError {
@@ -231,28 +265,9 @@ impl TilecCandidate {
         time_limit: Duration,
         mem_limit_mb: u64,
     ) -> Result<TilecCandidate, TilecError> {
-        let o = op_by_id(op).ok_or_else(|| TilecError::UnknownOp(op.into()))?;
-        for (what, want, names) in [("inputs", o.inputs.len(), &binding.inputs), ("outputs", o.outputs.len(), &binding.outputs)] {
-            if names.len() != want {
-                return Err(TilecError::BindingArity { op: op.into(), what, want, got: names.len(), names: names.join(",") });
-            }
-        }
+        binding.check(op, &precision)?;
         if matches!(executor, Executor::InterpOperator { .. }) && is_recurrence(op) && binding.inputs.iter().any(|n| n == "scale") {
             return Err(TilecError::Syntax("binding: `scale` is the recurrence class's own K^-0.5 (passed to the operator's `scale`); bind no input to it".into()));
-        }
-        if binding.inputs.iter().any(|n| n.is_empty()) {
-            return Err(TilecError::Syntax("binding: an input without a parameter name".into()));
-        }
-        if binding.input_dtypes.len() != binding.inputs.len() {
-            return Err(TilecError::Syntax(format!("binding: {} input dtypes for {} inputs", binding.input_dtypes.len(), binding.inputs.len())));
-        }
-        for (n, d) in binding.inputs.iter().zip(&binding.input_dtypes) {
-            // f32 and f64 hold every value of the narrower formats exactly; anything else
-            // would change the battery's inputs.
-            let exact = |d: DType| d == precision.input || d == DType::F64 || (d == DType::F32 && precision.input != DType::F64);
-            if let Some(d) = d.filter(|d| !exact(*d)) {
-                return Err(TilecError::Syntax(format!("binding: input `{n}@{}` would round the battery's {} values; only f32 and f64 widen them exactly", d.name(), precision.input.name())));
-            }
         }
         // The source's file name, once it is known to exist.
         let file_of = |source: &Path, what: &'static str| -> Result<String, TilecError> {

@@ -1,0 +1,199 @@
+//! `tilec build --verify`'s report: per operator and per kernel with a contract, one row per
+//! output and case — the error, the derived bound, the margin (bound / error) and a verdict —
+//! and the exit status (1 on a violation, or when something could not be judged).
+//! Operators: [`crate::verify`] (max|err| / max|ref| against `λ √R κu`); kernels:
+//! [`crate::verify::kernel`] (kverify's comparison: the error and the bound at the element
+//! nearest its bound).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `--verify`: judges every operator and kernel with a contract; prints one line per output and
+/// case. `gpu`: `--verify=gpu`'s `tilec-run` (if found) and the folder holding the built plans.
+pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<PathBuf>, PathBuf)>) -> ExitCode {
+    let mut violations = 0;
+    let mut judged = 0;
+    let mut unjudged = 0;
+    // `--verify=gpu` without a GPU (or without tilec-run): said once, then the interpreter.
+    let asked_gpu = gpu.is_some();
+    let mut gpu = match gpu {
+        Some((Some(bin), dir)) => Some((bin, dir)),
+        Some((None, _)) => {
+            eprintln!("note: --verify=gpu: no tilec-run beside tilec (cargo build --release -p tilec-runtime, or pass --tilec-run): judging on the interpreter instead");
+            None
+        }
+        None => None,
+    };
+    for op in &checked.module.operators {
+        let Some(model) = op.contract else {
+            eprintln!("verify: operator {} declares no contract: not judged", op.name);
+            continue;
+        };
+        let opts = crate::interp::Options::default();
+        let mut result = None;
+        if let Some((bin, dir)) = &gpu {
+            let plan = dir.join(format!("{}.sm_90a.plan.json", op.name));
+            println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the GPU ({}):", op.name, model.name(), plan.display());
+            let work = std::env::temp_dir().join(format!("tilec-verify-gpu-{}-{}", std::process::id(), op.name));
+            match crate::verify::verify_operator_on(&checked.module, op, &mut crate::verify::gpu::runner(bin, &plan, &work)) {
+                Err(crate::verify::VerifyError::NoGpu(why)) => eprintln!("note: --verify=gpu: no GPU can run {} ({why}): judging on the interpreter instead", plan.display()),
+                r => result = Some(r),
+            }
+            std::fs::remove_dir_all(&work).ok();
+        }
+        if result.is_none() {
+            gpu = None;
+        }
+        let result = match result {
+            Some(r) => r,
+            None => {
+                println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the interpreter ({} numerics):", op.name, model.name(), opts.target);
+                crate::verify::verify_operator(&checked.module, op, &opts)
+            }
+        };
+        let w = if op.params.iter().any(|p| p.name == "cu_seqlens") { 44 } else { 28 };
+        header(w, "max|err|/max|ref|");
+        // One row per judgement; the (judged, violations) counts.
+        let rows = |js: &mut dyn Iterator<Item = &crate::verify::Judgement>| {
+            print_rows(w, js.map(|j| Row {
+                // Varlen: the packed sequence judged on its own scale, where it is the nearest its bound.
+                case: j.sequence.map_or_else(|| j.case.clone(), |i| format!("{} seq {i}", j.case)),
+                output: &j.output,
+                error: j.error,
+                bound: j.bound,
+                ok: j.ok(),
+            }))
+        };
+        // R is per output (the same in every case): "dq 33, dk 50, …".
+        let per_output = |js: &[crate::verify::Judgement]| {
+            let mut per: Vec<(&str, usize)> = js.iter().map(|j| (j.output.as_str(), j.roundings)).collect();
+            per.sort_unstable();
+            per.dedup();
+            per.iter().map(|(o, r)| format!("{o} {r}")).collect::<Vec<_>>().join(", ")
+        };
+        match result {
+            Ok(v) => {
+                let (n, bad) = rows(&mut v.judgements.iter().chain(&v.isolation));
+                (judged, violations) = (judged + n, violations + bad);
+                if let Some(j) = v.judgements.first() {
+                    println!("  bound = {} √R κu: R = the rounding points whose results reach the output ({}); κu = the oracle's change when every input moves by one rounding of its dtype (at least u = 2^{})", crate::verify::LAMBDA, per_output(&v.judgements), j.unit.log2());
+                }
+                for n in &v.not_run {
+                    println!("  not run: {n}");
+                }
+                // The mathematics alone: the same operator with nothing rounded to 16 bits.
+                println!("  wide twin of {} (every bf16/f16 made f32), on the interpreter:", op.name);
+                match crate::verify::verify_wide(&checked.module, op, &opts) {
+                    Ok(wv) => {
+                        let (n, bad) = rows(&mut wv.judgements.iter());
+                        (judged, violations) = (judged + n, violations + bad);
+                        if let Some(j) = wv.judgements.first() {
+                            println!("  bound = γ_R κ = R κu / (1 − R u): R = the f32 roundings whose results reach the output ({}); u = 2^{}", per_output(&wv.judgements), j.unit.log2());
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("error: verify: wide twin: {e}");
+                        unjudged += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                // Not a violation, but nothing was judged: say so and go on with the others.
+                eprintln!("error: verify: {e}");
+                unjudged += 1;
+            }
+        }
+    }
+    for kernel in checked.module.kernels.iter().filter(|k| k.contract.is_some()) {
+        let (n, bad, failed) = verify_kernel(kernel);
+        (judged, violations, unjudged) = (judged + n, violations + bad, unjudged + failed);
+    }
+    if judged == 0 && unjudged == 0 {
+        eprintln!("verify: no operator or kernel declares a contract: nothing judged");
+        return ExitCode::SUCCESS;
+    }
+    if unjudged > 0 {
+        eprintln!("error: verify: {unjudged} operator(s) or kernel(s) could not be judged");
+        return ExitCode::from(1);
+    }
+    if violations > 0 {
+        eprintln!("error: verify: {violations} of {judged} outputs outside their bound");
+        return ExitCode::from(1);
+    }
+    // Said again at the end: a `--verify=gpu` that fell back judged nothing on a GPU.
+    let place = match (asked_gpu, gpu.is_some()) {
+        (true, false) => " (on the interpreter: no GPU run was possible)",
+        (true, true) => " (on the GPU)",
+        _ => "",
+    };
+    eprintln!("verify: {judged} outputs judged{place}, all within their bounds");
+    ExitCode::SUCCESS
+}
+
+/// One row of the report.
+struct Row<'a> {
+    case: String,
+    output: &'a str,
+    error: f64,
+    bound: f64,
+    ok: bool,
+}
+
+/// The column heads, `error` naming the measured figure; `w`: the case column's width.
+fn header(w: usize, error: &str) {
+    println!("  {:<w$} {:<7} {:>17} {:>9} {:>8}  verdict", "case", "output", error, "bound", "margin");
+}
+
+/// Prints `rows` (case column `w` wide); returns (rows, violations).
+fn print_rows<'a>(w: usize, rows: impl Iterator<Item = Row<'a>>) -> (usize, usize) {
+    let (mut n, mut bad) = (0, 0);
+    for r in rows {
+        n += 1;
+        bad += usize::from(!r.ok);
+        let verdict = if r.ok { "ok" } else { "VIOLATION" };
+        // A bound of 0 (isolation) asks for equal bits: no margin to give.
+        // A violation's margin below 0.1 keeps its digits (1.2e-5×, not 0.0×).
+        let margin = match r.bound / r.error {
+            _ if r.bound == 0.0 => "bitwise".to_string(),
+            m if m < 0.1 => format!("{m:.1e}×"),
+            m => format!("{m:.1}×"),
+        };
+        println!("  {:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", r.case, r.output, r.error, r.bound);
+    }
+    (n, bad)
+}
+
+/// Judges one kernel with a contract on the interpreter and prints its rows; returns (rows,
+/// violations, 1 when it could not be judged).
+fn verify_kernel(kernel: &crate::ir::Kernel) -> (usize, usize, usize) {
+    let opts = crate::interp::Options::default();
+    let class = kernel.contract.as_ref().map_or("", |c| c.class.as_str());
+    let summary = kverify::references::op_by_id(class).map(|o| o.summary).unwrap_or_default();
+    println!("verify kernel {} against kverify's fp64 reference of {class} ({summary}), on the interpreter ({} numerics):", kernel.name, opts.target);
+    let v = match crate::verify::kernel::verify_kernel(kernel, &opts) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: verify: {e}");
+            return (0, 0, 1);
+        }
+    };
+    let w = v.judgements.iter().map(|j| j.case.len()).max().unwrap_or(0).max(28);
+    header(w, "|err|");
+    let (n, bad) = print_rows(w, v.judgements.iter().map(|j| Row { case: j.case.clone(), output: &j.output, error: j.report.worst_err, bound: j.report.worst_bound, ok: j.ok() }));
+    if let Some(j) = v.judgements.first() {
+        let p = &j.precision;
+        let mut depths: Vec<usize> = v.judgements.iter().map(|j| j.depth).collect();
+        depths.dedup();
+        let depths = depths.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ");
+        println!(
+            "  |err| and bound at the element nearest its bound; bound = γ(n, u_acc)·scale + u_out·|ref| + n·η (kverify's error model, deterministic, as CMP-01): n = the reference's depth ({depths}), scale its condition-weighted magnitude; declared precision {} in, {} accumulate, {} out",
+            p.input.name(),
+            p.accumulator.name(),
+            p.output.name()
+        );
+    }
+    for n in &v.not_run {
+        println!("  not run: {n}");
+    }
+    (n, bad, 0)
+}

@@ -1,0 +1,172 @@
+//! `contract(class)` on a kernel (issue 10, Deliver item 4): `tilec build --verify` runs the
+//! kernel on the interpreter at shapes derived from its tile sizes and judges each output
+//! against kverify's fp64 reference of the class, with kverify's error model and comparison.
+//!
+//! * gemm.tile's `contract(matmul)` passes at M, K, N = 128, 128, 256 (whole tiles), 129, 65,
+//!   257 (partial tiles) and 65, 33, 129 (under one tile), each bound being kverify's
+//!   deterministic bound recomputed here from the generated inputs;
+//! * a gemm that drops the partial K tile passes whole tiles and fails the two partial shapes,
+//!   one that reads b transposed fails all three (exit 1);
+//! * a second class (`sum`) binds and passes the same way.
+//!
+//! The diagnostics of an unknown class and of parameters that cannot bind are
+//! `tests/ui/kernel_contracts.tile`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tilec::frontend::{check_source, Options};
+use tilec::verify::contract::bind;
+use tilec::verify::kernel::{case_inputs, cases, verify_kernel};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `tilec build FILE --verify` (sm_90a only, no ptxas, no cache) into a fresh folder.
+fn build_verify(file: &Path) -> Output {
+    let out = std::env::temp_dir().join(format!("tilec-kernel-contract-{}-{}", std::process::id(), file.file_stem().and_then(|s| s.to_str()).unwrap_or("x")));
+    let o = Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["build", "--target", "sm_90a", "--no-ptxas", "--no-cache", "--verify", "-o"])
+        .arg(&out)
+        .arg(file)
+        .output()
+        .expect("tilec runs");
+    std::fs::remove_dir_all(&out).ok();
+    o
+}
+
+/// The report's rows of output `output`: (case, verdict) in order.
+fn rows(stdout: &str, output: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let at = cols.iter().position(|c| *c == output)?;
+            let verdict = cols.last()?.to_string();
+            (verdict == "ok" || verdict == "VIOLATION").then(|| (cols[..at].join(" "), verdict))
+        })
+        .collect()
+}
+
+#[test]
+fn gemm_contract_passes_at_derived_shapes_within_kverifys_bound() {
+    let path = root().join("dsl-examples/gemm.tile");
+    let src = std::fs::read_to_string(&path).unwrap();
+    let checked = check_source(&src, &Options::default().for_file(&path));
+    assert!(checked.ok(), "{}", checked.diags.render("gemm.tile", &src, false));
+    let k = checked.module.kernels.iter().find(|k| k.name == "gemm").unwrap();
+    let contract = k.contract.as_ref().expect("gemm declares contract(matmul)");
+    assert_eq!(contract.class, "matmul");
+    let class = kverify::references::op_by_id("matmul").unwrap();
+    let b = bind(k, &class, contract.span).unwrap();
+    assert_eq!((b.binding.inputs.clone(), b.binding.outputs.clone()), (vec!["a".to_string(), "b".into()], vec!["c".to_string()]));
+    // Tiles BM = 128, BK = 64, BN = 256: whole tiles (K twice), one more element, half a tile + 1.
+    let (run, not_run) = cases(k, &b);
+    let names: Vec<&str> = run.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["whole tiles M=128,K=128,N=256", "partial tiles M=129,K=65,N=257", "under one tile M=65,K=33,N=129"]);
+    assert!(not_run.is_empty(), "{not_run:?}");
+    let v = verify_kernel(k, &tilec::interp::Options::default()).unwrap();
+    assert_eq!(v.judgements.len(), 3);
+    let u = 2f64.powi(-24);
+    for (n, (j, case)) in v.judgements.iter().zip(&run).enumerate() {
+        let (m, kk, nn) = (case.dims.get("M"), case.dims.get("K"), case.dims.get("N"));
+        assert_eq!((j.output.as_str(), j.depth), ("c", kk));
+        assert_eq!((j.precision.input.name(), j.precision.accumulator.name(), j.precision.output.name()), ("bf16", "f32", "f32"));
+        // The bound at the worst element, recomputed from the generated inputs: kverify's
+        // deterministic γ(K) Σ|a||b| + u_out |ref| + K η with u = 2^-24, η = 2^-150 (f32).
+        let inp = case_inputs(&b, n, case);
+        let (a, bm) = (inp.reference[0].to_f64_vec(), inp.reference[1].to_f64_vec());
+        let (i, col) = (j.report.worst_at.1 / nn, j.report.worst_at.1 % nn);
+        assert!(i < m);
+        let scale: f64 = (0..kk).map(|p| (a[i * kk + p] * bm[p * nn + col]).abs()).sum();
+        let exact: f64 = (0..kk).map(|p| a[i * kk + p] * bm[p * nn + col]).sum();
+        let gamma = kk as f64 * u / (1.0 - kk as f64 * u);
+        let bound = gamma * scale + u * exact.abs() + kk as f64 * 2f64.powi(-150);
+        assert!((j.report.worst_bound - bound).abs() <= 1e-12 * bound, "{}: bound {} vs {bound}", j.case, j.report.worst_bound);
+        assert!((j.report.worst_ref - exact).abs() <= 1e-12 * exact.abs().max(1.0));
+        // Honest f32 accumulation: a real rounding error, well inside the worst-case bound.
+        let margin = 1.0 / j.report.worst_ratio;
+        assert!(j.ok() && j.report.worst_err > 0.0 && margin > 10.0, "{}: err {} bound {} margin {margin}", j.case, j.report.worst_err, j.report.worst_bound);
+        assert_eq!(j.report.compared, m * nn);
+    }
+}
+
+/// `tilec build FILE --verify` exits `code`, its report lists `want` (case, verdict) for output
+/// `output` in order, and stderr says `summary`; returns stdout.
+fn expect_report(file: &str, code: i32, output: &str, want: &[(&str, &str)], summary: &str) -> String {
+    let o = build_verify(&root().join(file));
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(code), "{stdout}\n{stderr}");
+    let want: Vec<(String, String)> = want.iter().map(|(c, v)| (c.to_string(), v.to_string())).collect();
+    assert_eq!(rows(&stdout, output), want, "{stdout}");
+    assert!(stderr.contains(summary), "{stderr}");
+    stdout
+}
+
+#[test]
+fn gemm_build_verify_prints_each_case_and_exits_0() {
+    let want = [("whole tiles M=128,K=128,N=256", "ok"), ("partial tiles M=129,K=65,N=257", "ok"), ("under one tile M=65,K=33,N=129", "ok")];
+    let stdout = expect_report("dsl-examples/gemm.tile", 0, "c", &want, "verify: 3 outputs judged, all within their bounds");
+    assert!(stdout.contains("verify kernel gemm against kverify's fp64 reference of matmul"), "{stdout}");
+    assert!(stdout.contains("declared precision bf16 in, f32 accumulate, f32 out"), "{stdout}");
+}
+
+#[test]
+fn a_gemm_that_drops_the_partial_k_tile_fails_only_the_partial_shapes() {
+    let want = [("whole tiles M=128,K=128,N=256", "ok"), ("partial tiles M=129,K=65,N=257", "VIOLATION"), ("under one tile M=65,K=33,N=129", "VIOLATION")];
+    expect_report("tests/verify/gemm_floor_k.tile", 1, "c", &want, "error: verify: 2 of 3 outputs outside their bound");
+}
+
+#[test]
+fn a_gemm_that_reads_b_transposed_fails_every_shape() {
+    // Tiles 128, 64, 64.
+    let want = [("whole tiles M=128,K=128,N=64", "VIOLATION"), ("partial tiles M=129,K=65,N=65", "VIOLATION"), ("under one tile M=65,K=33,N=33", "VIOLATION")];
+    expect_report("tests/verify/gemm_transposed_b.tile", 1, "c", &want, "error: verify: 3 of 3 outputs outside their bound");
+}
+
+#[test]
+fn a_row_sum_kernel_verifies_as_the_sum_class() {
+    // R tiled by 64, N (the reduction) by 128.
+    let want = [("whole tiles R=64,N=256", "ok"), ("partial tiles R=65,N=129", "ok"), ("under one tile R=33,N=65", "ok")];
+    let stdout = expect_report("tests/verify/row_sum.tile", 0, "y", &want, "verify: 3 outputs judged, all within their bounds");
+    assert!(stdout.contains("n = the reference's depth (256, 129, 65)"), "{stdout}");
+}
+
+/// `src` written to a fresh temporary `NAME.tile`.
+fn temp_tile(name: &str, src: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tilec-kernel-contract-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.tile"));
+    std::fs::write(&file, src).unwrap();
+    file
+}
+
+#[test]
+fn an_unknown_class_stops_the_build_with_a_suggestion() {
+    let src = std::fs::read_to_string(root().join("dsl-examples/gemm.tile")).unwrap().replace("contract(matmul)", "contract(matmull)");
+    let file = temp_tile("typo", &src);
+    let o = build_verify(&file);
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error[E0201]: no kverify operator class `matmull`") && stderr.contains("help: did you mean `matmul`?"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("verify kernel"), "nothing is judged");
+}
+
+#[test]
+fn a_kernel_that_stops_on_the_interpreter_is_reported_not_judged() {
+    // No tile along K: its native 64; M and N tiled by the 16 x 16 store.
+    let src = "kernel divs(a: bf16[M, K], b: bf16[K, N], c: out f32[M, N]) grid(1) threads(128) contract(matmul) {
+    let q = K / (M - M);
+    store c[0..+16, 0..+16] = zeros(16, 16) + f32(q);
+}
+";
+    let file = temp_tile("divs", src);
+    let o = build_verify(&file);
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error: verify: kernel `divs`: at whole tiles M=16,K=64,N=16: ") && stderr.contains("integer division by zero"), "{stderr}");
+    assert!(stderr.contains("error: verify: 1 operator(s) or kernel(s) could not be judged"), "{stderr}");
+}
