@@ -93,7 +93,8 @@ impl Manifest {
         if op_by_id(&m.op).is_none() {
             return Err(ManifestError::Invalid { path: p, msg: format!("unknown op `{}`{}", m.op, crate::references::op_hint(&m.op)) });
         }
-        if m.device != "cpu" && m.device != "cuda" && !m.device.strip_prefix("cuda:").is_some_and(|n| n.parse::<u32>().is_ok()) {
+        let device_ok = m.device == "cpu" || m.device == "cuda" || m.device.strip_prefix("cuda:").is_some_and(|n| n.parse::<u32>().is_ok());
+        if !device_ok {
             return Err(ManifestError::Invalid { path: p, msg: format!("device `{}`: expected cpu, cuda or cuda:N", m.device) });
         }
         m.dir = path.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }).unwrap_or(Path::new(".")).to_path_buf();
