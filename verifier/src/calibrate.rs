@@ -29,7 +29,7 @@ use crate::gates::inputs::{gate_seed, generate, Dist, Inputs};
 use crate::gates::{prc01_precision, prc02_accumulation, run_gate, Ctx, Status};
 use crate::redteam::{honest_matmul, tricks};
 use crate::references::linear::matmul;
-use crate::references::{Dims, Op};
+use crate::references::{Dims, Op, RefOutput};
 use crate::error_model::{element_bound, BoundKind};
 use crate::tensor::Tensor;
 use serde::Serialize;
@@ -45,6 +45,8 @@ pub fn bugs_in_scope(gate: &str) -> &'static [&'static str] {
     match gate {
         "PRC-01" => &["tf32", "bf16_compute"],
         "PRC-02" => &["fp16_accum"],
+        // The matmul's precision bugs have no backward: CMP-02's onset is its own tricks.
+        "CMP-02" => &[],
         "ORD-03" => &["tf32", "bf16_compute", "fp16_accum", "near_miss_scale", "saturating"],
         _ => &["tf32", "bf16_compute", "fp16_accum", "near_miss_scale"],
     }
@@ -66,16 +68,42 @@ pub fn bound_kind(gate: &str) -> BoundKind {
 /// depth are never mixed).
 pub fn per_probe(op: &Op, cand: &dyn Candidate, probes: &[(Dims, Dist, u64)], kind: BoundKind) -> Vec<(f64, f64, f64)> {
     let p32 = cand.precision();
-    probes.iter().filter_map(|(d, dist, seed)| probe_stats(op, cand, d, generate(op, d, *dist, *seed, p32.input), kind)).collect()
+    probes.iter().filter_map(|(d, dist, seed)| probe_stats(op, cand, d, generate(op, d, *dist, *seed, p32.input), kind, &Call::Forward)).collect()
 }
 
-/// [`per_probe`]'s (noise, trip point, honest margin) on one probe with given inputs; None when
-/// the reference or the candidate refuses the probe.
-pub fn probe_stats(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, kind: BoundKind) -> Option<(f64, f64, f64)> {
-    let p32 = cand.precision();
-    let r = op.forward(d, &x.reference).ok()?;
+/// Which call a calibration probe makes: the forward, or the backward with these output
+/// gradients (CMP-02's probes; `Inputs` as [`crate::gates::inputs::grads`] makes them).
+#[derive(Debug, Clone)]
+pub enum Call {
+    /// The forward pass.
+    Forward,
+    /// The backward pass with these output gradients.
+    Backward(Inputs),
+}
+
+/// The reference answer and the candidate's on one probe: `Err(true)` when the reference
+/// refuses the probe, `Err(false)` when the candidate fails it.
+fn answers(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, call: &Call) -> Result<(RefOutput, Vec<Tensor>), bool> {
     let mut c = x.candidate;
-    let CandidateOutput { outputs, .. } = cand.forward(d, &mut c).ok()?;
+    let r = match call {
+        Call::Forward => op.forward(d, &x.reference),
+        Call::Backward(g) => op.backward(d, &x.reference, &g.reference),
+    };
+    let r = r.map_err(|_| true)?;
+    let out = match call {
+        Call::Forward => cand.forward(d, &mut c),
+        Call::Backward(g) => cand.backward(d, &mut c, &g.candidate),
+    };
+    let CandidateOutput { outputs, .. } = out.map_err(|_| false)?;
+    Ok((r, outputs))
+}
+
+/// [`per_probe`]'s (noise, trip point, honest margin) on one probe with given inputs, on the
+/// outputs of `call` (for a backward, every input gradient); None when the reference or the
+/// candidate refuses the probe.
+pub fn probe_stats(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, kind: BoundKind, call: &Call) -> Option<(f64, f64, f64)> {
+    let p32 = cand.precision();
+    let (r, outputs) = answers(op, cand, d, x, call).ok()?;
     let (mut noise, mut trip, mut margin) = (0.0f64, f64::INFINITY, f64::INFINITY);
     for ((rt, p), ct) in r.outputs.iter().zip(&r.profiles).zip(&outputs) {
         for (i, (y, c)) in rt.to_f64_vec().iter().zip(to_f32_vec(ct)).enumerate() {
@@ -166,7 +194,7 @@ pub fn probes(gate: &str, op: &Op, ctx: &Ctx) -> Vec<(Dims, Dist, u64)> {
 
 /// Largest |cand - ref| / (depth scale) of `cand` over `probes` (calls the candidate directly).
 pub fn eps_of(op: &Op, cand: &dyn Candidate, probes: &[(Dims, Dist, u64)]) -> f64 {
-    probes.iter().map(|(d, dist, seed)| eps_on(op, cand, d, generate(op, d, *dist, *seed, cand.precision().input)).worst).fold(0.0, f64::max)
+    probes.iter().map(|(d, dist, seed)| eps_on(op, cand, d, generate(op, d, *dist, *seed, cand.precision().input), &Call::Forward).worst).fold(0.0, f64::max)
 }
 
 /// What a candidate's outputs on one probe show against the reference.
@@ -180,13 +208,15 @@ pub struct ProbeError {
     pub nonfinite: bool,
 }
 
-/// [`eps_of`] on one probe with given inputs.
-pub fn eps_on(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs) -> ProbeError {
+/// [`eps_of`] on one probe with given inputs, on the outputs of `call`.
+pub fn eps_on(op: &Op, cand: &dyn Candidate, d: &Dims, x: Inputs, call: &Call) -> ProbeError {
     let failed = ProbeError { worst: f64::INFINITY, nonfinite: false };
     let mut e = ProbeError { worst: 0.0, nonfinite: false };
-    let Ok(r) = op.forward(d, &x.reference) else { return e };
-    let mut c = x.candidate;
-    let Ok(CandidateOutput { outputs, .. }) = cand.forward(d, &mut c) else { return failed };
+    let (r, outputs) = match answers(op, cand, d, x, call) {
+        Ok(a) => a,
+        Err(true) => return e,
+        Err(false) => return failed,
+    };
     for ((rt, p), ct) in r.outputs.iter().zip(&r.profiles).zip(&outputs) {
         if rt.shape != ct.shape {
             return failed;

@@ -9,6 +9,11 @@
 //! * **CMP-03's sizes past every power of two and past the envelope**
 //!   ([`crate::gates::cmp03_probes::size_set`]) on the honest f32 matmul, all of them in one
 //!   row, against the matmul's real bugs in scope for CMP-03.
+//! * **CMP-02 at the CMP-03 shapes** ([`crate::gates::cmp02_gradient::probes`] past its two
+//!   native seeds: every CMP-03 shape and the all-minimum one, with the gate's seeds), one row
+//!   per class that has a CMP-02 trick ([`CMP02_CLASSES`]), on that class's honest f32 mirror
+//!   and its backward; the onset is the class's CMP-02 trick (`wrong_grad`'s dB × 0.5 for
+//!   matmul, all-zero gradients for sdpa and the norms, NaN at R = N = 1 for softmax).
 //!
 //! Units and margins as in [`crate::calibrate`] (eps = |error| / (depth · scale); lower margin =
 //! min over elements of bound / |honest error|; upper = onset / threshold). The threshold here
@@ -18,16 +23,24 @@
 //! 1 % for CMP-01, ORD-01, ORD-03 and PRC-02; for PRC-01 and CMP-03 the bisection trips 14 %
 //! and 30 % lower, its perturbation rounded to f32 on shallow probes.)
 
-use crate::calibrate::{bugs_in_scope, eps_on, probe_stats};
+use crate::calibrate::{bugs_in_scope, eps_on, probe_stats, Call};
+use crate::candidate::harness::Harness;
 use crate::candidate::inprocess::{honest, InProcess};
 use crate::error_model::{BoundKind, Precision};
 use crate::gates::cmp01_value::{cancellation, CANCELLATION_CLASSES, INFO as CMP01, SEEDS};
+use crate::gates::cmp02_gradient::{self, INFO as CMP02};
+use crate::gates::Ctx;
 use crate::gates::cmp03_probes::{size_set, widened, PAST_ENVELOPE_BYTES};
 use crate::gates::inputs::{gate_seed, generate, Dist, Inputs};
 use crate::redteam::{honest_matmul, tricks};
 use crate::references::linear::matmul;
 use crate::references::{op_by_id, Dims, Op};
 use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The classes with a CMP-02 trick in the red team, in the second table's order.
+pub const CMP02_CLASSES: [&str; 5] = ["matmul", "softmax", "layer_norm", "rms_norm", "sdpa"];
 
 /// One calibrated probe (or family of probes).
 #[derive(Debug, Clone, Serialize)]
@@ -55,13 +68,13 @@ pub struct ProbeCalibration {
     pub upper_margin: f64,
 }
 
-/// A probe: the op to run it with (widened past the envelope), its dims and inputs.
-type Probe = (Op, Dims, Inputs);
+/// A probe: the op to run it with (widened past the envelope), its dims, inputs and call.
+type Probe = (Op, Dims, Inputs, Call);
 
 fn row(gate: &str, op_id: &str, probe: String, honest_c: &InProcess, bugs: &[(String, InProcess)], probes: &[Probe]) -> ProbeCalibration {
     let (mut noise, mut threshold, mut lower) = (0.0f64, f64::INFINITY, f64::INFINITY);
-    for (op, d, x) in probes {
-        if let Some((n, t, m)) = probe_stats(op, honest_c, d, x.clone(), BoundKind::Deterministic) {
+    for (op, d, x, call) in probes {
+        if let Some((n, t, m)) = probe_stats(op, honest_c, d, x.clone(), BoundKind::Deterministic, call) {
             noise = noise.max(n);
             threshold = threshold.min(t);
             lower = lower.min(m);
@@ -72,7 +85,7 @@ fn row(gate: &str, op_id: &str, probe: String, honest_c: &InProcess, bugs: &[(St
     let (onset_by, onset, onset_finite) = bugs
         .iter()
         .map(|(n, b)| {
-            let (worst, nonfinite) = probes.iter().map(|(op, d, x)| eps_on(op, b, d, x.clone())).fold((0.0f64, false), |(w, f), e| (w.max(e.worst), f || e.nonfinite));
+            let (worst, nonfinite) = probes.iter().map(|(op, d, x, call)| eps_on(op, b, d, x.clone(), call)).fold((0.0f64, false), |(w, f), e| (w.max(e.worst), f || e.nonfinite));
             (n.clone(), if nonfinite { f64::INFINITY } else { worst }, worst)
         })
         .filter(|(_, e, _)| *e > 0.0)
@@ -99,7 +112,7 @@ pub fn calibrate_probes() -> Vec<ProbeCalibration> {
         let seed = gate_seed(CMP01.id, SEEDS);
         let Some(x) = cancellation(&op, &n, seed, Precision::F32.input) else { continue };
         let probe = format!("cancellation [{n}]");
-        out.push(row(CMP01.id, id, probe, &honest(&op, Precision::F32), &bugs_for(id, CMP01.id), &[(op.clone(), n, x)]));
+        out.push(row(CMP01.id, id, probe, &honest(&op, Precision::F32), &bugs_for(id, CMP01.id), &[(op.clone(), n, x, Call::Forward)]));
     }
     let op = matmul();
     let (sizes, _) = size_set(&op, &op.native(), PAST_ENVELOPE_BYTES);
@@ -110,12 +123,36 @@ pub fn calibrate_probes() -> Vec<ProbeCalibration> {
             let o = if p.past_envelope { widened(&op, p.dim, p.dims.get(p.dim)) } else { op.clone() };
             // The seeds CMP-03 gives these probes (gates/cmp03_shapes.rs).
             let x = generate(&o, &p.dims, Dist::Normal, gate_seed("CMP-03", 100 + i as u64), Precision::F32.input);
-            (o, p.dims.clone(), x)
+            (o, p.dims.clone(), x, Call::Forward)
         })
         .collect();
     let label = format!("{} sizes past 2^k and past the envelope", probes.len());
     out.push(row("CMP-03", "matmul", label, &honest_matmul(), &bugs_for("matmul", "CMP-03"), &probes));
+    for id in CMP02_CLASSES {
+        if let Some(r) = cmp02_shapes_row(id) {
+            out.push(r);
+        }
+    }
     out
+}
+
+/// The CMP-02 row of class `id`: its backward at every shape CMP-02 visits besides the native
+/// one, with the gate's inputs and output gradients. None for an unregistered id.
+fn cmp02_shapes_row(id: &str) -> Option<ProbeCalibration> {
+    let op = op_by_id(id)?;
+    let h = honest(&op, Precision::F32);
+    let harness = Harness::new(Arc::new(h.clone()), Duration::from_secs(20));
+    let ctx = Ctx { op: &op, harness: &harness, precision: Precision::F32, dims: op.native(), meta: None };
+    let probes: Vec<Probe> = cmp02_gradient::probes(&ctx)
+        .into_iter()
+        .filter(|(_, d, _)| *d != ctx.dims)
+        .map(|(_, d, s)| {
+            let (x, g) = cmp02_gradient::probe_inputs(&op, &d, s, Precision::F32.input);
+            (op.clone(), d, x, Call::Backward(g))
+        })
+        .collect();
+    let label = format!("{} CMP-03 and minimum shapes (backward)", probes.len());
+    Some(row(CMP02.id, id, label, &h, &bugs_for(id, CMP02.id), &probes))
 }
 
 /// The second table as text.

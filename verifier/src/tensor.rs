@@ -82,6 +82,15 @@ impl DType {
         }
     }
 
+    /// Bytes one element of this format occupies in storage (TF32 is stored as f32: 4).
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::Tf32 | DType::I32 => 4,
+            DType::Bf16 | DType::F16 => 2,
+        }
+    }
+
     /// True for the integer formats.
     pub fn is_integer(self) -> bool {
         matches!(self, DType::I32 | DType::I64)

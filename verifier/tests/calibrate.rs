@@ -44,3 +44,41 @@ fn new_probes_sit_between_noise_and_real_error() {
     assert!(n > 10 && mm.probe.starts_with(&format!("{n} sizes")), "{mm:?}");
     assert!(mm.lower_margin > 1.0 && mm.upper_margin > 1.0 && mm.noise > 0.0, "{mm:?}");
 }
+
+/// The second table's CMP-02 rows (the backward at every CMP-03 shape and the all-minimum one):
+/// one per class with a CMP-02 trick, over exactly the shapes the gate visits besides the native
+/// one, the honest mirror inside the bound at every element, the class's trick the onset. For
+/// matmul the onset is derived: at a shape with M = 1 (CMP-03's `envelope max K`), dB = Aᵀ dC has
+/// depth 1 and scale |A|ᵀ|dC| = |dB|, so `wrong_grad`'s 0.5 dB is off by eps = 0.5 exactly (up to
+/// the f32 rounding of dB); the softmax trick's NaN at R = N = 1 is an infinite onset.
+#[test]
+fn cmp02_shape_rows_sit_between_noise_and_real_error() {
+    use kverify::calibrate_probes::{calibrate_probes, CMP02_CLASSES};
+    use kverify::candidate::harness::Harness;
+    use kverify::candidate::inprocess::honest;
+    use kverify::error_model::Precision;
+    use kverify::gates::{cmp02_gradient, Ctx};
+    use kverify::references::op_by_id;
+    use std::sync::Arc;
+    let rows = calibrate_probes();
+    let want_bug = |id: &str| match id {
+        "matmul" => "wrong_grad".to_string(),
+        "softmax" => "nan_padded_grad_softmax".to_string(),
+        _ => format!("zero_grad_{id}"),
+    };
+    for id in CMP02_CLASSES {
+        let r = rows.iter().find(|r| r.gate == "CMP-02" && r.op == id).unwrap_or_else(|| panic!("no CMP-02 row for {id}"));
+        let op = op_by_id(id).expect("op");
+        let h = Harness::new(Arc::new(honest(&op, Precision::F32)), std::time::Duration::from_secs(2));
+        let ctx = Ctx { op: &op, harness: &h, precision: Precision::F32, dims: op.native(), meta: None };
+        let n = cmp02_gradient::probes(&ctx).len() - 2;
+        assert_eq!(r.probe, format!("{n} CMP-03 and minimum shapes (backward)"), "{r:?}");
+        assert_eq!(r.onset_by, want_bug(id), "{r:?}");
+        assert!(r.noise > 0.0 && r.lower_margin > 1.0 && r.upper_margin > 1.0, "{r:?}");
+        assert!(r.threshold.is_finite() && r.threshold > 0.0, "{r:?}");
+    }
+    let mm = rows.iter().find(|r| r.gate == "CMP-02" && r.op == "matmul").expect("matmul row");
+    assert!((mm.onset - 0.5).abs() < 1e-6, "{mm:?}");
+    let sm = rows.iter().find(|r| r.gate == "CMP-02" && r.op == "softmax").expect("softmax row");
+    assert!(sm.onset.is_infinite() && sm.upper_margin.is_infinite(), "{sm:?}");
+}

@@ -4,7 +4,7 @@
 use kverify::battery::{self, Options, Verdict};
 use kverify::candidate::harness::Harness;
 use kverify::candidate::inprocess::{honest, to_f32_vec, BwdFn, InProcess};
-use kverify::candidate::CandidateError;
+use kverify::candidate::{Candidate, CandidateError};
 use kverify::error_model::Precision;
 use kverify::gates::{cmp02_gradient, cmp03_shapes::shape_set, Ctx, GateResult, Status};
 use kverify::references::op_by_id;
@@ -38,8 +38,11 @@ fn bad_at(op: &str, which: usize, bad: fn(&kverify::references::Dims) -> bool, f
     h
 }
 
+/// The red team's `nan_padded_grad_softmax` (a backward whose 1 x 1 path pads its tile with NaN).
 fn nan_padded_softmax() -> InProcess {
-    bad_at("softmax", 0, |d| d.get("R") == 1 && d.get("N") == 1, |_| f32::NAN)
+    let t = kverify::redteam::tricks().into_iter().find(|t| t.name == "nan_padded_grad_softmax").expect("registered trick");
+    assert_eq!(t.gate, "CMP-02");
+    (t.build)()
 }
 
 #[test]
@@ -76,6 +79,21 @@ fn nan_only_at_minimum_shape_fails_naming_shape_and_gradient() {
     assert!(g.detail.contains("minimum [R=1,N=1] grad x"), "{}", g.detail);
     assert_eq!(g.measured, Some(f64::INFINITY));
     assert_eq!(g.margin, Some(0.0));
+    // Everywhere else its gradient is right: at every other CMP-02 shape within the bound.
+    let op = op_by_id("softmax").expect("softmax");
+    let c = nan_padded_softmax();
+    let harness = Harness::new(Arc::new(c.clone()), Duration::from_secs(2));
+    let ctx = Ctx { op: &op, harness: &harness, precision: Precision::F32, dims: op.native(), meta: None };
+    let others: Vec<_> = cmp02_gradient::probes(&ctx).into_iter().filter(|(l, _, _)| !l.starts_with("minimum")).collect();
+    assert_eq!(others.len(), 9);
+    for (label, d, s) in others {
+        let (x, g) = cmp02_gradient::probe_inputs(&op, &d, s, Precision::F32.input);
+        let r = op.backward(&d, &x.reference, &g.reference).expect("reference");
+        let mut xc = x.candidate;
+        let out = c.backward(&d, &mut xc, &g.candidate).expect("backward");
+        let v = kverify::gates::compare::compare(&r, &out.outputs, &Precision::F32, kverify::error_model::BoundKind::Deterministic);
+        assert!(v.passed(), "{label}: {v:?}");
+    }
     // The rest of the battery's verdict is not clean either.
     let opts = Options { time_limit: Duration::from_secs(2), dims: None, gates: Some(vec!["CMP-02".into()]) };
     assert_ne!(battery::run(Arc::new(nan_padded_softmax()), None, &opts).expect("battery").verdict, Verdict::Clean);

@@ -33,6 +33,25 @@ fn every_trick_is_rejected_by_its_gate() {
     assert!(missed.is_empty(), "missed: {missed:#?}");
 }
 
+/// The NaN gradient at a degenerate shape (issue 12): `nan_padded_grad_softmax` fails CMP-02 at
+/// the all-minimum shape R = N = 1 (an infinite error, margin 0), and its twin `honest-softmax`
+/// passes CMP-02 at the same shapes with its backward judged (not n/a).
+#[test]
+fn nan_gradient_at_the_minimum_shape_is_caught_by_cmp02_and_its_twin_is_clean() {
+    let t = tricks().into_iter().find(|t| t.name == "nan_padded_grad_softmax").expect("trick");
+    assert_eq!((t.gate, t.op), ("CMP-02", "softmax"));
+    let r = battery::run(Arc::new((t.build)()), None, &opts(Some(vec!["CMP-02".into()]))).expect("battery runs");
+    let g = &r.gates[0];
+    assert_eq!(g.status, Status::Fail, "{}", g.detail);
+    assert!(g.detail.contains("minimum [R=1,N=1] grad x"), "{}", g.detail);
+    assert_eq!((g.measured, g.margin), (Some(f64::INFINITY), Some(0.0)));
+    let twin = honest_twins().into_iter().find(|h| h.name == "honest-softmax").expect("twin");
+    assert!(twin.has_backward());
+    let r = battery::run(Arc::new(twin), None, &opts(Some(vec!["CMP-02".into()]))).expect("battery runs");
+    assert_eq!(r.gates[0].status, Status::Pass, "{}", r.gates[0].detail);
+    assert!(r.gates[0].detail.contains("other shapes ok"), "{}", r.gates[0].detail);
+}
+
 #[test]
 fn honest_candidates_pass_every_applicable_gate() {
     let mut all = vec![honest_matmul(), honest_max()];

@@ -47,6 +47,25 @@ fn external_red_team() {
     assert!(missed.is_empty(), "{missed:#?}");
 }
 
+/// The NumPy `nan_padded_grad_softmax` fails CMP-02 at the all-minimum shape R = N = 1 only; its
+/// twin `honest-softmax` (which has a backward) passes CMP-02 with its backward judged.
+#[test]
+fn external_nan_gradient_at_the_minimum_shape_is_caught_by_cmp02() {
+    if !python_ready() {
+        return;
+    }
+    let r = battery::run(ext("nan_padded_grad_softmax"), None, &opts(Some(vec!["CMP-02".into()]))).expect("battery");
+    let g = &r.gates[0];
+    assert_eq!(g.status, Status::Fail, "{}", g.detail);
+    assert!(g.detail.contains("minimum [R=1,N=1] grad x"), "{}", g.detail);
+    assert_eq!((g.measured, g.margin), (Some(f64::INFINITY), Some(0.0)));
+    let twin = ext("honest-softmax");
+    assert!(twin.has_backward());
+    let r = battery::run(twin, None, &opts(Some(vec!["CMP-02".into()]))).expect("battery");
+    assert_eq!(r.gates[0].status, Status::Pass, "{}", r.gates[0].detail);
+    assert!(r.gates[0].detail.starts_with("native (2 seeds) + 8 other shapes ok"), "{}", r.gates[0].detail);
+}
+
 fn inline(name: &str, code: &str) -> ExternalCandidate {
     let dir = std::env::temp_dir().join(format!("kverify-proto-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp");

@@ -129,6 +129,8 @@ fn gpu_executor_runs_without_an_address_space_cap() {
     let gpu = TilecCandidate::new("matmul", BF16_F32, Executor::Gpu { tilec_run: run, meta }, default_binding("matmul").expect("b"), Duration::from_secs(10), 4096)
         .expect("candidate");
     assert_eq!(gpu.address_space_limit_mb(), 0);
+    // The GPU executor declares its device (CMP-03's probe past 2^31 flat elements) and no cap.
+    assert_eq!((gpu.compute_device(), gpu.memory_limit_mb()), (kverify::tensor::Device::Cuda(0), 0));
     let mut inputs = matmul_inputs();
     let err = gpu.forward(&op_by_id("matmul").expect("op").native(), &mut inputs).expect_err("stand-in fails");
     assert!(format!("{err:?}").contains("limit=unlimited"), "{err:?}");
@@ -138,6 +140,7 @@ fn gpu_executor_runs_without_an_address_space_cap() {
     std::fs::write(&source, "// stand-in").expect("source");
     let ex = Executor::Interp { tilec, source, kernel: Some("gemm".into()) };
     let cpu = TilecCandidate::new("matmul", BF16_F32, ex, default_binding("matmul").expect("b"), Duration::from_secs(10), 4096).expect("candidate");
+    assert_eq!((cpu.compute_device(), cpu.memory_limit_mb()), (kverify::tensor::Device::Cpu, 4096));
     assert_eq!(cpu.address_space_limit_mb(), 4096);
     let err = cpu.forward(&op_by_id("matmul").expect("op").native(), &mut matmul_inputs()).expect_err("stand-in fails");
     assert!(format!("{err:?}").contains(&format!("limit={}", 4096 * 1024)), "{err:?}");

@@ -250,6 +250,38 @@ def honest_softmax(inputs, dims):
     return (e / np.sum(e, axis=1, keepdims=True)).astype(np.float32)
 
 
+def honest_softmax_backward(inputs, grads, dims):
+    # dx_j = y_j (g_j - sum_k y_k g_k), in f32.
+    (g,) = grads
+    y = honest_softmax(inputs, dims)
+    s = np.sum(y * g, axis=1, keepdims=True, dtype=np.float32)
+    return [(y * (g - s)).astype(np.float32)]
+
+
+SCALAR_PATH_LANES = 2
+
+
+def _softmax_grad_tiled(x, g, lanes, masked):
+    # The products y_k g_k of each row in a tile of `lanes` >= N lanes, the lanes past N loaded
+    # as NaN (other=NaN); `masked` sums only the lanes below N, otherwise the whole tile.
+    r, n = x.shape
+    y = honest_softmax([x], None)
+    tile = np.full((r, max(lanes, n)), np.nan, np.float32)
+    tile[:, :n] = y * g
+    with np.errstate(invalid="ignore"):
+        s = np.sum(tile[:, :n] if masked else tile, axis=1, keepdims=True, dtype=np.float32)
+    return (y * (g - s)).astype(np.float32)
+
+
+nan_padded_grad_softmax = honest_softmax
+
+
+def nan_padded_grad_softmax_backward(inputs, grads, dims):
+    # The 1 x 1 launch takes a scalar path whose 2-lane load pads with NaN and sums unmasked.
+    scalar = dims["R"] == 1 and dims["N"] == 1
+    return [_softmax_grad_tiled(inputs[0], grads[0], SCALAR_PATH_LANES if scalar else dims["N"], not scalar)]
+
+
 def ftz_softmax(inputs, dims):
     tiny = np.finfo(np.float32).tiny
     (x,) = inputs

@@ -40,6 +40,10 @@ pub struct Manifest {
     /// Whether the candidate implements backward.
     #[serde(default)]
     pub backward: bool,
+    /// Where the kernel computes: `cpu` (the default) or `cuda` / `cuda:N`. Answers still come
+    /// back on the host; a GPU candidate gets CMP-03's probe past 2^31 flat elements.
+    #[serde(default = "cpu")]
+    pub device: String,
     /// Extra environment variables.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
@@ -88,6 +92,10 @@ impl Manifest {
         }
         if op_by_id(&m.op).is_none() {
             return Err(ManifestError::Invalid { path: p, msg: format!("unknown op `{}`{}", m.op, crate::references::op_hint(&m.op)) });
+        }
+        let device_ok = m.device == "cpu" || m.device == "cuda" || m.device.strip_prefix("cuda:").is_some_and(|n| n.parse::<u32>().is_ok());
+        if !device_ok {
+            return Err(ManifestError::Invalid { path: p, msg: format!("device `{}`: expected cpu, cuda or cuda:N", m.device) });
         }
         m.dir = path.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }).unwrap_or(Path::new(".")).to_path_buf();
         Ok(m)
@@ -292,6 +300,12 @@ impl Candidate for ExternalCandidate {
     }
     fn supports_layouts(&self) -> bool {
         true
+    }
+    fn compute_device(&self) -> Device {
+        parse_device(&self.manifest.device)
+    }
+    fn memory_limit_mb(&self) -> u64 {
+        self.mem_limit_mb
     }
     fn forward_layout(&self, dims: &Dims, inputs: &mut [Tensor], layouts: &[Layout]) -> Result<CandidateOutput, CandidateError> {
         self.call("forward", dims, inputs, &[], Some(layouts))

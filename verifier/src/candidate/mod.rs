@@ -19,7 +19,7 @@ pub mod tilec;
 
 use crate::error_model::Precision;
 use crate::references::Dims;
-use crate::tensor::Tensor;
+use crate::tensor::{Device, Tensor};
 
 /// What a candidate returned for one call.
 #[derive(Debug, Clone, Default)]
@@ -119,6 +119,16 @@ pub trait Candidate: Send + Sync {
     /// Returns false when there is no process to restart.
     fn restart(&self) -> Result<bool, CandidateError> {
         Ok(false)
+    }
+    /// Where the kernel computes, as the candidate declares it: [`Device::Cpu`] unless it says
+    /// otherwise (a tilec GPU artifact; an external manifest's `device`). Its answers still
+    /// come back on the host (RES-01). CMP-03 probes past 2^31 flat elements only off the CPU.
+    fn compute_device(&self) -> Device {
+        Device::Cpu
+    }
+    /// The address-space cap of the candidate's process, MiB (0: none, or no process).
+    fn memory_limit_mb(&self) -> u64 {
+        0
     }
     /// Whether the candidate receives arrays that can be strided views (the NumPy worker):
     /// CMP-03 then also passes non-contiguous inputs through [`Candidate::forward_layout`].

@@ -515,6 +515,16 @@ impl Candidate for TilecCandidate {
     fn has_backward(&self) -> bool {
         self.backward.is_some()
     }
+    /// The GPU executor runs on `tilec-run`'s device (ordinal 0); the interpreters on the CPU.
+    fn compute_device(&self) -> crate::tensor::Device {
+        match self.executor {
+            Executor::Gpu { .. } => crate::tensor::Device::Cuda(0),
+            Executor::Interp { .. } | Executor::InterpOperator { .. } => crate::tensor::Device::Cpu,
+        }
+    }
+    fn memory_limit_mb(&self) -> u64 {
+        self.address_space_limit_mb()
+    }
     /// The backward operator on the inputs followed by the output gradients.
     fn backward(&self, dims: &Dims, inputs: &mut [Tensor], grads: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
         let b = self.backward.as_ref().ok_or(CandidateError::NoBackward)?;

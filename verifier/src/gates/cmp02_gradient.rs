@@ -13,7 +13,8 @@
 
 use super::{cmp03_shapes, compare, fold_value_probes, inputs, inputs::gate_seed, res01_runtime, Ctx, GateInfo, GateResult, Probe, Status};
 use crate::error_model::BoundKind;
-use crate::references::Dims;
+use crate::references::{Dims, Op};
+use crate::tensor::DType;
 
 /// Static description.
 pub const INFO: GateInfo = GateInfo {
@@ -42,6 +43,13 @@ pub fn probes(ctx: &Ctx) -> Vec<(String, Dims, u64)> {
     out
 }
 
+/// The inputs and output gradients of probe `index` at `dims` (standard normal, rounded to
+/// `in_dtype`; seeds `gate_seed("CMP-02", index)` and `gate_seed("CMP-02", 100 + index)`), as
+/// the gate and `kverify calibrate` use them.
+pub fn probe_inputs(op: &Op, dims: &Dims, index: u64, in_dtype: DType) -> (inputs::Inputs, inputs::Inputs) {
+    (inputs::generate(op, dims, inputs::Dist::Normal, gate_seed(INFO.id, index), in_dtype), inputs::grads(op, dims, gate_seed(INFO.id, 100 + index), in_dtype))
+}
+
 /// Run the gate.
 pub fn run(ctx: &Ctx) -> GateResult {
     if !ctx.harness.cand.has_backward() {
@@ -54,8 +62,7 @@ pub fn run(ctx: &Ctx) -> GateResult {
     let n_shapes = shapes.len().saturating_sub(2); // after the two native seeds
     let mut results = Vec::new();
     for (label, d, s) in shapes {
-        let x = inputs::generate(ctx.op, &d, inputs::Dist::Normal, gate_seed(INFO.id, s), ctx.precision.input);
-        let g = inputs::grads(ctx.op, &d, gate_seed(INFO.id, 100 + s), ctx.precision.input);
+        let (x, g) = probe_inputs(ctx.op, &d, s, ctx.precision.input);
         let r = match ctx.op.backward(&d, &x.reference, &g.reference) {
             Ok(r) => r,
             Err(e) => {

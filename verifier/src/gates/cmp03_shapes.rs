@@ -9,9 +9,12 @@
 //!   a crash or hang is an error (rule 9).
 //!   Then the probes of [`super::cmp03_probes`]: each changeable dim just past every power of
 //!   two up to its envelope and past the envelope (a refusal there is listed, not failed), and
-//!   for candidates that receive arrays, transposed, offset and stride-0 views of the inputs.
+//!   for candidates that receive arrays, transposed, offset and stride-0 views of the inputs;
+//!   for candidates that compute on a GPU, one shape past 2^31 flat elements
+//!   ([`super::cmp03_flat`]; skipped with the reason in the detail otherwise).
 //! * Bound source: as CMP-01; the shapes come only from the operator's fixed conventions (rule 6).
 
+use super::cmp03_flat;
 use super::cmp03_probes::{layout_probe, layout_set, size_set, widened, PAST_ENVELOPE_BYTES};
 use super::{inputs::gate_seed, inputs::Dist, value_probe, value_result, Ctx, GateInfo, GateResult, Probe, Status};
 use crate::error_model::BoundKind;
@@ -89,6 +92,11 @@ pub fn run(ctx: &Ctx) -> GateResult {
     let mut wrong = Vec::new();
     let mut visited = 0;
     let (sizes, skipped_sizes) = size_set(ctx.op, &ctx.dims, PAST_ENVELOPE_BYTES);
+    let flat = cmp03_flat::plan(ctx);
+    let flat_note = match &flat {
+        Ok(p) => format!("flat offsets past 2^31: probed at {}", p.dims),
+        Err(why) => format!("flat offsets past 2^31: not probed ({why})"),
+    };
     let mut declined = Vec::new();
     let mut probes: Vec<Labelled<'_>> = Vec::new();
     for (i, (label, d)) in shapes.iter().enumerate() {
@@ -114,6 +122,9 @@ pub fn run(ctx: &Ctx) -> GateResult {
         for (i, (label, l)) in layout_set(&ctx.op.input_shapes(&ctx.dims)).into_iter().enumerate() {
             probes.push((format!("{label} [{}]", ctx.dims), Box::new(move || layout_probe(ctx, INFO.id, i as u64, &l)), false));
         }
+    }
+    if let Ok(p) = &flat {
+        probes.push((p.label.clone(), Box::new(move || Some(cmp03_flat::run_probe(ctx, INFO.id, p, gate_seed(INFO.id, 200)))), true));
     }
     let mut unconfirmed = Vec::new();
     for (l, probe, past) in &probes {
@@ -165,7 +176,7 @@ pub fn run(ctx: &Ctx) -> GateResult {
                 layouts_note = format!("layouts: not applied by the worker (no `layouts` echo): {}", unconfirmed.join("; "));
             }
             g.detail = format!(
-                "{visited} shapes ok; worst {}; declined past the envelope: {}; {layouts_note}; skipped: {}",
+                "{visited} shapes ok; worst {}; declined past the envelope: {}; {layouts_note}; {flat_note}; skipped: {}",
                 g.detail,
                 if declined.is_empty() { "none".into() } else { declined.join("; ") },
                 if skipped.is_empty() { "none".into() } else { skipped.join("; ") }

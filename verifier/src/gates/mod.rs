@@ -4,6 +4,7 @@
 
 pub mod cmp01_value;
 pub mod cmp02_gradient;
+pub mod cmp03_flat;
 pub mod cmp03_probes;
 pub mod cmp03_shapes;
 pub mod compare;

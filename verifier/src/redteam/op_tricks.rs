@@ -76,6 +76,42 @@ fn softmax_with(d: &crate::references::Dims, x: &[f32], flush: impl Fn(f32) -> f
     out
 }
 
+/// Lanes of the vector load on the single-element path of `nan_padded_grad_softmax` (R = N = 1).
+pub const SCALAR_PATH_LANES: usize = 2;
+
+/// f32 softmax backward over the rows of x[R,N] with output gradient g[R,N] (row-major f32):
+/// dx_j = y_j (g_j − s), s = Σ_k y_k g_k, y the f32 softmax of the row. The products y_k g_k of a
+/// row are loaded into a tile of `lanes` ≥ N lanes, the lanes past N holding NaN (a masked load
+/// with `other = NaN`); `masked` sums only the lanes below N, otherwise every lane of the tile.
+/// Returns dx[R,N].
+pub fn softmax_grad_tiled(d: &crate::references::Dims, x: &[f32], g: &[f32], lanes: usize, masked: bool) -> Vec<f32> {
+    let (r, n) = (d.get("R"), d.get("N"));
+    let y = softmax_with(d, x, |v| v);
+    let mut dx = vec![0f32; r * n];
+    for i in 0..r {
+        let row = i * n..(i + 1) * n;
+        let tile: Vec<f32> = (0..lanes.max(n)).map(|k| if k < n { y[i * n + k] * g[i * n + k] } else { f32::NAN }).collect();
+        let s: f32 = tile.iter().enumerate().filter(|(k, _)| !masked || *k < n).map(|(_, v)| v).sum();
+        for j in row {
+            dx[j] = y[j] * (g[j] - s);
+        }
+    }
+    dx
+}
+
+fn nan_padded_grad_softmax() -> InProcess {
+    // The honest forward; the backward's 1 x 1 launch takes a scalar path whose 2-lane vector
+    // load pads the tile with NaN and reduces it unmasked: dx = NaN at R = N = 1 only.
+    let mut h = mirror("softmax", "nan_padded_grad_softmax");
+    let bwd: BwdFn = Arc::new(|d, x, g| {
+        let scalar = d.get("R") == 1 && d.get("N") == 1;
+        let lanes = if scalar { SCALAR_PATH_LANES } else { d.get("N") };
+        one(vec![d.get("R"), d.get("N")], softmax_grad_tiled(d, &to_f32_vec(&x[0]), &to_f32_vec(&g[0]), lanes, !scalar))
+    });
+    h.bwd = Some(bwd);
+    h
+}
+
 fn ftz_softmax() -> InProcess {
     let fwd: FwdFn = Arc::new(|d, x| {
         let z = |v: f32| if v.is_subnormal() { 0.0 } else { v };
@@ -226,6 +262,7 @@ pub fn tricks() -> Vec<super::tricks::Trick> {
         Trick { name: "zero_grad_sdpa", gate: "CMP-02", op: "sdpa", what: "attention backward returns all-zero gradients", build: zero_grad_sdpa },
         Trick { name: "zero_grad_layer_norm", gate: "CMP-02", op: "layer_norm", what: "layer-norm backward returns all-zero gradients", build: zero_grad_layer_norm },
         Trick { name: "zero_grad_rms_norm", gate: "CMP-02", op: "rms_norm", what: "RMS-norm backward returns all-zero gradients", build: zero_grad_rms_norm },
+        Trick { name: "nan_padded_grad_softmax", gate: "CMP-02", op: "softmax", what: "softmax backward whose 1 x 1 path pads its tile with NaN (dx = NaN at R = N = 1)", build: nan_padded_grad_softmax },
         Trick { name: "ftz_softmax", gate: "EXC-02", op: "softmax", what: "softmax flushing subnormal exps and outputs to zero", build: ftz_softmax },
         Trick { name: "stale_over_read", gate: "EXC-01", op: "sum", what: "chunked sum reading full 64-wide blocks of a reused scratch, tail masked by * 0", build: stale_over_read },
         Trick { name: "masked_row_zero_softmax", gate: "EXC-01", op: "softmax", what: "softmax giving 0 instead of NaN on an all -inf row", build: masked_row_zero_softmax },

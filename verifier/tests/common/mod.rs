@@ -29,6 +29,7 @@ pub fn python_ready() -> bool {
 }
 
 /// The red-team manifest `python/redteam/<name>.json` as a candidate with a per-call time limit.
+#[allow(dead_code)] // not every test that includes this module calls it
 pub fn ext(name: &str, time_limit: Duration) -> Arc<dyn Candidate> {
     let m = Manifest::load(&root().join(format!("python/redteam/{name}.json"))).expect("manifest");
     Arc::new(ExternalCandidate::new(m, time_limit, 2048))
