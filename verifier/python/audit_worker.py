@@ -199,6 +199,9 @@ class Task:
         self.seed = int(req.get("seed", 42))
         self.ref_mod = exec_module(req["ref_code"], "kverify_reference")
         self.ref_switches = switches()  # the task's own state, whatever its module set
+        # As KernelBench's eval_kernel_against_ref: seeded before get_init_inputs() and again
+        # before each model is built.
+        set_seed(self.seed)
         self.init_inputs = list(self.ref_mod.get_init_inputs())
         set_seed(self.seed)
         m = self.ref_mod.Model(*self.init_inputs)
@@ -232,7 +235,7 @@ class Task:
             except BaseException as e:  # the candidate's own failure to build
                 if audit_gates.is_oom(e):
                     raise  # the shared GPU's contention: kverify retries the unit alone
-                err = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+                err = short(e)
             own = switches()
         self.slots[slot] = (cand, cmod, err, own)
         self.use(slot)
@@ -405,7 +408,13 @@ class Task:
         if gate in audit_gates.GATES:
             return audit_gates.prepare(self, gate, seeds)
         if gate == "KB":
-            self.cache["KB"] = [self.run_ref32(self.inputs(s)) for s in seeds]
+            # The reference side alone, as the trials run it (its failure here is n/a); the
+            # trials run it again beside each candidate, as KernelBench does (kernelbench).
+            with torch.no_grad():
+                for s in seeds:
+                    xs = self.inputs(s)
+                    set_seed(s)
+                    self.ref32(*xs)
             return {"trials": len(seeds)}
         if gate == "CMP-01":
             facts = []
@@ -441,19 +450,59 @@ class Task:
             return {"applicable": True, "ref_nonfinite": int(sum(int((c != 0).sum()) for c in cls)), "own_fp32_agrees": agree}
         raise ValueError(f"unknown gate {gate}")
 
+    def kernelbench(self, seeds, atol, rtol):
+        """KernelBench's own check of the current slot, one fact per trial run: ``{seed,
+        shape_ok, allclose}``, with ``error`` when the reference's run or the comparison raised
+        (KernelBench's verdict is then a failure).
+
+        Reimplemented, no code copied, from ``run_and_check_correctness`` of
+        ScalingIntelligence/KernelBench (MIT licence, Copyright (c) 2023 Anne Ouyang, Simon
+        Guo, Azalia Mirhoseini), ``src/eval.py`` at commit 48642c5 (v0.1): ``seeds`` are its
+        trial seeds (kverify derives them: verifier/src/audit/kernelbench.rs); per trial, seed
+        and call ``get_inputs()``, move the inputs to the device, seed again, run the reference
+        ``Model`` in fp32 and then ``ModelNew`` on the *same* input objects (the candidate sees
+        the generator state the reference's forward left, and any change it made to the
+        inputs), both under ``torch.no_grad()`` in the models' default (training) mode; a shape
+        mismatch ends the check (``output.shape != output_new.shape``, the raw outputs:
+        a tuple has no ``.shape`` and raises), and ``torch.allclose(output, output_new, atol,
+        rtol)`` — reference first, so ``rtol`` scales ``|output_new|`` — judges the trial, a
+        mismatch going on to the next trial. The reference runs here, under the candidate's
+        process-wide switches, as in KernelBench's single process. The candidate's own
+        exception is raised (kverify charges it, and counts KernelBench's check as failed)."""
+        trials = []
+        with torch.no_grad():
+            for s in seeds:
+                xs = self.inputs(s)
+                set_seed(s)
+                try:
+                    output = self.ref32(*xs)
+                except BaseException as e:
+                    if audit_gates.is_oom(e):
+                        raise
+                    trials.append({"seed": s, "shape_ok": False, "allclose": False, "error": "reference raised: " + short(e)})
+                    break
+                if self.cand is None:
+                    raise RuntimeError(f"ModelNew failed to build: {self.cand_error}")
+                output_new = self.cand(*xs)
+                try:
+                    if output.shape != output_new.shape:
+                        trials.append({"seed": s, "shape_ok": False, "allclose": False})
+                        break
+                    close = bool(torch.allclose(output, output_new, atol=atol, rtol=rtol))
+                except BaseException as e:
+                    if audit_gates.is_oom(e):
+                        raise
+                    trials.append({"seed": s, "shape_ok": True, "allclose": False, "error": "comparison raised: " + short(e)})
+                    break
+                trials.append({"seed": s, "shape_ok": True, "allclose": close})
+        return trials
+
     def run(self, gate, p):
         seeds = p.get("seeds", [self.seed])
         if gate in audit_gates.GATES:
             return audit_gates.run(self, gate, seeds)
         if gate == "KB":
-            atol, rtol = p.get("atol", 1e-2), p.get("rtol", 1e-2)
-            trials = []
-            for s, ref in zip(seeds, self.cache["KB"]):
-                out = self.run_cand(self.inputs(s))
-                shape_ok = len(out) == len(ref) and all(torch.is_tensor(o) and o.shape == r.shape for o, r in zip(out, ref))
-                close = shape_ok and all(torch.allclose(o.as_subclass(torch.Tensor).to(r.device, r.dtype), r, atol=atol, rtol=rtol) for o, r in zip(out, ref))
-                trials.append({"seed": s, "shape_ok": bool(shape_ok), "allclose": bool(close)})
-            return {"trials": trials}
+            return {"trials": self.kernelbench(seeds, p.get("atol", 1e-2), p.get("rtol", 1e-2))}
         if gate == "CMP-01":
             facts = []
             for s in seeds:
@@ -485,6 +534,11 @@ class Task:
             swallowed = sum(int(((b != 0) & (a == 0)).sum()) for a, b in zip(got, cls))
             return {"mismatches": mism, "swallowed": swallowed, "total": int(sum(c.numel() for c in cls))}
         raise ValueError(f"unknown gate {gate}")
+
+
+def short(e):
+    """An exception as its type and message, at most 2000 characters (the end)."""
+    return "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
 
 
 def overlaps(a, b):
@@ -564,7 +618,7 @@ def main():
             else:
                 resp = {"id": rid, "ok": False, "error": f"unknown cmd {req['cmd']}"}
         except BaseException as e:  # a failure of the measured side; kverify decides whom to charge
-            msg = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+            msg = short(e)
             resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg), "oom": audit_gates.is_oom(e)}
         if torch.cuda.is_available():
             # Hand cached blocks back between requests: several workers share one GPU, and
