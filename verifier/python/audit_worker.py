@@ -21,8 +21,9 @@ candidate, both judged against one reference side.
 Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool,
 "oom": bool} (``env``: the failure is this machine's — no CUDA — not the kernel's; ``oom``: the
 device ran out of memory, on either side — kverify judges the unit again with the GPU alone).
-Gates KB, CMP-01, RES-01, ORD-02 and EXC-01 are measured here; CMP-03, ORD-01, ORD-03, EXC-02,
-PRC-01 and PRC-02 by audit_gates.py beside this file (imported after torch).
+Gates KB, CMP-01, RES-01, ORD-02 and EXC-01 are measured here (KB's trials by
+kernelbench_check.py); CMP-03, ORD-01, ORD-03, EXC-02, PRC-01 and PRC-02 by audit_gates.py
+beside this file (both imported after torch).
 """
 import argparse
 import copy
@@ -42,6 +43,7 @@ ENV_MARKERS = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUD
 
 torch = None  # imported in main() so that a missing torch is a start-up failure with a message
 audit_gates = None  # the further gates (audit_gates.py beside this file), imported with torch
+kernelbench_check = None  # KernelBench's own check (kernelbench_check.py), imported with torch
 U32 = 2.0**-24
 # Inputs kept per task for reuse (Task.inputs), in bytes on the task's device; several workers
 # share one GPU, so the default stays a small part of an H200's 141 GB.
@@ -235,7 +237,7 @@ class Task:
             except BaseException as e:  # the candidate's own failure to build
                 if audit_gates.is_oom(e):
                     raise  # the shared GPU's contention: kverify retries the unit alone
-                err = short(e)
+                err = audit_gates.msg(e, 2000)
             own = switches()
         self.slots[slot] = (cand, cmod, err, own)
         self.use(slot)
@@ -409,7 +411,7 @@ class Task:
             return audit_gates.prepare(self, gate, seeds)
         if gate == "KB":
             # The reference side alone, as the trials run it (its failure here is n/a); the
-            # trials run it again beside each candidate, as KernelBench does (kernelbench).
+            # trials run it again beside each candidate, as KernelBench does (kernelbench_check).
             with torch.no_grad():
                 for s in seeds:
                     xs = self.inputs(s)
@@ -450,59 +452,12 @@ class Task:
             return {"applicable": True, "ref_nonfinite": int(sum(int((c != 0).sum()) for c in cls)), "own_fp32_agrees": agree}
         raise ValueError(f"unknown gate {gate}")
 
-    def kernelbench(self, seeds, atol, rtol):
-        """KernelBench's own check of the current slot, one fact per trial run: ``{seed,
-        shape_ok, allclose}``, with ``error`` when the reference's run or the comparison raised
-        (KernelBench's verdict is then a failure).
-
-        Reimplemented, no code copied, from ``run_and_check_correctness`` of
-        ScalingIntelligence/KernelBench (MIT licence, Copyright (c) 2023 Anne Ouyang, Simon
-        Guo, Azalia Mirhoseini), ``src/eval.py`` at commit 48642c5 (v0.1): ``seeds`` are its
-        trial seeds (kverify derives them: verifier/src/audit/kernelbench.rs); per trial, seed
-        and call ``get_inputs()``, move the inputs to the device, seed again, run the reference
-        ``Model`` in fp32 and then ``ModelNew`` on the *same* input objects (the candidate sees
-        the generator state the reference's forward left, and any change it made to the
-        inputs), both under ``torch.no_grad()`` in the models' default (training) mode; a shape
-        mismatch ends the check (``output.shape != output_new.shape``, the raw outputs:
-        a tuple has no ``.shape`` and raises), and ``torch.allclose(output, output_new, atol,
-        rtol)`` — reference first, so ``rtol`` scales ``|output_new|`` — judges the trial, a
-        mismatch going on to the next trial. The reference runs here, under the candidate's
-        process-wide switches, as in KernelBench's single process. The candidate's own
-        exception is raised (kverify charges it, and counts KernelBench's check as failed)."""
-        trials = []
-        with torch.no_grad():
-            for s in seeds:
-                xs = self.inputs(s)
-                set_seed(s)
-                try:
-                    output = self.ref32(*xs)
-                except BaseException as e:
-                    if audit_gates.is_oom(e):
-                        raise
-                    trials.append({"seed": s, "shape_ok": False, "allclose": False, "error": "reference raised: " + short(e)})
-                    break
-                if self.cand is None:
-                    raise RuntimeError(f"ModelNew failed to build: {self.cand_error}")
-                output_new = self.cand(*xs)
-                try:
-                    if output.shape != output_new.shape:
-                        trials.append({"seed": s, "shape_ok": False, "allclose": False})
-                        break
-                    close = bool(torch.allclose(output, output_new, atol=atol, rtol=rtol))
-                except BaseException as e:
-                    if audit_gates.is_oom(e):
-                        raise
-                    trials.append({"seed": s, "shape_ok": True, "allclose": False, "error": "comparison raised: " + short(e)})
-                    break
-                trials.append({"seed": s, "shape_ok": True, "allclose": close})
-        return trials
-
     def run(self, gate, p):
         seeds = p.get("seeds", [self.seed])
         if gate in audit_gates.GATES:
             return audit_gates.run(self, gate, seeds)
         if gate == "KB":
-            return {"trials": self.kernelbench(seeds, p.get("atol", 1e-2), p.get("rtol", 1e-2))}
+            return {"trials": kernelbench_check.trials(self, seeds, p.get("atol", 1e-2), p.get("rtol", 1e-2), set_seed)}
         if gate == "CMP-01":
             facts = []
             for s in seeds:
@@ -536,11 +491,6 @@ class Task:
         raise ValueError(f"unknown gate {gate}")
 
 
-def short(e):
-    """An exception as its type and message, at most 2000 characters (the end)."""
-    return "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
-
-
 def overlaps(a, b):
     sa, sb = a.untyped_storage(), b.untyped_storage()
     a0, b0 = sa.data_ptr(), sb.data_ptr()
@@ -569,6 +519,10 @@ def main():
     import audit_gates as _gates  # noqa: E402
 
     audit_gates = _gates
+    global kernelbench_check
+    import kernelbench_check as _kb  # noqa: E402
+
+    kernelbench_check = _kb
     # Profiled like the model runs: the comparisons against the fp64 reference.
     audit_gates.errs = timed("errs")(audit_gates.errs)
     # Every CPU-side op of this worker (input generation, probe transforms, hashing, the CPU's
@@ -618,7 +572,7 @@ def main():
             else:
                 resp = {"id": rid, "ok": False, "error": f"unknown cmd {req['cmd']}"}
         except BaseException as e:  # a failure of the measured side; kverify decides whom to charge
-            msg = short(e)
+            msg = audit_gates.msg(e, 2000)
             resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg), "oom": audit_gates.is_oom(e)}
         if torch.cuda.is_available():
             # Hand cached blocks back between requests: several workers share one GPU, and

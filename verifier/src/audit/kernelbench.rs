@@ -1,5 +1,5 @@
 //! KernelBench's correctness check, the other side of the audit's differential: the part kverify
-//! decides, the trial seeds. The worker runs the trials (`audit_worker.py`, `Task.kernelbench`)
+//! decides, the trial seeds. The worker runs the trials (`kernelbench_check.py`)
 //! and [`super::judge::kernelbench`] reads them; the tolerance is [`super::judge::KB_TOL`].
 //!
 //! Source, reimplemented (no code copied): ScalingIntelligence/KernelBench, MIT licence,
