@@ -46,8 +46,9 @@ def is_oom(e):
     return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in m or "alloc_failed" in m
 
 
-def msg(e):
-    return "".join(traceback.format_exception_only(type(e), e)).strip()[-1000:]
+def msg(e, limit=1000):
+    """An exception as its type and message, the last ``limit`` characters."""
+    return "".join(traceback.format_exception_only(type(e), e)).strip()[-limit:]
 
 
 def transform(xs, kind, seed):

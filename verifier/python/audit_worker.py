@@ -21,8 +21,9 @@ candidate, both judged against one reference side.
 Answers: {"id", "ok": true, "facts": {...}} or {"id", "ok": false, "error": str, "env": bool,
 "oom": bool} (``env``: the failure is this machine's — no CUDA — not the kernel's; ``oom``: the
 device ran out of memory, on either side — kverify judges the unit again with the GPU alone).
-Gates KB, CMP-01, RES-01, ORD-02 and EXC-01 are measured here; CMP-03, ORD-01, ORD-03, EXC-02,
-PRC-01 and PRC-02 by audit_gates.py beside this file (imported after torch).
+Gates KB, CMP-01, RES-01, ORD-02 and EXC-01 are measured here (KB's trials by
+kernelbench_check.py); CMP-03, ORD-01, ORD-03, EXC-02, PRC-01 and PRC-02 by audit_gates.py
+beside this file (both imported after torch).
 """
 import argparse
 import copy
@@ -42,6 +43,7 @@ ENV_MARKERS = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUD
 
 torch = None  # imported in main() so that a missing torch is a start-up failure with a message
 audit_gates = None  # the further gates (audit_gates.py beside this file), imported with torch
+kernelbench_check = None  # KernelBench's own check (kernelbench_check.py), imported with torch
 U32 = 2.0**-24
 # Inputs kept per task for reuse (Task.inputs), in bytes on the task's device; several workers
 # share one GPU, so the default stays a small part of an H200's 141 GB.
@@ -199,6 +201,9 @@ class Task:
         self.seed = int(req.get("seed", 42))
         self.ref_mod = exec_module(req["ref_code"], "kverify_reference")
         self.ref_switches = switches()  # the task's own state, whatever its module set
+        # As KernelBench's eval_kernel_against_ref: seeded before get_init_inputs() and again
+        # before each model is built.
+        set_seed(self.seed)
         self.init_inputs = list(self.ref_mod.get_init_inputs())
         set_seed(self.seed)
         m = self.ref_mod.Model(*self.init_inputs)
@@ -232,7 +237,7 @@ class Task:
             except BaseException as e:  # the candidate's own failure to build
                 if audit_gates.is_oom(e):
                     raise  # the shared GPU's contention: kverify retries the unit alone
-                err = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+                err = audit_gates.msg(e, 2000)
             own = switches()
         self.slots[slot] = (cand, cmod, err, own)
         self.use(slot)
@@ -405,7 +410,13 @@ class Task:
         if gate in audit_gates.GATES:
             return audit_gates.prepare(self, gate, seeds)
         if gate == "KB":
-            self.cache["KB"] = [self.run_ref32(self.inputs(s)) for s in seeds]
+            # The reference side alone, as the trials run it (its failure here is n/a); the
+            # trials run it again beside each candidate, as KernelBench does (kernelbench_check).
+            with torch.no_grad():
+                for s in seeds:
+                    xs = self.inputs(s)
+                    set_seed(s)
+                    self.ref32(*xs)
             return {"trials": len(seeds)}
         if gate == "CMP-01":
             facts = []
@@ -446,14 +457,7 @@ class Task:
         if gate in audit_gates.GATES:
             return audit_gates.run(self, gate, seeds)
         if gate == "KB":
-            atol, rtol = p.get("atol", 1e-2), p.get("rtol", 1e-2)
-            trials = []
-            for s, ref in zip(seeds, self.cache["KB"]):
-                out = self.run_cand(self.inputs(s))
-                shape_ok = len(out) == len(ref) and all(torch.is_tensor(o) and o.shape == r.shape for o, r in zip(out, ref))
-                close = shape_ok and all(torch.allclose(o.as_subclass(torch.Tensor).to(r.device, r.dtype), r, atol=atol, rtol=rtol) for o, r in zip(out, ref))
-                trials.append({"seed": s, "shape_ok": bool(shape_ok), "allclose": bool(close)})
-            return {"trials": trials}
+            return {"trials": kernelbench_check.trials(self, seeds, p.get("atol", 1e-2), p.get("rtol", 1e-2), set_seed)}
         if gate == "CMP-01":
             facts = []
             for s in seeds:
@@ -515,6 +519,10 @@ def main():
     import audit_gates as _gates  # noqa: E402
 
     audit_gates = _gates
+    global kernelbench_check
+    import kernelbench_check as _kb  # noqa: E402
+
+    kernelbench_check = _kb
     # Profiled like the model runs: the comparisons against the fp64 reference.
     audit_gates.errs = timed("errs")(audit_gates.errs)
     # Every CPU-side op of this worker (input generation, probe transforms, hashing, the CPU's
@@ -564,7 +572,7 @@ def main():
             else:
                 resp = {"id": rid, "ok": False, "error": f"unknown cmd {req['cmd']}"}
         except BaseException as e:  # a failure of the measured side; kverify decides whom to charge
-            msg = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+            msg = audit_gates.msg(e, 2000)
             resp = {"id": rid, "ok": False, "error": msg, "env": is_env_error(msg), "oom": audit_gates.is_oom(e)}
         if torch.cuda.is_available():
             # Hand cached blocks back between requests: several workers share one GPU, and

@@ -111,6 +111,11 @@ fn kernelbench_check_needs_every_trial_close() {
     let g = judge::kernelbench(&json!({"trials": [t(true, true), t(false, true), t(false, false)]}));
     assert_eq!(g.status, Status::Fail);
     assert_eq!(g.detail, "trial 1: not allclose; trial 2: shape differs");
+    // A comparison that raised (another dtype: KernelBench's allclose refuses it) fails with
+    // its message, even where the worker's flags were left at a pass.
+    let raised = json!({"shape_ok": true, "allclose": true, "error": "comparison raised: RuntimeError: Float did not match Half"});
+    let g = judge::kernelbench(&json!({"trials": [t(true, true), raised]}));
+    assert_eq!((g.status, g.detail.as_str()), (Status::Fail, "trial 1: comparison raised: RuntimeError: Float did not match Half"));
 }
 
 fn gates(list: &[(&str, Status)]) -> BTreeMap<String, GateResult> {

@@ -2,61 +2,14 @@
 //! (`tests/fixtures/audit/fake_worker.py`): every outcome recorded and the audit going on past
 //! crashes, hangs, garbage and escaping children; kill and resume; shards merging.
 
+#[allow(dead_code)] // the NumPy-candidate helpers are not used here
+mod common;
+
+use common::audit::{alive, fake_worker, kverify, records, row, scratch, write_corpus, REF};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn fake_worker() -> String {
-    format!("python3 {}/tests/fixtures/audit/fake_worker.py", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kverify-audit-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp");
-    d
-}
-
-const REF: &str = "class Model: pass\n";
-
-fn row(task: i64, directive: Option<Value>, accepted: bool) -> Value {
-    let custom = match directive {
-        Some(d) => format!("#FAKE {d}\nclass ModelNew: pass\n"),
-        None => "class ModelNew: pass\n".into(),
-    };
-    json!({"level_id": 1, "task_id": task, "ref_code": REF, "custom_code": custom, "score_default": if accepted { json!(1.5) } else { Value::Null }})
-}
-
-fn write_corpus(dir: &Path, rows: &[Value]) -> PathBuf {
-    let p = dir.join("corpus.jsonl");
-    std::fs::write(&p, rows.iter().map(|r| r.to_string() + "\n").collect::<String>()).expect("write");
-    p
-}
-
-fn kverify(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kverify"));
-    c.arg("audit").args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    c
-}
-
-fn records(dir: &Path) -> Vec<Value> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir(dir).expect("dir").flatten() {
-        let n = e.file_name().to_string_lossy().to_string();
-        if n.starts_with("kernels-") {
-            for l in std::fs::read_to_string(e.path()).expect("read").lines() {
-                v.push(serde_json::from_str(l).expect("record"));
-            }
-        }
-    }
-    v.sort_by_key(|r: &Value| r["key"].as_str().unwrap_or("").to_string());
-    v
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')).unwrap_or(false)
-}
 
 #[test]
 fn every_outcome_is_recorded_and_the_audit_goes_on() {
@@ -107,10 +60,22 @@ fn every_outcome_is_recorded_and_the_audit_goes_on() {
     assert_eq!((d["kb_pass_clean"].as_u64(), d["kb_pass_rejected"].as_u64(), d["kb_fail_clean"].as_u64(), d["kb_fail_rejected"].as_u64()), (Some(1), Some(6), Some(1), Some(2)));
     // RES-01 errors: the crash at RES-01 and the build failure (a failure at KB is KB's alone).
     assert_eq!(s["gates"]["RES-01"]["error"].as_u64(), Some(2), "{}", s["gates"]["RES-01"]);
-    for f in ["summary.txt", "funnel.svg", "gates.svg"] {
+    for f in ["summary.txt", "funnel.svg", "gates.svg", "differential.svg"] {
         let t = std::fs::read_to_string(out.join(f)).expect(f);
         assert!(t.len() > 100, "{f} is empty");
     }
+    // The differential plot states the four counts of the table above, each with its cell.
+    let svg = std::fs::read_to_string(out.join("differential.svg")).expect("differential.svg");
+    for cell in ["KB pass, kverify clean: 1", "KB pass, kverify rejects: 6", "KB fail, kverify clean: 1", "KB fail, kverify rejects: 2"] {
+        assert!(svg.contains(cell), "differential.svg lacks `{cell}`");
+    }
+    // One bar per cell, bottom up in the table's order, its length proportional to the count.
+    let attr = |tag: &str, name: &str| tag.split(&format!(" {name}=\"")).nth(1).and_then(|v| v.split('"').next()).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    let mut bars: Vec<(f64, f64)> = svg.split("<rect").skip(1).filter(|t| t.contains("fill=\"#0000FF\"")).map(|t| (attr(t, "y"), attr(t, "width"))).collect();
+    bars.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let unit = bars.iter().map(|b| b.1).fold(0.0, f64::max) / 6.0;
+    let lengths: Vec<f64> = bars.iter().map(|b| (b.1 / unit * 10.0).round() / 10.0).collect();
+    assert_eq!(lengths, vec![1.0, 6.0, 1.0, 2.0], "bar lengths in kernels: {bars:?}");
 }
 
 fn corpus_of(n: i64, sleep: f64, pidlog: &Path) -> Vec<Value> {

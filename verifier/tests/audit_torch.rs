@@ -1,6 +1,7 @@
 //! `kverify audit` with the real PyTorch worker on CPU: the red-team ModelNew tricks of
 //! `tests/fixtures/audit/redteam.jsonl` are each caught by their gate, the honest ones and the
-//! positive control (each task's own Model as ModelNew) are clean on every gate that applies.
+//! positive control (each task's own Model as ModelNew) are clean on every gate that applies;
+//! KernelBench's trial seeds are PyTorch's, and the KB gate follows KernelBench's procedure.
 //! Needs PyTorch, which CI does not install: run with `PYTHONPATH=<dir with torch and numpy>
 //! cargo test -p kverify --test audit_torch -- --ignored` (about 2 minutes on 2 cores;
 //! docs/audit.md).
@@ -63,4 +64,45 @@ fn positive_control_is_clean_on_every_gate_that_applies() {
             assert_eq!(x["status"], expect, "{g}: {r}");
         }
     }
+}
+
+/// KernelBench's trial seeds as PyTorch itself draws them (`run_and_check_correctness`:
+/// `torch.manual_seed(seed)`, then one `torch.randint(0, 2**32 - 1, (1,))` per trial) equal
+/// `kernelbench::trial_seeds` (tested without PyTorch in `tests/audit_kernelbench.rs`).
+#[test]
+#[ignore = "needs PyTorch (not installed in CI); see the module doc for how to run it"]
+fn kernelbench_trial_seeds_are_pytorchs() {
+    use kverify::audit::kernelbench::{trial_seeds, TRIALS};
+    for seed in [0u64, 7, 42, 1 << 40] {
+        let script = format!("import torch\ntorch.manual_seed({seed})\nprint(' '.join(str(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range({TRIALS})))");
+        let o = std::process::Command::new("python3").args(["-c", &script]).output().expect("python3");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got: Vec<u64> = String::from_utf8_lossy(&o.stdout).split_whitespace().map(|w| w.parse().expect("seed")).collect();
+        assert_eq!(got, trial_seeds(seed, TRIALS), "seed {seed}");
+    }
+}
+
+/// The KB gate runs KernelBench's procedure, quirks included: `allclose(reference, candidate)`
+/// scales rtol by the candidate (101.015 against 100 passes: 1.015 <= 0.01 + 0.01 * 101.015,
+/// where scaling by the reference would fail it); a candidate of another dtype makes the
+/// comparison raise (a failure, not a conversion); and the candidate runs with the generator
+/// state the reference's forward left, so even the task's own random forward fails.
+#[test]
+#[ignore = "needs PyTorch (not installed in CI); see the module doc for how to run it"]
+fn kb_gate_follows_kernelbenchs_procedure() {
+    let task = |body: &str| format!("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return {body}\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n");
+    let cand = |body: &str| format!("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return {body}\n");
+    let rows = [("x * 0 + 100.0", "x * 0 + 101.015"), ("x * 2", "(x * 2).half()"), ("x + torch.rand_like(x)", "x + torch.rand_like(x)")];
+    let dir = std::env::temp_dir().join(format!("kverify-audit-kb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let corpus = dir.join("corpus.jsonl");
+    let text: String = rows.iter().enumerate().map(|(i, (m, c))| serde_json::json!({"level_id": 1, "task_id": i + 1, "ref_code": task(m), "custom_code": cand(c), "score_default": 1.0}).to_string() + "\n").collect();
+    std::fs::write(&corpus, text).expect("corpus");
+    let recs = common::run_audit(&corpus, &dir.join("out"), &[]);
+    let kb = |t: u64| recs.iter().find(|r| r["task"] == t).map(|r| r["gates"]["KB"].clone()).unwrap_or(Value::Null);
+    assert_eq!(kb(1)["status"], "pass", "{}", kb(1));
+    assert_eq!(kb(2)["status"], "fail", "{}", kb(2));
+    assert!(kb(2)["detail"].as_str().unwrap_or("").contains("comparison raised"), "{}", kb(2));
+    assert_eq!(kb(3)["status"], "fail", "{}", kb(3));
+    assert!(kb(3)["detail"].as_str().unwrap_or("").contains("not allclose"), "{}", kb(3));
 }

@@ -19,12 +19,18 @@ use super::session::Session;
 use super::{AuditError, Kernel};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use super::devices::Devices;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// Units without a build that may still be queued, per judging job, when the builds start.
 pub const LEAD_UNITS_PER_JOB: usize = 2;
+
+/// Build threads for `kernels` kernels to build: `opts.build_jobs`, at most one per kernel.
+pub fn threads(kernels: usize, opts: &Options) -> usize {
+    opts.build_jobs.min(kernels)
+}
 
 /// Whether the judges are near enough the `load_inline` units for the builds to start.
 pub type Lead = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -47,16 +53,16 @@ impl Builds {
     /// Starts `opts.build_jobs` build threads over `kernels` (in order); none when there is
     /// nothing to build or `build_jobs` is 0. `abort`, or `opts.stop_after` past `t0`, stops
     /// them between builds.
-    pub fn start(kernels: VecDeque<Kernel>, opts: &Options, abort: &Arc<AtomicBool>, t0: Instant, lead: Lead, device: Arc<RwLock<()>>) -> Builds {
+    pub fn start(kernels: VecDeque<Kernel>, opts: &Options, abort: &Arc<AtomicBool>, t0: Instant, lead: Lead, devices: Arc<Devices>) -> Builds {
         let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
-        let jobs = if kernels.is_empty() { 0 } else { opts.build_jobs.min(kernels.len()) };
+        let jobs = threads(kernels.len(), opts);
         if let Ok(mut s) = state.0.lock() {
             s.alive = jobs;
         }
         let queue = Arc::new(Mutex::new(kernels));
         let handles = (0..jobs)
             .map(|j| {
-                let (queue, opts, state, abort, lead, device) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort), Arc::clone(&lead), Arc::clone(&device));
+                let (queue, opts, state, abort, lead, devices) = (Arc::clone(&queue), opts.clone(), Arc::clone(&state), Arc::clone(abort), Arc::clone(&lead), Arc::clone(&devices));
                 std::thread::spawn(move || {
                     // Whatever happens (an error, a panic), judges waiting on builds this
                     // thread will not do go on when it ends.
@@ -64,7 +70,7 @@ impl Builds {
                     while !lead() && !abort.load(Ordering::SeqCst) && !opts.past_deadline(t0) {
                         std::thread::sleep(std::time::Duration::from_millis(100));
                     }
-                    build_loop(j, &queue, &opts, &state, &abort, t0, &device)
+                    build_loop(j, &queue, &opts, &state, &abort, t0, &devices)
                 })
             })
             .collect();
@@ -117,11 +123,12 @@ impl Drop for Departure<'_> {
     }
 }
 
-/// `device`: a build holds its read side, like a judge (a worker loading a task holds the
+/// A build holds its device's shared side, like a judge (a worker loading a task holds the
 /// reference and the candidate on the GPU), so a unit judged again alone after running out of
-/// memory has the device to itself (run.rs).
-fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: &(Mutex<State>, Condvar), abort: &AtomicBool, t0: Instant, device: &RwLock<()>) -> Result<(), AuditError> {
-    let mut s = Session::new(opts, opts.devices[j % opts.devices.len()].clone());
+/// memory has the device to itself (devices.rs).
+fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: &(Mutex<State>, Condvar), abort: &AtomicBool, t0: Instant, devices: &Devices) -> Result<(), AuditError> {
+    let d = devices.of(j);
+    let mut s = Session::new(opts, devices.name(d).to_string());
     loop {
         if abort.load(Ordering::SeqCst) || opts.past_deadline(t0) {
             return Ok(());
@@ -129,7 +136,7 @@ fn build_loop(j: usize, queue: &Mutex<VecDeque<Kernel>>, opts: &Options, state: 
         let next = queue.lock().ok().and_then(|mut q| q.pop_front());
         let Some(k) = next else { return Ok(()) };
         let r = {
-            let _shared = device.read();
+            let _shared = devices.shared(d);
             let r = s.load(&k); // starts a worker, loads the task: the build
             s.drop_worker();
             r

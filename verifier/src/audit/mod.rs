@@ -5,16 +5,20 @@
 //! * this module: the corpus, the kernels it selects, shards, and the resumable record store
 //!   (one JSON line per kernel, appended and flushed as each kernel finishes).
 //! * [`run`]: one worker process per job (the containment of [`crate::candidate::process`]),
-//!   the per-kernel protocol, the progress line.
+//!   on the devices of [`devices`] (one judge per GPU by default); [`progress`]: the
+//!   progress line.
 //! * [`judge`]: decisions from the worker's measurements; [`judge_probes`] those of the probe
 //!   gates (CMP-03, ORD-01, ORD-03, EXC-02, PRC-01, PRC-02).
 //! * [`summary`]: funnel, per-gate rates with applicability, the 2x2 differential; table, JSON
 //!   and SVG.
 
 pub mod build_ahead;
+pub mod devices;
 pub mod judge;
 pub mod judge_probes;
+pub mod kernelbench;
 pub mod partial;
+pub mod progress;
 pub mod run;
 pub mod session;
 pub mod summary;

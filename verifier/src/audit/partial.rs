@@ -33,12 +33,16 @@ pub struct GateDone {
 }
 
 /// What a gate's result depends on besides the worker: the base seed, the reference and the
-/// candidate program (FNV-1a, `tilec_abi::hash`).
+/// candidate program (FNV-1a, `tilec_abi::hash`), and [`SCHEME`].
 pub fn fingerprint(k: &Kernel, seed: u64) -> String {
     let mut h = tilec_abi::hash::Fnv1a::new();
-    h.write(&seed.to_le_bytes()).write(k.ref_code.as_bytes()).write(&[0]).write(k.custom_code.as_bytes());
+    h.write(SCHEME.as_bytes()).write(&seed.to_le_bytes()).write(k.ref_code.as_bytes()).write(&[0]).write(k.custom_code.as_bytes());
     format!("{:016x}", h.finish())
 }
+
+/// How seeds are derived from the base seed: progress judged under another derivation (before
+/// KB took KernelBench's own trial seeds, `kernelbench.rs`, KB used base + 1..5) is not reused.
+pub const SCHEME: &str = "kb-seeds=kernelbench\0";
 
 /// Gates judged so far per kernel key, with the fingerprint they were judged under.
 pub type Progress = HashMap<String, BTreeMap<String, (GateResult, f64, String)>>;

@@ -4,14 +4,16 @@
 //! is charged to — is [`super::session`].
 
 use super::build_ahead::{self, Builds};
+use super::devices::Devices;
 use super::session::{audit_unit, Session};
 use super::partial::{self, GateDone};
+use super::progress;
 use super::{load_corpus, load_records, select, AuditError, Kernel, Record, Store, CONTROL_SUFFIX};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, RwLock};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Protocol the audit worker announces.
@@ -25,7 +27,7 @@ pub const MAX_LINE: usize = 1 << 22;
 pub struct Options {
     /// Worker command; `--device DEV` is appended.
     pub worker: Vec<String>,
-    /// Devices; job j uses `devices[j % len]`.
+    /// Devices; judging (and build) thread j uses `devices[j % len]` (devices.rs).
     pub devices: Vec<String>,
     /// Parallel jobs (worker processes).
     pub jobs: usize,
@@ -156,23 +158,24 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     plain.extend(inline);
     let queue = Arc::new(Mutex::new(VecDeque::from(plain)));
     // Units that ran out of device memory beside other workers, judged again once the queue
-    // is empty, each holding the device alone (the write side of `device`; units judged in
-    // parallel hold its read side).
+    // is empty, each holding its judge's device alone (devices.rs).
     let retry: Arc<Mutex<VecDeque<Vec<Kernel>>>> = Arc::new(Mutex::new(VecDeque::new()));
-    let device = Arc::new(RwLock::new(()));
+    let judges = opts.jobs.max(1).min(total.max(1));
+    let devices = Arc::new(Devices::new(&opts.devices, judges, build_ahead::threads(builds.len(), opts)));
     let abort = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let lead: build_ahead::Lead = {
         let (queue, n) = (Arc::clone(&queue), build_ahead::LEAD_UNITS_PER_JOB * opts.jobs.max(1));
         Arc::new(move || queue.lock().map(|q| q.iter().take_while(|u| !u.iter().any(|k| k.load_inline)).count() <= n).unwrap_or(true))
     };
-    let building = Arc::new(Builds::start(builds, opts, &abort, t0, lead, Arc::clone(&device)));
+    let building = Arc::new(Builds::start(builds, opts, &abort, t0, lead, Arc::clone(&devices)));
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut handles = Vec::new();
-    for j in 0..opts.jobs.max(1).min(total.max(1)) {
-        let (queue, retry, device, abort, tx, opts, building, done) = (Arc::clone(&queue), Arc::clone(&retry), Arc::clone(&device), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building), Arc::clone(&progress_in));
+    for j in 0..judges {
+        let (queue, retry, devices, abort, tx, opts, building, done) = (Arc::clone(&queue), Arc::clone(&retry), Arc::clone(&devices), Arc::clone(&abort), tx.clone(), opts.clone(), Arc::clone(&building), Arc::clone(&progress_in));
         handles.push(std::thread::spawn(move || {
-            let mut s = Session::new(&opts, opts.devices[j % opts.devices.len()].clone());
+            let d = devices.of(j);
+            let mut s = Session::new(&opts, devices.name(d).to_string());
             loop {
                 if abort.load(Ordering::SeqCst) || opts.past_deadline(t0) {
                     break;
@@ -196,12 +199,12 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
                     let _ = gtx.send(Msg::Gate(g));
                 };
                 let judged = if alone {
-                    let _g = device.write();
+                    let _g = devices.alone(d);
                     s.exclusive = true;
                     audit_unit(&mut s, &next, &done, &mut on_gate)
                 } else {
-                    let _g = device.read();
-                    s.exclusive = opts.jobs <= 1;
+                    let _g = devices.shared(d);
+                    s.exclusive = !devices.contended(d);
                     audit_unit(&mut s, &next, &done, &mut on_gate)
                 };
                 let r = match judged {
@@ -223,6 +226,7 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     drop(tx);
     let mut n = 0;
     let mut first_err = None;
+    let mut shown = opts.progress.then(progress::Progress::stderr);
     for m in rx {
         let r = match m {
             Msg::Gate(g) => {
@@ -242,8 +246,8 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
                         _ => store.append(&rec)?,
                     }
                     n += 1;
-                    if opts.progress {
-                        progress(n, total, t0.elapsed(), &rec);
+                    if let Some(p) = shown.as_mut() {
+                        p.show(&progress::line(n, total, t0.elapsed(), &rec.key, rec.verdict.as_deref().unwrap_or(&rec.status)));
                     }
                 }
             }
@@ -262,8 +266,8 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
     // stop or an abort): they are not waited for; their workers die with this process.
     abort.store(true, Ordering::SeqCst);
     let building = Arc::try_unwrap(building).map_err(|_| AuditError::Worker("a judge outlived the audit".into()))?;
-    if opts.progress && total > 0 {
-        eprintln_safe("");
+    if let Some(p) = shown.as_mut() {
+        p.finish();
     }
     if let Some(e) = first_err {
         return Err(e);
@@ -283,29 +287,4 @@ pub fn audit(corpus: &Path, dirs: &Folders, shard: (usize, usize), limit: Option
 
 fn eprintln_safe(s: &str) {
     let _ = writeln!(std::io::stderr(), "{s}");
-}
-
-/// The progress line: count, percentage, elapsed, ETA, last kernel.
-fn progress(n: usize, total: usize, el: Duration, rec: &Record) {
-    let per = el.as_secs_f64() / n as f64;
-    let eta = per * (total - n) as f64;
-    let width = 30;
-    let filled = width * n / total.max(1);
-    let what = rec.verdict.clone().unwrap_or_else(|| rec.status.clone());
-    let _ = write!(
-        std::io::stderr(),
-        "\r[{}{}] {n}/{total} {:.0}%  elapsed {}  ETA {}  {} {what}\x1b[K",
-        "#".repeat(filled),
-        "-".repeat(width - filled),
-        100.0 * n as f64 / total.max(1) as f64,
-        hms(el.as_secs_f64()),
-        hms(eta),
-        rec.key
-    );
-    let _ = std::io::stderr().flush();
-}
-
-fn hms(s: f64) -> String {
-    let s = s.round() as u64;
-    format!("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
 }

@@ -18,6 +18,7 @@
 
 use super::judge::{self, GateResult, Status, GATES};
 use super::judge_probes;
+use super::kernelbench;
 use super::partial::{fingerprint, GateDone, Progress};
 use super::run::{Options, MAX_LINE, PROTOCOL};
 use super::{AuditError, Kernel, Record};
@@ -27,12 +28,13 @@ use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Instant;
 
-/// Seeds of each gate's inputs, derived from the base seed. ORD-01 takes CMP-01's seeds (the
-/// same fp64 references and honest runs: CMP-01 judges their worst element, ORD-01 their root
-/// mean square) and PRC-02 PRC-01's probe, so the worker computes each reference once.
+/// Seeds of each gate's inputs, derived from the base seed: KB's are KernelBench's own trial
+/// seeds ([`kernelbench::trial_seeds`]), the others base + a gate offset. ORD-01 takes CMP-01's
+/// seeds (the same fp64 references and honest runs: CMP-01 judges their worst element, ORD-01
+/// their root mean square) and PRC-02 PRC-01's probe, so the worker computes each reference once.
 fn seeds(gate: &str, base: u64) -> Vec<u64> {
     let (off, n) = match gate {
-        "KB" => (1, 5),
+        "KB" => return kernelbench::trial_seeds(base, kernelbench::TRIALS),
         "CMP-01" | "ORD-01" => (101, 3),
         "RES-01" => (201, 2),
         "ORD-02" => (301, 1),

@@ -1,7 +1,7 @@
 //! The audit's summary over every record in the output folder (all shards): the funnel,
 //! per-gate rates with their applicability denominators, the 2x2 differential of KernelBench's
 //! check against kverify's verdict; written as a table (`summary.txt`), JSON (`summary.json`) and
-//! SVG (`funnel.svg`, `gates.svg`). Nothing in it depends on timing or on the order in which
+//! SVG (`funnel.svg`, `gates.svg`, `differential.svg`). Nothing in it depends on timing or on the order in which
 //! kernels finished, so an interrupted and resumed audit writes the same files.
 
 use super::judge::{Status, GATES};
@@ -162,7 +162,16 @@ pub fn table(s: &Summary) -> String {
     t
 }
 
-/// Write `summary.json`, `summary.txt`, `funnel.svg` and `gates.svg` into `dir`.
+/// The four cells of the 2x2 differential as `(label, kernels)`, in the table's order (KB pass
+/// row, then KB fail row; kverify clean before kverify rejects); each label ends with its count,
+/// so the plot states the numbers as text.
+pub fn differential_cells(d: &Differential) -> [(String, usize); 4] {
+    let cell = |kb: &str, kv: &str, n: usize| (format!("KB {kb}, kverify {kv}: {n}"), n);
+    [cell("pass", "clean", d.kb_pass_clean), cell("pass", "rejects", d.kb_pass_rejected), cell("fail", "clean", d.kb_fail_clean), cell("fail", "rejects", d.kb_fail_rejected)]
+}
+
+/// Write `summary.json`, `summary.txt`, `funnel.svg`, `gates.svg` and `differential.svg` (the
+/// 2x2 as four bars, counts in their labels) into `dir`.
 pub fn write(dir: &Path, s: &Summary) -> Result<(), AuditError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let j = dir.join("summary.json");
@@ -180,6 +189,8 @@ pub fn write(dir: &Path, s: &Summary) -> Result<(), AuditError> {
     bars(&dir.join("funnel.svg"), "kverify audit: funnel (kernels)", &funnel.iter().map(|(l, n)| (l.to_string(), *n as f64)).collect::<Vec<_>>(), "kernels")?;
     let rates: Vec<(String, f64)> = s.gates.iter().map(|(id, c)| (format!("{id} (n={})", c.applicable), 100.0 * c.rate.unwrap_or(0.0))).collect();
     bars(&dir.join("gates.svg"), "kverify audit: failure rate per gate (of applicable)", &rates, "% of applicable")?;
+    let cells: Vec<(String, f64)> = differential_cells(&s.differential).into_iter().map(|(l, n)| (l, n as f64)).collect();
+    bars(&dir.join("differential.svg"), "kverify audit: KernelBench check (KB) against kverify, judged kernels", &cells, "kernels")?;
     Ok(())
 }
 

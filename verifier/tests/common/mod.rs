@@ -1,6 +1,8 @@
 //! Helpers shared by the tests that run NumPy candidates through the external protocol, and by
 //! the tests that run `kverify audit` on a corpus.
 
+pub mod audit;
+
 use kverify::candidate::external::{ExternalCandidate, Manifest};
 use kverify::candidate::Candidate;
 use std::path::{Path, PathBuf};
