@@ -213,7 +213,7 @@ class OptionalInputs(unittest.TestCase):
         with open(os.path.join(ART, "gdn_bwd.sm_90a.plan.json")) as f:
             raw = json.load(f)
         self.assertEqual(plan_from_dict(copy.deepcopy(raw)).optional, ("s0", "dht"))
-        for names, version in [(["dq"], 3), (["scale"], 3), (["nope"], 3), (["s0", "s0"], 3), (["s0"], 2)]:
+        for names, version in [(["dq"], 3), (["scale"], 3), (["nope"], 3), (["s0", "s0"], 3), (["s0"], 2), (None, 3), (False, 3), ({}, 3), ("s0", 3)]:
             bad = copy.deepcopy(raw)
             bad["optional"], bad["schema_version"] = names, version
             with self.assertRaises(MetaError, msg=f"{names} v{version}"):

@@ -1,5 +1,5 @@
 """Reading tilec build outputs: kernel metadata (``<kernel>.<target>.meta.json``, schema 1..2)
-and operator plans (``<operator>.<target>.plan.json``, schema 1..2), as docs/metadata.md
+and operator plans (``<operator>.<target>.plan.json``, schema 1..3), as docs/metadata.md
 specifies them. The schema version is checked before anything else, unknown fields are refused
 (as the Rust reader's ``deny_unknown_fields``), and the structural checks the launcher relies on
 (``KernelMeta::validate``, ``OperatorPlan::validate``) are repeated here.
@@ -53,6 +53,15 @@ def _str(v, where: str) -> str:
     if not isinstance(v, str):
         raise MetaError(f"{where}: expected a string, found {v!r}")
     return v
+
+
+def _list(raw: dict, key: str, where: str) -> list:
+    """An optional array field: absent is empty; present, it must be an array (as serde reads it)."""
+    if key not in raw:
+        return []
+    if not isinstance(raw[key], list):
+        raise MetaError(f"{where}.{key}: expected an array, found {raw[key]!r}")
+    return raw[key]
 
 
 def _strs(v, where: str) -> list:
@@ -339,14 +348,15 @@ def plan_from_dict(raw: dict, dir: str = "", where: str = "plan") -> OperatorPla
             args.append((_str(a["param"], "param"), _str(a["value"], "value")))
         launches.append(Launch(_str(l["kernel"], "kernel"), _str(l["meta"], "meta"), tuple(args)))
     size_params = []
-    for i, s in enumerate(raw.get("size_params") or []):
+    for i, s in enumerate(_list(raw, "size_params", w)):
         _fields(s, f"{w}.size_params[{i}]", {"name", "value", "supported", "dims"})
         size_params.append(SizeParam(_str(s["name"], "name"), _int(s["value"], "value"), tuple(_int(x, "supported") for x in s["supported"]), tuple(_strs(s["dims"], "dims"))))
     offsets = []
-    for i, o in enumerate(raw.get("offsets") or []):
+    for i, o in enumerate(_list(raw, "offsets", w)):
         _fields(o, f"{w}.offsets[{i}]", {"param", "total"})
         offsets.append((_str(o["param"], "param"), _str(o["total"], "total")))
-    optional = tuple(_strs(raw.get("optional") or [], f"{w}.optional"))
+    # An optional field, when present, has its type (serde refuses `null` or `false` there too).
+    optional = tuple(_strs(raw["optional"], f"{w}.optional")) if "optional" in raw else ()
     plan = OperatorPlan(version, op, _str(raw["target"], "target"), sizes, params, buffers, launches, size_params, offsets, dir, optional)
     validate_plan(plan)
     return plan

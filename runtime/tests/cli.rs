@@ -52,3 +52,49 @@ fn argument_errors_exit_before_the_gpu() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no scalar parameter `zz`"), "{stderr}");
 }
+
+/// A plan's kernel metadata is read and checked before the GPU is opened: a missing or
+/// malformed `<kernel>.meta.json` is the artifacts' fault (exit 2, naming the launch), never
+/// reported as "no GPU" (exit 4), which callers (kverify, `tilec build --verify=gpu`) read as
+/// "nothing to judge here".
+#[test]
+fn a_plans_kernel_metadata_is_checked_before_the_gpu() {
+    let dir = std::env::temp_dir().join(format!("tilec-run-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["axpb.meta.json", "axpb.ptx"] {
+        std::fs::copy(fixture(f), dir.join(f)).unwrap();
+    }
+    let param = |name: &str, shape: &str, role: &str| format!(r#"{{"name": "{name}", "dtype": "f32", "shape": [{shape}], "role": "{role}"}}"#);
+    let arg = |p: &str| format!(r#"{{"param": "{p}", "value": "{p}"}}"#);
+    let plan = format!(
+        r#"{{"schema_version": 3, "operator": "axpb_op", "target": "sm_90a",
+            "compiler": {{"name": "tilec", "version": "0"}}, "source": {{"path": "axpb.tile", "hash": "0"}}, "sizes": ["N"],
+            "params": [{}, {}, {}, {}], "buffers": [],
+            "launches": [{{"kernel": "axpb", "meta": "axpb.meta.json", "args": [{}, {}, {}, {}]}}]}}"#,
+        param("a", "", "input"),
+        param("x", r#""N""#, "input"),
+        param("y", r#""N""#, "output"),
+        param("b", "", "input"),
+        arg("a"),
+        arg("x"),
+        arg("y"),
+        arg("b"),
+    );
+    let plan_path = dir.join("axpb_op.plan.json");
+    std::fs::write(&plan_path, plan).unwrap();
+    let run = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_tilec-run")).arg(&plan_path).arg("--inputs").arg(fixture("axpb.inputs.safetensors")).arg("--out").arg(dir.join("y.safetensors")).output().unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stderr) = run();
+    assert!(code == 0 || code == 4, "a good plan runs or finds no GPU: exit {code}: {stderr}");
+    std::fs::remove_file(dir.join("axpb.meta.json")).unwrap();
+    let (code, stderr) = run();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("launch 0 (`axpb`)"), "{stderr}");
+    std::fs::write(dir.join("axpb.meta.json"), "{\"schema_version\": 99}").unwrap();
+    let (code, stderr) = run();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("launch 0 (`axpb`)"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

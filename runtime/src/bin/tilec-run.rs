@@ -140,6 +140,11 @@ fn run_plan(cli: &Cli) -> Result<u8, CliError> {
         "cubin" => CodeKind::Cubin,
         _ => CodeKind::Auto,
     };
+    // Every launched kernel's metadata is read and checked before a GPU is needed: a missing or
+    // malformed file is the artifacts' fault (exit 2), never reported as "no GPU" (exit 4).
+    for (i, step) in plan.launches.iter().enumerate() {
+        Artifact::open(&dir.join(&step.meta)).map_err(|e| CliError::Usage(format!("operator `{}`, launch {i} (`{}`): {e}", plan.operator, step.kernel)))?;
+    }
     let gpu = Gpu::open(cli.device)?;
     let launches: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
     println!("operator {} ({}) on {}: {} launches ({})", plan.operator, plan.target, gpu.name()?, launches.len(), launches.join(" → "));
