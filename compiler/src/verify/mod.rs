@@ -112,7 +112,7 @@ pub enum Tweak {
 
 impl Tweak {
     /// Applies the tweak to `p`'s inputs; false when the member lacks the input it changes (the
-    /// case does not apply).
+    /// case does not apply) — except weak decay, which runs without a gate as it is.
     fn apply(self, p: &mut Problem) -> bool {
         match self {
             Tweak::None => true,
@@ -127,7 +127,10 @@ impl Tweak {
                     });
                     true
                 }
-                None => false,
+                // Without a gate (LA) a weak-decay case is still a case of its own: another T,
+                // and the varlen case of three sequences, one of length 1, which every member
+                // must meet. g = 0 and strong decay would only repeat the plain cases.
+                None => self == Tweak::WeakDecay,
             },
             Tweak::ZeroBeta => match p.beta.as_mut() {
                 Some(b) => {
