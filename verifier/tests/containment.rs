@@ -161,3 +161,33 @@ fn a_missing_program_is_an_io_error() {
     assert!(matches!(&e, Some(CandidateError::Io(m)) if m.contains("cannot start `/nonexistent/kverify-worker`")), "{e:?}");
     assert!(t0.elapsed() < Duration::from_secs(3));
 }
+
+/// A worker whose manifest declares a `cuda` device runs without the address-space cap (the
+/// CUDA driver's address reservation breaks context creation under `RLIMIT_AS`, as for
+/// `tilec-run`); a CPU worker keeps it. Both still run in their own process group under the
+/// time limit. The worker writes `ulimit -v` and its process group to a file, then says hello.
+#[test]
+fn a_cuda_declared_worker_runs_without_the_address_space_cap_and_a_cpu_one_keeps_it() {
+    let seen = |device: &str| -> (String, bool) {
+        let dir = scratch(&format!("as-{}", device.replace(':', "_")));
+        let m = serde_json::json!({
+            "name": "as", "op": "matmul",
+            "precision": {"input": "f32", "accumulator": "f32", "output": "f32"},
+            "device": device,
+            "command": ["sh", "-c", format!("echo \"$(ulimit -v) $(cut -d' ' -f5 /proc/$$/stat) $$\" > seen\n{HELLO}\nsleep 30")]
+        });
+        std::fs::write(dir.join("m.json"), m.to_string()).expect("write");
+        let c = ExternalCandidate::new(Manifest::load(&dir.join("m.json")).expect("manifest"), Duration::from_secs(10), 4096);
+        assert_eq!(c.memory_limit_mb(), if device == "cpu" { 4096 } else { 0 }, "{device}");
+        assert!(c.restart().expect("worker starts"), "{device}");
+        let s = std::fs::read_to_string(dir.join("seen")).expect("seen");
+        let v: Vec<&str> = s.split_whitespace().collect();
+        // Its own process group, not the test's.
+        let own_group = v.len() == 3 && v[1] != unsafe { libc::getpgrp() }.to_string();
+        drop(c);
+        (v[0].to_string(), own_group)
+    };
+    assert_eq!(seen("cpu"), ((4096 * 1024).to_string(), true));
+    assert_eq!(seen("cuda"), ("unlimited".to_string(), true));
+    assert_eq!(seen("cuda:1"), ("unlimited".to_string(), true));
+}

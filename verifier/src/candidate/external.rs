@@ -157,7 +157,8 @@ pub struct ExternalCandidate {
     pub manifest: Manifest,
     /// Time limit per call (and for start-up).
     pub time_limit: Duration,
-    /// Address-space limit of the process, MiB (0: none).
+    /// Address-space limit of a CPU worker's process, MiB (0: none); a worker declaring a
+    /// `cuda` device runs without one ([`ExternalCandidate::address_space_limit_mb`]).
     pub mem_limit_mb: u64,
     proc_: Mutex<Option<Worker>>,
     next_id: Mutex<u64>,
@@ -185,11 +186,24 @@ impl ExternalCandidate {
         }
     }
 
+    /// The address-space cap its worker runs under, MiB (0: none): `mem_limit_mb` for a CPU
+    /// worker, none for one whose manifest declares a `cuda` device. As for `tilec-run`
+    /// ([`super::tilec::TilecCandidate::address_space_limit_mb`]), the CUDA driver reserves tens
+    /// of GiB of virtual address space, so an `RLIMIT_AS` cap makes context creation fail. The
+    /// rest of the containment (own process group, subreaper shim, time limit, tree kill,
+    /// bounded reads, `RLIMIT_CORE` = 0) stays.
+    pub fn address_space_limit_mb(&self) -> u64 {
+        match parse_device(&self.manifest.device) {
+            Device::Cpu => self.mem_limit_mb,
+            Device::Cuda(_) => 0,
+        }
+    }
+
     fn spawn(&self) -> Result<Worker, CandidateError> {
         let m = &self.manifest;
         let mut cmd = Command::new(&m.command[0]);
         cmd.args(&m.command[1..]).current_dir(&m.dir).envs(&m.env);
-        Worker::spawn(cmd, PROTOCOL, self.time_limit, self.mem_limit_mb, MAX_LINE).map_err(|e| match e {
+        Worker::spawn(cmd, PROTOCOL, self.time_limit, self.address_space_limit_mb(), MAX_LINE).map_err(|e| match e {
             CandidateError::Io(msg) => CandidateError::Io(format!("{msg} (`{}`)", m.command.join(" "))),
             e => e,
         })
@@ -305,7 +319,7 @@ impl Candidate for ExternalCandidate {
         parse_device(&self.manifest.device)
     }
     fn memory_limit_mb(&self) -> u64 {
-        self.mem_limit_mb
+        self.address_space_limit_mb()
     }
     fn forward_layout(&self, dims: &Dims, inputs: &mut [Tensor], layouts: &[Layout]) -> Result<CandidateOutput, CandidateError> {
         self.call("forward", dims, inputs, &[], Some(layouts))

@@ -404,7 +404,10 @@ impl TilecCandidate {
         let mut cmd = Self::command(executor, binding, &in_path, &out_path);
         let ran = run_once(&mut cmd, self.time_limit, self.address_space_limit_mb());
         let _ = std::fs::remove_file(&in_path);
-        ran?;
+        ran.map_err(|e| match (executor, &e) {
+            (Executor::Gpu { .. }, CandidateError::Exited { code, stderr_tail }) => binder_refusal(*code, stderr_tail).map_or(e, CandidateError::Refused),
+            _ => e,
+        })?;
         let mut tensors = safetensors_io::read(&out_path).map_err(|e| CandidateError::Protocol(e.to_string()))?;
         let _ = std::fs::remove_file(&out_path);
         let mut outputs = Vec::with_capacity(binding.outputs.len());
@@ -440,6 +443,43 @@ impl TilecCandidate {
             _ => Ok(()),
         }
     }
+}
+
+/// Exit status of `tilec-run` for inputs the binder refuses (and for other errors).
+pub const EXIT_INPUT: i32 = 1;
+
+/// The binder's refusal of a size, when `tilec-run` exited with `code` and this tail of stderr
+/// (`None`: anything else, reported as the runtime failure it is). Only two messages of the
+/// runtime's binder (`abi/src/bind.rs`), printed before anything is launched, qualify, as the
+/// last line and with exit status [`EXIT_INPUT`]:
+/// `tilec-run: error: size `T` = 70000 is outside the kernel's envelope (..)` and
+/// `tilec-run: error: size scalar `M` = `M` evaluates to 2147483649, outside 0..=2147483647 (passed as i32)`
+/// (the kernel's size scalars are i32). CMP-03 lists such a refusal past the envelope as
+/// declined, like any candidate's refusal; a signal, a hang, another exit status or any other
+/// message stays a runtime failure.
+pub fn binder_refusal(code: i32, stderr_tail: &str) -> Option<String> {
+    if code != EXIT_INPUT {
+        return None;
+    }
+    let last = stderr_tail.rsplit(" | ").next()?.trim();
+    let msg = last.strip_prefix("tilec-run: error: ")?;
+    let name = |s: &str| -> Option<usize> {
+        let n = s.strip_prefix('`')?.find('`')?;
+        (n > 0 && s[1..=n].chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(n + 2)
+    };
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    if let Some(r) = msg.strip_prefix("size scalar ") {
+        // `M` = `M` evaluates to V, outside 0..=2147483647 (passed as i32)
+        let n = name(r)?;
+        let r = r[n..].strip_prefix(" = ")?;
+        let m = name(r)?;
+        let v = r[m..].strip_prefix(" evaluates to ")?.strip_suffix(", outside 0..=2147483647 (passed as i32)")?;
+        return (digits(v.trim_start_matches('-'))).then(|| format!("tilec-run's binder: {msg}"));
+    }
+    let r = msg.strip_prefix("size ")?;
+    let n = name(r)?;
+    let (v, rest) = r[n..].strip_prefix(" = ")?.split_once(' ')?;
+    (digits(v) && rest.starts_with("is outside the kernel's envelope (") && rest.ends_with(')')).then(|| format!("tilec-run's binder: {msg}"))
 }
 
 /// Whether `op` is a recurrence class (which passes its own scale to an operator).

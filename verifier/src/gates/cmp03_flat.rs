@@ -7,9 +7,11 @@
 //!   offset is at least 2^31, past every i32 offset. The dim must *split* the operator: it is
 //!   the leading axis of every output and of every input that has it, and the fp64 reference
 //!   on a subset of its indices equals that subset of the reference (checked bitwise at a small
-//!   size). Of the dims that split, the one whose tensors take the fewest bytes is taken
-//!   (softmax R = 2^31 + 1 at N = 1; matmul M = 2^31 + 1 at K = N = 1; sdpa Bt = 2^26 + 1 at
-//!   Lq = Lk = 1, D = Dv = 32).
+//!   size). Every extent stays ≤ [`MAX_EXTENT`] = 2^31 − 1 (a tilec kernel's sizes are i32):
+//!   where one element per index would need n = 2^31 + 1, one other changeable dim is raised to
+//!   the smallest value that avoids it. Of the shapes that qualify, the one whose tensors take
+//!   the fewest bytes is taken (softmax R = 2^30 + 1 at N = 2; matmul M = 2^30 + 1 at K = 2,
+//!   N = 1; sdpa Bt = 2^26 + 1 at Lq = Lk = 1, D = Dv = 32).
 //! * **What is compared** ([`sample_rows`]): the reference runs only at sampled indices of the
 //!   grown dim — the first two, the middle, the last three, and those holding the flat elements
 //!   2^k − 1 and 2^k of the largest input for every k from 16 up to the limit (where 16-bit,
@@ -21,7 +23,9 @@
 //!   every core, straight into the declared input dtype; the reference's rows are cut out of the
 //!   candidate's tensors (the same values, widened exactly).
 //! * **Judged like the other past-envelope sizes**: the dim's range is widened for the
-//!   reference; the candidate may decline (listed as declined), a crash or hang is an error.
+//!   reference; the candidate may decline (listed as declined; for a tilec GPU artifact,
+//!   `tilec-run`'s binder refusing a size, [`crate::candidate::tilec::binder_refusal`]), a
+//!   crash or hang is an error.
 //! * **Skipped, with the reason in the gate's detail** ([`plan`]): when the candidate computes
 //!   on the CPU; when no dim splits the class; when the candidate's process has an address-space
 //!   cap below the bytes of its inputs and outputs; when [`HOST_COPIES`] × those bytes exceed
@@ -55,7 +59,7 @@ const SPLIT_CHECK: (usize, [usize; 3]) = (6, [1, 4, 5]);
 /// The probe past [`FLAT_ELEMENTS`].
 #[derive(Debug, Clone)]
 pub struct FlatProbe {
-    /// Label (`R=2147483649 (past 2^31 flat elements: x holds 2147483649; 38 indices of R compared)`).
+    /// Label (`R=1073741825 (past 2^31 flat elements: x holds 2147483650; 38 indices of R compared)`).
     pub label: String,
     /// The dims: `dim` grown, the other changeable dims at their minimum.
     pub dims: Dims,
@@ -154,40 +158,81 @@ pub fn sample_rows(n: usize, per: usize, limit: usize) -> Vec<usize> {
     r
 }
 
+/// The largest extent the probe gives any dim: [`i32::MAX`]. A tilec kernel's sizes are i32
+/// (the DSL's size scalars; `tilec-run`'s binder refuses 2^31 + 1), so a shape with an extent
+/// past it is one no such kernel can take, whatever its offsets.
+pub const MAX_EXTENT: usize = i32::MAX as usize;
+
+/// Elements of the largest input that has `s` as its leading axis, per index of `s` at `at`:
+/// (that input, the count, which inputs have `s`). None when `s` does not split the shapes.
+fn per_index(op: &Op, at: &Dims, s: &str) -> Option<(usize, usize, Vec<bool>)> {
+    let (ins, _) = leading(op, at, s)?;
+    let per: Vec<usize> = op.input_shapes(&at.with(s, 1)).iter().zip(&ins).map(|(sh, &h)| if h { numel(sh) } else { 0 }).collect();
+    let (input, c) = per.iter().enumerate().fold((0, 0), |b, (i, &c)| if c > b.1 { (i, c) } else { b });
+    Some((input, c, ins))
+}
+
 /// The shape past `limit` flat elements for `op` from `base` (see the module docs), with the
 /// bytes of the candidate's tensors in `precision`'s dtypes. `Err` says why no dim qualifies.
+///
+/// Every extent stays ≤ [`MAX_EXTENT`]: where the grown dim alone would need more (one element
+/// per index: softmax, matmul, the row-wise and elementwise classes), one other changeable dim
+/// is raised to the smallest value that brings it under (softmax N = 2, R = 2^30 + 1; matmul
+/// K = 2, M = 2^30 + 1). The grown dim still splits the class (checked at the raised shape),
+/// so its indices stay independent and [`sample_rows`] applies unchanged.
 pub fn flat_shape(op: &Op, base: &Dims, precision: &Precision, limit: usize) -> Result<FlatProbe, String> {
     let changeable: Vec<_> = op.dims.iter().filter(|d| d.kind != DimKind::Fixed).collect();
-    let mut at = base.clone();
+    let mut start = base.clone();
     for o in &changeable {
-        at = at.with(o.name, o.min.max(1));
+        start = start.with(o.name, o.min.max(1));
     }
     let mut best: Option<FlatProbe> = None;
     let mut why = Vec::new();
     for s in changeable.iter().filter(|s| s.kind != DimKind::Reduction) {
-        let Some((ins, _)) = leading(op, &at, s.name) else {
+        let Some((_, c, _)) = per_index(op, &start, s.name) else {
             why.push(format!("{} is not the leading axis of every output and input that has it", s.name));
             continue;
         };
-        let per: Vec<usize> = op.input_shapes(&at.with(s.name, 1)).iter().zip(&ins).map(|(sh, &h)| if h { numel(sh) } else { 0 }).collect();
-        let (input, c) = per.iter().enumerate().fold((0, 0), |b, (i, &c)| if c > b.1 { (i, c) } else { b });
         if c == 0 {
             continue;
         }
-        let n = limit / c + 1;
-        let d = at.with(s.name, n);
-        if let Err(e) = widened(op, s.name, n).check_dims(&d).map_err(|e| e.to_string()).and_then(|_| splits(op, &at, s.name, &ins)) {
-            why.push(format!("{}: {e}", s.name));
-            continue;
+        // The shapes to try: every other dim at its minimum or, when that needs an extent past
+        // MAX_EXTENT, each other changeable dim raised to the smallest value that avoids it.
+        let mut tries = vec![start.clone()];
+        if limit / c + 1 > MAX_EXTENT {
+            tries.clear();
+            for o in changeable.iter().filter(|o| o.name != s.name) {
+                let lo = start.get(o.name);
+                let v = (lo + 1..=o.max.min(lo + 1024)).find(|&v| per_index(op, &start.with(o.name, v), s.name).is_some_and(|(_, c, _)| c > 0 && limit / c < MAX_EXTENT));
+                if let Some(v) = v {
+                    tries.push(start.with(o.name, v));
+                }
+            }
+            if tries.is_empty() {
+                why.push(format!("{}: {} > i32::MAX indices needed and no other dim raises its elements per index", s.name, limit / c + 1));
+                continue;
+            }
         }
-        let count = |shapes: Vec<Vec<usize>>, t: DType| shapes.iter().map(|s| numel(s)).sum::<usize>().saturating_mul(t.storage().bytes());
-        let bytes = count(op.input_shapes(&d), precision.input).saturating_add(count(op.output_shapes(&d), precision.output));
-        let rows = sample_rows(n, c, limit);
-        let name = op.inputs.get(input).map(|i| i.name).unwrap_or("?");
-        let past = if limit.is_power_of_two() { format!("2^{}", limit.trailing_zeros()) } else { limit.to_string() };
-        let label = format!("{}={n} (past {past} flat elements: {name} holds {}; {} indices of {} compared)", s.name, n * c, rows.len(), s.name);
-        if best.as_ref().is_none_or(|b| bytes < b.candidate_bytes) {
-            best = Some(FlatProbe { label, dims: d, dim: s.name, input, elements: n * c, rows, candidate_bytes: bytes });
+        for at in tries {
+            let Some((input, c, ins)) = per_index(op, &at, s.name) else {
+                why.push(format!("{} is not the leading axis of every output and input that has it at {at}", s.name));
+                continue;
+            };
+            let n = limit / c + 1;
+            let d = at.with(s.name, n);
+            if let Err(e) = widened(op, s.name, n).check_dims(&d).map_err(|e| e.to_string()).and_then(|_| splits(op, &at, s.name, &ins)) {
+                why.push(format!("{}: {e}", s.name));
+                continue;
+            }
+            let count = |shapes: Vec<Vec<usize>>, t: DType| shapes.iter().map(|s| numel(s)).sum::<usize>().saturating_mul(t.storage().bytes());
+            let bytes = count(op.input_shapes(&d), precision.input).saturating_add(count(op.output_shapes(&d), precision.output));
+            let rows = sample_rows(n, c, limit);
+            let name = op.inputs.get(input).map(|i| i.name).unwrap_or("?");
+            let past = if limit.is_power_of_two() { format!("2^{}", limit.trailing_zeros()) } else { limit.to_string() };
+            let label = format!("{}={n} (past {past} flat elements: {name} holds {}; {} indices of {} compared)", s.name, n * c, rows.len(), s.name);
+            if best.as_ref().is_none_or(|b| bytes < b.candidate_bytes) {
+                best = Some(FlatProbe { label, dims: d, dim: s.name, input, elements: n * c, rows, candidate_bytes: bytes });
+            }
         }
     }
     best.ok_or_else(|| format!("no dim of {} splits its outputs: {}", op.id, why.join("; ")))

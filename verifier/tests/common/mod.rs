@@ -17,6 +17,7 @@ pub fn root() -> PathBuf {
 /// Puts .tools/py (where scripts/setup.sh installs NumPy) on PYTHONPATH and reports whether
 /// python3 can import numpy; says why when it cannot. Set once, before any candidate process
 /// starts; the tests only read it afterwards.
+#[allow(dead_code)] // not every test binary starts a Python worker
 pub fn python_ready() -> bool {
     let tools = root().join("../.tools/py");
     if tools.is_dir() {
