@@ -2,11 +2,14 @@
 //! kernel on the interpreter at shapes derived from its tile sizes and judges each output
 //! against kverify's fp64 reference of the class, with kverify's error model and comparison.
 //!
-//! * gemm.tile's `contract(matmul)` passes at M, K, N = 128, 128, 256 (whole tiles), 129, 65,
-//!   257 (partial tiles) and 65, 33, 129 (under one tile), each bound being kverify's
-//!   deterministic bound recomputed here from the generated inputs;
+//! * gemm.tile's `contract(matmul)` passes at M, K, N = 384, 192, 768 (whole tiles: three
+//!   CTAs along M and N, three K trips), 257, 129, 513 (partial tiles) and 65, 33, 129 (under
+//!   one tile), each bound being kverify's deterministic bound recomputed here from the
+//!   generated inputs;
 //! * a gemm that drops the partial K tile passes whole tiles and fails the two partial shapes,
-//!   one that reads b transposed fails all three (exit 1);
+//!   one that reads b transposed fails all three, one whose K loop stops after 2 tiles, one
+//!   that writes only 2 x 2 CTAs and a row sum whose untiled loop stops at sum's native N fail
+//!   the shapes past them (exit 1);
 //! * a second class (`sum`) binds and passes the same way.
 //!
 //! The diagnostics of an unknown class and of parameters that cannot bind are
@@ -61,10 +64,10 @@ fn gemm_contract_passes_at_derived_shapes_within_kverifys_bound() {
     let class = kverify::references::op_by_id("matmul").unwrap();
     let b = bind(k, &class, contract.span).unwrap();
     assert_eq!((b.binding.inputs.clone(), b.binding.outputs.clone()), (vec!["a".to_string(), "b".into()], vec!["c".to_string()]));
-    // Tiles BM = 128, BK = 64, BN = 256: whole tiles (K twice), one more element, half a tile + 1.
+    // Tiles BM = 128, BK = 64, BN = 256: three whole tiles, two and one element, half a tile + 1.
     let (run, not_run) = cases(k, &b);
     let names: Vec<&str> = run.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["whole tiles M=128,K=128,N=256", "partial tiles M=129,K=65,N=257", "under one tile M=65,K=33,N=129"]);
+    assert_eq!(names, ["whole tiles M=384,K=192,N=768", "partial tiles M=257,K=129,N=513", "under one tile M=65,K=33,N=129"]);
     assert!(not_run.is_empty(), "{not_run:?}");
     let v = verify_kernel(k, &tilec::interp::Options::default()).unwrap();
     assert_eq!(v.judgements.len(), 3);
@@ -106,7 +109,7 @@ fn expect_report(file: &str, code: i32, output: &str, want: &[(&str, &str)], sum
 
 #[test]
 fn gemm_build_verify_prints_each_case_and_exits_0() {
-    let want = [("whole tiles M=128,K=128,N=256", "ok"), ("partial tiles M=129,K=65,N=257", "ok"), ("under one tile M=65,K=33,N=129", "ok")];
+    let want = [("whole tiles M=384,K=192,N=768", "ok"), ("partial tiles M=257,K=129,N=513", "ok"), ("under one tile M=65,K=33,N=129", "ok")];
     let stdout = expect_report("dsl-examples/gemm.tile", 0, "c", &want, "verify: 3 outputs judged, all within their bounds");
     assert!(stdout.contains("verify kernel gemm against kverify's fp64 reference of matmul"), "{stdout}");
     assert!(stdout.contains("declared precision bf16 in, f32 accumulate, f32 out"), "{stdout}");
@@ -114,23 +117,44 @@ fn gemm_build_verify_prints_each_case_and_exits_0() {
 
 #[test]
 fn a_gemm_that_drops_the_partial_k_tile_fails_only_the_partial_shapes() {
-    let want = [("whole tiles M=128,K=128,N=256", "ok"), ("partial tiles M=129,K=65,N=257", "VIOLATION"), ("under one tile M=65,K=33,N=129", "VIOLATION")];
+    let want = [("whole tiles M=384,K=192,N=768", "ok"), ("partial tiles M=257,K=129,N=513", "VIOLATION"), ("under one tile M=65,K=33,N=129", "VIOLATION")];
     expect_report("tests/verify/gemm_floor_k.tile", 1, "c", &want, "error: verify: 2 of 3 outputs outside their bound");
 }
 
 #[test]
 fn a_gemm_that_reads_b_transposed_fails_every_shape() {
     // Tiles 128, 64, 64.
-    let want = [("whole tiles M=128,K=128,N=64", "VIOLATION"), ("partial tiles M=129,K=65,N=65", "VIOLATION"), ("under one tile M=65,K=33,N=33", "VIOLATION")];
+    let want = [("whole tiles M=384,K=192,N=192", "VIOLATION"), ("partial tiles M=257,K=129,N=129", "VIOLATION"), ("under one tile M=65,K=33,N=33", "VIOLATION")];
     expect_report("tests/verify/gemm_transposed_b.tile", 1, "c", &want, "error: verify: 3 of 3 outputs outside their bound");
 }
 
 #[test]
 fn a_row_sum_kernel_verifies_as_the_sum_class() {
     // R tiled by 64, N (the reduction) by 128.
-    let want = [("whole tiles R=64,N=256", "ok"), ("partial tiles R=65,N=129", "ok"), ("under one tile R=33,N=65", "ok")];
+    let want = [("whole tiles R=192,N=384", "ok"), ("partial tiles R=129,N=257", "ok"), ("under one tile R=33,N=65", "ok")];
     let stdout = expect_report("tests/verify/row_sum.tile", 0, "y", &want, "verify: 3 outputs judged, all within their bounds");
-    assert!(stdout.contains("n = the reference's depth (256, 129, 65)"), "{stdout}");
+    assert!(stdout.contains("n = the reference's depth (384, 257, 65)"), "{stdout}");
+}
+
+#[test]
+fn a_gemm_whose_k_loop_stops_after_two_tiles_fails_at_three() {
+    // Tiles 128, 64, 64: K = 3 and 2 tiles + 1 are past the cap, K = 33 is not.
+    let want = [("whole tiles M=384,K=192,N=192", "VIOLATION"), ("partial tiles M=257,K=129,N=129", "VIOLATION"), ("under one tile M=65,K=33,N=33", "ok")];
+    expect_report("tests/verify/gemm_capped_k.tile", 1, "c", &want, "error: verify: 2 of 3 outputs outside their bounds");
+}
+
+#[test]
+fn a_gemm_that_writes_only_two_by_two_ctas_fails_on_three() {
+    let want = [("whole tiles M=384,K=192,N=192", "VIOLATION"), ("partial tiles M=257,K=129,N=129", "VIOLATION"), ("under one tile M=65,K=33,N=33", "ok")];
+    expect_report("tests/verify/gemm_two_ctas.tile", 1, "c", &want, "error: verify: 2 of 3 outputs outside their bounds");
+}
+
+#[test]
+fn an_untiled_loop_capped_at_the_native_size_fails_past_it() {
+    // No tile: R and N from sum's native 64 and 256 (t = 32, 128), past N = 256 twice.
+    let want = [("whole tiles R=96,N=384", "VIOLATION"), ("partial tiles R=65,N=257", "VIOLATION"), ("under one tile R=17,N=65", "ok")];
+    let stdout = expect_report("tests/verify/sum_capped_loop.tile", 1, "y", &want, "error: verify: 2 of 3 outputs outside their bounds");
+    assert!(!stdout.contains("not run"), "{stdout}");
 }
 
 /// `src` written to a fresh temporary `NAME.tile`.
@@ -156,7 +180,7 @@ fn an_unknown_class_stops_the_build_with_a_suggestion() {
 
 #[test]
 fn a_kernel_that_stops_on_the_interpreter_is_reported_not_judged() {
-    // No tile along K: its native 64; M and N tiled by the 16 x 16 store.
+    // No tile along K: t = 32 from its native 64; M and N tiled by the 16 x 16 store.
     let src = "kernel divs(a: bf16[M, K], b: bf16[K, N], c: out f32[M, N]) grid(1) threads(128) contract(matmul) {
     let q = K / (M - M);
     store c[0..+16, 0..+16] = zeros(16, 16) + f32(q);
@@ -167,6 +191,39 @@ fn a_kernel_that_stops_on_the_interpreter_is_reported_not_judged() {
     std::fs::remove_dir_all(file.parent().unwrap()).ok();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("error: verify: kernel `divs`: at whole tiles M=16,K=64,N=16: ") && stderr.contains("integer division by zero"), "{stderr}");
+    assert!(stderr.contains("error: verify: kernel `divs`: at whole tiles M=48,K=96,N=48: ") && stderr.contains("integer division by zero"), "{stderr}");
     assert!(stderr.contains("error: verify: 1 operator(s) or kernel(s) could not be judged"), "{stderr}");
+}
+
+#[test]
+fn an_honest_conv1d_with_a_derived_output_extent_binds_and_passes() {
+    // No tile: every size from conv1d's native one (t = native / 2, rounded up); Kw clamped to 4.
+    let want = [("whole tiles Bt=3,Cin=24,Cout=24,L=96,Kw=4", "ok"), ("partial tiles Bt=3,Cin=17,Cout=17,L=65,Kw=4", "ok"), ("under one tile Bt=1,Cin=5,Cout=5,L=17,Kw=2", "ok")];
+    expect_report("tests/verify/conv1d_direct.tile", 0, "y", &want, "verify: 3 outputs judged, all within their bounds");
+}
+
+#[test]
+fn one_case_is_one_output_judged() {
+    // Every extent constant: one shape, the two others the same.
+    let src = "kernel rs(x: f32[64, 128], y: out f32[64]) grid(1) threads(128) contract(sum) {
+    store y[0..+64] = row_sum(load x[0..+64, 0..+128]);
+}
+";
+    let file = temp_tile("allconst", src);
+    let o = build_verify(&file);
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("verify: 1 output judged, within its bound"), "{stderr}");
+}
+
+#[test]
+fn a_number_as_the_class_is_told_the_class_is_a_name() {
+    let file = temp_tile("num", "kernel k(a: f32[N], y: out f32[N]) grid(1) threads(128) contract(1) {\n    store y[0] = load a[0];\n}\n");
+    let o = build_verify(&file);
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("help: `1` is a number; a contract's class must be a name"), "{stderr}");
+    assert!(!stderr.contains("reserved word"), "{stderr}");
 }

@@ -117,7 +117,7 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
         return ExitCode::from(1);
     }
     if violations > 0 {
-        eprintln!("error: verify: {violations} of {judged} outputs outside their bound");
+        eprintln!("error: verify: {violations} of {judged} output{} outside {}", plural(judged), if violations == 1 { "its bound" } else { "their bounds" });
         return ExitCode::from(1);
     }
     // Said again at the end: a `--verify=gpu` that fell back judged nothing on a GPU.
@@ -126,7 +126,8 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
         (true, true) => " (on the GPU)",
         _ => "",
     };
-    eprintln!("verify: {judged} outputs judged{place}, all within their bounds");
+    let all = if judged == 1 { "within its bound" } else { "all within their bounds" };
+    eprintln!("verify: {judged} output{} judged{place}, {all}", plural(judged));
     ExitCode::SUCCESS
 }
 
@@ -137,6 +138,11 @@ struct Row<'a> {
     error: f64,
     bound: f64,
     ok: bool,
+}
+
+/// `s` after a count other than one.
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// The column heads, `error` naming the measured figure; `w`: the case column's width.
@@ -151,16 +157,34 @@ fn print_rows<'a>(w: usize, rows: impl Iterator<Item = Row<'a>>) -> (usize, usiz
         n += 1;
         bad += usize::from(!r.ok);
         let verdict = if r.ok { "ok" } else { "VIOLATION" };
-        // A bound of 0 (isolation) asks for equal bits: no margin to give.
-        // A violation's margin below 0.1 keeps its digits (1.2e-5×, not 0.0×).
-        let margin = match r.bound / r.error {
-            _ if r.bound == 0.0 => "bitwise".to_string(),
-            m if m < 0.1 => format!("{m:.1e}×"),
-            m => format!("{m:.1}×"),
-        };
+        let margin = margin_text(r.bound, r.error);
         println!("  {:<w$} {:<7} {:>17.3e} {:>9.2e} {margin:>8}  {verdict}", r.case, r.output, r.error, r.bound);
     }
     (n, bad)
+}
+
+/// The margin column: bound / error.
+fn margin_text(bound: f64, error: f64) -> String {
+    match bound / error {
+        // A bound of 0 (isolation) asks for equal bits: no margin to give.
+        _ if bound == 0.0 => "bitwise".to_string(),
+        // A violation's margin below 0.1 keeps its digits (1.2e-5×, not 0.0×), and one of 10⁴
+        // or more says its size only (1.5e13×, not 14739719872134.2×).
+        m if m.is_finite() && !(0.1..1e4).contains(&m) => format!("{m:.1e}×"),
+        m => format!("{m:.1}×"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn margin_text_is_short_at_every_size() {
+        assert_eq!(super::margin_text(1.47397198721342e13, 1.0), "1.5e13×");
+        assert_eq!(super::margin_text(105.43, 1.0), "105.4×");
+        assert_eq!(super::margin_text(1.2e-5, 1.0), "1.2e-5×");
+        assert_eq!(super::margin_text(1.0, 0.0), "inf×");
+        assert_eq!(super::margin_text(0.0, 1.0), "bitwise");
+    }
 }
 
 /// Judges one kernel with a contract on the interpreter and prints its rows; returns (rows,

@@ -133,8 +133,18 @@ fn parse_error(e: ParseError<usize, Token, (usize, usize)>, src: &str) -> Diagno
             let d = Diagnostic::error(Code::ParseUnexpected, format!("unexpected {t}"), Span::new(s, e), expected_list(&expected));
             // A word where a name may stand, and not taken as one: a reserved word (`out`, `in`, …).
             let word = src.get(s..e).filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            let name_expected = expected.iter().any(|x| x == "IDENT");
             match word {
-                Some(w) if expected.iter().any(|x| x == "IDENT") => d.with_note(format!("help: `{w}` is a reserved word of the language and cannot be a name; choose another")),
+                // A number where a name is expected (`contract(1)`): not a reserved word.
+                Some(w) if name_expected && w.starts_with(|c: char| c.is_ascii_digit()) => {
+                    let what = if src[..s].trim_end().strip_suffix('(').is_some_and(|b| b.trim_end().ends_with("contract")) {
+                        "a contract's class must be a name: one of kverify's operator classes (`matmul`, `softmax`, …)"
+                    } else {
+                        "a name is expected here, and a name starts with a letter or `_`"
+                    };
+                    d.with_note(format!("help: `{w}` is a number; {what}"))
+                }
+                Some(w) if name_expected => d.with_note(format!("help: `{w}` is a reserved word of the language and cannot be a name; choose another")),
                 _ => d,
             }
         }

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use kverify::candidate::tilec::{Binding, TilecError};
 use kverify::error_model::Precision;
-use kverify::references::{Dims, Op};
+use kverify::references::{DimKind, Dims, Op};
 use kverify::tensor::DType;
 
 use super::roundings::kverify_dtype;
@@ -78,19 +78,25 @@ pub struct BindError {
     pub help: Option<String>,
 }
 
-/// Probe size of class dimension `i`: distinct, and unlike any extent a kernel writes.
-fn probe(i: usize) -> usize {
-    1009 + 37 * i
+/// Probe size of class dimension `i`: distinct, and unlike any extent a kernel writes. A
+/// dimension of kind Fixed (a window, a head size) probes below every other one, so a derived
+/// extent (conv1d's `L + 1 - Kw`) stays positive and unlike any probe.
+fn probe(class: &Op, i: usize) -> usize {
+    if class.dims[i].kind == DimKind::Fixed {
+        509 + 37 * i
+    } else {
+        1009 + 37 * i
+    }
 }
 
 /// The class's dims with every dimension at its probe size, then `fixed` applied.
 fn probe_dims(class: &Op, fixed: &BTreeMap<usize, i64>) -> Dims {
-    Dims(class.dims.iter().enumerate().map(|(i, d)| (d.name.to_string(), fixed.get(&i).map_or(probe(i), |&c| c as usize))).collect())
+    Dims(class.dims.iter().enumerate().map(|(i, d)| (d.name.to_string(), fixed.get(&i).map_or(probe(class, i), |&c| c as usize))).collect())
 }
 
 /// A class shape with probe sizes written as their dimension names (`[M, K]`).
 fn shape_text(class: &Op, shape: &[usize]) -> String {
-    let dim = |v: usize| (0..class.dims.len()).find(|&i| probe(i) == v).map_or_else(|| v.to_string(), |i| class.dims[i].name.to_string());
+    let dim = |v: usize| (0..class.dims.len()).find(|&i| probe(class, i) == v).map_or_else(|| v.to_string(), |i| class.dims[i].name.to_string());
     format!("[{}]", shape.iter().map(|&v| dim(v)).collect::<Vec<_>>().join(", "))
 }
 
@@ -121,7 +127,9 @@ pub fn bind(kernel: &Kernel, class: &Op, contract: Span) -> Result<KernelBinding
         let ParamKind::Tensor { elem, output, .. } = &d.kind else {
             return Err(err(Code::BadArguments, d.span, format!("scalar parameter `{}` cannot bind to `contract({})`: the class passes tensors only", d.name, class.id), "a scalar"));
         };
-        let dt = kverify_dtype(*elem).filter(|t| *output || !t.is_integer()).ok_or_else(|| err(Code::TypeMismatch, d.span, format!("`{}` is {elem}: `contract({})` generates float inputs", d.name, class.id), "not a float"))?;
+        // A float class: its inputs are generated, and its reference compared, in floats.
+        let what = if *output { "judges float outputs" } else { "generates float inputs" };
+        let dt = kverify_dtype(*elem).filter(|t| !t.is_integer()).ok_or_else(|| err(Code::TypeMismatch, d.span, format!("`{}` is {elem}: `contract({})` {what}", d.name, class.id), "not a float"))?;
         if *output { outputs.push((p, dt)) } else { inputs.push((p, dt)) }
     }
     // The narrowest input dtype is the one the class's inputs are generated in.
@@ -159,7 +167,7 @@ pub fn bind(kernel: &Kernel, class: &Op, contract: Span) -> Result<KernelBinding
             return Err(err(Code::ShapeMismatch, d.span, format!("`{}` has rank {}; `{}` binds it to {} (rank {})", d.name, shape.len(), class.id, shape_text(class, &want), want.len()), "rank differs"));
         }
         for (e, &v) in shape.iter().zip(&want) {
-            let Some(i) = (0..class.dims.len()).find(|&i| probe(i) == v) else { continue };
+            let Some(i) = (0..class.dims.len()).find(|&i| probe(class, i) == v) else { continue };
             match e {
                 SizeExpr::Sym(s) => match size_dims.insert(*s, i) {
                     Some(j) if j != i => {
@@ -182,8 +190,16 @@ pub fn bind(kernel: &Kernel, class: &Op, contract: Span) -> Result<KernelBinding
         let at = kernel.params.values().find(|d| matches!(&d.kind, ParamKind::Tensor { shape, .. } if shape.iter().any(|e| e.mentions(s)))).map_or(contract, |d| d.span);
         return Err(err(Code::ShapeMismatch, at, format!("size `{name}` of kernel `{}` is none of `{}`'s dimensions", kernel.name, class.id), "binds no dimension alone"));
     }
-    // Every bound shape must now evaluate to the class's (a product, a transposed tensor).
+    // A constant extent must be one the class can be judged at: within its dimension's range.
+    for (&i, &c) in &fixed {
+        let spec = &class.dims[i];
+        if c < spec.min as i64 || c > spec.max as i64 {
+            let at = bound(&fixed).into_iter().find(|(p, _)| shape_of(*p).contains(&SizeExpr::Const(c))).map_or(contract, |(p, _)| kernel.params[p].span);
+            return Err(err(Code::ShapeMismatch, at, format!("{} = {c} is outside `{}`'s range for {} [{}, {}]", spec.name, class.id, spec.name, spec.min, spec.max), "a constant extent out of range"));
+        }
+    }
     let dims = probe_dims(class, &fixed);
+    // Every bound shape must now evaluate to the class's (a product, a transposed tensor).
     let env: BTreeMap<String, i64> = size_dims.iter().map(|(s, &i)| (kernel.sizes[*s].clone(), dims.get(class.dims[i].name) as i64)).collect();
     for (p, want) in bound(&fixed) {
         let d = &kernel.params[p];

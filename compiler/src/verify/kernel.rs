@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use kverify::error_model::{BoundKind, Precision};
 use kverify::gates::compare::{compare, ValueReport};
 use kverify::gates::inputs::{gate_seed, generate, Dist, Inputs};
-use kverify::references::{DimKind, Dims, RefOutput};
+use kverify::references::{Dims, RefOutput};
 use kverify::tensor::{DType, Tensor};
 use tilec_abi::tensor::HostTensor;
 
@@ -35,18 +35,16 @@ use crate::ir::{Index, Kernel, Op, ParamKind, SizeExpr, SizeVar};
 ///
 /// | case | size | reaches |
 /// |---|---|---|
-/// | whole tiles | t (2t along a reduction dimension) | full tiles only; a reduction loop that runs twice |
-/// | partial tiles | t + 1 | a second tile of one element, in every dimension at once |
+/// | whole tiles | 3t | three full tiles: three CTAs along every grid dimension over it, three trips of every loop over it |
+/// | partial tiles | 2t + 1 | three tiles, the last of one element, in every dimension at once |
 /// | under one tile | t / 2 + 1 | one partial tile smaller than the tile, in every dimension |
 ///
-/// A dimension the kernel does not tile keeps the class's native size; one a constant extent
-/// fixes keeps it. Sizes are clamped to the class's legal range; a case the class refuses (or
-/// one equal to an earlier case) is not run.
-pub const RECIPES: [(&str, fn(usize, DimKind) -> usize); 3] = [
-    ("whole tiles", |t, kind| if kind == DimKind::Reduction { 2 * t } else { t }),
-    ("partial tiles", |t, _| t + 1),
-    ("under one tile", |t, _| t / 2 + 1),
-];
+/// A dimension the kernel does not tile (point loads only) takes t = ⌈native / 2⌉ from the
+/// class's native size, so that its cases reach past the native size (1.5× and native + 1): a
+/// loop capped at the native extent is caught. One a constant extent fixes keeps it. Sizes are
+/// clamped to the class's legal range; a case the class refuses (or one equal to an earlier
+/// case) is not run.
+pub const RECIPES: [(&str, fn(usize) -> usize); 3] = [("whole tiles", |t| 3 * t), ("partial tiles", |t| 2 * t + 1), ("under one tile", |t| t / 2 + 1)];
 
 /// One verification shape of a kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -122,8 +120,8 @@ pub fn cases(kernel: &Kernel, b: &KernelBinding) -> (Vec<KernelCase>, Vec<String
                 .map(|(i, (d, src))| {
                     let v = match (src, tile_of(i)) {
                         (DimSource::Fixed(c), _) => *c as usize,
-                        (_, Some(t)) => size(t, d.kind),
-                        (_, None) => d.native,
+                        (_, Some(t)) => size(t),
+                        (_, None) => size(d.native.div_ceil(2).max(1)),
                     };
                     (d.name.to_string(), v.clamp(d.min, d.max))
                 })

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 fn conv1d_generic<T: Float + Copy>(d: &Dims, x: &[T], w: &[T], abs: bool) -> Vec<T> {
     let (b, ci, co, l, kw) = (d.get("Bt"), d.get("Cin"), d.get("Cout"), d.get("L"), d.get("Kw"));
-    let lo = l + 1 - kw;
+    let lo = (l + 1).saturating_sub(kw);
     let mut out = vec![T::zero(); b * co * lo];
     for bi in 0..b {
         for o in 0..co {
@@ -33,7 +33,7 @@ fn conv1d_generic<T: Float + Copy>(d: &Dims, x: &[T], w: &[T], abs: bool) -> Vec
 fn conv2d_generic<T: Float + Copy>(d: &Dims, x: &[T], w: &[T], abs: bool) -> Vec<T> {
     let (b, ci, co) = (d.get("Bt"), d.get("Cin"), d.get("Cout"));
     let (h, wd, kh, kw) = (d.get("H"), d.get("W"), d.get("Kh"), d.get("Kw"));
-    let (ho, wo) = (h + 1 - kh, wd + 1 - kw);
+    let (ho, wo) = ((h + 1).saturating_sub(kh), (wd + 1).saturating_sub(kw));
     let mut out = vec![T::zero(); b * co * ho * wo];
     for bi in 0..b {
         for o in 0..co {
@@ -90,7 +90,9 @@ pub fn conv1d() -> Op {
             InputSpec { name: "x", shape: |d| vec![d.get("Bt"), d.get("Cin"), d.get("L")], reduction_axis: Some(1), data: true },
             InputSpec { name: "w", shape: |d| vec![d.get("Cout"), d.get("Cin"), d.get("Kw")], reduction_axis: None, data: true },
         ],
-        outputs: vec![|d| vec![d.get("Bt"), d.get("Cout"), d.get("L") + 1 - d.get("Kw")]],
+        // Saturating: `output_shapes` may be asked at dims the constraint refuses (L < Kw), and
+        // says an empty extent there rather than panicking (`forward` checks the constraint).
+        outputs: vec![|d| vec![d.get("Bt"), d.get("Cout"), (d.get("L") + 1).saturating_sub(d.get("Kw"))]],
         k64: Arc::new(|d, x| vec![conv1d_generic(d, x[0], x[1], false)]),
         k32: Arc::new(|d, x| vec![conv1d_generic(d, x[0], x[1], false)]),
         profile: Arc::new(|d, x, _| {
@@ -131,7 +133,8 @@ pub fn conv2d() -> Op {
                 data: true,
             },
         ],
-        outputs: vec![|d| vec![d.get("Bt"), d.get("Cout"), d.get("H") + 1 - d.get("Kh"), d.get("W") + 1 - d.get("Kw")]],
+        // Saturating, as conv1d's.
+        outputs: vec![|d| vec![d.get("Bt"), d.get("Cout"), (d.get("H") + 1).saturating_sub(d.get("Kh")), (d.get("W") + 1).saturating_sub(d.get("Kw"))]],
         k64: Arc::new(|d, x| vec![conv2d_generic(d, x[0], x[1], false)]),
         k32: Arc::new(|d, x| vec![conv2d_generic(d, x[0], x[1], false)]),
         profile: Arc::new(|d, x, _| {
@@ -156,6 +159,17 @@ mod tests {
         let w = Tensor::f64(vec![1, 1, 2], vec![1.0, -1.0]);
         let y = conv1d().forward(&d, &[x, w]).unwrap().outputs[0].to_f64_vec();
         assert_eq!(y, vec![-1.0, -1.0, -1.0]);
+    }
+
+    #[test]
+    fn a_window_wider_than_the_input_is_an_error_not_a_panic() {
+        let d = Dims(vec![("Bt".into(), 1), ("Cin".into(), 1), ("Cout".into(), 1), ("L".into(), 1120), ("Kw".into(), 1157)]);
+        assert_eq!(conv1d().output_shapes(&d), vec![vec![1, 1, 0]]);
+        let (x, w) = (Tensor::f64(vec![1, 1, 1120], vec![0.0; 1120]), Tensor::f64(vec![1, 1, 1157], vec![0.0; 1157]));
+        assert!(conv1d().forward(&d, &[x, w]).is_err());
+        assert_eq!((conv1d().constraint)(&d), Err("L=1120 < Kw=1157".to_string()));
+        let d2 = Dims(["Bt", "Cin", "Cout", "H", "W", "Kh", "Kw"].iter().zip([1, 1, 1, 3, 5, 4, 2]).map(|(n, v)| (n.to_string(), v)).collect());
+        assert_eq!(conv2d().output_shapes(&d2), vec![vec![1, 1, 0, 4]]);
     }
 
     #[test]
