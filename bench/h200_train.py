@@ -8,6 +8,8 @@
 # For each member (gdn, kda, gla, ssd, la) the same seed and data:
 #   tilec  — tilec_torch.chunk_* (forward and backward plans from $ART), run twice: the losses
 #            must be bitwise identical at every step;
+#   tilec_graph — the same, the whole step (forward, backward, clipping, AdamW) captured in one
+#            CUDA graph and replayed (train_graph): no per-launch Python cost;
 #   fla    — fla 0.6.0's chunk_* (Triton);
 #   fla_p, fla_p2, fla_p3, ... — fla again on the same batches with their rows permuted (a
 #            different permutation per run, seeded 123, 124, ...): the same mathematics, only
@@ -128,7 +130,25 @@ def recur_fn(member, backend, art):
     return fla_op(*FLA[member])
 
 
+def lr_at(args, step, n):
+    """The schedule: linear warm-up over 30 steps, cosine decay to 0 over the n steps."""
+    return args.lr * min(1.0, (step + 1) / 30) * 0.5 * (1 + math.cos(math.pi * step / n))
+
+
+def recall(model, held):
+    with torch.no_grad():
+        hit = tot = 0
+        for x, y in held:
+            pred = model(x).argmax(-1)
+            m = y != -100
+            hit += (pred[m] == y[m]).sum().item()
+            tot += m.sum().item()
+    return hit / tot
+
+
 def train(member, backend, args, data, held):
+    if backend.endswith("_graph"):
+        return train_graph(member, backend, args, data, held)
     torch.manual_seed(args.seed)
     model = Model(member, recur_fn(member, backend, args.art)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
@@ -141,9 +161,8 @@ def train(member, backend, args, data, held):
         if perm is not None:
             p = torch.randperm(x.shape[0], generator=perm).cuda()
             x, y = x[p], y[p]
-        lr = args.lr * min(1.0, (step + 1) / 30) * 0.5 * (1 + math.cos(math.pi * step / len(data)))
         for grp in opt.param_groups:
-            grp["lr"] = lr
+            grp["lr"] = lr_at(args, step, len(data))
         t0 = time.perf_counter()
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
@@ -153,17 +172,76 @@ def train(member, backend, args, data, held):
         losses.append(loss.item())   # synchronises
         times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated()
-    with torch.no_grad():
-        hit = tot = 0
-        for x, y in held:
-            pred = model(x).argmax(-1)
-            m = y != -100
-            hit += (pred[m] == y[m]).sum().item()
-            tot += m.sum().item()
     B, T = data[0][0].shape
-    return {"member": member, "backend": backend, "losses": losses, "recall": hit / tot,
+    return {"member": member, "backend": backend, "losses": losses, "recall": recall(model, held),
             "first_step_s": times[0], "tokens_per_s": B * T * (len(times) - 1) / sum(times[1:]),
             "peak_mem_mib": peak / 2 ** 20, "steps": len(losses), "batch": B, "seq": T}
+
+
+def train_graph(member, backend, args, data, held):
+    """The whole training step — forward, loss, backward, gradient clipping, AdamW — captured once
+    in a CUDA graph and replayed per step on the batch copied into the captured input buffers,
+    the learning rate into a device scalar (AdamW capturable=True). No step touches the host
+    (the losses stay on the GPU until the end), so this is the step's speed without Python's
+    per-launch cost. The capture needs the optimizer's state to exist, so three warm-up steps
+    run first (off the capture stream) and are then undone: parameters restored, AdamW's moments
+    and step counts zeroed in place — replay 0 is step 0 of the same run as `tilec`'s, up to
+    AdamW's capturable arithmetic (the step count and bias corrections as device tensors)."""
+    torch.manual_seed(args.seed)
+    model = Model(member, recur_fn(member, backend[:-len("_graph")], args.art)).cuda()
+    lr = torch.tensor(0.0, device="cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1, capturable=True)
+    x_s, y_s = (t.clone() for t in data[0])
+    params = list(model.parameters())
+    start = [p.detach().clone() for p in params]
+
+    def step():
+        loss = F.cross_entropy(model(x_s).flatten(0, 1), y_s.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return loss
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.no_grad():
+        for p, p0 in zip(params, start):
+            p.copy_(p0)
+        for state in opt.state.values():
+            for v in state.values():
+                v.zero_()
+    opt.zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss_s = step()
+    torch.cuda.synchronize()
+    capture_s = time.perf_counter() - t0
+    losses = torch.empty(len(data), device="cuda")
+    for i, (x, y) in enumerate(data):
+        if i == 1:
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+        x_s.copy_(x)
+        y_s.copy_(y)
+        lr.fill_(lr_at(args, i, len(data)))
+        graph.replay()
+        losses[i].copy_(loss_s)
+    torch.cuda.synchronize()
+    t_end = time.perf_counter()
+    peak = torch.cuda.max_memory_allocated()
+    B, T = data[0][0].shape
+    return {"member": member, "backend": backend, "losses": losses.tolist(), "recall": recall(model, held),
+            "first_step_s": capture_s, "first_step_is": "three warm-up steps and the capture",
+            "tokens_per_s": B * T * (len(data) - 1) / (t_end - t1),
+            "peak_mem_mib": peak / 2 ** 20, "steps": len(data), "batch": B, "seq": T}
 
 
 def main():

@@ -44,7 +44,8 @@ if has train || has prefill; then   # the benches JIT their own shapes; prefill:
     timeout 400 python3 bench/h200_train.py --art $A --members $m --backends fla --steps 3 --out $OUT/train_cold.json >/tmp/cold_$m.log 2>&1 & cold+=($!)
   done
 fi
-if has check; then echo "=== check"; RACECHECK=${RACECHECK:-1} OUT=/tmp/chk timeout $(left) scripts/h200-check.sh; fi
+# CHECK_S caps the check step (seconds; default: the rest of the budget).
+if has check; then echo "=== check"; RACECHECK=${RACECHECK:-1} OUT=/tmp/chk timeout ${CHECK_S:-$(left)} scripts/h200-check.sh; fi
 if has mutation; then
   echo "=== mutation: frag_reduce shuffle distances swapped (must FAIL)"
   $R .devmut/art/frag_reductions.sm_90a.meta.json --inputs $io/reductions_frag_r150.in.safetensors --out /tmp/mut.safetensors $(cat $io/reductions_frag_r150.flags) \

@@ -156,6 +156,24 @@ class RealPlans(unittest.TestCase):
                 self.assertFalse(torch.equal(g_out[0][0, :10], fwd_bwd(member, cuda_inputs(member, B, T, 2, 1, N=N)[1], cu, do, dht)[0][0, :10]),
                                  "the replay used the new values (not the captured ones)")
 
+    def test_readme_example(self):
+        """The README's PyTorch example, as printed there (its artifacts folder `out/gdn` read as
+        $TILEC_TORCH_ARTIFACTS): it runs, and leaves finite gradients of every input's shape."""
+        readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+        block = readme[readme.index("**From PyTorch**"):]
+        block = block[block.index("```python") + len("```python"):]
+        code = block[:block.index("```")]
+        self.assertIn('"out/gdn"', code)
+        scope = {}
+        exec(compile(code.replace('"out/gdn"', repr(ART)), "README.md", "exec"), scope)
+        torch.cuda.synchronize()
+        for n in ("q", "k", "v", "g", "beta"):
+            x = scope[n]
+            self.assertEqual(x.grad.shape, x.shape, n)
+            self.assertTrue(bool(x.grad.float().isfinite().all()) and bool(x.grad.float().abs().max() > 0), n)
+        for n in ("dq", "dk", "dv", "dg", "dbeta"):
+            self.assertTrue(bool(scope["grads"][n].float().isfinite().all()), n)
+
 
 if __name__ == "__main__":
     unittest.main()
