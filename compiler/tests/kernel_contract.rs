@@ -227,3 +227,70 @@ fn a_number_as_the_class_is_told_the_class_is_a_name() {
     assert!(stderr.contains("help: `1` is a number; a contract's class must be a name"), "{stderr}");
     assert!(!stderr.contains("reserved word"), "{stderr}");
 }
+
+/// `--verify=gpu` on a kernel with a contract: each case's inputs go to `tilec-run
+/// <kernel>.sm_90a.meta.json --inputs IN --out OUT` and the outputs that come back are judged.
+/// Stand-ins for tilec-run: one running gemm.tile's kernel on the interpreter (the report says
+/// "on the GPU" and equals `--verify`'s), one running the floor-K gemm instead (so what is judged
+/// is what tilec-run returned: the partial shapes fail, exit 1), and one exiting 4, tilec-run's
+/// "no GPU" (a note, then the interpreter's judgement, exit 0).
+#[cfg(unix)]
+#[test]
+fn verify_gpu_judges_what_tilec_run_returns_for_the_built_kernel() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("tilec-kernel-verify-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |name: &str, body: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    let tilec = env!("CARGO_BIN_EXE_tilec");
+    // Arguments: ARTIFACT --inputs IN --out OUT; the artifact's path is kept to be checked.
+    let interp = |file: &str, kernel: &str| {
+        format!("echo \"$1\" >> '{}/artifacts'; exec '{tilec}' run --interp '{}' --kernel {kernel} --inputs \"$3\" --out \"$5\" >/dev/null 2>&1", dir.display(), root().join(file).display())
+    };
+    let honest = script("honest", interp("dsl-examples/gemm.tile", "gemm"));
+    let floor_k = script("floor-k", interp("tests/verify/gemm_floor_k.tile", "gemm_floor_k"));
+    let no_gpu = script("no-gpu", "echo 'tilec-run: error: no CUDA driver' >&2; exit 4".into());
+    let run = |fake: &Path| {
+        let art = dir.join("art");
+        let o = Command::new(tilec)
+            .args(["build", "--target", "sm_90a", "--no-ptxas", "--no-cache", "--verify=gpu", "--tilec-run"])
+            .arg(fake)
+            .arg("-o")
+            .arg(&art)
+            .arg(root().join("dsl-examples/gemm.tile"))
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let cases = ["whole tiles M=384,K=192,N=768", "partial tiles M=257,K=129,N=513", "under one tile M=65,K=33,N=129"];
+    let want = |v: [&str; 3]| cases.iter().zip(v).map(|(c, v)| (c.to_string(), v.to_string())).collect::<Vec<_>>();
+
+    let (code, out, err) = run(&honest);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains(&format!("verify kernel gemm against kverify's fp64 reference of matmul (C[M,N] = A[M,K] @ B[K,N]), on the GPU ({}", dir.join("art").display())), "{out}");
+    assert_eq!(rows(&out, "c"), want(["ok", "ok", "ok"]), "{out}");
+    assert!(err.contains("verify: 3 outputs judged (on the GPU), all within their bounds"), "{err}");
+    let artifacts = std::fs::read_to_string(dir.join("artifacts")).unwrap();
+    let meta = dir.join("art/gemm.sm_90a.meta.json");
+    assert_eq!(artifacts.lines().collect::<Vec<_>>(), vec![meta.to_str().unwrap(); 3]);
+    // The same numbers as the in-process judgement (same inputs, same interpreter).
+    let here = build_verify(&root().join("dsl-examples/gemm.tile"));
+    let errors = |s: &str| s.lines().filter(|l| l.ends_with(" ok")).map(|l| l.split_whitespace().rev().nth(3).unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(errors(&out), errors(&String::from_utf8_lossy(&here.stdout)));
+
+    let (code, out, err) = run(&floor_k);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert_eq!(rows(&out, "c"), want(["ok", "VIOLATION", "VIOLATION"]), "{out}");
+
+    let (code, out, err) = run(&no_gpu);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(err.contains("note: --verify=gpu: no GPU can run") && err.contains("no CUDA driver"), "{err}");
+    assert!(out.contains("on the interpreter (sm_90a numerics)"), "{out}");
+    assert_eq!(rows(&out, "c"), want(["ok", "ok", "ok"]), "{out}");
+    assert!(err.contains("(on the interpreter: no GPU run was possible)"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -71,9 +71,9 @@ pub struct BuildArgs {
     #[arg(long)]
     pub color: Option<bool>,
     /// Verify every operator and kernel with a `contract` against kverify's fp64 references
-    /// (exit 1 on a violation): on the interpreter (`--verify`), or for operators the built
-    /// sm_90a artifact run by `tilec-run` on a GPU (`--verify=gpu`; without a GPU it says so
-    /// and judges on the interpreter; kernels are judged on the interpreter).
+    /// (exit 1 on a violation): on the interpreter (`--verify`), or the built sm_90a artifacts
+    /// (operator plans, kernels) run by `tilec-run` on a GPU (`--verify=gpu`; without a GPU it
+    /// says so and judges on the interpreter).
     #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "interp")]
     pub verify: Option<VerifyOn>,
     /// The `tilec-run` for `--verify=gpu` (default: the one beside this tilec).

@@ -105,7 +105,7 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
         }
     }
     for kernel in checked.module.kernels.iter().filter(|k| k.contract.is_some()) {
-        let (n, bad, failed) = verify_kernel(kernel);
+        let (n, bad, failed) = verify_kernel(kernel, &mut gpu);
         (judged, violations, unjudged) = (judged + n, violations + bad, unjudged + failed);
     }
     if judged == 0 && unjudged == 0 {
@@ -187,14 +187,33 @@ mod tests {
     }
 }
 
-/// Judges one kernel with a contract on the interpreter and prints its rows; returns (rows,
+/// Judges one kernel with a contract — its built sm_90a artifact on the GPU when `gpu` holds
+/// `--verify=gpu`'s tilec-run and output folder (set to `None` when no GPU can run it: then,
+/// and without `--verify=gpu`, on the interpreter) — and prints its rows; returns (rows,
 /// violations, 1 when it could not be judged).
-fn verify_kernel(kernel: &crate::ir::Kernel) -> (usize, usize, usize) {
+fn verify_kernel(kernel: &crate::ir::Kernel, gpu: &mut Option<(PathBuf, PathBuf)>) -> (usize, usize, usize) {
     let opts = crate::interp::Options::default();
     let class = kernel.contract.as_ref().map_or("", |c| c.class.as_str());
     let summary = kverify::references::op_by_id(class).map(|o| o.summary).unwrap_or_default();
-    println!("verify kernel {} against kverify's fp64 reference of {class} ({summary}), on the interpreter ({} numerics):", kernel.name, opts.target);
-    let v = match crate::verify::kernel::verify_kernel(kernel, &opts) {
+    let mut result = None;
+    if let Some((bin, dir)) = gpu.as_ref() {
+        let meta = dir.join(format!("{}.sm_90a.meta.json", kernel.name));
+        println!("verify kernel {} against kverify's fp64 reference of {class} ({summary}), on the GPU ({}):", kernel.name, meta.display());
+        let work = std::env::temp_dir().join(format!("tilec-verify-gpu-{}-{}", std::process::id(), kernel.name));
+        match crate::verify::kernel::verify_kernel_on(kernel, &mut crate::verify::gpu::runner(bin, &meta, &work)) {
+            Err(crate::verify::VerifyError::NoGpu(why)) => eprintln!("note: --verify=gpu: no GPU can run {} ({why}): judging on the interpreter instead", meta.display()),
+            r => result = Some(r),
+        }
+        std::fs::remove_dir_all(&work).ok();
+    }
+    if result.is_none() {
+        *gpu = None;
+    }
+    let result = result.unwrap_or_else(|| {
+        println!("verify kernel {} against kverify's fp64 reference of {class} ({summary}), on the interpreter ({} numerics):", kernel.name, opts.target);
+        crate::verify::kernel::verify_kernel(kernel, &opts)
+    });
+    let v = match result {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: verify: {e}");

@@ -1,6 +1,7 @@
 //! `tilec build --verify=gpu`: the operator is run as built — its sm_90a plan and kernels — by
 //! `tilec-run` on a GPU, one process per case, and judged exactly as on the interpreter
-//! ([`super::verify_operator_on`]).
+//! ([`super::verify_operator_on`]); a kernel with a contract likewise from its
+//! `<kernel>.sm_90a.meta.json` ([`super::kernel::verify_kernel_on`]).
 //!
 //! `tilec-run` is the runtime's binary (it links the CUDA driver; tilec does not): the one given
 //! with `--tilec-run`, else the `tilec-run` beside the running `tilec`. It exits with status 4
@@ -29,8 +30,9 @@ pub fn tilec_run_path(given: Option<&Path>) -> Option<PathBuf> {
     sibling.is_file().then_some(sibling)
 }
 
-/// A runner for [`super::verify_operator_on`] that runs `plan` with `tilec-run` (inputs and
-/// outputs through safetensors files in `work`).
+/// A runner for [`super::verify_operator_on`] (or [`super::kernel::verify_kernel_on`]) that runs
+/// `plan` (an operator's plan.json or a kernel's meta.json) with `tilec-run` (inputs and outputs
+/// through safetensors files in `work`).
 pub fn runner<'a>(tilec_run: &'a Path, plan: &'a Path, work: &'a Path) -> impl FnMut(BTreeMap<String, HostTensor>) -> Result<BTreeMap<String, HostTensor>, VerifyError> + 'a {
     let mut n = 0;
     move |inputs| {

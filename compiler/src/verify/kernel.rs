@@ -26,7 +26,7 @@ use kverify::tensor::{DType, Tensor};
 use tilec_abi::tensor::HostTensor;
 
 use super::contract::{bind, DimSource, KernelBinding};
-use super::VerifyError;
+use super::{Runner, VerifyError};
 use crate::interp::{run_kernel_with, Options};
 use crate::ir::{Index, Kernel, Op, ParamKind, SizeExpr, SizeVar};
 
@@ -153,6 +153,16 @@ pub fn case_inputs(b: &KernelBinding, n: usize, case: &KernelCase) -> Inputs {
 /// [`VerifyError`] when the kernel cannot be bound, run or compared (a shape that differs from
 /// the reference's); violations are judgements with `ok() == false`, not errors.
 pub fn verify_kernel(kernel: &Kernel, opts: &Options) -> Result<KernelVerdict, VerifyError> {
+    verify_kernel_on(kernel, &mut |inputs| run_kernel_with(kernel, &inputs, opts).map(|g| g.outputs).map_err(|e| VerifyError::Run(e.to_string())))
+}
+
+/// As [`verify_kernel`], with the kernel run by `run` on each case's inputs (named after its
+/// parameters; sizes follow from their shapes): the interpreter, or the built sm_90a artifact
+/// on a GPU ([`super::gpu::runner`] over `<kernel>.sm_90a.meta.json`, `--verify=gpu`).
+///
+/// # Errors
+/// As [`verify_kernel`]; [`VerifyError::NoGpu`] from a GPU runner that found none.
+pub fn verify_kernel_on(kernel: &Kernel, run_kernel: &mut Runner<'_>) -> Result<KernelVerdict, VerifyError> {
     let sig = |message: String| VerifyError::Run(format!("kernel `{}`: {message}", kernel.name));
     let contract = kernel.contract.as_ref().ok_or_else(|| sig("declares no contract".into()))?;
     let class = kverify::references::op_by_id(&contract.class).ok_or_else(|| sig(format!("no kverify operator class `{}`", contract.class)))?;
@@ -171,10 +181,13 @@ pub fn verify_kernel(kernel: &Kernel, opts: &Options) -> Result<KernelVerdict, V
             let dt = crate::interp::bind::dtype_of(elem).ok_or_else(|| sig(format!("`{}` has no host dtype", d.name)))?;
             inputs.insert(d.name.clone(), HostTensor::from_f64(dt, t.shape.clone(), &t.to_f64_vec()).map_err(|e| sig(format!("`{}`: {e}", d.name)))?);
         }
-        let got = run_kernel_with(kernel, &inputs, opts).map_err(|e| sig(format!("at {}: {e}", case.name)))?;
+        let got = run_kernel(inputs).map_err(|e| match e {
+            VerifyError::Run(m) => sig(format!("at {}: {m}", case.name)),
+            other => other,
+        })?;
         for (j, (p, dt)) in b.outputs.iter().enumerate() {
             let name = &kernel.params[*p].name;
-            let t = got.outputs.get(name).ok_or_else(|| sig(format!("output `{name}` missing")))?;
+            let t = got.get(name).ok_or_else(|| sig(format!("output `{name}` missing")))?;
             let reference = RefOutput { outputs: vec![want.outputs[j].clone()], profiles: vec![want.profiles[j].clone()] };
             let precision = Precision::new(b.precision.input, DType::F32, *dt);
             let report = compare(&reference, &[Tensor::f64(t.shape.clone(), t.to_f64())], &precision, BoundKind::Deterministic);
