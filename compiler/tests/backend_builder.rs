@@ -5,12 +5,12 @@
 use tilec::backend::{compile_kernel, tmem_layout, Target, TmemLayout};
 use tilec::diag::Span;
 use tilec::ir::builder::Builder;
-use tilec::ir::{validate, Axis, BinOp, Elem, Index, Kernel, MmaOperand, Op, ParamData, ParamKind, SizeExpr, SizeOp, Space, Type, UnOp};
+use tilec::ir::{validate, Axis, BinOp, Edge, Elem, Index, Kernel, MmaOperand, Op, ParamData, ParamKind, SizeExpr, SizeOp, Space, Type, UnOp};
 
 /// A tensor parameter whose shape names symbolic sizes (declared in order of first use).
 fn tensor(k: &mut Kernel, name: &str, elem: Elem, shape: &[&str], output: bool) -> tilec::ir::Param {
     let shape = shape.iter().map(|s| SizeExpr::Sym(k.declare_size(s))).collect();
-    k.params.push(ParamData { name: name.into(), kind: ParamKind::Tensor { elem, shape, output }, span: Span::default() })
+    k.params.push(ParamData { name: name.into(), kind: ParamKind::Tensor { elem, shape, output }, span: Span::default(), edge: Edge::Zeros })
 }
 
 /// The symbolic size named `s` of `k`.
@@ -66,7 +66,7 @@ pub fn elementwise() -> Kernel {
     let x = tensor(&mut k, "x", Elem::F32, &["R", "C"], false);
     let y = tensor(&mut k, "y", Elem::Bf16, &["R", "C"], true);
     let rs = tensor(&mut k, "rs", Elem::F32, &["R"], true);
-    let s = k.params.push(ParamData { name: "s".into(), kind: ParamKind::Scalar(Elem::F32), span: Span::default() });
+    let s = k.params.push(ParamData { name: "s".into(), kind: ParamKind::Scalar(Elem::F32), span: Span::default(), edge: Edge::Error });
     k.grid = [SizeExpr::Bin(SizeOp::Cdiv, Box::new(sym(&k, "R")), Box::new(SizeExpr::Const(32))), SizeExpr::Const(1), SizeExpr::Const(1)];
     k.threads = 128;
     let mut b = Builder::new(&mut k);

@@ -336,7 +336,7 @@ fn every_op_round_trips() {
         ("y", ParamKind::Tensor { elem: Elem::F16, shape, output: true }),
         ("s", ParamKind::Scalar(Elem::F32)),
     ] {
-        k.params.push(ParamData { name: name.into(), kind, span: Span::default() });
+        k.params.push(ParamData { name: name.into(), kind, span: Span::default(), edge: Edge::Zeros });
     }
     k.grid = [SizeExpr::Bin(SizeOp::Sub, sym("M"), sym("N")), SizeExpr::Bin(SizeOp::Min, sym("M"), Box::new(SizeExpr::Bin(SizeOp::Div, sym("N"), sym("M")))), SizeExpr::Bin(SizeOp::Add, sym("M"), Box::new(SizeExpr::Bin(SizeOp::Mul, sym("N"), sym("N"))))];
     k.threads = 256;

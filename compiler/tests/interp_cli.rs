@@ -249,7 +249,7 @@ fn two_ctas_writing_one_element_is_reported_and_a_masked_store_avoids_it() {
     for (masked, name) in [(false, "race"), (true, "norace")] {
         let src = tmp(&format!("{name}.tile"));
         let mask = if masked { " where row_index(64, 1) < len" } else { "" };
-        std::fs::write(&src, format!("kernel {name}(x: f32[T], cu: i32[S], y: out f32[T]) grid(S - 1) threads(64) {{\n    let s0 = load cu[program_id(0)];\n    let len = load cu[program_id(0) + 1] - s0;\n    store y[s0..+64] = cumsum(load x[s0..+64]){mask};\n}}\n")).unwrap();
+        std::fs::write(&src, format!("kernel {name}(x: f32[T] edge(zeros), cu: i32[S], y: out f32[T]) grid(S - 1) threads(64) {{\n    let s0 = load cu[program_id(0)];\n    let len = load cu[program_id(0) + 1] - s0;\n    store y[s0..+64] = cumsum(load x[s0..+64]){mask};\n}}\n")).unwrap();
         let out = tmp(&format!("{name}.out.safetensors"));
         let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--inputs", inp.to_str().unwrap(), "--out", out.to_str().unwrap()]);
         if !masked {

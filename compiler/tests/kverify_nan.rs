@@ -18,7 +18,7 @@ use kverify::tensor::DType;
 /// (`max` or `fmax`) folds the chunks' row maxima: the builtin under test.
 fn row_max_src(combine: &str) -> String {
     format!(
-        "kernel row_max(x: f32[R, N], c: out f32[R]) grid(cdiv(R, 32)) threads(128) {{
+        "kernel row_max(x: f32[R, N] edge(zeros), c: out f32[R] edge(zeros)) grid(cdiv(R, 32)) threads(128) {{
     let r0 = program_id(0) * 32;
     let ninf = 0.0 - exp2(1000.0);
     let mut m: reg f32[32, 1] = full(32, 1, ninf);

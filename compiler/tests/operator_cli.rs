@@ -9,15 +9,15 @@ use tilec_abi::meta::DType;
 use tilec_abi::tensor::HostTensor;
 
 const SRC: &str = "\
-kernel scale2(x: f32[N], y: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+kernel scale2(x: f32[N] edge(zeros), y: out f32[N] edge(zeros)) grid(cdiv(N, 128)) threads(128) {
     let i0 = program_id(0) * 128;
     store y[i0..+128] = load x[i0..+128] * 2.0;
 }
-kernel addone(y: f32[N], z: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+kernel addone(y: f32[N] edge(zeros), z: out f32[N] edge(zeros)) grid(cdiv(N, 128)) threads(128) {
     let i0 = program_id(0) * 128;
     store z[i0..+128] = load y[i0..+128] + 1.0;
 }
-kernel overflow(y: f32[N], z: out f32[N]) grid(cdiv(N, 128)) threads(128) {
+kernel overflow(y: f32[N] edge(zeros), z: out f32[N] edge(zeros)) grid(cdiv(N, 128)) threads(128) {
     let i0 = program_id(0) * 128;
     let big = 2147483647;
     store z[i0..+128] = load y[i0..+128] + f32(big + i0 + 1);
@@ -157,7 +157,7 @@ fn tilec_inputs_makes_an_operators_inputs() {
 #[test]
 fn nested_calls_past_the_launch_limit_are_refused() {
     let (d, _) = setup("nest");
-    let mut src = String::from("kernel scale2(x: f32[N], y: out f32[N]) grid(cdiv(N, 128)) threads(128) {\n    let i0 = program_id(0) * 128;\n    store y[i0..+128] = load x[i0..+128] * 2.0;\n}\noperator o0(x: f32[N], y: out f32[N]) {\n    scale2(x, y);\n}\n");
+    let mut src = String::from("kernel scale2(x: f32[N] edge(zeros), y: out f32[N] edge(zeros)) grid(cdiv(N, 128)) threads(128) {\n    let i0 = program_id(0) * 128;\n    store y[i0..+128] = load x[i0..+128] * 2.0;\n}\noperator o0(x: f32[N], y: out f32[N]) {\n    scale2(x, y);\n}\n");
     for i in 1..=13 {
         src += &format!("operator o{i}(x: f32[N], y: out f32[N]) {{\n    let m: f32[N];\n    o{p}(x, m);\n    o{p}(m, y);\n}}\n", p = i - 1);
     }
@@ -196,7 +196,7 @@ fn non_finite_outputs_are_warned_about() {
     let d = std::env::temp_dir().join(format!("tilec-opcli-nonfinite-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     let f = d.join("div.tile");
-    std::fs::write(&f, "kernel div(x: f32[N], y: out f32[N]) grid(1) {\n    store y[0..+16] = load x[0..+16] / 0.0;\n}\n").unwrap();
+    std::fs::write(&f, "kernel div(x: f32[N] edge(zeros), y: out f32[N] edge(zeros)) grid(1) {\n    store y[0..+16] = load x[0..+16] / 0.0;\n}\n").unwrap();
     let x: Vec<f64> = (0..16).map(|i| if i == 3 { 0.0 } else { 1.0 }).collect();
     let input = inputs(&d, &x, DType::F32);
     let r = tilec().args(["run", "--interp"]).arg(&f).arg("--inputs").arg(&input).arg("--out").arg(d.join("out.safetensors")).output().unwrap();
@@ -205,7 +205,7 @@ fn non_finite_outputs_are_warned_about() {
     // 15 elements are 1/0 = inf, one is 0/0 = NaN: all 16 non-finite.
     assert!(err.contains("warning: output `y` has 16 of 16 elements NaN or infinite"), "{err}");
     // Finite outputs: no warning.
-    std::fs::write(&f, "kernel div(x: f32[N], y: out f32[N]) grid(1) {\n    store y[0..+16] = load x[0..+16] / 2.0;\n}\n").unwrap();
+    std::fs::write(&f, "kernel div(x: f32[N] edge(zeros), y: out f32[N] edge(zeros)) grid(1) {\n    store y[0..+16] = load x[0..+16] / 2.0;\n}\n").unwrap();
     let ok = tilec().args(["run", "--interp"]).arg(&f).arg("--inputs").arg(&input).arg("--out").arg(d.join("out.safetensors")).output().unwrap();
     assert!(ok.status.success() && !String::from_utf8_lossy(&ok.stderr).contains("warning"), "{}", String::from_utf8_lossy(&ok.stderr));
     std::fs::remove_dir_all(&d).ok();

@@ -169,8 +169,11 @@ pub fn run(a: &RunArgs) -> ExitCode {
 fn report_failure(kernel: &crate::ir::Kernel, e: &InterpError, name: &str, src: &str) {
     if let InterpError::Exec { kernel: kname, cta, inst, source } = e {
         let span = kernel.inst_spans.get(*inst).copied().filter(|s| *s != Span::default()).unwrap_or(kernel.span);
-        let d = Diagnostic::error(Code::InterpRuntime, format!("{source}"), span, format!("while executing this in CTA ({}, {}, {})", cta[0], cta[1], cta[2]))
+        let mut d = Diagnostic::error(Code::InterpRuntime, format!("{source}"), span, format!("while executing this in CTA ({}, {}, {})", cta[0], cta[1], cta[2]))
             .with_note(format!("kernel `{kname}`, IR instruction {inst}"));
+        if let Some(help) = source.help() {
+            d = d.with_note(help);
+        }
         let mut ds = Diagnostics::default();
         ds.push(d);
         eprint!("{}", ds.render(name, src, std::io::stderr().is_terminal()));

@@ -127,6 +127,19 @@ pub enum ExecError {
         /// The CTA that wrote it first.
         other: [i64; 3],
     },
+    /// A load or store reached an element past the edge of a tensor not declared
+    /// `edge(zeros)` (docs/language.md, "What happens out of bounds").
+    #[error("{} element {index:?} of `{tensor}`, past its edge (shape {shape:?})", if *.store { "store to" } else { "load of" })]
+    PastEdge {
+        /// The tensor.
+        tensor: String,
+        /// The element's index (a position may be negative).
+        index: Vec<i64>,
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// A store (else a load).
+        store: bool,
+    },
     /// Integer division or remainder by zero.
     #[error("integer division by zero")]
     DivisionByZero,
@@ -165,4 +178,16 @@ pub enum ExecError {
     /// kind for the operation, a shape that does not broadcast at run time).
     #[error("malformed instruction: {0}")]
     Malformed(String),
+}
+
+impl ExecError {
+    /// A `help:` line for the error's diagnostic, where one says what to change.
+    pub fn help(&self) -> Option<String> {
+        match self {
+            ExecError::PastEdge { tensor, .. } => Some(format!(
+                "help: if `{tensor}`'s tiles may run past its extent (a partial tile), declare the parameter `{tensor}: ...[...] edge(zeros)` — loads there read 0, stores there are dropped; otherwise the index is wrong"
+            )),
+            _ => None,
+        }
+    }
 }

@@ -19,7 +19,7 @@ use super::value::{Val, S};
 use super::TmemCounts;
 use crate::backend::Target;
 use crate::ir::validate::Validated;
-use crate::ir::{Axis, Block, Elem, Index, Inst, Kernel, MmaOperand, Op, TriMask, Type, Value, Var};
+use crate::ir::{Axis, Block, Edge, Elem, Index, Inst, Kernel, MmaOperand, Op, TriMask, Type, Value, Var};
 
 /// Instruction budget shared by all CTAs of a run.
 #[derive(Debug)]
@@ -366,10 +366,25 @@ impl<'a> Cta<'a> {
             return Err(ExecError::Malformed(format!("load of a {shape:?} region has type {t}")));
         }
         let zero = S::I(0).convert(t.elem())?;
+        let padded = self.k.params[src].edge == Edge::Zeros;
         Val::build(t, |r, c| match Self::offset(&ix, &g.shape, r, c) {
             Some(o) => g.data[o].convert(t.elem()),
-            None => Ok(zero),
+            None if padded => Ok(zero),
+            None => Err(self.past_edge(src, &ix, &g.shape, r, c, false)),
         })
+    }
+
+    /// [`ExecError::PastEdge`] for tile element `(r, c)` of an access at `dims`.
+    fn past_edge(&self, p: crate::ir::Param, dims: &[(i64, Option<usize>)], shape: &[usize], r: usize, c: usize, store: bool) -> ExecError {
+        let index = dims
+            .iter()
+            .map(|&(start, which)| match which {
+                None => start,
+                Some(0) => start + r as i64,
+                Some(_) => start + c as i64,
+            })
+            .collect();
+        ExecError::PastEdge { tensor: self.k.params[p].name.clone(), index, shape: shape.to_vec(), store }
     }
 
     fn store(&mut self, dst: crate::ir::Param, index: &[Index], v: &Val, mask: Option<&Val>) -> Result<(), ExecError> {
@@ -394,7 +409,14 @@ impl<'a> Cta<'a> {
                         continue;
                     }
                 }
-                if let Some(o) = Self::offset(&ix, &g.shape, r, c) {
+                let Some(o) = Self::offset(&ix, &g.shape, r, c) else {
+                    if self.k.params[dst].edge == Edge::Zeros {
+                        continue;
+                    }
+                    let shape = g.shape.clone();
+                    return Err(self.past_edge(dst, &ix, &shape, r, c, true));
+                };
+                {
                     match g.writers.get(o).copied() {
                         Some(w) if w != 0 && w != me => {
                             let tensor = self.k.params[dst].name.clone();

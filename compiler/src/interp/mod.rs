@@ -20,7 +20,8 @@
 //!     are not specified by NVIDIA and not modelled, so results may differ from a GPU in the
 //!     last bits of a step; the association across steps and with the old accumulator is the
 //!     lowering's.
-//! * Memory: loads outside a tensor read 0, stores outside it are skipped (masked partial tiles).
+//! * Memory: past the edge of a tensor declared `edge(zeros)` loads read 0 and stores are dropped
+//!   (masked partial tiles); past any other tensor's edge the run stops (`ExecError::PastEdge`).
 //!
 //! CTAs run one after another in grid order (x fastest, then y, then z); each is a single
 //! logical thread over whole tiles, with its variables empty at the start.

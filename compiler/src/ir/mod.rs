@@ -115,6 +115,22 @@ pub struct ParamData {
     pub kind: ParamKind,
     /// Declaration span.
     pub span: Span,
+    /// What an access past the tensor's edge means (`edge(zeros)`, or an error).
+    pub edge: Edge,
+}
+
+/// What a load or store of a tensor element past the tensor's edge means, as the program
+/// declares it on the parameter (docs/language.md, "What happens out of bounds").
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Edge {
+    /// Nothing declared: an access past the edge is a mistake. The interpreter stops on it
+    /// (E0601); the generated code does not check (it reads 0 and drops the write, as for
+    /// [`Edge::Zeros`]).
+    #[default]
+    Error,
+    /// `edge(zeros)`: the tensor is zero-padded past its edge — reads there give 0, writes
+    /// there are dropped (partial tiles at a run-time edge; TMA's zero fill).
+    Zeros,
 }
 
 /// Kind of a parameter.

@@ -406,7 +406,17 @@ impl KernelReader {
             } else {
                 ParamKind::Scalar(e)
             };
-            Ok((p, col, ParamData { name, kind, span: Span::default() }))
+            let mut edge = Edge::Error;
+            if matches!(kind, ParamKind::Tensor { .. }) && c.peek() == Some(Tok::Word("edge")) {
+                c.pos += 1;
+                c.expect("(")?;
+                if c.word("`zeros`")? != "zeros" {
+                    return c.unexpected("`zeros` (the one edge fill)");
+                }
+                c.expect(")")?;
+                edge = Edge::Zeros;
+            }
+            Ok((p, col, ParamData { name, kind, span: Span::default(), edge }))
         })?;
         for (p, col, d) in params {
             if p as usize != self.k.params.len() {

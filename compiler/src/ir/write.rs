@@ -28,7 +28,8 @@ pub fn write_kernel(k: &Kernel) -> String {
         .map(|(p, d)| match &d.kind {
             ParamKind::Tensor { elem, shape, output } => {
                 let dims: Vec<String> = shape.iter().map(|e| k.size_text(e)).collect();
-                format!("{p} {}: {}{elem}[{}]", d.name, if *output { "out " } else { "" }, dims.join(", "))
+                let edge = if d.edge == Edge::Zeros { " edge(zeros)" } else { "" };
+                format!("{p} {}: {}{elem}[{}]{edge}", d.name, if *output { "out " } else { "" }, dims.join(", "))
             }
             ParamKind::Scalar(e) => format!("{p} {}: {e}", d.name),
         })

@@ -7,6 +7,7 @@
 
 mod consts;
 mod contract;
+mod edge;
 mod expr;
 mod launch_attrs;
 mod offsets;
@@ -279,7 +280,8 @@ fn signature(
     diags: &mut Diagnostics,
 ) {
     offsets::refuse_on_kernel(k, diags);
-    let params = lower_params(&k.params, consts, &mut kernel.sizes, diags);
+    let mut params = lower_params(&k.params, consts, &mut kernel.sizes, diags);
+    edge::lower(k, &mut params, diags);
     let sizes = kernel.sizes.clone();
     let size_of = |n: &str| crate::ir::size_named(&sizes, n);
     for (v, s) in sizes.iter() {
@@ -390,7 +392,7 @@ pub(crate) fn lower_params(params: &[ast::ParamDecl], consts: &HashMap<String, i
                 ParamKind::Tensor { elem, shape, output: p.output }
             }
         };
-        out.push((ParamData { name: p.name.name.clone(), kind, span: p.span }, p.name.span));
+        out.push((ParamData { name: p.name.name.clone(), kind, span: p.span, edge: crate::ir::Edge::Error }, p.name.span));
     }
     out
 }

@@ -20,7 +20,11 @@ pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostic
         if attr.name != "offsets" {
             diags.push(
                 Diagnostic::error(Code::BadArguments, format!("unknown parameter attribute `{}`", attr.name), attr.span, "not an attribute")
-                    .with_note("help: the parameter attributes are `offsets(SIZE)`, on an operator's i32 offset table (`cu_seqlens: i32[NP] offsets(T)`), and `optional(zeros)`, on an operator input the caller may leave out (`s0: f32[B, H, K, V] optional(zeros)`)"),
+                    .with_note(if attr.name == super::edge::ATTRIBUTE {
+                        "help: `edge(zeros)` belongs on the parameter of the kernel that loads or stores past the tensor's edge, not on the operator's"
+                    } else {
+                        "help: the operator parameter attributes are `offsets(SIZE)`, on an i32 offset table (`cu_seqlens: i32[NP] offsets(T)`), and `optional(zeros)`, on an input the caller may leave out (`s0: f32[B, H, K, V] optional(zeros)`); kernel parameters take `edge(zeros)`"
+                    }),
             );
             continue;
         }
@@ -76,17 +80,18 @@ pub(super) fn check_passed(op: &Operator, name: &str, callee: &Operator, call: &
     }
 }
 
-/// Refuses an attribute on a kernel's parameter: only operator plans check offset tables and
-/// fill left-out inputs.
+/// Refuses an operator's attribute (or an unknown one) on a kernel's parameter: only operator
+/// plans check offset tables and fill left-out inputs. (`edge(zeros)` is a kernel's:
+/// super::edge.)
 pub(super) fn refuse_on_kernel(k: &ast::KernelDecl, diags: &mut Diagnostics) {
     for p in &k.params {
-        if let Some((attr, _)) = &p.attr {
-            let help = if attr.name == super::optional::ATTRIBUTE {
-                "help: declare the input `optional(zeros)` on the operator that receives it: its plan allocates a left-out one zero-filled"
-            } else {
-                "help: declare the table `offsets(SIZE)` on the operator that receives it: its plan checks the values before any launch"
+        if let Some((attr, _)) = p.attr.as_ref().filter(|(a, _)| a.name != super::edge::ATTRIBUTE) {
+            let (message, help) = match attr.name.as_str() {
+                super::optional::ATTRIBUTE => ("only operator parameters take it", "help: declare the input `optional(zeros)` on the operator that receives it: its plan allocates a left-out one zero-filled"),
+                "offsets" => ("only operator parameters take it", "help: declare the table `offsets(SIZE)` on the operator that receives it: its plan checks the values before any launch"),
+                _ => ("not an attribute", "help: a kernel parameter takes `edge(zeros)` (a tensor zero-padded past its edge); operator parameters take `offsets(SIZE)` and `optional(zeros)`"),
             };
-            diags.push(Diagnostic::error(Code::BadArguments, format!("`{}(...)` on a kernel parameter", attr.name), attr.span, "only operator parameters take it").with_note(help));
+            diags.push(Diagnostic::error(Code::BadArguments, format!("`{}(...)` on a kernel parameter", attr.name), attr.span, message).with_note(help));
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use tilec::diag::Span;
 use tilec::ir::builder::Builder;
-use tilec::ir::{BinOp, Elem, Kernel, Op, Param, ParamData, ParamKind, SizeExpr, SizeOp, Type, Value};
+use tilec::ir::{BinOp, Edge, Elem, Kernel, Op, Param, ParamData, ParamKind, SizeExpr, SizeOp, Type, Value};
 use tilec_abi::meta::DType;
 use tilec_abi::tensor::HostTensor;
 
@@ -62,12 +62,12 @@ pub fn bin(op: SizeOp, a: SizeExpr, b: SizeExpr) -> SizeExpr {
 
 /// Adds a tensor parameter.
 pub fn tensor(k: &mut Kernel, name: &str, elem: Elem, shape: Vec<SizeExpr>, output: bool) -> Param {
-    k.params.push(ParamData { name: name.into(), kind: ParamKind::Tensor { elem, shape, output }, span: Span::default() })
+    k.params.push(ParamData { name: name.into(), kind: ParamKind::Tensor { elem, shape, output }, span: Span::default(), edge: Edge::Zeros })
 }
 
 /// Adds a scalar parameter.
 pub fn scalar(k: &mut Kernel, name: &str, elem: Elem) -> Param {
-    k.params.push(ParamData { name: name.into(), kind: ParamKind::Scalar(elem), span: Span::default() })
+    k.params.push(ParamData { name: name.into(), kind: ParamKind::Scalar(elem), span: Span::default(), edge: Edge::Error })
 }
 
 pub const I32: Type = Type::Scalar(Elem::I32);

@@ -1,0 +1,94 @@
+//! Out-of-bounds behaviour chosen by the program (issue 10; docs/language.md, "What happens out
+//! of bounds"): a kernel tensor parameter declared `edge(zeros)` reads 0 past its edge and drops
+//! stores there; any other tensor touched past its edge stops the interpreter (E0601) with the
+//! tensor, the element and a help line naming the declaration — an indexing mistake is no longer
+//! turned into silent zeros or skipped writes. The diagnostics of a misplaced attribute are
+//! `tests/ui/edge.tile`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("edges_{name}"))
+}
+
+/// `tilec run --interp` of `src` (written to a file) on x = 0, 1, …, 99: (exit code, stderr,
+/// the outputs).
+fn run(name: &str, src: &str) -> (i32, String, BTreeMap<String, HostTensor>) {
+    let file = tmp(&format!("{name}.tile"));
+    std::fs::write(&file, src).unwrap();
+    let (inp, out) = (tmp(&format!("{name}.in.safetensors")), tmp(&format!("{name}.out.safetensors")));
+    let x = HostTensor::from_f64(DType::F32, vec![100], &(0..100).map(f64::from).collect::<Vec<_>>()).unwrap();
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), x)])).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_tilec")).args(["run", "--interp"]).arg(&file).arg("--inputs").arg(&inp).arg("--out").arg(&out).output().unwrap();
+    let outputs = if o.status.success() { tilec_abi::st::read(&out).unwrap() } else { BTreeMap::new() };
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned(), outputs)
+}
+
+/// Tiles of 64 over N = 100: the second CTA's tile runs 28 elements past x's and y's edge.
+fn copy(x_edge: &str, y_edge: &str, mask: &str) -> String {
+    format!("kernel copy(x: f32[N]{x_edge}, y: out f32[N]{y_edge}) grid(cdiv(N, 64)) threads(64) {{\n    let i0 = program_id(0) * 64;\n    let a = load x[i0..+64];\n    store y[i0..+64] = a + 1.0{mask};\n}}\n")
+}
+
+#[test]
+fn a_declared_edge_reads_zeros_and_drops_the_writes_past_it() {
+    let (code, err, out) = run("padded", &copy(" edge(zeros)", " edge(zeros)", ""));
+    assert_eq!(code, 0, "{err}");
+    let y = out["y"].to_f64();
+    assert_eq!(y, (0..100).map(|i| f64::from(i) + 1.0).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_load_past_an_undeclared_edge_stops_with_the_element_and_the_fix() {
+    let (code, err, _) = run("load_past", &copy("", " edge(zeros)", ""));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E0601]: load of element [100] of `x`, past its edge (shape [100])"), "{err}");
+    assert!(err.contains("in CTA (1, 0, 0)"), "{err}");
+    assert!(err.contains("help: if `x`'s tiles may run past its extent (a partial tile), declare the parameter `x: ...[...] edge(zeros)`"), "{err}");
+}
+
+#[test]
+fn a_store_past_an_undeclared_edge_stops_and_a_mask_that_keeps_inside_does_not() {
+    let (code, err, _) = run("store_past", &copy(" edge(zeros)", "", ""));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("store to element [100] of `y`, past its edge (shape [100])"), "{err}");
+    // The mask keeps every element inside y: nothing past its edge is written, so no edge is needed.
+    let (code, err, out) = run("store_masked", &copy(" edge(zeros)", "", " where row_index(64, 1) + i0 < 100"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["y"].to_f64()[99], 100.0);
+    // A mask that lets one element past the edge through is still a mistake.
+    let (code, err, _) = run("store_mask_101", &copy(" edge(zeros)", "", " where row_index(64, 1) + i0 < 101"));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("store to element [100] of `y`"), "{err}");
+}
+
+#[test]
+fn a_point_load_past_the_edge_is_a_mistake_too() {
+    let src = "kernel last(x: f32[N], y: out f32[N]) grid(1) threads(32) {\n    store y[0] = load x[N];\n}\n";
+    let (code, err, _) = run("point", src);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("load of element [100] of `x`, past its edge"), "{err}");
+    let (code, err, out) = run("point_padded", &src.replace("x: f32[N]", "x: f32[N] edge(zeros)"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["y"].to_f64()[0], 0.0);
+}
+
+/// `--emit ir` prints the declaration and the IR reader takes it back.
+#[test]
+fn the_ir_text_keeps_the_edge() {
+    let file = tmp("emit.tile");
+    std::fs::write(&file, copy(" edge(zeros)", "", " where row_index(64, 1) + i0 < 100")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tilec")).args(["check", "--emit", "ir"]).arg(&file).output().unwrap();
+    let ir = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(ir.contains("kernel copy(p0 x: f32[N] edge(zeros), p1 y: out f32[N])"), "{ir}");
+    let module = tilec::ir::read::read_module(&ir).expect("reads back");
+    let k = &module.kernels[0];
+    let edges: Vec<_> = k.params.values().map(|p| p.edge).collect();
+    assert_eq!(edges, [tilec::ir::Edge::Zeros, tilec::ir::Edge::Error]);
+    assert_eq!(tilec::ir::write::write_kernel(k).lines().next(), ir.lines().find(|l| l.starts_with("kernel ")));
+}
