@@ -83,5 +83,45 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
             let _ = writeln!(s, ";   {i}: conversion: {c}");
         }
     });
+    s.push_str(&render_values(k, tp));
     s
+}
+
+/// One line per tile value: where it lives — a shared-memory buffer (its offset in the plan), or
+/// no buffer at all: evaluated element by element inside the instruction that consumes it, in
+/// the fragments of a register accumulator when that consumer runs in fragment order
+/// ([`super::fuse`]). Scalars (uniform across the CTA, in registers) are not listed.
+fn render_values(k: &Kernel, tp: &TargetPlan) -> String {
+    let mut s = String::new();
+    let what = |i: crate::ir::Inst| -> String {
+        match &k.insts[i].op {
+            Op::Store { dst, .. } => format!("the store to `{}`", k.params[*dst].name),
+            Op::Reduce(..) => "a reduction".into(),
+            _ => "its consumer".into(),
+        }
+    };
+    k.walk(|i| {
+        if let Some(v) = k.insts[i].result {
+            let crate::ir::Type::Tile { elem, rows, cols } = k.values[v].ty else { return };
+            let place = if tp.fusion.is_fused(v) {
+                let root = tp.fusion.evaluated_at(i);
+                match (tp.fusion.frag_root(root), &k.insts[root].op) {
+                    // A copy or a computation straight into a variable: the variable's layout (above).
+                    (_, Op::WriteVar(w, _)) => format!("no buffer: computed straight into `{}` by {root} (in `{}`'s layout, above)", k.vars[*w].name, k.vars[*w].name),
+                    (Some(acc), _) => format!("no buffer: in the registers of `{}`'s fragments (accumulator layout), evaluated by {root} ({})", k.vars[acc].name, what(root)),
+                    (None, _) => format!("no buffer: evaluated element by element by {root} ({}), blocked over the CTA's threads", what(root)),
+                }
+            } else {
+                match tp.smem.values.get(v).copied().flatten() {
+                    Some(off) => format!("shared memory, row-major, at byte {off} of the plan"),
+                    None => "no buffer (never read as a tile)".to_string(),
+                }
+            };
+            let _ = writeln!(s, ";   {v} {elem}[{rows}, {cols}] (from {i}): {place}");
+        }
+    });
+    if s.is_empty() {
+        return s;
+    }
+    format!("; tile values of `{}` on {}:\n{s}", k.name, tp.target.info().name)
 }
