@@ -92,3 +92,19 @@ fn the_ir_text_keeps_the_edge() {
     assert_eq!(edges, [tilec::ir::Edge::Zeros, tilec::ir::Edge::Error]);
     assert_eq!(tilec::ir::write::write_kernel(k).lines().next(), ir.lines().find(|l| l.starts_with("kernel ")));
 }
+
+/// `tilec build --verify` on a contract kernel that forgot `edge(zeros)` (gemm.tile without its
+/// declarations): the partial-tile case stops at the past-edge load, and the report carries the
+/// help line naming the declaration, as `tilec run` does.
+#[test]
+fn verify_reports_a_missing_edge_with_its_help_line() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let src = std::fs::read_to_string(root.join("dsl-examples/gemm.tile")).unwrap().replace(" edge(zeros)", "");
+    let file = tmp("gemm_noedge.tile");
+    std::fs::write(&file, src).unwrap();
+    let out = tmp("gemm_noedge_art");
+    let o = Command::new(env!("CARGO_BIN_EXE_tilec")).args(["build", "--target", "sm_90a", "--no-ptxas", "--no-cache", "--verify", "-o"]).arg(&out).arg(&file).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("past its edge") && err.contains("help: if `a`'s tiles may run past its extent"), "{err}");
+}

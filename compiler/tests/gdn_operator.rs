@@ -539,7 +539,7 @@ fn the_gpu_runner_round_trips_through_tilec_run() {
     }
     let broken = script("broken", "echo 'tilec-run: error: launch failed' >&2; exit 1".into());
     match tilec::verify::verify_operator_on(&c.module, op, &mut tilec::verify::gpu::runner(&broken, &plan, &work)) {
-        Err(tilec::verify::VerifyError::Run(e)) => assert!(e.contains("launch failed") && e.contains("exit Some(1)"), "{e}"),
+        Err(tilec::verify::VerifyError::Run(e)) => assert!(e.contains("launch failed") && e.contains("exit 1: "), "{e}"),
         other => panic!("expected a run error, got {:?}", other.map(|v| v.judgements.len())),
     }
     std::fs::remove_dir_all(&dir).ok();

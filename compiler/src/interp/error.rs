@@ -180,6 +180,20 @@ pub enum ExecError {
     Malformed(String),
 }
 
+impl InterpError {
+    /// The message, and the failed instruction's `help:` line when it has one ([`ExecError::help`])
+    /// on a line of its own: for reports that carry the error as text (`tilec build --verify`).
+    pub fn with_help(&self) -> String {
+        match self {
+            InterpError::Exec { source, .. } => match source.help() {
+                Some(h) => format!("{self}\n  = {h}"),
+                None => self.to_string(),
+            },
+            _ => self.to_string(),
+        }
+    }
+}
+
 impl ExecError {
     /// A `help:` line for the error's diagnostic, where one says what to change.
     pub fn help(&self) -> Option<String> {

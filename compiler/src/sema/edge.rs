@@ -18,8 +18,12 @@ pub(super) const ATTRIBUTE: &str = "edge";
 /// the fill must be `zeros` and the parameter a tensor. `params` are [`super::lower_params`]'s
 /// (a parameter with an error of its own is missing there and is skipped).
 pub(super) fn lower(k: &ast::KernelDecl, params: &mut [(ParamData, crate::diag::Span)], diags: &mut Diagnostics) {
-    for p in &k.params {
+    for (j, p) in k.params.iter().enumerate() {
         let Some((attr, fill)) = p.attr.as_ref().filter(|(a, _)| a.name == ATTRIBUTE) else { continue };
+        // A second parameter of the same name was refused (E0202) and not lowered.
+        if k.params[..j].iter().any(|q| q.name.name == p.name.name) {
+            continue;
+        }
         if fill.name != "zeros" {
             diags.push(
                 Diagnostic::error(Code::BadArguments, format!("`edge({})`: unknown fill", fill.name), fill.span, "not a fill")

@@ -469,7 +469,7 @@ impl KernelLowering<'_> {
                 };
                 Some(
                     Diagnostic::error(Code::BadIndex, what, *span, "never fits")
-                        .with_note("help: elements outside a tensor read as 0 and writes there are skipped, which serves partial tiles at run-time edges; a constant slice must fit"),
+                        .with_note("help: a constant slice must fit a constant dimension; only a tile over a run-time extent may run past it, into a tensor declared `edge(zeros)` (docs/language.md, \"What happens out of bounds\")"),
                 )
             }
             IndexExpr::Full(_) => None,

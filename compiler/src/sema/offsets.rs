@@ -19,7 +19,11 @@ pub(super) fn lower(o: &ast::OperatorDecl, op: &Operator, diags: &mut Diagnostic
         }
         if attr.name != "offsets" {
             diags.push(
-                Diagnostic::error(Code::BadArguments, format!("unknown parameter attribute `{}`", attr.name), attr.span, "not an attribute")
+                (if attr.name == super::edge::ATTRIBUTE {
+                    Diagnostic::error(Code::BadArguments, "`edge(...)` on an operator parameter".to_string(), attr.span, "only kernel parameters take it")
+                } else {
+                    Diagnostic::error(Code::BadArguments, format!("unknown parameter attribute `{}`", attr.name), attr.span, "not an attribute")
+                })
                     .with_note(if attr.name == super::edge::ATTRIBUTE {
                         "help: `edge(zeros)` belongs on the parameter of the kernel that loads or stores past the tensor's edge, not on the operator's"
                     } else {
@@ -91,7 +95,8 @@ pub(super) fn refuse_on_kernel(k: &ast::KernelDecl, diags: &mut Diagnostics) {
                 "offsets" => ("only operator parameters take it", "help: declare the table `offsets(SIZE)` on the operator that receives it: its plan checks the values before any launch"),
                 _ => ("not an attribute", "help: a kernel parameter takes `edge(zeros)` (a tensor zero-padded past its edge); operator parameters take `offsets(SIZE)` and `optional(zeros)`"),
             };
-            diags.push(Diagnostic::error(Code::BadArguments, format!("`{}(...)` on a kernel parameter", attr.name), attr.span, message).with_note(help));
+            let headline = if message == "not an attribute" { format!("unknown parameter attribute `{}`", attr.name) } else { format!("`{}(...)` on a kernel parameter", attr.name) };
+            diags.push(Diagnostic::error(Code::BadArguments, headline, attr.span, message).with_note(help));
         }
     }
 }

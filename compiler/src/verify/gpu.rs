@@ -55,10 +55,13 @@ fn run_plan(bin: &Path, plan: &Path, inputs: BTreeMap<String, HostTensor>, work:
     let (inp, out) = (work.join(format!("{tag}.in.safetensors")), work.join(format!("{tag}.out.safetensors")));
     tilec_abi::st::write(&inp, &inputs).map_err(|e| other(e.to_string()))?;
     let o = Command::new(bin).arg(plan).arg("--inputs").arg(&inp).arg("--out").arg(&out).output().map_err(|e| other(format!("cannot run {}: {e}", bin.display())))?;
-    let stderr = String::from_utf8_lossy(&o.stderr).trim().to_string();
+    // tilec-run's last line says why (earlier ones are context); an empty stderr is said so.
+    let stderr = String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or("").trim().to_string();
+    let said = if stderr.is_empty() { "tilec-run printed nothing".to_string() } else { stderr };
     match o.status.code() {
         Some(0) => tilec_abi::st::read(&out).map_err(|e| other(e.to_string())),
-        Some(NO_GPU) => Err(Failure::NoGpu(stderr)),
-        code => Err(other(format!("exit {code:?}: {stderr}"))),
+        Some(NO_GPU) => Err(Failure::NoGpu(said)),
+        Some(code) => Err(other(format!("exit {code}: {said}"))),
+        None => Err(other(format!("killed by a signal: {said}"))),
     }
 }

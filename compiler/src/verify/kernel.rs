@@ -153,7 +153,7 @@ pub fn case_inputs(b: &KernelBinding, n: usize, case: &KernelCase) -> Inputs {
 /// [`VerifyError`] when the kernel cannot be bound, run or compared (a shape that differs from
 /// the reference's); violations are judgements with `ok() == false`, not errors.
 pub fn verify_kernel(kernel: &Kernel, opts: &Options) -> Result<KernelVerdict, VerifyError> {
-    verify_kernel_on(kernel, &mut |inputs| run_kernel_with(kernel, &inputs, opts).map(|g| g.outputs).map_err(|e| VerifyError::Run(e.to_string())))
+    verify_kernel_on(kernel, &mut |inputs| run_kernel_with(kernel, &inputs, opts).map(|g| g.outputs).map_err(|e| VerifyError::Run(e.with_help())))
 }
 
 /// As [`verify_kernel`], with the kernel run by `run` on each case's inputs (named after its

@@ -250,7 +250,14 @@ pub enum VerifyError {
 /// [`VerifyError`] when the operator cannot be run or mapped; violations are judgements with
 /// `ok() == false`, not errors.
 pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result<Verdict, VerifyError> {
-    verify_operator_on(module, op, &mut |inputs| run_operator(module, op, inputs, opts).map_err(|(e, _)| VerifyError::Run(e.to_string())))
+    verify_operator_on(module, op, &mut |inputs| run_operator(module, op, inputs, opts).map_err(|(e, failure)| {
+        // The failed launch's help line (a past-edge access names the declaration to add).
+        let help = failure.and_then(|f| match &f.error {
+            crate::interp::InterpError::Exec { source, .. } => source.help(),
+            _ => None,
+        });
+        VerifyError::Run(help.map_or_else(|| e.to_string(), |h| format!("{e}\n  = {h}")))
+    }))
 }
 
 /// Runs an operator on one case's inputs (named after its parameters) and returns its outputs.
