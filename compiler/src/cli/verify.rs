@@ -30,20 +30,12 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
             continue;
         };
         let opts = crate::interp::Options::default();
-        let mut result = None;
-        if let Some((bin, dir)) = &gpu {
-            let plan = dir.join(format!("{}.sm_90a.plan.json", op.name));
-            println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the GPU ({}):", op.name, model.name(), plan.display());
-            let work = std::env::temp_dir().join(format!("tilec-verify-gpu-{}-{}", std::process::id(), op.name));
-            match crate::verify::verify_operator_on(&checked.module, op, &mut crate::verify::gpu::runner(bin, &plan, &work)) {
-                Err(crate::verify::VerifyError::NoGpu(why)) => eprintln!("note: --verify=gpu: no GPU can run {} ({why}): judging on the interpreter instead", plan.display()),
-                r => result = Some(r),
-            }
-            std::fs::remove_dir_all(&work).ok();
-        }
-        if result.is_none() {
-            gpu = None;
-        }
+        let result = on_gpu(
+            &mut gpu,
+            &format!("{}.sm_90a.plan.json", op.name),
+            |plan| format!("verify {} against kverify's fp64 oracle of {} (token-serial), on the GPU ({plan}):", op.name, model.name()),
+            |run| crate::verify::verify_operator_on(&checked.module, op, run),
+        );
         let result = match result {
             Some(r) => r,
             None => {
@@ -131,6 +123,35 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
     ExitCode::SUCCESS
 }
 
+/// `--verify=gpu`'s attempt at one operator or kernel: when `gpu` holds tilec-run and the output
+/// folder, prints `header(artifact path)` and runs `judge` with a runner over `artifact` (a file
+/// in that folder) in a scratch folder of its own. `None` when there is no such attempt or no GPU
+/// can run it — said in a note, and `gpu` cleared so that the rest are judged on the
+/// interpreter too.
+fn on_gpu<T>(
+    gpu: &mut Option<(PathBuf, PathBuf)>,
+    artifact: &str,
+    header: impl FnOnce(&std::path::Display<'_>) -> String,
+    judge: impl FnOnce(&mut crate::verify::Runner<'_>) -> Result<T, crate::verify::VerifyError>,
+) -> Option<Result<T, crate::verify::VerifyError>> {
+    let (bin, dir) = gpu.as_ref()?;
+    let path = dir.join(artifact);
+    println!("{}", header(&path.display()));
+    let work = std::env::temp_dir().join(format!("tilec-verify-gpu-{}-{artifact}", std::process::id()));
+    let result = match judge(&mut crate::verify::gpu::runner(bin, &path, &work)) {
+        Err(crate::verify::VerifyError::NoGpu(why)) => {
+            eprintln!("note: --verify=gpu: no GPU can run {} ({why}): judging on the interpreter instead", path.display());
+            None
+        }
+        r => Some(r),
+    };
+    std::fs::remove_dir_all(&work).ok();
+    if result.is_none() {
+        *gpu = None;
+    }
+    result
+}
+
 /// One row of the report.
 struct Row<'a> {
     case: String,
@@ -195,20 +216,12 @@ fn verify_kernel(kernel: &crate::ir::Kernel, gpu: &mut Option<(PathBuf, PathBuf)
     let opts = crate::interp::Options::default();
     let class = kernel.contract.as_ref().map_or("", |c| c.class.as_str());
     let summary = kverify::references::op_by_id(class).map(|o| o.summary).unwrap_or_default();
-    let mut result = None;
-    if let Some((bin, dir)) = gpu.as_ref() {
-        let meta = dir.join(format!("{}.sm_90a.meta.json", kernel.name));
-        println!("verify kernel {} against kverify's fp64 reference of {class} ({summary}), on the GPU ({}):", kernel.name, meta.display());
-        let work = std::env::temp_dir().join(format!("tilec-verify-gpu-{}-{}", std::process::id(), kernel.name));
-        match crate::verify::kernel::verify_kernel_on(kernel, &mut crate::verify::gpu::runner(bin, &meta, &work)) {
-            Err(crate::verify::VerifyError::NoGpu(why)) => eprintln!("note: --verify=gpu: no GPU can run {} ({why}): judging on the interpreter instead", meta.display()),
-            r => result = Some(r),
-        }
-        std::fs::remove_dir_all(&work).ok();
-    }
-    if result.is_none() {
-        *gpu = None;
-    }
+    let result = on_gpu(
+        gpu,
+        &format!("{}.sm_90a.meta.json", kernel.name),
+        |meta| format!("verify kernel {} against kverify's fp64 reference of {class} ({summary}), on the GPU ({meta}):", kernel.name),
+        |run| crate::verify::kernel::verify_kernel_on(kernel, run),
+    );
     let result = result.unwrap_or_else(|| {
         println!("verify kernel {} against kverify's fp64 reference of {class} ({summary}), on the interpreter ({} numerics):", kernel.name, opts.target);
         crate::verify::kernel::verify_kernel(kernel, &opts)

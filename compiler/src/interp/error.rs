@@ -181,16 +181,18 @@ pub enum ExecError {
 }
 
 impl InterpError {
-    /// The message, and the failed instruction's `help:` line when it has one ([`ExecError::help`])
-    /// on a line of its own: for reports that carry the error as text (`tilec build --verify`).
-    pub fn with_help(&self) -> String {
+    /// The failed instruction's `help:` line, when it has one ([`ExecError::help`]).
+    pub fn help(&self) -> Option<String> {
         match self {
-            InterpError::Exec { source, .. } => match source.help() {
-                Some(h) => format!("{self}\n  = {h}"),
-                None => self.to_string(),
-            },
-            _ => self.to_string(),
+            InterpError::Exec { source, .. } => source.help(),
+            _ => None,
         }
+    }
+
+    /// The message, and [`InterpError::help`] on a line of its own: for reports that carry the
+    /// error as text (`tilec build --verify`).
+    pub fn with_help(&self) -> String {
+        self.help().map_or_else(|| self.to_string(), |h| format!("{self}\n  = {h}"))
     }
 }
 

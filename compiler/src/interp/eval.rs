@@ -339,15 +339,19 @@ impl<'a> Cta<'a> {
         Ok(Region { dims: dims_out, shape, ranges: lens.len() })
     }
 
+    /// The tensor position, per dimension, of tile element `(r, c)` of an access at `dims`.
+    fn position(dims: &[(i64, Option<usize>)], r: usize, c: usize) -> impl Iterator<Item = i64> + '_ {
+        dims.iter().map(move |&(start, which)| match which {
+            None => start,
+            Some(0) => start + r as i64,
+            Some(_) => start + c as i64,
+        })
+    }
+
     /// Flat offset of tile element `(r, c)` in a tensor of `shape`, or `None` when out of bounds.
     fn offset(dims: &[(i64, Option<usize>)], shape: &[usize], r: usize, c: usize) -> Option<usize> {
         let mut off = 0usize;
-        for (&(start, which), &extent) in dims.iter().zip(shape) {
-            let x = match which {
-                None => start,
-                Some(0) => start + r as i64,
-                Some(_) => start + c as i64,
-            };
+        for (x, &extent) in Self::position(dims, r, c).zip(shape) {
             if x < 0 || x >= extent as i64 {
                 return None;
             }
@@ -376,14 +380,7 @@ impl<'a> Cta<'a> {
 
     /// [`ExecError::PastEdge`] for tile element `(r, c)` of an access at `dims`.
     fn past_edge(&self, p: crate::ir::Param, dims: &[(i64, Option<usize>)], shape: &[usize], r: usize, c: usize, store: bool) -> ExecError {
-        let index = dims
-            .iter()
-            .map(|&(start, which)| match which {
-                None => start,
-                Some(0) => start + r as i64,
-                Some(_) => start + c as i64,
-            })
-            .collect();
+        let index = Self::position(dims, r, c).collect();
         ExecError::PastEdge { tensor: self.k.params[p].name.clone(), index, shape: shape.to_vec(), store }
     }
 
@@ -416,21 +413,19 @@ impl<'a> Cta<'a> {
                     let shape = g.shape.clone();
                     return Err(self.past_edge(dst, &ix, &shape, r, c, true));
                 };
-                {
-                    match g.writers.get(o).copied() {
-                        Some(w) if w != 0 && w != me => {
-                            let tensor = self.k.params[dst].name.clone();
-                            return Err(ExecError::WriteRace { tensor, index: unflatten(o, &g.shape), other: pid_of(w - 1, grid) });
-                        }
-                        Some(_) => g.writers[o] = me,
-                        None => {}
+                match g.writers.get(o).copied() {
+                    Some(w) if w != 0 && w != me => {
+                        let tensor = self.k.params[dst].name.clone();
+                        return Err(ExecError::WriteRace { tensor, index: unflatten(o, &g.shape), other: pid_of(w - 1, grid) });
                     }
-                    let s = match &bc {
-                        Some(at) => at(r, c),
-                        None => v.data[r],
-                    };
-                    g.data[o] = s.convert(g.elem)?;
+                    Some(_) => g.writers[o] = me,
+                    None => {}
                 }
+                let s = match &bc {
+                    Some(at) => at(r, c),
+                    None => v.data[r],
+                };
+                g.data[o] = s.convert(g.elem)?;
             }
         }
         Ok(())

@@ -252,10 +252,7 @@ pub enum VerifyError {
 pub fn verify_operator(module: &Module, op: &Operator, opts: &Options) -> Result<Verdict, VerifyError> {
     verify_operator_on(module, op, &mut |inputs| run_operator(module, op, inputs, opts).map_err(|(e, failure)| {
         // The failed launch's help line (a past-edge access names the declaration to add).
-        let help = failure.and_then(|f| match &f.error {
-            crate::interp::InterpError::Exec { source, .. } => source.help(),
-            _ => None,
-        });
+        let help = failure.and_then(|f| f.error.help());
         VerifyError::Run(help.map_or_else(|| e.to_string(), |h| format!("{e}\n  = {h}")))
     }))
 }
