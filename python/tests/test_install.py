@@ -23,9 +23,11 @@ class Install(unittest.TestCase):
             pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--target", site, src], capture_output=True, text=True)
             self.assertEqual(pip.returncode, 0, pip.stdout + pip.stderr)
             self.assertTrue(os.path.isfile(os.path.join(site, "tilec_torch", "__init__.py")))
-            # Import from the installed copy only (cwd outside the checkout, no PYTHONPATH to it).
-            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-            env["PYTHONPATH"] = site
+            # Import from the installed copy only (cwd outside the checkout, no PYTHONPATH entry
+            # to its source); other entries stay, so torch is found wherever it was found here.
+            env = dict(os.environ)
+            keep = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != os.path.realpath(PACKAGE)]
+            env["PYTHONPATH"] = os.pathsep.join([site, *keep])
             code = "import tilec_torch, os; print(os.path.dirname(tilec_torch.__file__)); print(tilec_torch.gpu_status())"
             run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp, env=env)
             self.assertEqual(run.returncode, 0, run.stderr)

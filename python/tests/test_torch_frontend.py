@@ -220,4 +220,7 @@ class FakeGpuCall(unittest.TestCase):
         self.assertEqual([l[0] for l in fake.launches], [l.kernel for l in op.plan.launches])
         for (fn, gx, gy, gz, bx, by, bz, smem, stream), s in zip(fake.launches, prepared.steps):
             self.assertEqual(((gx, gy, gz), (bx, by, bz), smem, stream), (s.grid, s.block, s.dynamic_smem_bytes, 4321))
-        self.assertEqual(sum(1 for c in fake.calls if c[0] == "cuTensorMapEncodeTiled"), 12)
+        # One tensor map encoded per map of each launched kernel (state_fwd, K#1, dqkwg, K#2 have them).
+        maps = sum(len(op.loaded.kernels[l.kernel].tensor_maps) for l in op.plan.launches)
+        self.assertGreater(maps, 0)
+        self.assertEqual(sum(1 for c in fake.calls if c[0] == "cuTensorMapEncodeTiled"), maps)
