@@ -71,15 +71,25 @@ def parse_bench(txt):
     return kernels, float(total.group(1))
 
 
-def gdn_inputs(rn, b, t, h, k, v, n):
-    """Random GDN inputs in fla's layout from the normal sampler `rn(*shape)` (on the device):
-    q, k [b, t, h, k] bf16 (k l2-normalised), v [b, t, h, v] bf16, g = logsigmoid f32 [b, t, h],
-    beta = sigmoid bf16, s0 f32 [n, h, k, v], do bf16 and dht f32 (the loss seeds)."""
+# Each member's gate (a scalar per token, one per key channel, or none) and whether it has β.
+MEMBER_GATE = {"gdn": "scalar", "kda": "channel", "gla": "channel", "ssd": "scalar", "la": None}
+MEMBER_BETA = {"gdn": True, "kda": True, "gla": False, "ssd": False, "la": False}
+
+
+def gdn_inputs(rn, b, t, h, k, v, n, member="gdn"):
+    """Random inputs of `member`'s operators in fla's layout from the normal sampler `rn(*shape)`
+    (on the device), as fla's tests draw them: q, k [b, t, h, k] bf16 (k l2-normalised), v
+    [b, t, h, v] bf16, g = logsigmoid f32 [b, t, h] (gdn, ssd) or [b, t, h, k] (kda, gla; la has
+    none), beta = sigmoid bf16 [b, t, h] (gdn, kda), s0 f32 [n, h, k, v], do bf16 and dht f32
+    (the loss seeds)."""
     import torch
     import torch.nn.functional as F
-    return {"q": rn(b, t, h, k).to(torch.bfloat16), "k": F.normalize(rn(b, t, h, k), dim=-1).to(torch.bfloat16), "v": rn(b, t, h, v).to(torch.bfloat16),
-            "g": F.logsigmoid(rn(b, t, h)).float(), "beta": torch.sigmoid(rn(b, t, h)).to(torch.bfloat16), "s0": rn(n, h, k, v).float(),
-            "do": rn(b, t, h, v).to(torch.bfloat16), "dht": rn(n, h, k, v).float()}
+    x = {"q": rn(b, t, h, k).to(torch.bfloat16), "k": F.normalize(rn(b, t, h, k), dim=-1).to(torch.bfloat16), "v": rn(b, t, h, v).to(torch.bfloat16)}
+    if MEMBER_GATE[member]:
+        x["g"] = F.logsigmoid(rn(b, t, h, *((k,) if MEMBER_GATE[member] == "channel" else ()))).float()
+    if MEMBER_BETA[member]:
+        x["beta"] = torch.sigmoid(rn(b, t, h)).to(torch.bfloat16)
+    return {**x, "s0": rn(n, h, k, v).float(), "do": rn(b, t, h, v).to(torch.bfloat16), "dht": rn(n, h, k, v).float()}
 
 
 def k1_inputs(kind, B, T, H, Kd, V, C, dev, seed=1):

@@ -19,11 +19,13 @@
 #   (GDN at all five, KDA at V = 256) and tilec's speed (no anchors: each shape is a new JIT).
 # Usage: python3 bench/h200_gdn_bwd.py --tilec-run RUN --art ART --cases DIR [--work /tmp/gdn]
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
-import argparse, os, re, time
+import argparse, os, re, sys, time
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "tests"))
+from naive_recurrence import recurrence  # noqa: E402
 from h200_common import ACCURACY_CASES, Recorder, bits, device_kernel_times, fla_op, gdn_inputs, parse_bench, rel, run_tilec, stage_table
 
 ap = argparse.ArgumentParser()
@@ -39,6 +41,8 @@ ap.add_argument("--speed", default="dense,saved,kda,gla,varlen,variants", help="
 ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
 ap.add_argument("--fla-speed", default="dense,saved,kda,gla,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
+ap.add_argument("--large", default="", help="members whose backward is also judged at B=8 T=2048 H=16 K=V=128 against the fp64 token-serial oracle run on the GPU (e.g. gdn,kda,gla,ssd,la)")
+ap.add_argument("--large-fla-for", default="gdn", help="of those, the members fla runs beside (its first call at the shape JIT-compiles for ~2 min)")
 ap.add_argument("--no-stages", dest="stages", action="store_false", help="skip the anchors' per-kernel times (torch.profiler) and the per-stage table beside tilec's launches")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
@@ -179,6 +183,50 @@ def speed(name, x, plan, anchors=("fla",), art=None):
         anchor_speed(res, key, x, fout)
     return res
 
+
+# ---- 1b. accuracy at the speed shape (issue 10: "and at B=8 T=2048 H=16") -----------------------
+# Inputs drawn here as fla's tests draw them (h200_common.gdn_inputs); the oracle is the
+# token-serial fp64 recurrence and its exact backward (python/tests/naive_recurrence.py, checked
+# against torch.autograd.gradcheck in python/tests/test_fla_ops.py) run on the GPU, four batch
+# rows at a time (it keeps one fp64 state per token: 17 GB per half).
+def large_accuracy(member, B=8, T=2048, H=16, K=128, V=128):
+    gen = torch.Generator(device=dev).manual_seed(11)
+    x = gdn_inputs(lambda *s: torch.randn(*s, device=dev, generator=gen), B, T, H, K, V, B, member=member)
+    sc = K ** -0.5
+    res = {"case": f"{member}_bwd accuracy B={B} T={T} H={H} K={K} V={V} (fla's test inputs)"}
+    t0 = time.time()
+    parts = []
+    for r in (slice(0, B // 2), slice(B // 2, B)):
+        xs = {n: t[r] for n, t in x.items()}
+        parts.append(recurrence(member, xs, sc, None, seeds=(xs["do"], xs["dht"]))[2])
+        torch.cuda.empty_cache()
+    ref = {"d" + n: torch.cat([p[n] for p in parts]).cpu() for n in parts[0]}
+    del parts
+    res["oracle_s"] = time.time() - t0
+    grads = [n for n in GRADS if n in ref]
+    res["bf16_floor"] = {n: rel(ref[n].to(torch.bfloat16), ref[n]) for n in grads}
+    res["bf16_floor_worst"] = max(res["bf16_floor"].values())
+    fin = os.path.join(args.work, f"large_{member}_in.safetensors")
+    fout = os.path.join(args.work, f"large_{member}_out.safetensors")
+    save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(sc, dtype=torch.float32)}, fin)
+    try:
+        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(args.art, f"{member}_bwd.sm_90a.plan.json"))
+        res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
+        out = load_file(fout)
+        res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
+        res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
+        res["tilec_relerr_bf16_outputs"] = {n: rel(out[n].to(torch.bfloat16), ref[n]) for n in grads}
+        res["tilec_worst_bf16_outputs"] = max(res["tilec_relerr_bf16_outputs"].values())
+    except Exception as e:
+        res["tilec_error"] = repr(e)[:2000]
+    key = {"gdn": "fla", "kda": "fla_kda", "gla": "fla_gla"}.get(member)
+    if key and member in args.large_fla_for.split(","):
+        anchor_accuracy(res, key, {**x, "scale": torch.tensor(sc)}, ref, grads)
+    emit(res)
+
+
+for member in [m for m in args.large.split(",") if m]:
+    large_accuracy(member)
 
 # ---- 2. speed beside fla ------------------------------------------------------------------------
 if args.no_speed:

@@ -41,10 +41,10 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
-from h200_common import MEMBERS  # noqa: E402
+from h200_common import MEMBER_BETA, MEMBERS  # noqa: E402
+from h200_common import MEMBER_GATE as GATE  # noqa: E402
 
-GATE = {"gdn": "scalar", "kda": "channel", "gla": "channel", "ssd": "scalar", "la": None}
-BETA = ("gdn", "kda")
+BETA = tuple(m for m in MEMBERS if MEMBER_BETA[m])
 FLA = {"gdn": ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"), "kda": ("fla.ops.kda", "chunk_kda"),
        "gla": ("fla.ops.gla", "chunk_gla"), "ssd": ("fla.ops.simple_gla", "chunk_simple_gla"),
        "la": ("fla.ops.linear_attn", "chunk_linear_attn")}

@@ -39,16 +39,16 @@ def sequences(B, T, cu):
 
 
 def _token(gate, has_beta, x, b, t, G):
-    """a = e^{g_t} [HV, K, 1] (ones without a gate), e = b⊙k [HV, K], w [HV, 1] (None: w = 1)."""
-    k = x["k"][b, t].double().repeat_interleave(G, 0)
-    HV, K = k.shape
+    """a = e^{g_t} [..., HV, K or 1, 1] (ones without a gate), k [..., HV, K], β [..., HV, 1]
+    (None: b = 0, w = 1); `...` is the batch rows when `b` is a slice (dense inputs)."""
+    k = x["k"][b, t].double().repeat_interleave(G, -2)
     if gate == "scalar":
-        a = x["g"][b, t].double().exp()[:, None, None].expand(HV, K, 1)
+        a = x["g"][b, t].double().exp()[..., None, None]
     elif gate == "channel":
-        a = x["g"][b, t].double().exp()[:, :, None]
+        a = x["g"][b, t].double().exp()[..., None]
     else:
-        a = k.new_ones(HV, K, 1)
-    beta = x["beta"][b, t].double()[:, None] if has_beta else None
+        a = k.new_ones(*k.shape[:-1], 1, 1)
+    beta = x["beta"][b, t].double()[..., None] if has_beta else None
     return a, k, beta
 
 
@@ -56,49 +56,59 @@ def recurrence(member, x, scale, cu=None, seeds=None):
     """o [B, T, HV, V] and ht [N, HV, K, V] in float64 from plan-named inputs ``x`` (q, k, v, [g],
     [beta], s0); states per sequence, each starting from its s0 row. With ``seeds = (do, dht)``
     also the exact gradients of Σ o⊙do + Σ ht⊙dht (gdn-math.md §2, serial.rs: the reverse
-    recurrence D ← Diag(a)(I − e kᵀ)(D + q̃ doᵀ)) as a dict d<input> in float64."""
+    recurrence D ← Diag(a)(I − e kᵀ)(D + q̃ doᵀ)) as a dict d<input> in float64.
+
+    Runs on the inputs' device. Dense inputs (``cu`` None) step all B rows at once; the backward
+    keeps one state S_t per token (B·HV·K·V float64 each: 16.8 MB at B=8, HV=16, K=V=128, so
+    T = 2048 holds 34 GB — pass fewer rows at a time where that does not fit)."""
     gate, has_beta = MEMBERS[member]
     q, v, s0 = x["q"].double(), x["v"].double(), x["s0"].double()
     B, T, H, K = q.shape
     HV = v.shape[2]
     G = HV // H
-    o = torch.zeros(B, T, HV, v.shape[3], dtype=torch.float64)
+    dev = q.device
+    o = torch.zeros(B, T, HV, v.shape[3], dtype=torch.float64, device=dev)
     ht = s0.clone()
-    d = {n: torch.zeros(x[n].shape, dtype=torch.float64) for n in inputs_of(member)}
-    for b, t0, t1, n in sequences(B, T, cu):
-        S, steps = s0[n], []
+    d = {n: torch.zeros(x[n].shape, dtype=torch.float64, device=dev) for n in inputs_of(member)}
+    rows = [(slice(None), 0, T, slice(None))] if cu is None else sequences(B, T, cu)
+    for b, t0, t1, n in rows:
+        S, states = s0[n], [s0[n]]                                       # states[i] = S_{t0+i−1}
         for t in range(t0, t1):
             a, k, beta = _token(gate, has_beta, x, b, t, G)
             Sh = a * S                                                   # Ŝ = Diag(a) S
-            delta = v[b, t] if beta is None else beta * (v[b, t] - torch.einsum("hk,hkv->hv", k, Sh))
-            S = Sh + k[:, :, None] * delta[:, None, :]
-            o[b, t] = scale * torch.einsum("hk,hkv->hv", q[b, t].repeat_interleave(G, 0), S)
-            steps.append((t, a, k, beta, Sh, delta, S))
+            delta = v[b, t] if beta is None else beta * (v[b, t] - torch.einsum("...k,...kv->...v", k, Sh))
+            S = Sh + k[..., None] * delta[..., None, :]
+            o[b, t] = scale * torch.einsum("...k,...kv->...v", q[b, t].repeat_interleave(G, -2), S)
+            states.append(S)
         ht[n] = S
         if seeds is None:
             continue
         do, D = seeds[0].double(), seeds[1][n].double().clone()          # D = ∂L/∂S_t
-        for t, a, k, beta, Sh, delta, S in reversed(steps):
-            qt = scale * q[b, t].repeat_interleave(G, 0)
-            D = D + qt[:, :, None] * do[b, t][:, None, :]
-            dq = scale * torch.einsum("hkv,hv->hk", S, do[b, t])
-            dk = torch.einsum("hkv,hv->hk", D, delta)
-            ddelta = torch.einsum("hkv,hk->hv", D, k)
+        for t in reversed(range(t0, t1)):
+            a, k, beta = _token(gate, has_beta, x, b, t, G)
+            S = states.pop()
+            Sh = a * states[-1]                                          # as the forward computed it
+            delta = v[b, t] if beta is None else beta * (v[b, t] - torch.einsum("...k,...kv->...v", k, Sh))
+            qt = scale * q[b, t].repeat_interleave(G, -2)
+            D = D + qt[..., None] * do[b, t][..., None, :]
+            dq = scale * torch.einsum("...kv,...v->...k", S, do[b, t])
+            dk = torch.einsum("...kv,...v->...k", D, delta)
+            ddelta = torch.einsum("...kv,...k->...v", D, k)
             if beta is None:                                             # b = 0, w = 1
                 dv, dbeta, dSh = ddelta, None, D
             else:                                                        # b = w = β
-                de = -torch.einsum("hkv,hv->hk", Sh, ddelta)
+                de = -torch.einsum("...kv,...v->...k", Sh, ddelta)
                 dk = dk + de * beta
                 dv = ddelta * beta
-                dbeta = (de * k).sum(1) + (ddelta * v[b, t]).sum(1)
-                dSh = D - (beta * k)[:, :, None] * ddelta[:, None, :]
-            dg = (dSh * Sh).sum(2)                                       # [HV, K]
+                dbeta = (de * k).sum(-1) + (ddelta * v[b, t]).sum(-1)
+                dSh = D - (beta * k)[..., None] * ddelta[..., None, :]
+            dg = (dSh * Sh).sum(-1)                                      # [..., HV, K]
             D = a * dSh
-            d["q"][b, t] += dq.view(H, G, K).sum(1)
-            d["k"][b, t] += dk.view(H, G, K).sum(1)
+            d["q"][b, t] += dq.unflatten(-2, (H, G)).sum(-2)
+            d["k"][b, t] += dk.unflatten(-2, (H, G)).sum(-2)
             d["v"][b, t] = dv
             if gate == "scalar":
-                d["g"][b, t] = dg.sum(1)
+                d["g"][b, t] = dg.sum(-1)
             elif gate == "channel":
                 d["g"][b, t] = dg
             if dbeta is not None:
