@@ -412,6 +412,7 @@ class Task:
         if gate == "KB":
             # The reference side alone, as the trials run it (its failure here is n/a); the
             # trials run it again beside each candidate, as KernelBench does (kernelbench_check).
+            seeds = kernelbench_check.trial_seeds(seeds[0], p.get("trials", 5))
             with torch.no_grad():
                 for s in seeds:
                     xs = self.inputs(s)
@@ -457,6 +458,7 @@ class Task:
         if gate in audit_gates.GATES:
             return audit_gates.run(self, gate, seeds)
         if gate == "KB":
+            seeds = kernelbench_check.trial_seeds(seeds[0], p.get("trials", 5))
             return {"trials": kernelbench_check.trials(self, seeds, p.get("atol", 1e-2), p.get("rtol", 1e-2), set_seed)}
         if gate == "CMP-01":
             facts = []

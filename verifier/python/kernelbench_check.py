@@ -1,7 +1,7 @@
 """KernelBench's own correctness check, the other side of ``kverify audit``'s differential (gate
 KB; docs/audit.md, "KB — KernelBench's own check"). Imported by audit_worker.py after torch.
 Like the worker it only *measures*: kverify judges the trial facts (verifier/src/audit/judge.rs,
-``kernelbench``) and derives the trial seeds (verifier/src/audit/kernelbench.rs).
+``kernelbench``) and sends the base seed and the number of trials (verifier/src/audit/kernelbench.rs).
 
 Reimplemented, no code copied, from ``run_and_check_correctness`` of
 ScalingIntelligence/KernelBench — MIT licence, Copyright (c) 2023 Anne Ouyang, Simon Guo, Azalia
@@ -10,6 +10,17 @@ Mirhoseini — read at commit 48642c5 (``src/eval.py``, KernelBench v0.1, atol =
 import torch
 
 import audit_gates
+
+
+def trial_seeds(seed, n):
+    """KernelBench's ``n`` trial seeds for base ``seed``, drawn as it draws them — after
+    ``torch.manual_seed(seed)``, one ``torch.randint(0, 2**32 - 1, (1,))`` per trial — with this
+    machine's PyTorch: the values depend on its version (2.11 reduces one 32-bit MT19937 output
+    mod 2^32 − 1, 2.15 draws 64 bits for such a range), and KernelBench uses whatever is
+    installed. Leaves the CPU generator seeded with ``seed`` and advanced by ``n`` draws, as
+    KernelBench leaves it (the trials seed it again before they use it)."""
+    torch.manual_seed(seed)
+    return [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(n)]
 
 
 def trials(task, seeds, atol, rtol, set_seed):

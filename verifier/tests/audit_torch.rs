@@ -1,7 +1,7 @@
 //! `kverify audit` with the real PyTorch worker on CPU: the red-team ModelNew tricks of
 //! `tests/fixtures/audit/redteam.jsonl` are each caught by their gate, the honest ones and the
 //! positive control (each task's own Model as ModelNew) are clean on every gate that applies;
-//! KernelBench's trial seeds are PyTorch's, and the KB gate follows KernelBench's procedure.
+//! KernelBench's trial seeds are PyTorch's (drawn by the worker), and the KB gate follows KernelBench's procedure.
 //! Needs PyTorch, which CI does not install: run with `PYTHONPATH=<dir with torch and numpy>
 //! cargo test -p kverify --test audit_torch -- --ignored` (about 2 minutes on 2 cores;
 //! docs/audit.md).
@@ -66,19 +66,45 @@ fn positive_control_is_clean_on_every_gate_that_applies() {
     }
 }
 
-/// KernelBench's trial seeds as PyTorch itself draws them (`run_and_check_correctness`:
-/// `torch.manual_seed(seed)`, then one `torch.randint(0, 2**32 - 1, (1,))` per trial) equal
-/// `kernelbench::trial_seeds` (tested without PyTorch in `tests/audit_kernelbench.rs`).
+/// The KB gate's trial seeds are KernelBench's on this PyTorch: the real worker, sent the base
+/// seed and 5 trials, runs its trials at the seeds that `torch.manual_seed(seed)` followed by
+/// one `torch.randint(0, 2**32 - 1, (1,))` per trial gives in a fresh Python process
+/// (KernelBench's `run_and_check_correctness`) — after loading the task and the candidate,
+/// which draw from the same generator.
 #[test]
 #[ignore = "needs PyTorch (not installed in CI); see the module doc for how to run it"]
 fn kernelbench_trial_seeds_are_pytorchs() {
-    use kverify::audit::kernelbench::{trial_seeds, TRIALS};
-    for seed in [0u64, 7, 42, 1 << 40] {
-        let script = format!("import torch\ntorch.manual_seed({seed})\nprint(' '.join(str(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range({TRIALS})))");
+    use std::io::{BufRead, Write};
+    let worker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/audit_worker.py");
+    let task = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.randn(8))\n    def forward(self, x):\n        return x * self.w\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n";
+    let cand = task.replace("class Model(", "class ModelNew(");
+    for seed in [42u64, 7, 1 << 40] {
+        let script = format!("import torch\ntorch.manual_seed({seed})\nprint(' '.join(str(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(5)))");
         let o = std::process::Command::new("python3").args(["-c", &script]).output().expect("python3");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let got: Vec<u64> = String::from_utf8_lossy(&o.stdout).split_whitespace().map(|w| w.parse().expect("seed")).collect();
-        assert_eq!(got, trial_seeds(seed, TRIALS), "seed {seed}");
+        let want: Vec<u64> = String::from_utf8_lossy(&o.stdout).split_whitespace().map(|w| w.parse().expect("seed")).collect();
+        let mut w = std::process::Command::new("python3").arg(&worker).args(["--device", "cpu"]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().expect("worker");
+        let mut tx = w.stdin.take().expect("stdin");
+        let mut rx = std::io::BufReader::new(w.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        rx.read_line(&mut line).expect("hello");
+        assert!(line.contains("kverify-audit/1"), "{line}");
+        let mut ask = |req: serde_json::Value| -> Value {
+            writeln!(tx, "{req}").expect("send");
+            line.clear();
+            rx.read_line(&mut line).expect("answer");
+            serde_json::from_str(&line).expect("json")
+        };
+        assert_eq!(ask(serde_json::json!({"id": 1, "cmd": "load", "ref_code": task, "seed": seed}))["ok"], true);
+        assert_eq!(ask(serde_json::json!({"id": 2, "cmd": "load_candidate", "custom_code": cand}))["ok"], true);
+        let params = serde_json::json!({"seeds": [seed], "trials": 5, "atol": 1e-2, "rtol": 1e-2});
+        assert_eq!(ask(serde_json::json!({"id": 3, "cmd": "prepare", "gate": "KB", "params": params}))["facts"]["trials"], 5);
+        let run = ask(serde_json::json!({"id": 4, "cmd": "run", "gate": "KB", "params": params}));
+        let got: Vec<u64> = run["facts"]["trials"].as_array().into_iter().flatten().filter_map(|t| t["seed"].as_u64()).collect();
+        assert_eq!(got, want, "seed {seed}: {run}");
+        assert!(run["facts"]["trials"].as_array().into_iter().flatten().all(|t| t["allclose"] == true), "{run}");
+        drop(tx);
+        let _ = w.wait();
     }
 }
 

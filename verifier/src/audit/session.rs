@@ -28,13 +28,14 @@ use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Instant;
 
-/// Seeds of each gate's inputs, derived from the base seed: KB's are KernelBench's own trial
-/// seeds ([`kernelbench::trial_seeds`]), the others base + a gate offset. ORD-01 takes CMP-01's
+/// Seeds of each gate's inputs, derived from the base seed: KB's is the base itself (the worker
+/// draws KernelBench's [`kernelbench::TRIALS`] trial seeds from it with its own PyTorch, as
+/// KernelBench does), the others base + a gate offset. ORD-01 takes CMP-01's
 /// seeds (the same fp64 references and honest runs: CMP-01 judges their worst element, ORD-01
 /// their root mean square) and PRC-02 PRC-01's probe, so the worker computes each reference once.
 fn seeds(gate: &str, base: u64) -> Vec<u64> {
     let (off, n) = match gate {
-        "KB" => return kernelbench::trial_seeds(base, kernelbench::TRIALS),
+        "KB" => (0, 1),
         "CMP-01" | "ORD-01" => (101, 3),
         "RES-01" => (201, 2),
         "ORD-02" => (301, 1),
@@ -275,7 +276,7 @@ fn gate(s: &mut Session, ks: &[Kernel], g: &str, need: &[bool], judged: &mut dyn
     if let Err(stop) = ensure_loaded(s, ks)? {
         return Ok(Err(stop));
     }
-    let params = json!({"seeds": seeds(g, s.opts.seed), "runs": 5, "atol": judge::KB_TOL, "rtol": judge::KB_TOL});
+    let params = json!({"seeds": seeds(g, s.opts.seed), "runs": 5, "trials": kernelbench::TRIALS, "atol": judge::KB_TOL, "rtol": judge::KB_TOL});
     let mut prep: Prepared = None;
     let mut out = Vec::with_capacity(ks.len());
     // Slots whose ORD-02 waits for the fresh process: (slot, reference facts, run facts).
