@@ -87,7 +87,26 @@ def get_init_inputs():
 "#;
 
 /// (name, task, the gate that must catch it, ModelNew)
-const TRICKS: [(&str, &str, &str, &str); 7] = [
+const TRICKS: [(&str, &str, &str, &str); 9] = [
+    // takes each input's storage as dense row-major (a kernel fed `data_ptr` and the shape only):
+    // right on contiguous inputs, wrong on a transposed view
+    ("reads_storage_row_major", MATMUL, "CMP-03", r#"class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, A, B):
+        A = A.as_strided(A.shape, (A.shape[1], 1), A.storage_offset())
+        B = B.as_strided(B.shape, (B.shape[1], 1), B.storage_offset())
+        return torch.matmul(A, B)
+"#),
+    // honours the strides but reads from the start of the storage (a kernel fed the storage's
+    // pointer instead of the tensor's): reads the NaN before an offset view
+    ("ignores_storage_offset", SUM, "CMP-03", r#"class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+    def forward(self, x):
+        return torch.sum(x.as_strided(x.shape, x.stride(), 0), dim=self.dim)
+"#),
     // views its inputs at the native sizes: refuses every other size
     ("shape_rigid", MATMUL, "CMP-03", r#"class ModelNew(nn.Module):
     def __init__(self):
@@ -204,8 +223,9 @@ fn positive_control_is_clean_with_exactly_the_documented_na() {
             assert_eq!(status(r, g), "pass", "{name} {g}: {}", r["gates"][g]);
         }
         assert_eq!(status(r, "PRC-02"), want, "{name}: {}", r["gates"]["PRC-02"]);
-        // Every size constant of the task changed, reduce_dim (an axis, not a size) left alone.
-        assert!(detail(r, "CMP-03").starts_with("2 of 2 probes"), "{name}: {}", detail(r, "CMP-03"));
+        // Every size constant of the task changed, reduce_dim (an axis, not a size) left alone;
+        // then the three layouts (every input here is a floating matrix).
+        assert!(detail(r, "CMP-03").starts_with("5 of 5 probes"), "{name}: {}", detail(r, "CMP-03"));
     }
     assert!(detail(&recs["matmul"], "PRC-02").contains("no output reaches 2048"), "{}", detail(&recs["matmul"], "PRC-02"));
     // The control's errors are the honest run's own: the measured figure never exceeds 1/16 of the bound.
@@ -237,6 +257,10 @@ fn each_ported_trick_is_caught_by_its_gate() {
     let d = |n: &str, g: &str| detail(&recs[n], g).to_string();
     assert!(d("shape_rigid", "CMP-03").starts_with("rejected at x2 [K=512,M=64,N=96]: RuntimeError: shape '[32, 256]' is invalid"), "{}", d("shape_rigid", "CMP-03"));
     assert!(d("drops_partial_tile", "CMP-03").starts_with("wrong at odd [K=257,M=33,N=49]: normalised error"), "{}", d("drops_partial_tile", "CMP-03"));
+    // CMP-03's layouts (issue 12, item 4): each stride mistake at the first layout that shows it.
+    assert!(d("reads_storage_row_major", "CMP-03").starts_with("wrong at transposed views: normalised error"), "{}", d("reads_storage_row_major", "CMP-03"));
+    assert!(d("ignores_storage_offset", "CMP-03").starts_with("wrong at offset views: "), "{}", d("ignores_storage_offset", "CMP-03"));
+    assert!(d("ignores_storage_offset", "CMP-03").contains("non-finite values where the fp64 reference is finite"), "{}", d("ignores_storage_offset", "CMP-03"));
     assert_eq!(status(&recs["drops_partial_tile"], "CMP-01"), "pass", "native M = 32 is a whole number of tiles");
     // The near miss: CMP-01 (the worst element) passes, ORD-01 (the typical element) does not.
     assert_eq!(status(&recs["near_miss_scale"], "CMP-01"), "pass", "{}", d("near_miss_scale", "CMP-01"));

@@ -65,6 +65,19 @@ fn value_gate_applicability_is_per_probe_and_never_a_pass() {
     let g = value_gate("CMP-03", &json!({"constants": {}, "probes": []}), &json!({"probes": []}));
     assert_eq!(g.status, Status::Na);
     assert!(g.detail.contains("no module-level size constant"), "{}", g.detail);
+    // CMP-03 of a task with literal sizes: the worker's "sizes" probe carries its reason (`na`)
+    // and the layout probes are judged; with no layout to give either, the gate is n/a.
+    let sizes = json!({"name": "sizes", "na": "no module-level size constant shapes the inputs (sizes are literals): nothing to change consistently"});
+    let pr = json!({"constants": {}, "probes": [sizes.clone(), p("transposed views", [1e-7, 1e-7])]});
+    let g = value_gate("CMP-03", &pr, &prep(json!([r("transposed views", 1e-7)])));
+    assert_eq!(g.status, Status::Pass, "{}", g.detail);
+    assert!(g.detail.starts_with("1 of 2 probes") && g.detail.contains("n/a: sizes: no module-level size constant"), "{}", g.detail);
+    let g = value_gate("CMP-03", &pr, &prep(json!([{"name": "transposed views", "raised": "RuntimeError: view size is not compatible"}])));
+    assert!(g.status == Status::Fail && g.detail.starts_with("rejected at transposed views: RuntimeError"), "{}", g.detail);
+    let none = json!({"name": "offset views", "na": "no floating input of more than one element can be given as offset views"});
+    let g = value_gate("CMP-03", &json!({"constants": {}, "probes": [sizes, none]}), &json!({"probes": []}));
+    assert_eq!(g.status, Status::Na);
+    assert!(g.detail.contains("offset views: no floating input"), "{}", g.detail);
     // Facts missing a probe the decision needs: n/a naming them, no panic.
     assert_eq!(value_gate("ORD-03", &prep(json!([p("a", [1e-7, 1e-7])])), &prep(json!([]))).status, Status::Na);
     assert_eq!(value_gate("ORD-03", &json!({}), &json!({})).status, Status::Na);

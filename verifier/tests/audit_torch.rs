@@ -49,14 +49,17 @@ fn positive_control_is_clean_on_every_gate_that_applies() {
     // Rows 0-2 are the three distinct tasks.
     let recs = audit(&std::env::temp_dir().join(format!("kverify-audit-control-{}", std::process::id())), &["--control", "--limit", "3"]);
     assert_eq!(recs.len(), 3);
-    // The n/a each task must show (docs/audit.md): the sum (16x4096) and the linear layer
-    // (8x64) write their sizes as literals, so CMP-03 has no size constant to change; PRC-02
-    // needs an output of at least 2^11 at U[1,2) inputs, which only the 4096-long sum reaches
-    // (the matmul's K = 256 gives about 600, the linear layer's 64 inputs less).
-    let na: [&[&str]; 3] = [&["PRC-02"], &["CMP-03"], &["CMP-03", "PRC-02"]];
+    // The n/a each task must show (docs/audit.md): PRC-02 needs an output of at least 2^11 at
+    // U[1,2) inputs, which only the 4096-long sum reaches (the matmul's K = 256 gives about 600,
+    // the linear layer's 64 inputs less). The sum (16x4096) and the linear layer (8x64) write
+    // their sizes as literals: CMP-03 has no size to change, but judges their layouts.
+    let na: [&[&str]; 3] = [&["PRC-02"], &[], &["PRC-02"]];
     for r in &recs {
         assert_eq!(r["verdict"], "clean", "{r}");
-        let want = na[r["task"].as_u64().unwrap_or(1) as usize - 1];
+        let task = r["task"].as_u64().unwrap_or(1);
+        let want = na[task as usize - 1];
+        let cmp03 = r["gates"]["CMP-03"]["detail"].as_str().unwrap_or("");
+        assert_eq!(cmp03.contains("n/a: sizes: no module-level size constant"), task > 1, "{cmp03}");
         let gates = r["gates"].as_object().cloned().unwrap_or_default();
         assert_eq!(gates.len(), 11, "{r}");
         for (g, x) in &gates {

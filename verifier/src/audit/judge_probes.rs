@@ -4,8 +4,8 @@
 //! (`verifier/python/audit_gates.py`) measures; the bounds and applicability rules are here and
 //! derived in docs/audit.md ("The gates for arbitrary tasks").
 //!
-//! Facts of a value gate (all but EXC-02): `prepare` = `{"probes": [{"name", "ref_error"?,
-//! "honest": [a, b], "own_nonfinite", "finite", "ref_max", "sizes"?}]}`, `run` = `{"probes":
+//! Facts of a value gate (all but EXC-02): `prepare` = `{"probes": [{"name", "na"?, "ref_error"?,
+//! "honest": [a, b], "own_nonfinite", "finite", "ref_max", "sizes"?, "layouts"?}]}`, `run` = `{"probes":
 //! [{"name", "err", "nonfinite_where_ref_finite", "shape_ok", "raised"?, "fits"?}]}`. `honest`
 //! and `err` are dimensionless normalised errors `|y − r| / (|r| + mean|r|)` against the task's
 //! fp64 Model (their maximum; for ORD-01 their root mean square).
@@ -24,6 +24,9 @@ fn name(v: &Value) -> &str {
 
 /// Why a prepared probe does not apply (`None`: it applies).
 fn probe_na(gate: &str, p: &Value) -> Option<String> {
+    if let Some(why) = p.get("na").and_then(Value::as_str) {
+        return Some(why.into()); // the worker found nothing to probe (no size constant, no input to lay out)
+    }
     if let Some(e) = p.get("ref_error").and_then(Value::as_str) {
         return Some(format!("the task's own Model cannot run here: {e}"));
     }
