@@ -128,6 +128,20 @@ def anchor_speed(res, key, x, fout):
 
 emit({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__})
 
+def tilec_accuracy(res, fin, fout, plan, ref, grads):
+    """tilec's `plan` on `fin` five times (bitwise-repeat line into `res`), each gradient's
+    max|err| / max|ref| against the oracle `ref`, as written (f32) and as if rounded once to
+    bf16 (fla's dtype for dq, dk, dv); returns the outputs."""
+    txt = tilec(fin, fout, "--repeat", "5", plan=plan)
+    res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
+    out = load_file(fout)
+    res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
+    res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
+    res["tilec_relerr_bf16_outputs"] = {n: rel(out[n].to(torch.bfloat16), ref[n]) for n in grads}
+    res["tilec_worst_bf16_outputs"] = max(res["tilec_relerr_bf16_outputs"].values())
+    return out
+
+
 # ---- 1. accuracy against the fp64 oracle --------------------------------------------------------
 VARIANTS = ["k64v64", "k64v128", "k64v256", "k128v64", "k128v256"]  # gdn.tile built with --const K=..,V=.. into ART_<variant>
 for member in [*ACCURACY_CASES] + [f"gdn_{v}" for v in VARIANTS] + ["kda_k64v256", "kda_k128v256"]:
@@ -149,14 +163,7 @@ for member in [*ACCURACY_CASES] + [f"gdn_{v}" for v in VARIANTS] + ["kda_k64v256
     res["bf16_floor"] = {n: rel(ref[n].to(torch.bfloat16), ref[n]) for n in grads}
     res["bf16_floor_worst"] = max(res["bf16_floor"].values())
     try:
-        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(art, f"{op}.sm_90a.plan.json"))
-        res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
-        out = load_file(fout)
-        res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
-        res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
-        # As if every output were bf16 (fla's dtype for dq, dk, dv): the f32 outputs rounded once.
-        res["tilec_relerr_bf16_outputs"] = {n: rel(out[n].to(torch.bfloat16), ref[n]) for n in grads}
-        res["tilec_worst_bf16_outputs"] = max(res["tilec_relerr_bf16_outputs"].values())
+        out = tilec_accuracy(res, fin, fout, os.path.join(art, f"{op}.sm_90a.plan.json"), ref, grads)
         res["gpu_vs_interpreter_equal_elements"] = {n: f"{int((bits(out[n]) == bits(interp[n])).sum())}/{out[n].numel()}" for n in grads}
         res["gpu_vs_interpreter_relerr"] = {n: rel(out[n], interp[n]) for n in grads}
     except Exception as e:
@@ -210,13 +217,7 @@ def large_accuracy(member, B=8, T=2048, H=16, K=128, V=128):
     fout = os.path.join(args.work, f"large_{member}_out.safetensors")
     save_file({**{k: v.cpu().contiguous() for k, v in x.items()}, "scale": torch.tensor(sc, dtype=torch.float32)}, fin)
     try:
-        txt = tilec(fin, fout, "--repeat", "5", plan=os.path.join(args.art, f"{member}_bwd.sm_90a.plan.json"))
-        res["tilec_repeat"] = [l for l in txt.splitlines() if l.startswith("repeat")][0]
-        out = load_file(fout)
-        res["tilec_relerr_vs_oracle"] = {n: rel(out[n], ref[n]) for n in grads}
-        res["tilec_worst"] = max(res["tilec_relerr_vs_oracle"].values())
-        res["tilec_relerr_bf16_outputs"] = {n: rel(out[n].to(torch.bfloat16), ref[n]) for n in grads}
-        res["tilec_worst_bf16_outputs"] = max(res["tilec_relerr_bf16_outputs"].values())
+        tilec_accuracy(res, fin, fout, os.path.join(args.art, f"{member}_bwd.sm_90a.plan.json"), ref, grads)
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
     key = {"gdn": "fla", "kda": "fla_kda", "gla": "fla_gla"}.get(member)

@@ -276,15 +276,23 @@ def cmp03_run(task, seeds):
                 with torch.no_grad():
                     out = plain(outputs(cand(*xs)))
         except Exception as e:  # a refusal at another legal size: rejected (a crash is the process's)
-            if is_oom(e):
-                raise
-            f["raised"] = msg(e)
-            probes.append(f)
-            continue
-        e = errs(out, r64)
-        f.update(err=e["max"], nonfinite_where_ref_finite=e["bad"], shape_ok=e["shape_ok"])
-        probes.append(f)
+            out = e
+        probes.append(candidate_facts(f, out, r64))
     return {"probes": probes + layouts_run(task)}
+
+
+def candidate_facts(f, out, r64):
+    """A CMP-03 probe's candidate facts into ``f``: its outputs ``out`` against ``r64``, or, when
+    ``out`` is the exception the candidate raised, the refusal (``raised``; out of memory
+    propagates: the audit's contention, not the candidate's)."""
+    if isinstance(out, Exception):
+        if is_oom(out):
+            raise out
+        f["raised"] = msg(out)
+        return f
+    e = errs(out, r64)
+    f.update(err=e["max"], nonfinite_where_ref_finite=e["bad"], shape_ok=e["shape_ok"])
+    return f
 
 
 # -- CMP-03's layouts: the same values in other memory layouts (issue 12, item 4) -------------------
@@ -388,18 +396,11 @@ def layouts_run(task):
     exception is a refusal (``raised``), as at the other sizes."""
     probes = []
     for label, (seed, r64) in task.cache.get(("CMP-03", "layouts"), {}).items():
-        f = {"name": label}
         try:
             out = plain(task.run_cand(layout_inputs(task, seed, label)[1]))
         except Exception as e:
-            if is_oom(e):
-                raise
-            f["raised"] = msg(e)
-            probes.append(f)
-            continue
-        e = errs(out, r64)
-        f.update(err=e["max"], nonfinite_where_ref_finite=e["bad"], shape_ok=e["shape_ok"])
-        probes.append(f)
+            out = e
+        probes.append(candidate_facts({"name": label}, out, r64))
     return probes
 
 
