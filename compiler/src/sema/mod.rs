@@ -112,7 +112,7 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
                     module.kernels.push(kernel);
                 }
             }
-            ast::Item::Import(_) | ast::Item::Operator(_) | ast::Item::Error(_) => {}
+            ast::Item::Import(_) | ast::Item::Operator(_) | ast::Item::Instance(_) | ast::Item::Error(_) => {}
         }
     }
     // Operators after every kernel: a launch may name a kernel defined further down.

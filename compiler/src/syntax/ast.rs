@@ -29,6 +29,9 @@ pub enum Item {
     Import(ImportDecl),
     /// `operator name(...) { buffers and launches }`
     Operator(OperatorDecl),
+    /// `kernel name = base(param: elem, ...);`: a copy of a kernel of this file with some
+    /// parameters' element types changed (replaced by that kernel right after parsing).
+    Instance(InstanceDecl),
     /// An item that failed to parse (already reported).
     Error(Span),
 }
@@ -72,6 +75,20 @@ pub struct KernelDecl {
     /// The body.
     pub body: Vec<Stmt>,
     /// The whole kernel.
+    pub span: Span,
+}
+
+/// A kernel instance: `kernel k1_bf16 = k1(dv2: bf16);` — kernel `base` of the same file under
+/// another name, the listed tensor parameters of another element type (`syntax::instance`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceDecl {
+    /// The instance's name.
+    pub name: Ident,
+    /// The kernel it copies.
+    pub base: Ident,
+    /// (parameter, new element type) pairs.
+    pub retypes: Vec<(Ident, Ident)>,
+    /// The whole item.
     pub span: Span,
 }
 

@@ -77,7 +77,7 @@ pub fn limit(file: &mut File, diags: &mut Diagnostics) {
                     }
                 }
             }
-            Item::Import(_) | Item::Error(_) => {}
+            Item::Import(_) | Item::Instance(_) | Item::Error(_) => {}
         }
     }
 }

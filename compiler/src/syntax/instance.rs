@@ -1,0 +1,69 @@
+//! Kernel instances: `kernel k1_scan_scalar_bf16 = k1_scan_scalar(dv2: bf16);` declares a copy of
+//! kernel `k1_scan_scalar` of the same file whose parameter `dv2` has element type bf16 instead
+//! of its own. Replaced by that copy right after parsing, so everything after the parser (sema,
+//! the planners, both back ends, the interpreter, metadata, operators) sees one more kernel.
+//!
+//! Why: a stage shared by several operators may need another storage type in one of them (K#1's
+//! dU is the SSD, LA and GLA operators' `dv`, kept in f32, but only a bf16 MMA operand for GDN
+//! and KDA, where f32 costs DRAM bytes and nothing else), and the body must not be copied.
+//! Stores round to the parameter's type and loads widen from it, so the body is unchanged.
+//!
+//! Errors (the instance is dropped, the rest of the file checked): no kernel `base` in this file
+//! (an instance is declared beside its kernel: imported kernels are compiled, not parsed, here)
+//! E0201; no such parameter E0201; a scalar parameter E0203; a parameter listed twice E0202; an
+//! unknown element type E0301. A mistake the new types cause in the body is reported at the
+//! base kernel's text.
+
+use super::ast::{File, Ident, Item};
+use crate::diag::{Code, Diagnostic, Diagnostics};
+
+/// Replaces every [`Item::Instance`] of `file` by the kernel it declares (or drops it, with a
+/// diagnostic).
+pub fn expand(file: &mut File, diags: &mut Diagnostics) {
+    let kernels: Vec<_> = file.items.iter().filter_map(|i| if let Item::Kernel(k) = i { Some(k.clone()) } else { None }).collect();
+    for item in &mut file.items {
+        let Item::Instance(inst) = item else { continue };
+        let span = inst.span;
+        let Some(base) = kernels.iter().find(|k| k.name.name == inst.base.name) else {
+            diags.push(
+                Diagnostic::error(Code::UndefinedName, format!("no kernel `{}` in this file to make an instance of", inst.base.name), inst.base.span, "not a kernel of this file")
+                    .with_note("help: declare an instance in the file that defines its kernel (an imported kernel is compiled there, not here)"),
+            );
+            *item = Item::Error(span);
+            continue;
+        };
+        let mut k = base.clone();
+        k.name = Ident { name: inst.name.name.clone(), span: inst.name.span };
+        let mut ok = true;
+        for (i, (p, elem)) in inst.retypes.iter().enumerate() {
+            if let Some((q, _)) = inst.retypes[..i].iter().find(|(q, _)| q.name == p.name) {
+                diags.push(Diagnostic::error(Code::DuplicateName, format!("parameter `{}` is retyped twice", p.name), p.span, "again here").with_label(q.span, "first here"));
+                ok = false;
+                continue;
+            }
+            let Some(param) = k.params.iter_mut().find(|x| x.name.name == p.name) else {
+                let names: Vec<&str> = base.params.iter().map(|x| x.name.name.as_str()).collect();
+                diags.push(Diagnostic::error(Code::UndefinedName, format!("kernel `{}` has no parameter `{}`", base.name.name, p.name), p.span, "no such parameter").with_note(format!("help: its parameters are {}", names.join(", "))));
+                ok = false;
+                continue;
+            };
+            if param.shape.is_none() {
+                diags.push(
+                    Diagnostic::error(Code::WrongKind, format!("parameter `{}` of kernel `{}` is a scalar", p.name, base.name.name), p.span, "not a tensor")
+                        .with_note("help: an instance changes the element type of tensor parameters only"),
+                );
+                ok = false;
+                continue;
+            }
+            if crate::ir::Elem::from_name(&elem.name).filter(|e| *e != crate::ir::Elem::Bool).is_none() {
+                // Here rather than in sema: the dropped parameter would also make the base
+                // body's uses of it unknown names, at the base kernel's text.
+                diags.push(Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", elem.name), elem.span, "expected bf16, f16, f32 or i32"));
+                ok = false;
+                continue;
+            }
+            param.elem = elem.clone();
+        }
+        *item = if ok { Item::Kernel(k) } else { Item::Error(span) };
+    }
+}

@@ -1,0 +1,68 @@
+//! Kernel instances (`kernel name = base(param: elem, ...);`, `syntax::instance`): a copy of a
+//! kernel with some tensor parameters of another element type, run by the interpreter and built
+//! as a kernel of its own. The diagnostics of misuse are `tests/ui/instance.tile`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use tilec_abi::meta::DType;
+use tilec_abi::tensor::HostTensor;
+
+const SRC: &str = "\
+// y = x * 1.1 + 0.3 over tiles of 16: f32 stored, or bf16 in the instance.
+kernel affine(x: f32[N] edge(zeros), y: out f32[N] edge(zeros)) grid(cdiv(N, 16)) {
+    let i0 = program_id(0) * 16;
+    store y[i0..+16] = load x[i0..+16] * 1.1 + 0.3;
+}
+
+kernel affine_bf16 = affine(y: bf16);
+";
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("instances_{name}"))
+}
+
+fn tilec(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tilec")).args(args).output().unwrap()
+}
+
+/// The instance stores what the base kernel computes, rounded once to bf16 (nearest even): its
+/// output equals the base kernel's f32 output rounded, bit for bit, on 37 elements (a partial
+/// last tile) whose products round in both directions.
+#[test]
+fn an_instance_stores_the_base_kernels_values_in_its_own_type() {
+    let file = tmp("affine.tile");
+    std::fs::write(&file, SRC).unwrap();
+    let xs: Vec<f64> = (0..37).map(|i| f64::from(i) * 0.37 - 5.0).collect();
+    let inp = tmp("in.safetensors");
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), HostTensor::from_f64(DType::F32, vec![37], &xs).unwrap())])).unwrap();
+    let mut outs = vec![];
+    for k in ["affine", "affine_bf16"] {
+        let out = tmp(&format!("{k}.out.safetensors"));
+        let o = tilec(&["run", "--interp", file.to_str().unwrap(), "--kernel", k, "--inputs", inp.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{k}: {}", String::from_utf8_lossy(&o.stderr));
+        outs.push(tilec_abi::st::read(&out).unwrap().remove("y").unwrap());
+    }
+    let (f, b) = (&outs[0], &outs[1]);
+    assert_eq!((f.dtype, b.dtype), (DType::F32, DType::Bf16));
+    let want: Vec<f64> = f.to_f64().iter().map(|&v| f64::from(half::bf16::from_f32(v as f32))).collect();
+    assert_eq!(b.to_f64(), want);
+    assert_ne!(b.to_f64(), f.to_f64(), "the inputs must make the rounding visible");
+}
+
+/// Built, the instance is one more kernel: its own artifacts, its parameter `y` bf16 in the
+/// metadata, `x` as the base kernel's.
+#[test]
+fn an_instance_is_built_as_a_kernel_of_its_own() {
+    let file = tmp("build.tile");
+    std::fs::write(&file, SRC).unwrap();
+    let dir = tmp("build_out");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = tilec(&["build", file.to_str().unwrap(), "--target", "sm_90a", "--no-ptxas", "--no-cache", "-o", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("affine_bf16.sm_90a.meta.json")).unwrap()).unwrap();
+    let dtype = |n: &str| meta["params"].as_array().unwrap().iter().find(|p| p["name"] == n).map(|p| p["dtype"].clone()).unwrap();
+    assert_eq!((dtype("x"), dtype("y")), (serde_json::json!("f32"), serde_json::json!("bf16")));
+    assert!(dir.join("affine.sm_90a.meta.json").exists());
+}
