@@ -74,8 +74,8 @@ class Loading(unittest.TestCase):
         self.assertEqual(op.plan.target, "sm_90a")
         self.assertEqual(len(op.plan.launches), 14)
         self.assertEqual([sp.name for sp in op.plan.size_params], ["K", "V"])
-        self.assertIn("k1_scan_scalar", op.kernels)
-        self.assertEqual(len(op.kernels["k1_scan_scalar"].tensor_maps), 5)
+        self.assertIn("k1_scan_scalar_bf16", op.kernels)
+        self.assertEqual(len(op.kernels["k1_scan_scalar_bf16"].tensor_maps), 5)
         vl = load_operator(ART, "gdn_bwd_varlen", "sm_90a")
         self.assertEqual(vl.plan.offsets, [("cu_seqlens", "T")])
 
@@ -84,7 +84,7 @@ class Loading(unittest.TestCase):
             return json.load(f)
 
     def _meta_raw(self):
-        with open(os.path.join(ART, "k1_scan_scalar.sm_90a.meta.json")) as f:
+        with open(os.path.join(ART, "k1_scan_scalar_bf16.sm_90a.meta.json")) as f:
             return json.load(f)
 
     def test_schema_versions(self):
@@ -239,7 +239,7 @@ class SavedBackward(unittest.TestCase):
             self.assertEqual(kernels, want, full)
         self.assertEqual([l.kernel for l in self.op.plan.launches],
                          ["seq_bounds", "chunk_table", "repeat_heads", "repeat_heads", "gate_cumsum", "recompute_w_u", "state_fwd",
-                          "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"])
+                          "dv_local", "k1_scan_scalar_bf16", "dqkwg_bf16", "k2_wy_vjp", "combine"])
 
     def test_parameters_take_the_forwards_ai(self):
         self.assertEqual([p.name for p in self.op.plan.params if p.role == "input" and not p.is_scalar],
@@ -369,20 +369,20 @@ class LaunchArguments(unittest.TestCase):
 
     def test_order_and_configuration(self):
         self.assertEqual([s.kernel for s in self.p.steps], [l.kernel for l in self.op.plan.launches])
-        k1 = self.step("k1_scan_scalar")
+        k1 = self.step("k1_scan_scalar_bf16")
         # grid [cdiv(V, 32), (B * H) * (NP - 1), 1] with B=2, H=4 value heads (repeat_heads), NP=2.
-        smem = self.op.kernels["k1_scan_scalar"].dynamic_smem_bytes  # the metadata's, passed on as is
+        smem = self.op.kernels["k1_scan_scalar_bf16"].dynamic_smem_bytes  # the metadata's, passed on as is
         self.assertEqual((k1.grid, k1.block, k1.dynamic_smem_bytes), ((4, 8, 1), (128, 1, 1), smem))
         comb = self.step("combine")  # grid [NS, B * H, 1] with H = 2 key heads, NS = 2 chunk rows
         self.assertEqual(comb.grid, (2, 4, 1))
         self.assertEqual(self.step("seq_bounds").grid, (1, 1, 1))
         self.assertEqual(self.step("state_fwd").grid, (4, 8, 1))
-        self.assertEqual(self.step("dqkwg").grid, (2, 8, 2))
+        self.assertEqual(self.step("dqkwg_bf16").grid, (2, 8, 2))
 
     def test_packed_parameters(self):
-        k1 = self.step("k1_scan_scalar")
+        k1 = self.step("k1_scan_scalar_bf16")
         pk = pack_launch(k1, self.ptrs)
-        meta = self.op.kernels["k1_scan_scalar"]
+        meta = self.op.kernels["k1_scan_scalar_bf16"]
         self.assertEqual(len(pk.params), len(meta.params) + len(meta.tensor_maps))  # 18 + 5, as the PTX's 23 .params
         routed = dict(self.op.plan.launches[10].args)
         for i, p in enumerate(meta.params):
@@ -396,7 +396,7 @@ class LaunchArguments(unittest.TestCase):
         self.assertEqual([i for i, _ in pk.tensor_maps], [18, 19, 20, 21, 22])
 
     def test_tensor_map_encoding(self):
-        k1 = self.step("k1_scan_scalar")
+        k1 = self.step("k1_scan_scalar_bf16")
         pk = pack_launch(k1, self.ptrs)
         encs = [e for _, e in pk.tensor_maps]
         kmap = encs[0]  # k (the repeated kv buffer): bf16 [B=2, T=100, HV=4, 128], box [1, 64, 1, 64], 128B
@@ -407,22 +407,22 @@ class LaunchArguments(unittest.TestCase):
         self.assertEqual(kmap.element_strides, (1, 1, 1, 1))
         a = kmap.driver_args()
         self.assertEqual((a["tensorDataType"], a["tensorRank"], a["swizzle"], a["interleave"], a["l2Promotion"], a["oobFill"]), (9, 4, 3, 0, 3, 0))
-        names = [t.tensor for t in self.op.kernels["k1_scan_scalar"].tensor_maps]  # the metadata's order
+        names = [t.tensor for t in self.op.kernels["k1_scan_scalar_bf16"].tensor_maps]  # the metadata's order
         dv = encs[names.index("dv")]  # dv: box [1, 64, 1, 32], 64B swizzle
         self.assertEqual((dv.box_dim, dv.swizzle_bytes, dv.driver_args()["swizzle"]), ((32, 1, 64, 1), 64, 2))
         self.assertEqual(encs[names.index("dout")].swizzle_bytes, 0)  # dout: none
-        dq = self.step("dqkwg")
+        dq = self.step("dqkwg_bf16")
         hs = pack_launch(dq, self.ptrs).tensor_maps[0][1]  # hs: bf16 [2, 2, 4, 128, 128], box [1,1,1,64,64]
         self.assertEqual((hs.global_dim, hs.global_strides, hs.box_dim), ((128, 128, 4, 2, 2), (256, 32768, 131072, 262144), (64, 64, 1, 1, 1)))
 
     def test_unencodable_maps_are_none(self):
-        tm = self.op.kernels["k1_scan_scalar"].tensor_maps[0]
+        tm = self.op.kernels["k1_scan_scalar_bf16"].tensor_maps[0]
         self.assertIsNone(encoding(tm, "bf16", (2, 100, 4, 128), 0x1008))  # base not 16-byte aligned
         self.assertIsNone(encoding(tm, "bf16", (2, 100, 4), 0))  # rank differs from the box
         self.assertIsNone(encoding(tm, "bf16", (2, 0, 4, 128), 0))  # empty
         self.assertIsNone(encoding(tm, "bf16", (2, 100, 4, 65), 0))  # a 130-byte row
         ptrs = dict(self.ptrs, **{"gdn_bwd_varlen.kv": self.ptrs["gdn_bwd_varlen.kv"] + 8})
-        self.assertIsNone(pack_launch(self.step("k1_scan_scalar"), ptrs).tensor_maps[0][1])
+        self.assertIsNone(pack_launch(self.step("k1_scan_scalar_bf16"), ptrs).tensor_maps[0][1])
 
     def test_scalar_bytes_round_once(self):
         self.assertEqual(scalar_bytes("bf16", 1.0), b"\x80\x3f")
@@ -470,7 +470,7 @@ class DriverLayer(unittest.TestCase):
     def test_launch_passes_the_packed_parameters(self):
         op = load_operator(ART, "gdn_bwd")
         p = prepare(op, gdn_specs(B=1, T=64, H=2, G=1), {"scale": 0.5})
-        step = next(s for s in p.steps if s.kernel == "k1_scan_scalar")
+        step = next(s for s in p.steps if s.kernel == "k1_scan_scalar_bf16")
         ptrs = {n: 0x10000 * (i + 1) for i, n in enumerate(sorted({v for l in op.plan.launches for _, v in l.args}))}
         ptrs["gdn_bwd_varlen.w"] += 8  # w's map cannot be encoded: 128 zero bytes
         pk = pack_launch(step, ptrs)
@@ -482,7 +482,7 @@ class DriverLayer(unittest.TestCase):
         finally:
             driver._import_driver = saved
         f, grid, block, smem, stream, got, aligned, extra = fake.launched
-        planned = op.kernels["k1_scan_scalar"].dynamic_smem_bytes  # the metadata's, passed to the driver as is
+        planned = op.kernels["k1_scan_scalar_bf16"].dynamic_smem_bytes  # the metadata's, passed to the driver as is
         self.assertEqual((f, grid, block, smem, stream, extra), ("FN", (4, 2, 1), (128, 1, 1), planned, 1234, 0))
         self.assertEqual(got[:18], list(pk.params[:18]))
         self.assertEqual(len(fake.encoded), 4)  # k, q, dout, dv; not w
