@@ -8,7 +8,7 @@ use std::process::Command;
 use tilec::backend::Target;
 use tilec::build::{build_file, BuildOptions};
 use tilec::frontend::Options;
-use tilec_abi::meta::{KernelMeta, Role};
+use tilec_abi::meta::{DType, KernelMeta, Role};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -28,7 +28,9 @@ fn opts(out: Option<PathBuf>) -> BuildOptions {
 fn k1_builds_for_all_targets_with_metadata() {
     let out = tmp("k1");
     let (_, r) = build_file(&root().join("dsl-examples/k1_reverse_scan.tile"), &opts(Some(out.clone()))).unwrap();
-    assert_eq!(r.built.len(), 4); // two kernels x two targets
+    assert_eq!(r.built.len(), 6); // three kernels (the scalar one's bf16-dU instance too) x two targets
+    let dv2 = |stem: &str| KernelMeta::load(&out.join(format!("{stem}.meta.json"))).unwrap().params.into_iter().find(|p| p.name == "dv2").map(|p| p.dtype);
+    assert_eq!((dv2("k1_scan_scalar.sm_90a"), dv2("k1_scan_scalar_bf16.sm_90a")), (Some(DType::F32), Some(DType::Bf16)));
     for b in &r.built {
         let stem = format!("{}.{}", b.kernel, b.target);
         assert!(out.join(format!("{stem}.ptx")).is_file());
@@ -38,7 +40,7 @@ fn k1_builds_for_all_targets_with_metadata() {
         assert_eq!(meta.launch.grid[0], "cdiv(V, 32)"); // BV = 32
         // Declared parameters (k1_scan_channel takes q and k gated, the scale folded in: no
         // `scale`), then one i32 per symbolic size.
-        let declared = if b.kernel == "k1_scan_channel" { 12 } else { 13 };
+        let declared = if b.kernel.starts_with("k1_scan_channel") { 12 } else { 13 };
         assert_eq!(meta.params.len(), declared + meta.sizes.len(), "{stem}");
         assert_eq!(meta.params.iter().find(|p| p.name == "dh").map(|p| p.role), Some(Role::Output));
         // Fits the 227 KiB a CTA may use.
