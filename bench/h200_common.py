@@ -160,8 +160,10 @@ def stage_table(tilec_kernels, anchor_kernels):
     for sub, stage in FLA_STAGES:
         names = [n for n in anchor_kernels if sub in n and n not in matched]
         matched.update(names)
-        if stage in tilec_kernels and names:
-            r = rows.setdefault(stage, {"tilec_ms": tilec_kernels[stage], "anchor_ms": 0.0, "anchor_kernels": []})
+        # The stage under its own name or as its bf16 instance (gdn.tile's k1_scan_scalar_bf16).
+        key = next((k for k in (stage, stage + "_bf16") if k in tilec_kernels), None)
+        if key and names:
+            r = rows.setdefault(key, {"tilec_ms": tilec_kernels[key], "anchor_ms": 0.0, "anchor_kernels": []})
             r["anchor_ms"] += sum(anchor_kernels[n] for n in names)
             r["anchor_kernels"] += names
     for r in rows.values():

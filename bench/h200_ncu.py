@@ -19,7 +19,7 @@ gemm (issue 9's Nsight bullet): `--plan ART/gemm.sm_90a.meta.json --kernels gemm
 profiles the one kernel on bf16 a [M, K], b [K, N] (N(0, 1)), M = N = K = --mnk.
 
 Usage: python3 bench/h200_ncu.py --tilec-run RUN --plan ART/gdn_bwd.sm_90a.plan.json --out DIR
-       [--kernels 'dqkwg|k2_wy_vjp|solve_tril'] [--T 2048]
+       [--kernels 'dqkwg_bf16|k2_wy_vjp|solve_tril'] [--T 2048]
 """
 import argparse
 import csv
@@ -36,7 +36,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--tilec-run", required=True)
 ap.add_argument("--plan", required=True)
 ap.add_argument("--out", required=True)
-ap.add_argument("--kernels", default="dqkwg|k2_wy_vjp|solve_tril|state_fwd|k1_scan_scalar|combine")
+ap.add_argument("--kernels", default="dqkwg_bf16|k2_wy_vjp|solve_tril|state_fwd|k1_scan_scalar_bf16|combine")  # gdn_bwd launches the bf16-dU instances
 ap.add_argument("--B", type=int, default=8)
 ap.add_argument("--T", type=int, default=2048)
 ap.add_argument("--H", type=int, default=16)

@@ -113,6 +113,13 @@ for kind in [] if "k1" in args.skip else args.k1_kernels.split(","):
             res.update({"tilec_ms": med, "tilec_min_ms": mn, "tilec_run": txt.splitlines()[-1], "tilec_run_wall_s": wall})
         except Exception as e:
             res["tilec_error"] = repr(e)[:1000]
+        bf16 = os.path.join(args.art, f"k1_scan_{kind}_bf16.sm_90a.meta.json")
+        if os.path.exists(bf16):
+            # Like for like: the instance that stores dv2 in bf16, as fla's kernel does (gdn_bwd's K#1).
+            try:
+                res["tilec_bf16_dv2_ms"] = tilec_bench(bf16, fin, os.path.join(args.work, f"k1_{kind}_bf16_out.safetensors"), [])[0]
+            except Exception as e:
+                res["tilec_bf16_dv2_error"] = repr(e)[:1000]
         try:
             os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
             import fla.ops.common.chunk_o as _co
@@ -128,6 +135,8 @@ for kind in [] if "k1" in args.skip else args.k1_kernels.split(","):
             res["fla_ms"] = do_bench(call, warmup=25, rep=200)
             if "tilec_ms" in res:
                 res["ratio_tilec_over_fla"] = res["tilec_ms"] / res["fla_ms"]
+            if "tilec_bf16_dv2_ms" in res:
+                res["ratio_tilec_bf16_dv2_over_fla"] = res["tilec_bf16_dv2_ms"] / res["fla_ms"]
             if "tilec_ms" in res:
                 o = load_file(fout)
                 res["relerr_vs_fla"] = {"dh": relerr(o["dh"].to(dev), dh_f), "dh0": relerr(o["dh0"].to(dev), dh0_f), "dv2": relerr(o["dv2"].to(dev), dv2_f)}

@@ -16,6 +16,6 @@ for kind in ${KINDS:-scalar}; do
   "$ncu" --import $d/fla_dhu_$kind.ncu-rep --page details > $d/fla_dhu_$kind.details.txt 2>&1
   "$ncu" --import $d/fla_dhu_$kind.ncu-rep --page source --print-source sass --csv > $d/fla_dhu_$kind.sass.csv 2>/dev/null || true
 done
-timeout ${NCU_S:-200} python3 bench/h200_ncu.py --ncu "$ncu" --tilec-run .device/bin/tilec-run --plan .device/art/gdn_bwd.sm_90a.plan.json --kernels k1_scan_scalar --out $d 2>&1 | tail -30
+timeout ${NCU_S:-200} python3 bench/h200_ncu.py --ncu "$ncu" --tilec-run .device/bin/tilec-run --plan .device/art/gdn_bwd.sm_90a.plan.json --kernels k1_scan_scalar_bf16 --out $d 2>&1 | tail -30
 tar czf $out/ncu_k1.tgz --exclude '*.ncu-rep' -C /tmp ncu_k1
 grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Dynamic Shared|Memory Throughput|DRAM Throughput|Block Limit" $d/fla_dhu_scalar.details.txt | head -20

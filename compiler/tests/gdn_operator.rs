@@ -68,7 +68,7 @@ fn gdn_bwd_is_within_the_derived_bound_of_every_gradient() {
     // The operator's kernels include the imported ones, and the plan names them in launch order.
     let op = c.module.operators.iter().find(|o| o.name == "gdn_bwd").unwrap();
     let order: Vec<&str> = op.launches.iter().map(|l| l.kernel.as_str()).collect();
-    assert_eq!(order, ["seq_bounds", "chunk_table", "repeat_heads", "repeat_heads", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar", "dqkwg", "k2_wy_vjp", "combine"]);
+    assert_eq!(order, ["seq_bounds", "chunk_table", "repeat_heads", "repeat_heads", "gate_cumsum", "kkt", "solve_tril", "recompute_w_u", "state_fwd", "dv_local", "k1_scan_scalar_bf16", "dqkwg_bf16", "k2_wy_vjp", "combine"]);
     let js = judge(&c);
     // Seven cases (GVA among them) × six gradients.
     assert_eq!(js.len(), 42);
