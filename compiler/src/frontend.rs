@@ -158,7 +158,11 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
     // Unused-result lints only when the file has no error: a statement that failed to parse or
     // lower may be the one that used the value (one mistake, one diagnostic).
     let lint = !diags.has_errors();
+    // Each kernel's diagnostics apart, so that an instance's are attributed (syntax::instance).
+    let mut chunks: Vec<(String, crate::diag::Diagnostics)> = vec![];
     for mut k in module.kernels.drain(..) {
+        chunks.push((k.name.clone(), crate::diag::Diagnostics::new()));
+        let diags = &mut chunks.last_mut().expect("just pushed").1;
         if lint {
             diags.extend(lints::run(&k));
         }
@@ -202,6 +206,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
             kept.push(k);
         }
     }
+    diags.extend(crate::syntax::instance::attribute(&file, chunks));
     let mut origins = vec![None; kept.len()];
     module.kernels = kept;
     module.kernels.extend(imported.kernels);

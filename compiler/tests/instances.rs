@@ -66,3 +66,37 @@ fn an_instance_is_built_as_a_kernel_of_its_own() {
     assert_eq!((dtype("x"), dtype("y")), (serde_json::json!("f32"), serde_json::json!("bf16")));
     assert!(dir.join("affine.sm_90a.meta.json").exists());
 }
+
+/// A mistake an instance's retyping causes is reported once per instance, at the base kernel's
+/// text with a label on the instance; one the base kernel has itself (and its lints) once, for
+/// the base; a launch of a refused instance is not reported again.
+#[test]
+fn diagnostics_are_attributed_to_the_instance_that_causes_them() {
+    let src = "\
+kernel scaled(x: f32[N] edge(zeros), y: out f32[N] edge(zeros)) grid(cdiv(N, 16)) {
+    let unused = 3;
+    store y[program_id(0) * 16..+16] = load x[program_id(0) * 16..+16] * 2.0;
+}
+kernel as_int = scaled(y: i32);
+kernel as_int2 = scaled(y: i32);
+kernel as_bf16 = scaled(y: bf16);
+kernel refused = scaled(y: f64);
+operator op(x: f32[N], y: out f32[N]) {
+    refused(x, y);
+}
+";
+    let file = tmp("attributed.tile");
+    std::fs::write(&file, src).unwrap();
+    let o = tilec(&["check", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    // Two retypings to i32 (one error each, labelled), the unknown type (one), nothing for the
+    // launch of the refused instance; the unused binding warned once, for the base.
+    assert!(err.contains("3 errors, 1 warning"), "{err}");
+    assert_eq!(err.matches("storing f32 into a i32 tensor").count(), 2, "{err}");
+    for name in ["as_int", "as_int2"] {
+        assert!(err.contains(&format!("in instance `{name}` of `scaled`, whose retyping causes this")), "{err}");
+    }
+    assert!(!err.contains("in instance `as_bf16`"), "{err}");
+    assert!(!err.contains("no kernel or operator `refused`"), "{err}");
+}

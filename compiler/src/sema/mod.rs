@@ -58,6 +58,8 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
     let mut const_spans: HashMap<String, Span> = HashMap::new();
     let mut module = Module::default();
     let mut kernel_names: HashMap<String, Span> = HashMap::new();
+    // Each kernel's diagnostics apart, so that an instance's are attributed (syntax::instance).
+    let mut kernel_diags: Vec<(String, Diagnostics)> = vec![];
     for item in &file.items {
         match item {
             ast::Item::Const(c) => {
@@ -107,7 +109,7 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
                 let mut kernel = KernelLowering::run(k, &consts, &mut kd);
                 let ok = !kd.has_errors();
                 contract::lower(k, &mut kernel, ok, &mut kd);
-                diags.extend(kd);
+                kernel_diags.push((k.name.name.clone(), kd));
                 if ok {
                     module.kernels.push(kernel);
                 }
@@ -115,9 +117,11 @@ pub fn lower_with_imports(file: &ast::File, imported: &[Kernel], imports_failed:
             ast::Item::Import(_) | ast::Item::Operator(_) | ast::Item::Instance(_) | ast::Item::Error(_) => {}
         }
     }
+    diags.extend(crate::syntax::instance::attribute(file, kernel_diags));
     // Operators after every kernel: a launch may name a kernel defined further down.
     let mut op_names: HashMap<String, Span> = HashMap::new();
     let mut failed: Vec<String> = kernel_names.keys().filter(|n| !module.kernels.iter().any(|k| &k.name == *n)).cloned().collect();
+    failed.extend(file.refused_instances.iter().cloned()); // already reported where declared
     for item in &file.items {
         if let ast::Item::Operator(o) = item {
             if let Some(prev) = op_names.get(&o.name.name).or_else(|| kernel_names.get(&o.name.name)) {

@@ -16,6 +16,9 @@ pub struct Ident {
 pub struct File {
     /// Items in source order.
     pub items: Vec<Item>,
+    /// Names of kernel instances refused (already reported): launches of them are not
+    /// reported again.
+    pub refused_instances: Vec<String>,
 }
 
 /// A top-level item.
@@ -76,6 +79,8 @@ pub struct KernelDecl {
     pub body: Vec<Stmt>,
     /// The whole kernel.
     pub span: Span,
+    /// For a kernel made by an instance item: the kernel it copies and the instance item's span.
+    pub instance: Option<(String, Span)>,
 }
 
 /// A kernel instance: `kernel k1_bf16 = k1(dv2: bf16);` — kernel `base` of the same file under

@@ -10,9 +10,10 @@
 //!
 //! Errors (the instance is dropped, the rest of the file checked): no kernel `base` in this file
 //! (an instance is declared beside its kernel: imported kernels are compiled, not parsed, here)
-//! E0201; no such parameter E0201; a scalar parameter E0203; a parameter listed twice E0202; an
-//! unknown element type E0301. A mistake the new types cause in the body is reported at the
-//! base kernel's text.
+//! E0201; an instance or an operator as the base E0203; no such parameter E0201; a scalar
+//! parameter E0203; a parameter listed twice E0202; an unknown element type E0301. A mistake the
+//! new types cause in the body is reported at the base kernel's text with a label on the
+//! instance ([`attribute`]); one the base kernel has itself is reported once, for the base.
 
 use super::ast::{File, Ident, Item};
 use crate::diag::{Code, Diagnostic, Diagnostics};
@@ -21,19 +22,31 @@ use crate::diag::{Code, Diagnostic, Diagnostics};
 /// diagnostic).
 pub fn expand(file: &mut File, diags: &mut Diagnostics) {
     let kernels: Vec<_> = file.items.iter().filter_map(|i| if let Item::Kernel(k) = i { Some(k.clone()) } else { None }).collect();
+    let instances: Vec<String> = file.items.iter().filter_map(|i| if let Item::Instance(x) = i { Some(x.name.name.clone()) } else { None }).collect();
+    let operators: Vec<String> = file.items.iter().filter_map(|i| if let Item::Operator(o) = i { Some(o.name.name.clone()) } else { None }).collect();
+    let mut refused = vec![];
     for item in &mut file.items {
         let Item::Instance(inst) = item else { continue };
         let span = inst.span;
         let Some(base) = kernels.iter().find(|k| k.name.name == inst.base.name) else {
-            diags.push(
-                Diagnostic::error(Code::UndefinedName, format!("no kernel `{}` in this file to make an instance of", inst.base.name), inst.base.span, "not a kernel of this file")
-                    .with_note("help: declare an instance in the file that defines its kernel (an imported kernel is compiled there, not here)"),
-            );
+            let b = &inst.base.name;
+            let d = if instances.contains(b) {
+                Diagnostic::error(Code::WrongKind, format!("`{b}` is itself an instance"), inst.base.span, "an instance, not a kernel")
+                    .with_note("help: make the instance of the kernel `{b}` copies, listing every parameter to retype".replace("{b}", b))
+            } else if operators.contains(b) {
+                Diagnostic::error(Code::WrongKind, format!("`{b}` is an operator"), inst.base.span, "not a kernel").with_note("help: an instance copies a kernel; an operator's buffers and launches are retyped in its own text")
+            } else {
+                Diagnostic::error(Code::UndefinedName, format!("no kernel `{b}` in this file to make an instance of"), inst.base.span, "not a kernel of this file")
+                    .with_note("help: declare an instance in the file that defines its kernel (an imported kernel is compiled there, not here)")
+            };
+            diags.push(d);
+            refused.push(inst.name.name.clone());
             *item = Item::Error(span);
             continue;
         };
         let mut k = base.clone();
         k.name = Ident { name: inst.name.name.clone(), span: inst.name.span };
+        k.instance = Some((base.name.name.clone(), span));
         let mut ok = true;
         for (i, (p, elem)) in inst.retypes.iter().enumerate() {
             if let Some((q, _)) = inst.retypes[..i].iter().find(|(q, _)| q.name == p.name) {
@@ -64,6 +77,35 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
             }
             param.elem = elem.clone();
         }
+        if !ok {
+            refused.push(inst.name.name.clone());
+        }
         *item = if ok { Item::Kernel(k) } else { Item::Error(span) };
     }
+    file.refused_instances = refused;
+}
+
+/// The diagnostics of every kernel, `chunks` (kernel name, its diagnostics) in order, with those
+/// of instances (`file`'s kernels made by an instance item) attributed: one that the base kernel
+/// also has (same code at the same place: the base's own mistake, or a lint of the shared body)
+/// is dropped, and the rest get a label on the instance item — they come from its retyping, but
+/// point into the base kernel's text.
+pub fn attribute(file: &File, chunks: Vec<(String, Diagnostics)>) -> Diagnostics {
+    use std::collections::{HashMap, HashSet};
+    let origin: HashMap<&str, &(String, crate::diag::Span)> = file.items.iter().filter_map(|i| if let Item::Kernel(k) = i { k.instance.as_ref().map(|o| (k.name.name.as_str(), o)) } else { None }).collect();
+    let mut seen: HashMap<&str, HashSet<(Code, Option<crate::diag::Span>)>> = HashMap::new();
+    for (name, ds) in &chunks {
+        seen.entry(name.as_str()).or_default().extend(ds.iter().map(|d| (d.code, d.primary_span())));
+    }
+    let mut out = Diagnostics::new();
+    for (name, ds) in &chunks {
+        for d in ds.iter() {
+            match origin.get(name.as_str()) {
+                Some((base, _)) if seen.get(base.as_str()).is_some_and(|s| s.contains(&(d.code, d.primary_span()))) => {}
+                Some((base, at)) => out.push(d.clone().with_label(*at, format!("in instance `{name}` of `{base}`, whose retyping causes this"))),
+                None => out.push(d.clone()),
+            }
+        }
+    }
+    out
 }
