@@ -162,7 +162,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
     let mut chunks: Vec<(String, crate::diag::Diagnostics)> = vec![];
     for mut k in module.kernels.drain(..) {
         chunks.push((k.name.clone(), crate::diag::Diagnostics::new()));
-        let diags = &mut chunks.last_mut().expect("just pushed").1;
+        let Some((_, diags)) = chunks.last_mut() else { continue };
         if lint {
             diags.extend(lints::run(&k));
         }
