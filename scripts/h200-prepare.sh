@@ -39,6 +39,8 @@ case_ gemm_ragged dsl-examples/gemm.tile gemm --size M=200 --size K=136 --size N
 dense1=(--size NP=2 --values cu=0,100 --values co=0,2)
 dense2=(--size NS=2 --values ct=0,100,64,100)
 case_ k1s_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --size T=100 --size H=2 --size V=80 --scalar scale=0.088 "${dense1[@]}"
+# The bf16-dU instance gdn_bwd launches (kernel instances, docs/language.md): dv2 stored as bf16.
+case_ k1sb_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar_bf16 --size B=1 --size T=100 --size H=2 --size V=80 --scalar scale=0.088 "${dense1[@]}"
 case_ k1c_t100 dsl-examples/k1_reverse_scan.tile k1_scan_channel --size B=1 --size T=100 --size H=2 --size V=80 "${dense1[@]}"
 # Three sequences of 1, 70 and 79 tokens packed: the second starts mid-chunk.
 case_ k1s_varlen dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --size T=150 --size H=2 --size V=64 --scalar scale=0.088 --size NP=4 --values cu=0,1,71,150 --values co=0,1,3,5
@@ -64,6 +66,7 @@ case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --si
 case_ gateqk_t100 dsl-examples/gdn.tile gate_qk_channel --size B=1 --size T=100 --size H=2 --size G=1 --scalar scale=0.088 "${dense2[@]}"
 case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
 case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
+case_ dqkwgb_t100 dsl-examples/gdn.tile dqkwg_bf16 --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
 # GVA: q repeated per value head (2 value heads per key head).
 case_ repeat_gva dsl-examples/sequences.tile repeat_heads --size B=1 --size T=100 --size H=2 --size G=2
 # The device-side chunk table itself: 3 sequences (1, 70, 79 tokens) → 5 chunks in 5 rows.
