@@ -47,6 +47,17 @@ pub fn lower(file: &ast::File) -> (Module, Diagnostics) {
     lower_with_imports(file, &[], false, &Default::default())
 }
 
+/// The element type a tensor, buffer or scalar parameter is stored in (`bf16`, `f16`, `f32`,
+/// `i32`: not `bool`), spelled `name`.
+///
+/// # Errors
+/// E0301 "unknown element type" at `name` for any other spelling.
+pub(crate) fn storage_elem(name: &ast::Ident) -> Result<Elem, Diagnostic> {
+    Elem::from_name(&name.name)
+        .filter(|e| *e != Elem::Bool)
+        .ok_or_else(|| Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", name.name), name.span, "expected bf16, f16, f32 or i32"))
+}
+
 /// As [`lower`], with the kernels of the files `file` imports: operators may launch them, and a
 /// local kernel may not take one's name. They are not added to the returned module.
 /// `imports_failed`: an import failed (already reported), so a launch of an unknown kernel is not
@@ -370,9 +381,12 @@ pub(crate) fn lower_params(params: &[ast::ParamDecl], consts: &HashMap<String, i
             diags.push(Diagnostic::error(Code::DuplicateName, format!("parameter `{}` has the name of a size or constant", p.name.name), p.name.span, "rename this parameter"));
             continue;
         }
-        let Some(elem) = Elem::from_name(&p.elem.name).filter(|e| *e != Elem::Bool) else {
-            diags.push(Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", p.elem.name), p.elem.span, "expected bf16, f16, f32 or i32"));
-            continue;
+        let elem = match storage_elem(&p.elem) {
+            Ok(e) => e,
+            Err(d) => {
+                diags.push(d);
+                continue;
+            }
         };
         let kind = match &p.shape {
             None => {

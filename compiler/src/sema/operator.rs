@@ -152,10 +152,13 @@ pub(crate) fn lower(o: &ast::OperatorDecl, consts: &HashMap<String, i64>, kernel
                 let poison = |slots: &mut HashMap<String, Slot>| {
                     slots.insert(b.name.name.clone(), Slot { elem: Elem::F32, shape: None, role: Role::Buffer, span: b.name.span, written: true, poisoned: true });
                 };
-                let Some(elem) = Elem::from_name(&b.elem.name).filter(|e| *e != Elem::Bool) else {
-                    diags.push(Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", b.elem.name), b.elem.span, "expected bf16, f16, f32 or i32"));
-                    poison(&mut slots);
-                    continue;
+                let elem = match super::storage_elem(&b.elem) {
+                    Ok(e) => e,
+                    Err(d) => {
+                        diags.push(d);
+                        poison(&mut slots);
+                        continue;
+                    }
                 };
                 let size_of = |n: &str| crate::ir::size_named(&op.sizes, n);
                 let mut shape = vec![];

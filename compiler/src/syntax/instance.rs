@@ -21,6 +21,9 @@ use crate::diag::{Code, Diagnostic, Diagnostics};
 /// Replaces every [`Item::Instance`] of `file` by the kernel it declares (or drops it, with a
 /// diagnostic).
 pub fn expand(file: &mut File, diags: &mut Diagnostics) {
+    if !file.items.iter().any(|i| matches!(i, Item::Instance(_))) {
+        return; // nearly every file: no copy of its kernels
+    }
     let kernels: Vec<_> = file.items.iter().filter_map(|i| if let Item::Kernel(k) = i { Some(k.clone()) } else { None }).collect();
     let instances: Vec<String> = file.items.iter().filter_map(|i| if let Item::Instance(x) = i { Some(x.name.name.clone()) } else { None }).collect();
     let operators: Vec<String> = file.items.iter().filter_map(|i| if let Item::Operator(o) = i { Some(o.name.name.clone()) } else { None }).collect();
@@ -32,7 +35,7 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
             let b = &inst.base.name;
             let d = if instances.contains(b) {
                 Diagnostic::error(Code::WrongKind, format!("`{b}` is itself an instance"), inst.base.span, "an instance, not a kernel")
-                    .with_note("help: make the instance of the kernel `{b}` copies, listing every parameter to retype".replace("{b}", b))
+                    .with_note(format!("help: make the instance of the kernel `{b}` copies, listing every parameter to retype"))
             } else if operators.contains(b) {
                 Diagnostic::error(Code::WrongKind, format!("`{b}` is an operator"), inst.base.span, "not a kernel").with_note("help: an instance copies a kernel; an operator's buffers and launches are retyped in its own text")
             } else {
@@ -68,10 +71,10 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
                 ok = false;
                 continue;
             }
-            if crate::ir::Elem::from_name(&elem.name).filter(|e| *e != crate::ir::Elem::Bool).is_none() {
-                // Here rather than in sema: the dropped parameter would also make the base
-                // body's uses of it unknown names, at the base kernel's text.
-                diags.push(Diagnostic::error(Code::TypeMismatch, format!("unknown element type `{}`", elem.name), elem.span, "expected bf16, f16, f32 or i32"));
+            // Checked here rather than left to sema: the parameter sema would drop would also make
+            // the base body's uses of it unknown names, at the base kernel's text.
+            if let Err(d) = crate::sema::storage_elem(elem) {
+                diags.push(d);
                 ok = false;
                 continue;
             }
