@@ -353,10 +353,12 @@ def layout_view(x, how):
 
 
 def layout_inputs(task, seed, label):
-    """(values, views) of the probe ``label``: the contiguous values the fp64 reference takes and
-    the same values laid out as the candidate receives them."""
+    """(values, views, layouts) of the probe ``label``: the contiguous values the fp64 reference
+    takes, the same values laid out as the candidate receives them, and each input's layout
+    (None: as given)."""
     xs = layout_values(task.inputs(seed, tag="layouts"), label)
-    return xs, [layout_view(x, layout_of(x, label)) if layout_of(x, label) else x for x in xs]
+    hows = [layout_of(x, label) for x in xs]
+    return xs, [layout_view(x, h) if h else x for x, h in zip(xs, hows)], hows
 
 
 def layouts_prepare(task, seed):
@@ -366,8 +368,7 @@ def layouts_prepare(task, seed):
     facts, refs = [], {}
     task.cache[("CMP-03", "layouts")] = {}
     for label in LAYOUTS:
-        xs, views = layout_inputs(task, seed, label)
-        hows = [layout_of(x, label) for x in xs]
+        xs, views, hows = layout_inputs(task, seed, label)
         f = {"name": label}
         if not any(hows):
             f["na"] = f"no floating input of more than one element can be given as {label}"
