@@ -15,6 +15,12 @@ use super::copy::TileLayout;
 use super::emit::Codegen;
 use super::BackendError;
 
+/// Whether a tile access's columns run along the tensor's last dimension (two ranges, the last
+/// index one of them): only then are a row's columns adjacent in memory.
+pub(crate) fn columns_are_last(index: &[Index]) -> bool {
+    index.iter().filter(|ix| matches!(ix, Index::Range { .. })).count() >= 2 && matches!(index.last(), Some(Index::Range { .. }))
+}
+
 impl<'ctx> Codegen<'ctx, '_> {
     pub(crate) fn tensor_elem(&self, p: Param) -> Result<Elem, BackendError> {
         match &self.k.params[p].kind {
@@ -146,7 +152,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let i64t = self.ctx.i64_type();
         let bytes = 2 * elem.size_bytes();
         // Columns on the last (unit-stride) dimension: only then can a pair be one store.
-        let column_is_last = index.iter().filter(|ix| matches!(ix, Index::Range { .. })).count() >= 2 && matches!(index.last(), Some(Index::Range { .. }));
+        let column_is_last = columns_are_last(index);
         let mut all = self.ctx.bool_type().const_int(1, false);
         let mut items = vec![];
         for &(r, c, vals, keep) in pairs {

@@ -14,8 +14,11 @@
 //! * [`swizzle`] — the 32/64/128-byte swizzled tiles TMA writes and wgmma descriptors read.
 //! * [`wgmma`] — the `wgmma` m64nNk16 accumulator fragment and its spread over warpgroups.
 //! * [`reduction`] — the lanes and the fold order of a row reduction (`row_sum`, `row_max`).
+//! * [`quad_transpose`] — the 4 × 4 word transpose across a quad that turns fragment pairs into
+//!   16-byte row segments for vector stores.
 
 pub mod mma_sync;
+pub mod quad_transpose;
 pub mod reduction;
 pub mod staging;
 pub mod swizzle;

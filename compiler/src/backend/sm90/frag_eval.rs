@@ -18,12 +18,14 @@ use crate::layout::wgmma::fragment_coords;
 use super::super::copy::TileLayout;
 use super::super::emit::Codegen;
 use super::super::BackendError;
+use super::frag_store::{vector_store_applies, BLOCK_PAIRS};
 
 /// Most pairs evaluated before they are written (and tested together for the 2-element stores):
 /// a wgmma unit 32 columns wide (K#1's) is one group; a wider one (gemm's 256 columns: 64
 /// pairs) is split, because one straight-line block of 64 pairs' addresses and values tripled
-/// gemm's build time in LLVM's NVPTX instruction selection (0.17 → 0.54 s).
-const GROUP_PAIRS: usize = 8;
+/// gemm's build time in LLVM's NVPTX instruction selection (0.17 → 0.54 s). Eight pairs are
+/// also one 32-column block, the unit of the 16-byte vector stores ([`BLOCK_PAIRS`]).
+const GROUP_PAIRS: usize = BLOCK_PAIRS;
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// The fragment register a fused `ReadVar` of accumulator `v` reads at the element being
@@ -59,7 +61,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                     let (vals, keep) = cg.fragment_pair(&op, d, idx, r, c)?;
                     pairs.push(FragPair { idx, r, c, vals, keep });
                 }
-                cg.write_fragment_pairs(&op, d, &pairs)?;
+                cg.write_fragment_pairs(&op, d, &pairs, t)?;
             }
             Ok(())
         })
@@ -94,9 +96,14 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// Writes the evaluated pairs of root `op` (evaluated in the order of distribution `d`).
-    fn write_fragment_pairs(&mut self, op: &Op, d: Distribution, pairs: &[FragPair<'ctx>]) -> Result<(), BackendError> {
+    /// Writes the evaluated pairs of root `op` (evaluated in the order of distribution `d` by
+    /// thread `t` of its warpgroup).
+    fn write_fragment_pairs(&mut self, op: &Op, d: Distribution, pairs: &[FragPair<'ctx>], t: IntValue<'ctx>) -> Result<(), BackendError> {
         match op {
+            // A whole 32-column block (a unit 32, 64, ... columns wide): 16-byte stores.
+            Op::Store { dst, index, value, .. } if pairs.len() == BLOCK_PAIRS && d.piece_n % 32 == 0 && vector_store_applies(index, self.tensor_elem(*dst)?) => {
+                self.store_fragment_block(*dst, index, pairs, self.res_elem(*value), t)
+            }
             Op::Store { dst, index, value, .. } => {
                 let elems: Vec<_> = pairs.iter().map(|p| (p.r, p.c, p.vals, p.keep)).collect();
                 self.store_global_pairs(*dst, index, &elems, self.res_elem(*value))
@@ -151,13 +158,13 @@ impl<'ctx> Codegen<'ctx, '_> {
 }
 
 /// One evaluated pair of fragment elements, `(r, c)` and `(r, c + 1)`.
-struct FragPair<'ctx> {
+pub(crate) struct FragPair<'ctx> {
     /// The fragment register index of the first element (the second's is the next).
-    idx: u32,
-    r: IntValue<'ctx>,
-    c: IntValue<'ctx>,
+    pub(crate) idx: u32,
+    pub(crate) r: IntValue<'ctx>,
+    pub(crate) c: IntValue<'ctx>,
     /// The root's values there (the written variable's element type for a `WriteVar`).
-    vals: [BasicValueEnum<'ctx>; 2],
+    pub(crate) vals: [BasicValueEnum<'ctx>; 2],
     /// A `Store`'s `where` mask there.
-    keep: Option<[IntValue<'ctx>; 2]>,
+    pub(crate) keep: Option<[IntValue<'ctx>; 2]>,
 }

@@ -7,6 +7,7 @@
 
 pub(crate) mod frag_eval;
 pub(crate) mod frag_reduce;
+pub(crate) mod frag_store;
 pub(crate) mod mma_sync;
 pub(crate) mod wgmma;
 

@@ -1,0 +1,107 @@
+//! The transpose of a 4 × 4 block of 32-bit words across the four lanes of a quad (lanes
+//! `4g .. 4g + 3` of a warp), which turns a wgmma accumulator's fragment order into rows of
+//! contiguous columns for 16-byte vector stores (issue 9, item 3: "epilogues round in registers
+//! and store with vector stores").
+//!
+//! In the m64nNk16 D fragment ([`super::wgmma::fragment_coords`]) lane `q` of a quad holds, for
+//! each 8-column group `j` of a row, the pair of columns `8j + 2q, 8j + 2q + 1`: a warp's 2-element
+//! store covers 8 rows × 8 columns, 16 bytes of each row at bf16. After the transpose over four
+//! consecutive groups `j = 4b .. 4b + 3`, lane `q` holds all four pairs of group `4b + q` — eight
+//! consecutive columns of its row — and one warp store covers 8 rows × 32 columns.
+//!
+//! The transpose is two butterfly stages (lane masks 1 and 2). At the stage of mask `m`, a value
+//! at (lane `L`, word `W`) whose bits `L & m` and `W & m` differ moves to (lane `L ^ m`, word
+//! `W ^ m`): each stage swaps one bit of the lane index with the same bit of the word index, and
+//! after both stages word `j` of lane `q` is the old word `q` of lane `j`. Each lane sends the
+//! words it is about to overwrite, so a stage costs one `shfl.sync.bfly` per pair of words (two
+//! per stage, four in all) and three selects each.
+//!
+//! Written once over [`QuadOps`]: simulated on four lanes in the tests below, emitted as PTX
+//! shuffles by `backend::sm90::frag_store`.
+
+/// The lane operations of a quad transpose: on LLVM values for one lane (the code generator),
+/// or on all four lanes at once (the simulation in the tests).
+pub trait QuadOps {
+    /// A 32-bit word.
+    type V: Copy;
+    /// A predicate.
+    type B: Copy;
+    /// The error of an emitting implementation.
+    type E;
+    /// Whether bit `m` (1 or 2) of the lane's index in its quad is set.
+    fn lane_bit(&mut self, m: u32) -> Result<Self::B, Self::E>;
+    /// `if b { x } else { y }`.
+    fn select(&mut self, b: Self::B, x: Self::V, y: Self::V) -> Result<Self::V, Self::E>;
+    /// The value `x` of lane `lane ^ m` (`shfl.sync.bfly`, every lane of the warp taking part).
+    fn shfl_xor(&mut self, x: Self::V, m: u32) -> Result<Self::V, Self::E>;
+}
+
+/// Transposes `w` across the quad: afterwards word `j` of lane `q` is what word `q` of lane `j`
+/// was before. Every lane of the warp must execute it (the shuffles name the whole warp).
+pub fn quad_transpose<Q: QuadOps>(q: &mut Q, w: &mut [Q::V; 4]) -> Result<(), Q::E> {
+    for m in [1u32, 2] {
+        let bit = q.lane_bit(m)?;
+        for j0 in (0..4usize).filter(|j| *j as u32 & m == 0) {
+            let j1 = j0 | m as usize;
+            // A lane with the bit set replaces word j0 (whose bit differs from its own) with the
+            // partner's word j1, and so gives its own j0 away; a lane without it trades j1.
+            let send = q.select(bit, w[j0], w[j1])?;
+            let recv = q.shfl_xor(send, m)?;
+            w[j0] = q.select(bit, recv, w[j0])?;
+            w[j1] = q.select(bit, w[j1], recv)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// All four lanes of a quad in lockstep: a value is one word per lane.
+    struct Quad;
+
+    impl QuadOps for Quad {
+        type V = [u32; 4];
+        type B = [bool; 4];
+        type E = std::convert::Infallible;
+        fn lane_bit(&mut self, m: u32) -> Result<[bool; 4], Self::E> {
+            Ok(std::array::from_fn(|l| l as u32 & m != 0))
+        }
+        fn select(&mut self, b: [bool; 4], x: [u32; 4], y: [u32; 4]) -> Result<[u32; 4], Self::E> {
+            Ok(std::array::from_fn(|l| if b[l] { x[l] } else { y[l] }))
+        }
+        fn shfl_xor(&mut self, x: [u32; 4], m: u32) -> Result<[u32; 4], Self::E> {
+            Ok(std::array::from_fn(|l| x[l ^ m as usize]))
+        }
+    }
+
+    /// Word `j` of lane `l` as the simulation holds it (`w[j][l]`), starting from `10 l + j`.
+    fn transposed() -> [[u32; 4]; 4] {
+        let mut w: [[u32; 4]; 4] = std::array::from_fn(|j| std::array::from_fn(|l| 10 * l as u32 + j as u32));
+        let Ok(()) = quad_transpose(&mut Quad, &mut w);
+        w
+    }
+
+    #[test]
+    fn word_j_of_lane_q_is_word_q_of_lane_j() {
+        let w = transposed();
+        for q in 0..4u32 {
+            for j in 0..4u32 {
+                assert_eq!(w[j as usize][q as usize], 10 * j + q, "lane {q} word {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_lane_ends_with_one_column_group_in_column_order() {
+        // Fragment pairs: lane q's word j is group j's columns 8j + 2q, +1. After the transpose,
+        // lane q's words are group q's columns 8q + 0, 2, 4, 6: one 16-byte row segment at bf16.
+        let col = |lane: u32, word: u32| 8 * word + 2 * lane;
+        let w = transposed();
+        for q in 0..4 {
+            let cols: Vec<u32> = (0..4).map(|j| col(w[j][q] / 10, w[j][q] % 10)).collect();
+            assert_eq!(cols, vec![8 * q as u32, 8 * q as u32 + 2, 8 * q as u32 + 4, 8 * q as u32 + 6], "lane {q}");
+        }
+    }
+}
