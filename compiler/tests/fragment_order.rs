@@ -138,18 +138,15 @@ fn wide_accumulators_with_a_buffer_keep_the_shared_memory_path() {
 }
 
 #[test]
-fn fragment_pairs_are_written_by_vector_stores_with_a_pair_fallback() {
+fn fragment_pairs_are_written_by_vector_stores_with_an_element_fallback() {
     // k1_scan_scalar on one warpgroup: d (128 x 32) is two 64 x 32 wgmma units, 16 floats per
     // thread each, in pairs (columns c, c + 1 of a row); dvn (64 x 32) one unit. A unit 32
-    // columns wide is one block: the quad trades pairs (two butterfly shuffles per 32-bit part
-    // of a pair's column group: 4 per block row half and part), then each lane writes its row
-    // segment with 16-byte stores — one per row half at bf16, two at f32 — behind one warp vote
-    // per block. A warp whose block reaches a tensor's edge or a masked row writes its pairs
-    // (one 2-element store each, element by element at the edge) instead:
-    //   dh = bf16(d): 2 blocks, 16 pairs (b16); dv2 = dvn: 1 block, 8 pairs (f32 as b32);
-    //   dh0 = d: 2 blocks, 16 pairs.
-    // (A bf16 pair is `st.v2.b16` or, when LLVM already holds it packed for the shuffles,
-    // `st.b32`: both write the pair's 4 bytes at once.)
+    // columns wide is one block. Per row half of a block the quad trades each 32-bit part of its
+    // pairs and their write flags (4 butterfly shuffles per word: 2 at bf16, 3 at f32), then each
+    // lane writes its row segment with 16-byte stores (one at bf16, two at f32) or, where a flag
+    // is off (a tensor's edge, a masked row), element by element (8 conditional stores):
+    //   dh = bf16(d): 2 blocks; dv2 = dvn: 1 block (f32); dh0 = d: 2 blocks (f32).
+    // No pair stores and no warp vote are left: the decision is each lane's.
     let dir = std::env::temp_dir().join(format!("tilec-pairs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
@@ -158,14 +155,12 @@ fn fragment_pairs_are_written_by_vector_stores_with_a_pair_fallback() {
     let count = |kernel: &str| {
         let ptx = std::fs::read_to_string(dir.join(format!("{kernel}.sm_90a.ptx"))).expect("ptx");
         let n = |m: &str| ptx.matches(&format!("{m} ")).count();
-        // [16-byte stores, shuffles, votes, f32 pairs, bf16 pairs + f32 elements, bf16 elements]
-        [n("st.global.v4.b32"), n("shfl.sync.bfly.b32"), n("vote.sync.all.pred"), n("st.global.v2.b32"), n("st.global.v2.b16") + n("st.global.b32"), n("st.global.b16")]
+        // [16-byte stores, shuffles, pair stores and votes, 4-byte elements, 2-byte elements]
+        [n("st.global.v4.b32"), n("shfl.sync.bfly.b32"), n("st.global.v2.b16") + n("st.global.v2.b32") + n("vote.sync.all.pred"), n("st.global.b32"), n("st.global.b16")]
     };
-    let want = |blocks_b16: usize, blocks_f32: usize, pairs_b16: usize, pairs_f32: usize| {
-        [2 * blocks_b16 + 2 * 2 * blocks_f32, 2 * 4 * blocks_b16 + 2 * 2 * 4 * blocks_f32, blocks_b16 + blocks_f32, pairs_f32, pairs_b16 + 2 * pairs_f32, 2 * pairs_b16]
-    };
-    assert_eq!(count("k1_scan_scalar"), want(2, 1 + 2, 16, 8 + 16));
-    // The bf16 instance writes dv2 at 2 bytes: its block and pairs join dh's.
-    assert_eq!(count("k1_scan_scalar_bf16"), want(2 + 1, 2, 16 + 8, 16));
+    let want = |blocks_b16: usize, blocks_f32: usize| [2 * blocks_b16 + 2 * 2 * blocks_f32, 2 * 4 * (2 * blocks_b16 + 3 * blocks_f32), 0, 2 * 8 * blocks_f32, 2 * 8 * blocks_b16];
+    assert_eq!(count("k1_scan_scalar"), want(2, 1 + 2));
+    // The bf16 instance writes dv2 at 2 bytes: its block joins dh's.
+    assert_eq!(count("k1_scan_scalar_bf16"), want(2 + 1, 2));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -26,10 +26,14 @@ fn init_nvptx() {
 /// Instructions (before optimisation) above which NVPTX code generation runs at -O0: at any
 /// other level its pass pipeline includes Straight Line Strength Reduction, whose basis search
 /// is quadratic in a function's length — a generated program of 200 sequential MMA loops
-/// (~29,000 instructions on sm_100a) spent 12 s of 13 in it (`llc -time-passes`). Below it the
-/// shipped examples (≤ 14,000) keep -O2 code generation: at -O0 the sm_90a SASS of gemm is the
+/// (~29,000 instructions on sm_100a) spent 12 s of 13 in it (`llc -time-passes`). At -O0 code
+/// generation, though, LLVM copies wgmma results into new registers before their wait, which
+/// ptxas answers by serialising the wgmmas (advisory C7514, `scripts/check-sass.sh` fails): at
+/// 20,000, k2_wy_vjp_channel (≈ 21,400 IR lines with the 16-byte fragment stores) crossed it and
+/// got the advisory. At 24,000 every shipped kernel keeps -O2 code generation but k2_wy_vjp
+/// (≈ 25,700), whose SASS has no advisory either way; at -O0 the sm_90a SASS of gemm is the
 /// same size after ptxas (1,889 vs 1,896 instructions), but k1_scan_channel gets 4 B of spills.
-pub const LONG_FUNCTION_INSTRUCTIONS: usize = 20_000;
+pub const LONG_FUNCTION_INSTRUCTIONS: usize = 24_000;
 
 /// The IR pipeline of a module over [`LONG_FUNCTION_INSTRUCTIONS`].
 pub const LONG_FUNCTION_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,gvn,loop-mssa(licm),simplifycfg)";

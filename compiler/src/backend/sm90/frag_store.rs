@@ -8,10 +8,12 @@
 //! each lane then writes its row segment with one 16-byte store at 2-byte elements, two at
 //! 4-byte ones — a quarter (a half) of the store instructions, each row segment a full sector.
 //!
-//! The vector path is taken when every element the warp holds in the block is inside the
-//! tensor and unmasked and every lane's segment is 16-byte aligned (`vote.sync.all`);
-//! otherwise the warp writes its own pairs as before ([`Codegen::store_global_pairs`]: a
-//! tensor's edge, a masked row of a partial chunk). The values stored are the same either way.
+//! Each pair's write flags (inside the tensor; the `where` mask true) travel with it, so a
+//! lane knows which of its segment's eight elements to write: all of them and a 16-byte aligned
+//! segment take the vector stores; otherwise (a tensor's edge, a masked row of a partial chunk)
+//! the lane writes the flagged elements one by one. The values stored are the same either way.
+//! (Columns run along the tensor's last, unit-stride dimension, so element `i` of a segment is
+//! `i` elements after its first.)
 
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
@@ -37,26 +39,32 @@ pub(crate) fn vector_store_applies(index: &[Index], elem: Elem) -> bool {
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// Stores one 32-column block of fragment pairs (`pairs`: [`BLOCK_PAIRS`] of them, values
-    /// of element type `vel`) of thread `t` of its warpgroup into `dst`, with a 16-byte store per
-    /// row segment where the whole warp's block allows it (module docs).
+    /// of element type `vel`) of thread `t` of its warpgroup into `dst`: the quad trades the
+    /// pairs' bits and their write flags (inside the tensor, `where` mask true), then each lane
+    /// writes its two row segments, each with 16-byte stores where all eight flags hold and the
+    /// segment is 16-byte aligned, element by element where they do not.
     pub(crate) fn store_fragment_block(&mut self, dst: Param, index: &[Index], pairs: &[FragPair<'ctx>], vel: Elem, t: IntValue<'ctx>) -> Result<(), BackendError> {
         let elem = self.tensor_elem(dst)?;
         let i32t = self.ctx.i32_type();
         let i64t = self.ctx.i64_type();
-        let mut ok = self.ctx.bool_type().const_int(1, false);
-        // words[h][part][j]: the 32-bit parts of group j's pair in row half h.
+        // words[h][part][j]: the 32-bit parts of group j's pair in row half h; flags[h][j]: bit
+        // k set when the pair's element k is written.
         let parts = (elem.size_bytes() / 2) as usize;
-        let mut words: Vec<Vec<[IntValue<'ctx>; 4]>> = vec![vec![[i32t.const_zero(); 4]; parts]; 2];
+        let zero = i32t.const_zero();
+        let mut words = vec![vec![[zero; 4]; parts]; 2];
+        let mut flags = vec![[zero; 4]; 2];
         for (k, p) in pairs.iter().enumerate() {
-            let c1 = self.b.build_int_add(p.c, self.i32(1), "")?;
-            let (inb0, _) = self.global_elem(dst, index, p.r, p.c)?;
-            let (inb1, _) = self.global_elem(dst, index, p.r, c1)?;
-            ok = self.b.build_and(ok, self.b.build_and(inb0, inb1, "")?, "")?;
-            if let Some([k0, k1]) = p.keep {
-                ok = self.b.build_and(ok, self.b.build_and(k0, k1, "")?, "")?;
-            }
-            let vs = [self.to_storage(self.convert(p.vals[0], vel, elem)?, elem)?, self.to_storage(self.convert(p.vals[1], vel, elem)?, elem)?];
             let (h, j) = (k % 2, k / 2);
+            let c1 = self.b.build_int_add(p.c, self.i32(1), "")?;
+            let mut ok = [self.global_elem(dst, index, p.r, p.c)?.0, self.global_elem(dst, index, p.r, c1)?.0];
+            if let Some(keep) = p.keep {
+                for (o, k) in ok.iter_mut().zip(keep) {
+                    *o = self.b.build_and(*o, k, "keep")?;
+                }
+            }
+            let hi = self.b.build_left_shift(self.b.build_int_z_extend(ok[1], i32t, "")?, self.i32(1), "")?;
+            flags[h][j] = self.b.build_or(self.b.build_int_z_extend(ok[0], i32t, "")?, hi, "flags")?;
+            let vs = [self.to_storage(self.convert(p.vals[0], vel, elem)?, elem)?, self.to_storage(self.convert(p.vals[1], vel, elem)?, elem)?];
             if parts == 1 {
                 let pair = self.storage_pair(vs, elem)?;
                 words[h][0][j] = self.b.build_bit_cast(pair, i32t, "w")?.into_int_value();
@@ -66,45 +74,66 @@ impl<'ctx> Codegen<'ctx, '_> {
                 }
             }
         }
-        // Lane q's segment: its row, columns 8q .. 8q + 7 of the block (its first pair's column
-        // is the block's start + 2q).
-        let q = self.b.build_and(t, self.i32(3), "q")?;
-        let mut segments = vec![];
-        for p in &pairs[..2] {
-            let c = self.b.build_int_add(p.c, self.b.build_int_mul(q, self.i32(6), "")?, "")?;
-            let (_, ptr) = self.global_elem(dst, index, p.r, c)?;
-            let addr = self.b.build_ptr_to_int(ptr, i64t, "")?;
-            let low = self.b.build_and(addr, i64t.const_int(15, false), "")?;
-            ok = self.b.build_and(ok, self.b.build_int_compare(IntPredicate::EQ, low, i64t.const_zero(), "")?, "aligned")?;
-            segments.push(ptr);
-        }
-        let all = self.call("llvm.nvvm.vote.all.sync", Some(self.ctx.bool_type().into()), &[self.i32(-1).into(), ok.into()])?.into_int_value();
-        for row in &mut words {
-            for w in row.iter_mut() {
+        for h in 0..2 {
+            for w in words[h].iter_mut().chain(std::iter::once(&mut flags[h])) {
                 quad_transpose(&mut LaneOps { cg: self, t }, w)?;
             }
         }
-        let elems: Vec<_> = pairs.iter().map(|p| (p.r, p.c, p.vals, p.keep)).collect();
-        self.if_else(
-            all,
-            &mut |cg| {
-                for (h, &ptr) in segments.iter().enumerate() {
-                    // Column order: group q's pairs j = 0..3, each pair's parts in turn.
-                    let flat: Vec<IntValue<'ctx>> = (0..4).flat_map(|j| (0..parts).map(move |part| (part, j))).map(|(part, j)| words[h][part][j]).collect();
+        // Lane q's segment in row half h: the row of its pairs, columns 8q .. 8q + 7 of the
+        // block (its first pair's column is the block's start + 2q).
+        let q = self.b.build_and(t, self.i32(3), "q")?;
+        let ity = if parts == 1 { self.ctx.i16_type() } else { i32t };
+        for h in 0..2 {
+            let p = &pairs[h];
+            let c = self.b.build_int_add(p.c, self.b.build_int_mul(q, self.i32(6), "")?, "")?;
+            let (_, seg) = self.global_elem(dst, index, p.r, c)?;
+            // The segment's 8 flags (element 2j + k: bit k of word j) and its alignment.
+            let mut all = zero;
+            for (j, f) in flags[h].iter().enumerate() {
+                all = self.b.build_or(all, self.b.build_left_shift(*f, self.i32(2 * j as i32), "")?, "")?;
+            }
+            let addr = self.b.build_ptr_to_int(seg, i64t, "")?;
+            let aligned = self.b.build_int_compare(IntPredicate::EQ, self.b.build_and(addr, i64t.const_int(15, false), "")?, i64t.const_zero(), "")?;
+            let full = self.b.build_and(self.b.build_int_compare(IntPredicate::EQ, all, self.i32(0xff), "")?, aligned, "full")?;
+            // Column order: the pairs j = 0..3, each pair's parts in turn.
+            let flat: Vec<IntValue<'ctx>> = (0..4).flat_map(|j| (0..parts).map(move |part| (part, j))).map(|(part, j)| words[h][part][j]).collect();
+            // Element i of the segment as its storage bits (a 2-byte element is half a word).
+            let bits = |cg: &Self, i: usize| -> Result<IntValue<'ctx>, BackendError> {
+                if parts == 2 {
+                    return Ok(flat[i]);
+                }
+                let w = cg.b.build_right_shift(flat[i / 2], cg.i32(16 * (i % 2) as i32), false, "")?;
+                Ok(cg.b.build_int_truncate(w, ity, "")?)
+            };
+            self.if_else(
+                full,
+                &mut |cg| {
                     for (s, chunk) in flat.chunks(4).enumerate() {
                         let mut v = i32t.vec_type(4).get_undef();
                         for (k, x) in chunk.iter().enumerate() {
                             v = cg.b.build_insert_element(v, *x, cg.i32(k as i32), "")?;
                         }
                         // SAFETY of the GEP: 16 bytes on, inside the 32-byte segment of a 4-byte tile.
-                        let at = unsafe { cg.b.build_gep(cg.ctx.i8_type(), ptr, &[i64t.const_int(16 * s as u64, false)], "seg")? };
+                        let at = unsafe { cg.b.build_gep(cg.ctx.i8_type(), seg, &[i64t.const_int(16 * s as u64, false)], "seg")? };
                         cg.b.build_store(at, v)?.set_alignment(16).map_err(|e| BackendError::Invalid(e.to_string()))?;
                     }
-                }
-                Ok(())
-            },
-            &mut |cg| cg.store_global_pairs(dst, index, &elems, vel),
-        )
+                    Ok(())
+                },
+                &mut |cg| {
+                    for i in 0..8 {
+                        let bit = cg.b.build_and(all, cg.i32(1 << i), "")?;
+                        let on = cg.b.build_int_compare(IntPredicate::NE, bit, cg.i32(0), "")?;
+                        let x = bits(cg, i)?;
+                        // SAFETY of the GEP: element i of the row segment, dereferenced only
+                        // where its flag says it is inside the tensor.
+                        let at = unsafe { cg.b.build_gep(ity, seg, &[i64t.const_int(i as u64, false)], "el")? };
+                        cg.if_then(on, &mut |cg| cg.b.build_store(at, x).map(|_| ()).map_err(Into::into))?;
+                    }
+                    Ok(())
+                },
+            )?;
+        }
+        Ok(())
     }
 }
 
