@@ -54,6 +54,29 @@ pub fn quad_transpose<Q: QuadOps>(q: &mut Q, w: &mut [Q::V; 4]) -> Result<(), Q:
     Ok(())
 }
 
+/// The column of lane `q`'s row segment: its block's first pair sits at column `c_first`
+/// (the block's start + 2q), its segment at the block's start + 8q.
+pub fn segment_column<A: super::IndexArith>(a: &A, c_first: A::V, q: A::V) -> Result<A::V, A::E> {
+    a.add(c_first, a.mul(q, a.c(6))?)
+}
+
+/// The 32-bit words of a lane's row segment after the transpose, in column order: `(part, j)`
+/// for word `part` of pair `j` (`parts` = 1 for 2-byte elements — a pair is one word —, 2 for
+/// 4-byte ones — one word per element).
+pub fn segment_words(parts: usize) -> Vec<(usize, usize)> {
+    (0..4).flat_map(|j| (0..parts).map(move |part| (part, j))).collect()
+}
+
+/// Where element `i` (0..8) of a segment lies in [`segment_words`]'s order: the word and the
+/// bit shift of its low bit (a 2-byte element is the low or high half of its pair's word).
+pub fn segment_element(i: usize, parts: usize) -> (usize, u32) {
+    if parts == 2 {
+        (i, 0)
+    } else {
+        (i / 2, 16 * (i % 2) as u32)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +126,76 @@ mod tests {
             let cols: Vec<u32> = (0..4).map(|j| col(w[j][q] / 10, w[j][q] % 10)).collect();
             assert_eq!(cols, vec![8 * q as u32, 8 * q as u32 + 2, 8 * q as u32 + 4, 8 * q as u32 + 6], "lane {q}");
         }
+    }
+
+    /// A warpgroup's store of one 64 x 32 wgmma unit, modelled as the code generator emits it
+    /// (`backend::sm90::frag_store`): pairs from `fragment_coords`, packed into words, traded
+    /// per quad, flattened by `segment_words`, split by `segment_element` and written at
+    /// `segment_column`. Every element must land at its own (row, column), once.
+    fn store_unit(parts: usize) {
+        use crate::layout::wgmma::fragment_coords;
+        use crate::layout::Eval;
+        let value = |r: u32, c: u32| 32 * r + c; // < 2^16: fits a 2-byte element
+        let mut tile = vec![vec![None::<u32>; 32]; 64];
+        for warp_quad in 0..32 {
+            // Lane l of this quad is thread 4·warp_quad + l of the warpgroup.
+            let tid = |l: usize| 4 * warp_quad + l as u32;
+            for h in 0..2u32 {
+                // words[part][j][lane] before the transpose: pair (group j, half h) = register 4j + 2h.
+                let mut words = vec![[[0u32; 4]; 4]; parts];
+                let mut first = [(0u32, 0u32); 4];
+                for l in 0..4 {
+                    for j in 0..4u32 {
+                        let e = 4 * j + 2 * h;
+                        let (r, c) = crate::layout::eval(fragment_coords(&Eval, tid(l), e));
+                        let (r1, c1) = crate::layout::eval(fragment_coords(&Eval, tid(l), e + 1));
+                        assert_eq!((r1, c1), (r, c + 1));
+                        if j == 0 {
+                            first[l] = (r, c);
+                        }
+                        let (a, b) = (value(r, c), value(r, c1));
+                        if parts == 1 {
+                            words[0][j as usize][l] = a | (b << 16);
+                        } else {
+                            words[0][j as usize][l] = a;
+                            words[1][j as usize][l] = b;
+                        }
+                    }
+                }
+                for w in words.iter_mut() {
+                    let Ok(()) = quad_transpose(&mut Quad, w);
+                }
+                for l in 0..4 {
+                    let (r, c_first) = first[l];
+                    let c0 = crate::layout::eval(segment_column(&Eval, c_first, l as u32));
+                    let flat: Vec<u32> = segment_words(parts).into_iter().map(|(part, j)| words[part][j][l]).collect();
+                    for i in 0..8 {
+                        let (wi, shift) = segment_element(i, parts);
+                        let mut x = flat[wi] >> shift;
+                        if parts == 1 {
+                            x &= 0xffff;
+                        }
+                        let cell = &mut tile[r as usize][c0 as usize + i];
+                        assert!(cell.is_none(), "({r}, {}) written twice", c0 as usize + i);
+                        *cell = Some(x);
+                    }
+                }
+            }
+        }
+        for (r, row) in tile.iter().enumerate() {
+            for (c, x) in row.iter().enumerate() {
+                assert_eq!(*x, Some(value(r as u32, c as u32)), "element ({r}, {c}), {parts} word(s) per pair");
+            }
+        }
+    }
+
+    #[test]
+    fn a_unit_of_2_byte_elements_lands_in_place() {
+        store_unit(1);
+    }
+
+    #[test]
+    fn a_unit_of_4_byte_elements_lands_in_place() {
+        store_unit(2);
     }
 }

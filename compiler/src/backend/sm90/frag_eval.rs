@@ -100,8 +100,11 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// thread `t` of its warpgroup).
     fn write_fragment_pairs(&mut self, op: &Op, d: Distribution, pairs: &[FragPair<'ctx>], t: IntValue<'ctx>) -> Result<(), BackendError> {
         match op {
-            // A whole 32-column block (a unit 32, 64, ... columns wide): 16-byte stores.
-            Op::Store { dst, index, value, .. } if pairs.len() == BLOCK_PAIRS && d.piece_n % 32 == 0 && vector_store_applies(index, self.tensor_elem(*dst)?) => {
+            // A whole 32-column block (a unit 32, 64, ... columns wide): 16-byte stores — except
+            // under a declared register budget (`ctas_per_sm`): the block's traded words and
+            // flags are live at once, and K#1 at 3 CTAs per SM (168 registers) spilled 20 B
+            // with them, none with pair stores.
+            Op::Store { dst, index, value, .. } if pairs.len() == BLOCK_PAIRS && d.piece_n % 32 == 0 && self.k.residency(self.target).is_none() && vector_store_applies(index, self.tensor_elem(*dst)?) => {
                 self.store_fragment_block(*dst, index, pairs, self.res_elem(*value), t)
             }
             Op::Store { dst, index, value, .. } => {

@@ -19,7 +19,7 @@ use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{Elem, Index, Param};
-use crate::layout::quad_transpose::{quad_transpose, QuadOps};
+use crate::layout::quad_transpose::{quad_transpose, segment_column, segment_element, segment_words, QuadOps};
 
 use super::super::emit::Codegen;
 use super::super::memory::columns_are_last;
@@ -74,18 +74,19 @@ impl<'ctx> Codegen<'ctx, '_> {
                 }
             }
         }
-        for h in 0..2 {
-            for w in words[h].iter_mut().chain(std::iter::once(&mut flags[h])) {
-                quad_transpose(&mut LaneOps { cg: self, t }, w)?;
-            }
-        }
         // Lane q's segment in row half h: the row of its pairs, columns 8q .. 8q + 7 of the
         // block (its first pair's column is the block's start + 2q).
         let q = self.b.build_and(t, self.i32(3), "q")?;
         let ity = if parts == 1 { self.ctx.i16_type() } else { i32t };
         for h in 0..2 {
+            // One row half at a time, its words traded just before they are stored: fewer
+            // values live at once (`shfl.sync` waits for the whole warp, so the half before
+            // may have branched).
+            for w in words[h].iter_mut().chain(std::iter::once(&mut flags[h])) {
+                quad_transpose(&mut LaneOps { cg: self, t }, w)?;
+            }
             let p = &pairs[h];
-            let c = self.b.build_int_add(p.c, self.b.build_int_mul(q, self.i32(6), "")?, "")?;
+            let c = segment_column(&*self, p.c, q)?;
             let (_, seg) = self.global_elem(dst, index, p.r, c)?;
             // The segment's 8 flags (element 2j + k: bit k of word j) and its alignment.
             let mut all = zero;
@@ -95,14 +96,14 @@ impl<'ctx> Codegen<'ctx, '_> {
             let addr = self.b.build_ptr_to_int(seg, i64t, "")?;
             let aligned = self.b.build_int_compare(IntPredicate::EQ, self.b.build_and(addr, i64t.const_int(15, false), "")?, i64t.const_zero(), "")?;
             let full = self.b.build_and(self.b.build_int_compare(IntPredicate::EQ, all, self.i32(0xff), "")?, aligned, "full")?;
-            // Column order: the pairs j = 0..3, each pair's parts in turn.
-            let flat: Vec<IntValue<'ctx>> = (0..4).flat_map(|j| (0..parts).map(move |part| (part, j))).map(|(part, j)| words[h][part][j]).collect();
+            let flat: Vec<IntValue<'ctx>> = segment_words(parts).into_iter().map(|(part, j)| words[h][part][j]).collect();
             // Element i of the segment as its storage bits (a 2-byte element is half a word).
             let bits = |cg: &Self, i: usize| -> Result<IntValue<'ctx>, BackendError> {
+                let (w, shift) = segment_element(i, parts);
                 if parts == 2 {
-                    return Ok(flat[i]);
+                    return Ok(flat[w]);
                 }
-                let w = cg.b.build_right_shift(flat[i / 2], cg.i32(16 * (i % 2) as i32), false, "")?;
+                let w = cg.b.build_right_shift(flat[w], cg.i32(shift as i32), false, "")?;
                 Ok(cg.b.build_int_truncate(w, ity, "")?)
             };
             self.if_else(
