@@ -50,6 +50,14 @@ if "$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n13.in
 else
   echo "view_trap n=13 (outside): launch failed as it must: $(tail -n1 "$out/view_trap13.err")"
 fi
+echo "== an access past an undeclared edge traps (tests/gpu/edge_trap.tile, N = 16)"
+for nm in 12_8 13_8 12_9; do
+  if "$b/tilec-run" "$a/edge_trap.sm_90a.meta.json" --inputs "$io/edge_trap_$nm.in.safetensors" --out "$out/edge_trap_$nm.safetensors" 2>"$out/edge_trap_$nm.err"; then
+    [ $nm = 12_8 ] && echo "edge_trap n,m=$nm (inside): ran" || echo "FAIL edge_trap n,m=$nm (past the edge) ran instead of trapping"
+  else
+    [ $nm = 12_8 ] && echo "FAIL edge_trap n,m=$nm (inside) did not run: $(tail -n1 "$out/edge_trap_$nm.err")" || echo "edge_trap n,m=$nm (past the edge): launch failed as it must: $(tail -n1 "$out/edge_trap_$nm.err")"
+  fi
+done
 echo "== flat offsets past 2^31 elements (issue 9, item 8; a 4 GiB bf16 input made here per case)"
 for c in offset gemm; do
   k=big_offset; [ $c = gemm ] && k=gemm

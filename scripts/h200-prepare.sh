@@ -74,6 +74,9 @@ case_ table_varlen dsl-examples/sequences.tile chunk_table --size NP=4 --size NS
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
 # A view outside its tile must trap on the GPU (the interpreter stops on n = 13, so no reference is made).
 for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out "$d/io/view_trap_n$n.in.safetensors" >/dev/null; done
+# An access past the edge of a tensor without `edge(zeros)` must trap too (N = 16): inside,
+# a load past the edge, a masked store keeping an element past it.
+for nm in 12,8 13,8 12,9; do "$tilec" inputs tests/gpu/edge_trap.tile --size N=16 --scalar n=${nm%,*} --scalar m=${nm#*,} --out "$d/io/edge_trap_${nm/,/_}.in.safetensors" >/dev/null; done
 # The whole backward of each member (gdn.tile's operators) at B=1 T=256 H=2 K=V=128: inputs
 # rounded to the operator's dtypes, the fp64 oracle (the member's token-serial definition) of
 # exactly those values, and the interpreter's outputs.

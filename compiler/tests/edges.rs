@@ -108,3 +108,25 @@ fn verify_reports_a_missing_edge_with_its_help_line() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("past its edge") && err.contains("help: if `a`'s tiles may run past its extent"), "{err}");
 }
+
+/// The sm_90a and sm_100a PTX of `src` (no ptxas).
+fn ptx(name: &str, src: &str) -> Vec<String> {
+    use tilec::backend::Target;
+    let opts = tilec::build::BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: tilec::frontend::Options::default(), cache: None };
+    let r = tilec::build::build_source(src, &format!("{name}.tile"), &opts).expect("builds");
+    r.built.iter().map(|b| b.compiled.ptx.clone()).collect()
+}
+
+#[test]
+fn compiled_code_traps_where_the_interpreter_stops() {
+    // Where the interpreter stops (the tests above), the generated code executes `trap`; a
+    // tensor declared `edge(zeros)` is never tested. (That the test fires on the GPU exactly
+    // past the edge: `tests/gpu/edge_trap.tile` in scripts/h200-check.sh.)
+    let traps = |name: &str, src: &str| ptx(name, src).iter().map(|p| p.contains("trap;")).collect::<Vec<_>>();
+    assert_eq!(traps("padded", &copy(" edge(zeros)", " edge(zeros)", "")), [false, false]);
+    assert_eq!(traps("load", &copy("", " edge(zeros)", "")), [true, true]);
+    assert_eq!(traps("store", &copy(" edge(zeros)", "", "")), [true, true]);
+    assert_eq!(traps("masked_store", &copy(" edge(zeros)", "", " where row_index(64, 1) + i0 < N")), [true, true]);
+    // A masked store to a declared tensor: dropped, not tested.
+    assert_eq!(traps("masked_padded", &copy(" edge(zeros)", " edge(zeros)", " where row_index(64, 1) + i0 < N")), [false, false]);
+}

@@ -228,6 +228,8 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
                 None if barrier => self.bar_sync()?,
                 None => {}
             }
+            // Accesses that may not pass a tensor's edge, tested here for a pipelined load too.
+            self.check_edges(i).map_err(|e| e.at(i, span))?;
             // A pipelined write was issued ahead; its place in the body waits for it.
             if !self.pipelined_write(i).map_err(|e| e.at(i, span))? {
                 self.inst(i).map_err(|e| e.at(i, span))?;

@@ -22,6 +22,7 @@
 pub(crate) mod barrier;
 pub(crate) mod copy;
 pub(crate) mod descriptors;
+pub(crate) mod edge;
 pub(crate) mod elementwise;
 pub(crate) mod emit;
 pub(crate) mod llvm;

@@ -51,14 +51,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let start = self.scalar(start)?.into_int_value();
         // Unsigned `start <= extent - len` also rejects a negative start.
         let ok = self.b.build_int_compare(IntPredicate::ULE, start, self.i32(extent.saturating_sub(len) as i32), "view.ok")?;
-        let trap = self.ctx.append_basic_block(self.func, "view.trap");
-        let join = self.ctx.append_basic_block(self.func, "view.ok");
-        self.b.build_conditional_branch(ok, join, trap)?;
-        self.b.position_at_end(trap);
-        self.call("llvm.trap", None, &[])?;
-        self.b.build_unreachable()?;
-        self.b.position_at_end(join);
-        Ok(())
+        self.trap_unless(ok, "view")
     }
 
     /// `(rows, cols)` of a value, scalars as `1 x 1`.

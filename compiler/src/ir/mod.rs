@@ -124,8 +124,7 @@ pub struct ParamData {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum Edge {
     /// Nothing declared: an access past the edge is a mistake. The interpreter stops on it
-    /// (E0601); the generated code does not check (it reads 0 and drops the write, as for
-    /// [`Edge::Zeros`]).
+    /// (E0601); the generated code executes `trap` (`backend::edge`).
     #[default]
     Error,
     /// `edge(zeros)`: the tensor is zero-padded past its edge — reads there give 0, writes
