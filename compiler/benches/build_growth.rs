@@ -3,7 +3,8 @@
 //! statements `for i in 0..2 { a += x @ z; }` on one accumulator — the shape that once took
 //! 319 s at 436 statements. Prints the time of each size and the ratio to the previous size,
 //! so the growth is read off directly (2.0 per doubling is linear); best of `BUILD_REPEAT`
-//! (default 3) runs. Run: `cargo bench -p tilec --bench build_growth`.
+//! (default 3) runs. Run: `cargo bench -p tilec --bench build_growth`; `BUILD_SIZES=120,140,160`
+//! times other sizes (e.g. around the long-function bound, `backend::llvm`).
 
 use std::time::Instant;
 
@@ -19,7 +20,8 @@ fn main() {
     let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
     println!("{:>10} {:>12} {:>14}", "statements", "best s", "x previous");
     let mut prev: Option<f64> = None;
-    for n in [50, 100, 200, 400] {
+    let sizes: Vec<usize> = std::env::var("BUILD_SIZES").ok().map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect()).unwrap_or_else(|| vec![50, 100, 200, 400]);
+    for n in sizes {
         let src = programs::sequential_mma_loops(n);
         let best = (0..repeat)
             .map(|_| {
