@@ -32,7 +32,7 @@ fi
 py="$tools/py"
 cu_bin="$py/nvidia/cu13/bin"
 if [ ! -x "$cu_bin/ptxas" ] || [ ! -x "$cu_bin/nvdisasm" ] || [ ! -d "$py/numpy" ] || [ ! -d "$py/ml_dtypes" ]; then
-  log "installing ptxas, nvdisasm, numpy and ml_dtypes into $py"
+  log "installing ptxas, nvdisasm, numpy, ml_dtypes and safetensors into $py"
   python3 -m pip install -q --disable-pip-version-check --target "$py" --upgrade \
     "nvidia-cuda-nvcc>=13,<14" "nvidia-cuda-nvdisasm>=13,<14" numpy ml_dtypes safetensors >/dev/null
 fi
