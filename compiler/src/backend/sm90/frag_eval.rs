@@ -40,8 +40,10 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Emits root `i` (a `Store` or `WriteVar`) in the fragment order of accumulator `v`.
     ///
     /// A thread's fragment elements come in pairs, `d[2j]` and `d[2j + 1]` at columns `c` and
-    /// `c + 1` of one row with `c` even ([`fragment_coords`]): each pair is written by one
-    /// 2-element store where memory keeps the pair contiguous. Up to [`GROUP_PAIRS`] pairs of a
+    /// `c + 1` of one row with `c` even ([`fragment_coords`]). A store of a whole 32-column
+    /// block goes out as 16-byte row segments after the quad trades its pairs
+    /// ([`super::frag_store`]); otherwise each pair is written by one 2-element store where
+    /// memory keeps the pair contiguous. Up to [`GROUP_PAIRS`] pairs of a
     /// unit are evaluated before any is written, so the reads of a row's broadcast operands (a
     /// gate, a mask: 2 distinct rows per thread and unit) are common subexpressions of the group
     /// instead of being repeated after each store, which may alias them.
