@@ -106,7 +106,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             // under a declared register budget (`ctas_per_sm`): the block's traded words and
             // flags are live at once, and K#1 at 3 CTAs per SM (168 registers) spilled 20 B
             // with them, none with pair stores.
-            Op::Store { dst, index, value, .. } if pairs.len() == BLOCK_PAIRS && d.piece_n % 32 == 0 && self.k.residency(self.target).is_none() && vector_store_applies(index, self.tensor_elem(*dst)?) => {
+            Op::Store { dst, index, value, .. } if pairs.len() == BLOCK_PAIRS && d.piece_n.is_multiple_of(32) && self.k.residency(self.target).is_none() && vector_store_applies(index, self.tensor_elem(*dst)?) => {
                 self.store_fragment_block(*dst, index, pairs, self.res_elem(*value), t)
             }
             Op::Store { dst, index, value, .. } => {

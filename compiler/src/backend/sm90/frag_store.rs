@@ -52,7 +52,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let parts = (elem.size_bytes() / 2) as usize;
         let zero = i32t.const_zero();
         let mut words = vec![vec![[zero; 4]; parts]; 2];
-        let mut flags = vec![[zero; 4]; 2];
+        let mut flags = [[zero; 4]; 2];
         let mut bad = self.ctx.bool_type().const_zero();
         for (k, p) in pairs.iter().enumerate() {
             let (h, j) = (k % 2, k / 2);
