@@ -164,3 +164,26 @@ fn fragment_pairs_are_written_by_vector_stores_with_an_element_fallback() {
     assert_eq!(count("k1_scan_scalar_bf16"), want(2 + 1, 2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn emit_ir_names_how_each_fragment_order_store_writes() {
+    // `--emit ir` states the rule the code generator follows (one function for both):
+    // K#1's stores are 16-byte row segments; under a declared register budget (K#1 with
+    // `ctas_per_sm(sm_90a: 3)`) the same stores write a column pair per store.
+    let report = |src: &str| {
+        let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+        assert!(c.ok(), "{:?}", c.diags);
+        let pk = c.kernels().find(|pk| pk.kernel.name == "k1_scan_scalar").expect("k1_scan_scalar");
+        tilec::passes::layout_report::render(pk.kernel, pk.target(Target::Sm90a).expect("plan"))
+    };
+    let line = |r: &str, dst: &str| r.lines().find(|l| l.contains(&format!("stored to `{dst}`"))).map(str::to_string).unwrap_or_default();
+    let k1 = example("k1_reverse_scan.tile");
+    let shipped = report(&k1);
+    for dst in ["dh", "dv2", "dh0"] {
+        assert!(line(&shipped, dst).ends_with("written as 16-byte row segments, each quad trading its column pairs"), "{}", line(&shipped, dst));
+    }
+    let budget = k1.replace(") grid(cdiv(V, BV), B * H * (NP - 1)) threads(128)\n{", ") grid(cdiv(V, BV), B * H * (NP - 1)) threads(128) ctas_per_sm(sm_90a: 3)\n{");
+    assert_ne!(budget, k1, "the declaration was not inserted");
+    let budgeted = report(&budget);
+    assert!(line(&budgeted, "dh").ends_with("written a column pair per store"), "{}", line(&budgeted, "dh"));
+}

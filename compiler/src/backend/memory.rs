@@ -9,17 +9,11 @@
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
-use crate::ir::{Elem, Index, Inst, Op, Param, ParamKind, Space, Type, Value, Var};
+use crate::ir::{columns_are_last, Elem, Index, Inst, Op, Param, ParamKind, Space, Type, Value, Var};
 
 use super::copy::TileLayout;
 use super::emit::Codegen;
 use super::BackendError;
-
-/// Whether a tile access's columns run along the tensor's last dimension (two ranges, the last
-/// index one of them): only then are a row's columns adjacent in memory.
-pub(crate) fn columns_are_last(index: &[Index]) -> bool {
-    index.iter().filter(|ix| matches!(ix, Index::Range { .. })).count() >= 2 && matches!(index.last(), Some(Index::Range { .. }))
-}
 
 impl<'ctx> Codegen<'ctx, '_> {
     pub(crate) fn tensor_elem(&self, p: Param) -> Result<Elem, BackendError> {

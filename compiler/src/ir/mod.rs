@@ -617,6 +617,13 @@ pub fn declare_size(sizes: &mut PrimaryMap<SizeVar, String>, name: &str) -> Size
     size_named(sizes, name).unwrap_or_else(|| sizes.push(name.to_string()))
 }
 
+/// Whether a tile access's columns run along the tensor's last dimension (two ranges, the last
+/// index one of them): only then are a row's columns adjacent in memory (tensors are dense and
+/// row-major).
+pub fn columns_are_last(index: &[Index]) -> bool {
+    index.iter().filter(|ix| matches!(ix, Index::Range { .. })).count() >= 2 && matches!(index.last(), Some(Index::Range { .. }))
+}
+
 fn index_values(index: &[Index]) -> Vec<Value> {
     index
         .iter()

@@ -54,6 +54,16 @@ pub fn quad_transpose<Q: QuadOps>(q: &mut Q, w: &mut [Q::V; 4]) -> Result<(), Q:
     Ok(())
 }
 
+/// Whether a fragment-order store of a wgmma unit `piece_n` columns wide writes 16-byte row
+/// segments (the quad trades its pairs first): the unit is made of whole 32-column blocks, the
+/// tile's columns run along the tensor's last dimension (`columns_last`), its elements are 2 or
+/// 4 bytes, and the kernel declares no register budget (`ctas_per_sm`: the traded words and
+/// flags are live at once — K#1 at 3 CTAs per SM, 168 registers, spilled 20 B with them).
+/// The code generator (`backend::sm90::frag_store`) and `--emit ir` ask this one rule.
+pub fn row_segments_apply(piece_n: u32, columns_last: bool, elem_bytes: u32, register_budget: bool) -> bool {
+    piece_n.is_multiple_of(32) && columns_last && matches!(elem_bytes, 2 | 4) && !register_budget
+}
+
 /// The column of lane `q`'s row segment: its block's first pair sits at column `c_first`
 /// (the block's start + 2q), its segment at the block's start + 8q.
 pub fn segment_column<A: super::IndexArith>(a: &A, c_first: A::V, q: A::V) -> Result<A::V, A::E> {

@@ -60,13 +60,30 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
             _ => String::new(),
         }
     };
+    // How a fragment-order store writes: 16-byte row segments after the quads trade their
+    // pairs, or one 2-element store per pair (`layout::quad_transpose::row_segments_apply`).
+    let writes = |i: crate::ir::Inst| -> &'static str {
+        let Op::Store { dst, index, .. } = &k.insts[i].op else { return "" };
+        let elem = match &k.params[*dst].kind {
+            crate::ir::ParamKind::Tensor { elem, .. } => elem.size_bytes(),
+            crate::ir::ParamKind::Scalar(_) => 0,
+        };
+        let d = tp.fusion.frag_root(i).and_then(|v| tp.roles.accumulator(v));
+        match d {
+            Some(d) if crate::layout::quad_transpose::row_segments_apply(d.piece_n, crate::ir::columns_are_last(index), elem, k.residency(tp.target).is_some()) => {
+                "; written as 16-byte row segments, each quad trading its column pairs"
+            }
+            Some(_) => "; written a column pair per store",
+            None => "",
+        }
+    };
     k.walk(|i| {
         let conv = match &k.insts[i].op {
             Op::ReadVar(v) if tp.roles.accumulator(*v).is_some() => {
                 // The root a fused read is evaluated in, when that is in the fragments' order.
                 let root = Some(tp.fusion.evaluated_at(i)).filter(|&r| r != i && tp.fusion.reads_fragments_of(r, *v));
                 Some(match root {
-                    Some(r) => format!("`{}` read in its fragments, {} in fragment order by {r} (no shared memory)", k.vars[*v].name, root_of(r)),
+                    Some(r) => format!("`{}` read in its fragments, {} in fragment order by {r} (no shared memory){}", k.vars[*v].name, root_of(r), writes(r)),
                     _ => format!("`{}` fragments written back to shared memory, then read", k.vars[*v].name),
                 })
             }

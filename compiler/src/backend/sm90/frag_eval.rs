@@ -18,7 +18,9 @@ use crate::layout::wgmma::fragment_coords;
 use super::super::copy::TileLayout;
 use super::super::emit::Codegen;
 use super::super::BackendError;
-use super::frag_store::{vector_store_applies, BLOCK_PAIRS};
+use super::frag_store::BLOCK_PAIRS;
+use crate::ir::columns_are_last;
+use crate::layout::quad_transpose::row_segments_apply;
 
 /// Most pairs evaluated before they are written (and tested together for the 2-element stores):
 /// a wgmma unit 32 columns wide (K#1's) is one group; a wider one (gemm's 256 columns: 64
@@ -102,11 +104,10 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// thread `t` of its warpgroup).
     fn write_fragment_pairs(&mut self, op: &Op, d: Distribution, pairs: &[FragPair<'ctx>], t: IntValue<'ctx>) -> Result<(), BackendError> {
         match op {
-            // A whole 32-column block (a unit 32, 64, ... columns wide): 16-byte stores — except
-            // under a declared register budget (`ctas_per_sm`): the block's traded words and
-            // flags are live at once, and K#1 at 3 CTAs per SM (168 registers) spilled 20 B
-            // with them, none with pair stores.
-            Op::Store { dst, index, value, .. } if pairs.len() == BLOCK_PAIRS && d.piece_n.is_multiple_of(32) && self.k.residency(self.target).is_none() && vector_store_applies(index, self.tensor_elem(*dst)?) => {
+            // A whole 32-column block of a unit whose stores go out as 16-byte row segments.
+            Op::Store { dst, index, value, .. }
+                if pairs.len() == BLOCK_PAIRS && row_segments_apply(d.piece_n, columns_are_last(index), self.tensor_elem(*dst)?.size_bytes(), self.k.residency(self.target).is_some()) =>
+            {
                 self.store_fragment_block(*dst, index, pairs, self.res_elem(*value), t)
             }
             Op::Store { dst, index, value, .. } => {

@@ -22,7 +22,6 @@ use crate::ir::{Elem, Index, Param};
 use crate::layout::quad_transpose::{quad_transpose, segment_column, segment_element, segment_words, QuadOps};
 
 use super::super::emit::Codegen;
-use super::super::memory::columns_are_last;
 use super::super::BackendError;
 use super::frag_eval::FragPair;
 
@@ -30,12 +29,6 @@ use super::frag_eval::FragPair;
 /// (pair `2j + h` is group `j` of row half `h`, as [`crate::layout::wgmma::fragment_coords`]
 /// numbers registers `4j + 2h`).
 pub(crate) const BLOCK_PAIRS: usize = 8;
-
-/// Whether a store of element type `elem` through `index` can take the vector path: 2- or
-/// 4-byte elements along the tensor's last (unit-stride) dimension.
-pub(crate) fn vector_store_applies(index: &[Index], elem: Elem) -> bool {
-    columns_are_last(index) && matches!(elem.size_bytes(), 2 | 4)
-}
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// Stores one 32-column block of fragment pairs (`pairs`: [`BLOCK_PAIRS`] of them, values
