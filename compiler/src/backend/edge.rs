@@ -10,7 +10,7 @@
 //!   place), and for pipelined loads, whose copies were issued ahead (an early copy past the
 //!   edge reads zeros that are never used: the trap comes first).
 //! * A `Store ... where m` touches only the elements where `m` holds: each store path tests
-//!   them element by element ([`Codegen::edge_violation`]).
+//!   them element by element ([`Codegen::trap_on_kept_outside`]).
 //!
 //! A tensor declared `edge(zeros)` is never tested: past its edge loads read 0 and stores are
 //! dropped, as before.
@@ -68,15 +68,20 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.trap_unless(ok, "edge")
     }
 
-    /// For a store through a `where` mask: whether the element the mask keeps (`keep`) lies
-    /// outside (`!inb`) a tensor that may not be touched past its edge — to be trapped on.
-    /// `None` for a tensor declared `edge(zeros)` (the element is dropped instead).
-    pub(crate) fn edge_violation(&self, p: Param, inb: IntValue<'ctx>, keep: IntValue<'ctx>) -> Result<Option<IntValue<'ctx>>, BackendError> {
-        if self.k.params[p].edge != Edge::Error {
-            return Ok(None);
+    /// For a store through a `where` mask: traps if an element the mask keeps lies outside a
+    /// tensor `p` that may not be touched past its edge. `elems`: each element's (inside the
+    /// tensor, kept by the mask). Nothing for a tensor declared `edge(zeros)` (such an element
+    /// is dropped instead) or without elements.
+    pub(crate) fn trap_on_kept_outside(&self, p: Param, elems: &[(IntValue<'ctx>, IntValue<'ctx>)]) -> Result<(), BackendError> {
+        if self.k.params[p].edge != Edge::Error || elems.is_empty() {
+            return Ok(());
         }
-        let outside = self.b.build_not(inb, "")?;
-        Ok(Some(self.b.build_and(keep, outside, "edge.bad")?))
+        let mut ok = self.ctx.bool_type().const_int(1, false);
+        for &(inb, keep) in elems {
+            // kept ⇒ inside
+            ok = self.b.build_and(ok, self.b.build_or(inb, self.b.build_not(keep, "")?, "")?, "")?;
+        }
+        self.trap_unless(ok, "edge")
     }
 
     /// Executes `trap` (the launch fails) unless `ok` holds.

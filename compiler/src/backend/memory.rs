@@ -123,9 +123,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let inb = match mask {
             Some(m) => {
                 let keep = self.operand(m, r, c)?.into_int_value();
-                if let Some(bad) = self.edge_violation(dst, inb, keep)? {
-                    self.trap_unless(self.b.build_not(bad, "")?, "edge")?;
-                }
+                self.trap_on_kept_outside(dst, &[(inb, keep)])?;
                 self.b.build_and(inb, keep, "keep")?
             }
             None => inb,
@@ -151,7 +149,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         // Columns on the last (unit-stride) dimension: only then can a pair be one store.
         let column_is_last = columns_are_last(index);
         let mut all = self.ctx.bool_type().const_int(1, false);
-        let mut bad = self.ctx.bool_type().const_zero();
+        let mut kept = vec![];
         let mut items = vec![];
         for &(r, c, vals, keep) in pairs {
             let c1 = self.b.build_int_add(c, self.i32(1), "")?;
@@ -159,11 +157,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             let (inb1, p1) = self.global_elem(dst, index, r, c1)?;
             let (mut w0, mut w1) = (inb0, inb1);
             if let Some([k0, k1]) = keep {
-                for (inb, k) in [(inb0, k0), (inb1, k1)] {
-                    if let Some(b) = self.edge_violation(dst, inb, k)? {
-                        bad = self.b.build_or(bad, b, "")?;
-                    }
-                }
+                kept.extend([(inb0, k0), (inb1, k1)]);
                 w0 = self.b.build_and(w0, k0, "keep")?;
                 w1 = self.b.build_and(w1, k1, "keep")?;
             }
@@ -176,9 +170,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             items.push(([w0, w1], [p0, p1], vs));
         }
-        if keep_any(pairs) && self.k.params[dst].edge == crate::ir::Edge::Error {
-            self.trap_unless(self.b.build_not(bad, "")?, "edge")?;
-        }
+        self.trap_on_kept_outside(dst, &kept)?;
         let mut each = |cg: &mut Self| -> Result<(), BackendError> {
             for (w, p, vs) in &items {
                 for k in 0..2 {
@@ -343,8 +335,3 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 }
 
-/// Whether any pair of a group carries a `where` mask.
-#[allow(clippy::type_complexity)]
-fn keep_any<'ctx>(pairs: &[(IntValue<'ctx>, IntValue<'ctx>, [BasicValueEnum<'ctx>; 2], Option<[IntValue<'ctx>; 2]>)]) -> bool {
-    pairs.iter().any(|p| p.3.is_some())
-}

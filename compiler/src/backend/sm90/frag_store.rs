@@ -46,16 +46,14 @@ impl<'ctx> Codegen<'ctx, '_> {
         let zero = i32t.const_zero();
         let mut words = vec![vec![[zero; 4]; parts]; 2];
         let mut flags = [[zero; 4]; 2];
-        let mut bad = self.ctx.bool_type().const_zero();
+        let mut kept = vec![];
         for (k, p) in pairs.iter().enumerate() {
             let (h, j) = (k % 2, k / 2);
             let c1 = self.b.build_int_add(p.c, self.i32(1), "")?;
             let mut ok = [self.global_elem(dst, index, p.r, p.c)?.0, self.global_elem(dst, index, p.r, c1)?.0];
             if let Some(keep) = p.keep {
                 for (o, k) in ok.iter_mut().zip(keep) {
-                    if let Some(b) = self.edge_violation(dst, *o, k)? {
-                        bad = self.b.build_or(bad, b, "")?;
-                    }
+                    kept.push((*o, k));
                     *o = self.b.build_and(*o, k, "keep")?;
                 }
             }
@@ -71,9 +69,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 }
             }
         }
-        if pairs.iter().any(|p| p.keep.is_some()) && self.k.params[dst].edge == crate::ir::Edge::Error {
-            self.trap_unless(self.b.build_not(bad, "")?, "edge")?;
-        }
+        self.trap_on_kept_outside(dst, &kept)?;
         // Lane q's segment in row half h: the row of its pairs, columns 8q .. 8q + 7 of the
         // block (its first pair's column is the block's start + 2q).
         let q = self.b.build_and(t, self.i32(3), "q")?;
