@@ -54,6 +54,22 @@ pub fn quad_transpose<Q: QuadOps>(q: &mut Q, w: &mut [Q::V; 4]) -> Result<(), Q:
     Ok(())
 }
 
+/// Fragment pairs of one 32-column block: two row halves × four 8-column groups.
+pub const BLOCK_PAIRS: usize = 8;
+
+/// Where pair `k` of a block lies, the pairs in register order (registers `2k`, `2k + 1` after
+/// the block's first, as [`super::wgmma::fragment_coords`] numbers them `4j + 2h`): its row
+/// half `h` and 8-column group `j`.
+pub fn block_pair(k: usize) -> (usize, usize) {
+    (k % 2, k / 2)
+}
+
+/// The pair that places row half `h`'s segment: group 0 of that half, whose row is the
+/// segment's and whose column [`segment_column`] starts from.
+pub fn segment_anchor(h: usize) -> usize {
+    (0..BLOCK_PAIRS).find(|&k| block_pair(k) == (h, 0)).unwrap_or(h)
+}
+
 /// Whether a fragment-order store of a wgmma unit `piece_n` columns wide writes 16-byte row
 /// segments (the quad trades its pairs first): the unit is made of whole 32-column blocks, the
 /// tile's columns run along the tensor's last dimension (`columns_last`), its elements are 2 or
@@ -139,9 +155,9 @@ mod tests {
     }
 
     /// A warpgroup's store of one 64 x 32 wgmma unit, modelled as the code generator emits it
-    /// (`backend::sm90::frag_store`): pairs from `fragment_coords`, packed into words, traded
-    /// per quad, flattened by `segment_words`, split by `segment_element` and written at
-    /// `segment_column`. Every element must land at its own (row, column), once.
+    /// (`backend::sm90::frag_store`): pairs from `fragment_coords` in register order, placed by
+    /// `block_pair`, packed into words, traded per quad, flattened by `segment_words`, split by
+    /// `segment_element` and written at `segment_column` from the `segment_anchor` pair. Every element must land at its own (row, column), once.
     fn store_unit(parts: usize) {
         use crate::layout::wgmma::fragment_coords;
         use crate::layout::Eval;
@@ -150,33 +166,33 @@ mod tests {
         for warp_quad in 0..32 {
             // Lane l of this quad is thread 4·warp_quad + l of the warpgroup.
             let tid = |l: usize| 4 * warp_quad + l as u32;
-            for h in 0..2u32 {
-                // words[part][j][lane] before the transpose: pair (group j, half h) = register 4j + 2h.
-                let mut words = vec![[[0u32; 4]; 4]; parts];
-                let mut first = [(0u32, 0u32); 4];
-                for l in 0..4 {
-                    for j in 0..4u32 {
-                        let e = 4 * j + 2 * h;
-                        let (r, c) = crate::layout::eval(fragment_coords(&Eval, tid(l), e));
-                        let (r1, c1) = crate::layout::eval(fragment_coords(&Eval, tid(l), e + 1));
-                        assert_eq!((r1, c1), (r, c + 1));
-                        if j == 0 {
-                            first[l] = (r, c);
-                        }
-                        let (a, b) = (value(r, c), value(r, c1));
-                        if parts == 1 {
-                            words[0][j as usize][l] = a | (b << 16);
-                        } else {
-                            words[0][j as usize][l] = a;
-                            words[1][j as usize][l] = b;
-                        }
+            // words[h][part][j][lane] before the transpose and each pair's (row, column), the
+            // block's pairs taken in register order as the code generator takes them.
+            let mut words = vec![vec![[[0u32; 4]; 4]; parts]; 2];
+            let mut at = [[(0u32, 0u32); 4]; BLOCK_PAIRS];
+            for l in 0..4 {
+                for k in 0..BLOCK_PAIRS {
+                    let (h, j) = block_pair(k);
+                    let e = 2 * k as u32;
+                    let (r, c) = crate::layout::eval(fragment_coords(&Eval, tid(l), e));
+                    let (r1, c1) = crate::layout::eval(fragment_coords(&Eval, tid(l), e + 1));
+                    assert_eq!((r1, c1), (r, c + 1));
+                    at[k][l] = (r, c);
+                    let (a, b) = (value(r, c), value(r, c1));
+                    if parts == 1 {
+                        words[h][0][j][l] = a | (b << 16);
+                    } else {
+                        words[h][0][j][l] = a;
+                        words[h][1][j][l] = b;
                     }
                 }
+            }
+            for (h, words) in words.iter_mut().enumerate() {
                 for w in words.iter_mut() {
                     let Ok(()) = quad_transpose(&mut Quad, w);
                 }
                 for l in 0..4 {
-                    let (r, c_first) = first[l];
+                    let (r, c_first) = at[segment_anchor(h)][l];
                     let c0 = crate::layout::eval(segment_column(&Eval, c_first, l as u32));
                     let flat: Vec<u32> = segment_words(parts).into_iter().map(|(part, j)| words[part][j][l]).collect();
                     for i in 0..8 {

@@ -18,9 +18,8 @@ use crate::layout::wgmma::fragment_coords;
 use super::super::copy::TileLayout;
 use super::super::emit::Codegen;
 use super::super::BackendError;
-use super::frag_store::BLOCK_PAIRS;
 use crate::ir::columns_are_last;
-use crate::layout::quad_transpose::row_segments_apply;
+use crate::layout::quad_transpose::{row_segments_apply, BLOCK_PAIRS};
 
 /// Most pairs evaluated before they are written (and tested together for the 2-element stores):
 /// a wgmma unit 32 columns wide (K#1's) is one group; a wider one (gemm's 256 columns: 64

@@ -19,19 +19,14 @@ use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{Elem, Index, Param};
-use crate::layout::quad_transpose::{quad_transpose, segment_column, segment_element, segment_words, QuadOps};
+use crate::layout::quad_transpose::{block_pair, quad_transpose, segment_anchor, segment_column, segment_element, segment_words, QuadOps};
 
 use super::super::emit::Codegen;
 use super::super::BackendError;
 use super::frag_eval::FragPair;
 
-/// Fragment pairs of one 32-column block: two rows × four 8-column groups, in register order
-/// (pair `2j + h` is group `j` of row half `h`, as [`crate::layout::wgmma::fragment_coords`]
-/// numbers registers `4j + 2h`).
-pub(crate) const BLOCK_PAIRS: usize = 8;
-
 impl<'ctx> Codegen<'ctx, '_> {
-    /// Stores one 32-column block of fragment pairs (`pairs`: [`BLOCK_PAIRS`] of them, values
+    /// Stores one 32-column block of fragment pairs (`pairs`: [`BLOCK_PAIRS`](crate::layout::quad_transpose::BLOCK_PAIRS) of them, values
     /// of element type `vel`) of thread `t` of its warpgroup into `dst`: the quad trades the
     /// pairs' bits and their write flags (inside the tensor, `where` mask true), then each lane
     /// writes its two row segments, each with 16-byte stores where all eight flags hold and the
@@ -48,7 +43,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let mut flags = [[zero; 4]; 2];
         let mut kept = vec![];
         for (k, p) in pairs.iter().enumerate() {
-            let (h, j) = (k % 2, k / 2);
+            let (h, j) = block_pair(k);
             let c1 = self.b.build_int_add(p.c, self.i32(1), "")?;
             let mut ok = [self.global_elem(dst, index, p.r, p.c)?.0, self.global_elem(dst, index, p.r, c1)?.0];
             if let Some(keep) = p.keep {
@@ -81,7 +76,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             for w in words[h].iter_mut().chain(std::iter::once(&mut flags[h])) {
                 quad_transpose(&mut LaneOps { cg: self, t }, w)?;
             }
-            let p = &pairs[h];
+            let p = &pairs[segment_anchor(h)];
             let c = segment_column(&*self, p.c, q)?;
             let (_, seg) = self.global_elem(dst, index, p.r, c)?;
             // The segment's 8 flags (element 2j + k: bit k of word j) and its alignment.
