@@ -18,7 +18,7 @@
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 
-use crate::ir::{Edge, Index, Inst, Op, Param, ValueDef};
+use crate::ir::{Edge, Index, Inst, Op, Param};
 
 use super::emit::Codegen;
 use super::BackendError;
@@ -27,17 +27,11 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Traps unless every tensor access of instruction `i` — `i` itself or a load fused into
     /// it — that must stay inside its tensor does (module docs).
     pub(crate) fn check_edges(&self, i: Inst) -> Result<(), BackendError> {
-        let mut stack = vec![i];
-        while let Some(j) = stack.pop() {
+        for j in self.fused_tree(i) {
             match &self.k.insts[j].op {
                 Op::Load { src, index } if self.k.params[*src].edge == Edge::Error => self.check_tile_inside(*src, index)?,
                 Op::Store { dst, index, mask: None, .. } if self.k.params[*dst].edge == Edge::Error => self.check_tile_inside(*dst, index)?,
                 _ => {}
-            }
-            for a in self.k.inst_args(j) {
-                if let (true, ValueDef::Result(d)) = (self.tp.fusion.is_fused(a), self.k.values[a].def) {
-                    stack.push(d);
-                }
             }
         }
         Ok(())

@@ -20,8 +20,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// fused into it — lies inside its tile. Emitted once per instruction, before its element
     /// loop: the origins are uniform scalars, so one test covers every element.
     pub(crate) fn check_views(&self, i: Inst) -> Result<(), BackendError> {
-        let mut stack = vec![i];
-        while let Some(j) = stack.pop() {
+        for j in self.fused_tree(i) {
             match self.k.insts[j].op {
                 Op::Slice { src, row, col } => {
                     let res = self.k.insts[j].result.ok_or_else(|| BackendError::Invalid("slice without a result".into()))?;
@@ -36,13 +35,23 @@ impl<'ctx> Codegen<'ctx, '_> {
                 }
                 _ => {}
             }
+        }
+        Ok(())
+    }
+
+    /// Instruction `i` and every instruction fused into it, transitively (evaluated inside
+    /// `i`'s element loop, at `i`'s place in the body).
+    pub(crate) fn fused_tree(&self, i: Inst) -> Vec<Inst> {
+        let (mut out, mut stack) = (vec![], vec![i]);
+        while let Some(j) = stack.pop() {
+            out.push(j);
             for a in self.k.inst_args(j) {
                 if let (true, ValueDef::Result(d)) = (self.tp.fusion.is_fused(a), self.k.values[a].def) {
                     stack.push(d);
                 }
             }
         }
-        Ok(())
+        out
     }
 
     /// Traps unless `start..start + len` lies inside `0..extent` (`start`: a signed i32 scalar;
