@@ -26,6 +26,7 @@ pub(crate) mod edge;
 pub(crate) mod elementwise;
 pub(crate) mod emit;
 pub(crate) mod llvm;
+pub(crate) mod loops;
 pub(crate) mod lowering;
 pub(crate) mod math;
 pub(crate) mod mbarrier;
