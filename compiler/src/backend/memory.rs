@@ -286,6 +286,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// pipeline's ring stage) in the variable's layout; a fused `Load` goes through `cp.async`
     /// where it can, complete on return with `wait` (see [`Codegen::copy_tile_async`]).
     pub fn write_var_tile(&mut self, v: Var, x: Value, dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
+        if let Some(ins) = self.tp.fusion.in_place_insert(self.k, v, x) {
+            return self.write_block_in_place(v, ins, dst);
+        }
         let (xel, vel) = (self.res_elem(x), self.k.vars[v].ty.elem());
         let (rows, cols) = self.shape_of(self.k.vars[v].ty, "variable")?;
         let layout = self.var_layout(v);

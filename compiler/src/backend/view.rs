@@ -106,6 +106,30 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(phi.as_basic_value())
     }
 
+    /// The block update `var[row..+R, col..+C] = value` written in place (the `Insert` `ins`,
+    /// fused into a `WriteVar` of its base's own variable: [`crate::passes::fuse::Fusion::in_place_insert`]):
+    /// the block's `R x C` elements are stored at their places in `var`'s layout at byte `dst`;
+    /// the rest of `var` is not touched. [`Codegen::check_views`] tested the origin.
+    pub(crate) fn write_block_in_place(&mut self, var: crate::ir::Var, ins: Inst, dst: IntValue<'ctx>) -> Result<(), BackendError> {
+        let Op::Insert { value, row, col, rows: br, cols: bc, .. } = self.k.insts[ins].op else {
+            return Err(BackendError::Invalid(format!("{ins} is not a block update")));
+        };
+        let (xel, vel) = (self.k.values[value].ty.elem(), self.k.vars[var].ty.elem());
+        let shape = self.shape_of(self.k.vars[var].ty, "variable")?;
+        let layout = self.var_layout(var);
+        let (r0, c0) = (self.scalar(row)?.into_int_value(), self.scalar(col)?.into_int_value());
+        self.cta_loop(br * bc, &mut |cg, e| {
+            let (r, c) = cg.tile_coords(e, bc)?;
+            let y = cg.operand(value, r, c)?;
+            let y = cg.convert(y, xel, vel)?;
+            let (vr, vc) = (cg.b.build_int_add(r0, r, "vr")?, cg.b.build_int_add(c0, c, "vc")?);
+            let off = layout.offset(cg, vr, vc, shape, vel.size_bytes())?;
+            let p = cg.smem_at(cg.b.build_int_add(dst, off, "")?)?;
+            cg.b.build_store(p, cg.to_storage(y, vel)?)?;
+            Ok(())
+        })
+    }
+
     /// Emits `Scan`: thread `t` runs down columns `t, t + threads, …`, adding one row at a time
     /// (from the last row up when `reverse`) and writing each partial sum — the interpreter's
     /// order, so results are bit-identical.

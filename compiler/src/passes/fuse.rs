@@ -78,6 +78,16 @@ impl Fusion {
         self.frag_root(i) == Some(v) || self.frag_also.get(i).is_some_and(|vs| vs.contains(&v))
     }
 
+    /// For a `WriteVar(var, x)`: the `Insert` that `x` is when it is the block update of `var`
+    /// written in place — fused, its base a fused read of `var` itself ([`views_in_place`]).
+    /// Only the block's elements are written; the rest of `var` keeps its bytes.
+    pub fn in_place_insert(&self, k: &Kernel, var: crate::ir::Var, x: Value) -> Option<Inst> {
+        let ValueDef::Result(d) = k.values[x].def else { return None };
+        let Op::Insert { base, .. } = k.insts[d].op else { return None };
+        let ValueDef::Result(r) = k.values[base].def else { return None };
+        (self.is_fused(x) && self.is_fused(base) && matches!(k.insts[r].op, Op::ReadVar(w) if w == var)).then_some(d)
+    }
+
     /// The tile values (buffers) and variables an instruction actually reads once fused
     /// operands are expanded into their own operands.
     pub fn leaves(&self, k: &Kernel, i: Inst) -> (Vec<Value>, Vec<crate::ir::Var>) {
@@ -131,6 +141,18 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             let Some(v) = k.insts[i].result else { continue };
             let Some(vshape) = k.values[v].ty.shape() else { continue };
             let op = &k.insts[i].op;
+            // A read of a shared-memory variable taken only by views and a block update of the
+            // same variable: no copy of the whole tile (below).
+            if let Op::ReadVar(var) = op {
+                if in_smem(*var) && (uses[v].len() > 1 || uses[v].iter().any(|&u| matches!(k.insts[u].op, Op::Insert { base, .. } if base == v))) {
+                    if let Some(end) = views_in_place(k, &out, &uses, &eval_pos, (b, pos), v, *var, &block_of) {
+                        out.fused[v] = true;
+                        eval_pos[i] = Some(end);
+                        out.eval_at[i] = data.insts.get(end).copied();
+                    }
+                    continue;
+                }
+            }
             let producer_ok = op.is_elementwise()
                 || matches!(op, Op::Load { .. })
                 || matches!(op, Op::ReadVar(var) if in_smem(*var) || acc(*var));
@@ -224,6 +246,67 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
         }
     }
     out
+}
+
+/// Whether the read `v` of shared-memory variable `var` (at `pos` of block `b`) can be fused
+/// although it has several uses: every use is in the block, after it, and is either a view
+/// (`Slice`: it reads the elements it takes in place) or the base of at most one `Insert` of
+/// a smaller, non-fused block whose fused result is written straight back to `var` — the block
+/// update `var[r0..+R, c0..+C] = x`, which the code generator writes in place (only the block's
+/// elements: `Fusion::in_place_insert`), so the base is never read. Every view is evaluated
+/// before that write-back and no other write of `var` comes between the read and the last
+/// evaluation. Returns the position evaluating the last use (the write-back, if any).
+///
+/// Why: `dqs[i, :] += x` is `write dqs = insert(read dqs, i, read dqs[i, :] + x)`; with the
+/// read materialised every such update copied the whole tile out and back (KDA's per-row
+/// loops: 8,192 shared-memory accesses per iteration for a 64-element row).
+#[allow(clippy::too_many_arguments)] // the walk's context: kernel, fusion so far, uses, positions, the read
+fn views_in_place(
+    k: &Kernel,
+    f: &Fusion,
+    uses: &SecondaryMap<Value, Vec<Inst>>,
+    eval_pos: &SecondaryMap<Inst, Option<usize>>,
+    (b, pos): (Block, usize),
+    v: Value,
+    var: crate::ir::Var,
+    block_of: &SecondaryMap<Inst, Option<(Block, usize)>>,
+) -> Option<usize> {
+    let insts = &k.blocks[b].insts;
+    let full = k.vars[var].ty.shape()?;
+    let mut write_back = None;
+    let mut last_view = pos;
+    for &u in &uses[v] {
+        let (ub, upos) = block_of[u]?;
+        if ub != b || upos <= pos {
+            return None;
+        }
+        match k.insts[u].op {
+            Op::Slice { src, .. } if src == v => last_view = last_view.max(eval_pos[u].unwrap_or(upos)),
+            Op::Insert { base, value, rows, cols, .. } if base == v && value != v && (rows, cols) != full && write_back.is_none() => {
+                let r = k.insts[u].result?;
+                if !f.is_fused(r) || f.is_fused(value) {
+                    return None;
+                }
+                let at = eval_pos[u]?;
+                if !matches!(k.insts[insts[at]].op, Op::WriteVar(w, x) if w == var && x == r) {
+                    return None;
+                }
+                write_back = Some(at);
+            }
+            _ => return None,
+        }
+    }
+    let end = match write_back {
+        Some(w) if last_view >= w => return None,
+        Some(w) => w,
+        None => last_view,
+    };
+    // The write-back itself is the one write of `var` allowed, at the end.
+    let between = if write_back.is_some() { &insts[pos + 1..end] } else { &insts[pos + 1..=end] };
+    if between.iter().any(|&j| writes_var(k, j, var)) {
+        return None;
+    }
+    Some(end)
 }
 
 /// The root a read of accumulator `var` (a `vshape` tile) fused into consumer `u` would be

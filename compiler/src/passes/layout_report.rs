@@ -122,7 +122,13 @@ fn render_values(k: &Kernel, tp: &TargetPlan) -> String {
             let crate::ir::Type::Tile { elem, rows, cols } = k.values[v].ty else { return };
             let place = if tp.fusion.is_fused(v) {
                 let root = tp.fusion.evaluated_at(i);
+                let in_place = |w: crate::ir::Var, x| tp.fusion.in_place_insert(k, w, x).is_some();
                 match (tp.fusion.frag_root(root), &k.insts[root].op) {
+                    // Views of a variable read in place, and its block update written in place.
+                    (_, Op::WriteVar(w, x)) if in_place(*w, *x) && matches!(k.insts[i].op, Op::ReadVar(_)) => {
+                        format!("no buffer: `{}` read in place by its views (its block update {root} reads none of the rest)", k.vars[*w].name)
+                    }
+                    (_, Op::WriteVar(w, x)) if in_place(*w, *x) => format!("no buffer: only its block written into `{}`, in place, by {root}", k.vars[*w].name),
                     // A copy or a computation straight into a variable: the variable's layout (above).
                     (_, Op::WriteVar(w, _)) => format!("no buffer: computed straight into `{}` by {root} (in `{}`'s layout, above)", k.vars[*w].name, k.vars[*w].name),
                     (Some(acc), _) => format!("no buffer: in the registers of `{}`'s fragments (accumulator layout), evaluated by {root} ({})", k.vars[acc].name, what(root)),
