@@ -238,6 +238,7 @@ fixtures!(
     smem_block_update_in_place,
     smem_block_update_late_view,
     smem_block_update_write_between,
+    smem_block_update_other_variable,
     ctas_per_sm_residency,
     barriers_by_conflict,
     barriers_loop_back_edge,

@@ -142,15 +142,15 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             let Some(vshape) = k.values[v].ty.shape() else { continue };
             let op = &k.insts[i].op;
             // A read of a shared-memory variable taken only by views and a block update of the
-            // same variable: no copy of the whole tile (below).
+            // same variable: no copy of the whole tile (below). Otherwise the one-use rules.
             if let Op::ReadVar(var) = op {
-                if in_smem(*var) && (uses[v].len() > 1 || uses[v].iter().any(|&u| matches!(k.insts[u].op, Op::Insert { base, .. } if base == v))) {
+                if in_smem(*var) {
                     if let Some(end) = views_in_place(k, &out, &uses, &eval_pos, (b, pos), v, *var, &block_of) {
                         out.fused[v] = true;
                         eval_pos[i] = Some(end);
                         out.eval_at[i] = data.insts.get(end).copied();
+                        continue;
                     }
-                    continue;
                 }
             }
             let producer_ok = op.is_elementwise()
