@@ -6,11 +6,13 @@
 //!   So `bf16 * bf16 -> bf16` is one f32 multiply followed by one RNE rounding.
 //! * Integer arithmetic is exact in i64 and must fit in i32 (`IntegerOverflow` otherwise);
 //!   division truncates toward zero; division or remainder by zero is an error.
-//! * `exp` is `exp2(x * log2 e)` with both steps in f32, like the GPU lowering.
+//! * `exp2` is the IR's sequence of f32 operations ([`crate::ir::exp2`]), the back ends' too;
+//!   `exp` is `exp2(x * log2 e)` with both steps in f32, like the GPU lowering.
 //! * Sums reduce sequentially from index 0 in f32.
 
 use super::error::ExecError;
 use super::value::{fit_i32, round_to, Val, S};
+use crate::ir::exp2::exp2_f32;
 use crate::ir::{Axis, BinOp, CmpOp, Elem, ReduceOp, Type, UnOp};
 
 /// `op(a)` with result type `ty`.
@@ -28,9 +30,9 @@ pub fn unary(op: UnOp, a: &Val, ty: Type) -> Result<Val, ExecError> {
                 let y = match op {
                     UnOp::Neg => -x,
                     UnOp::Abs => x.abs(),
-                    UnOp::Exp2 => x.exp2(),
+                    UnOp::Exp2 => exp2_f32(x),
                     UnOp::Log2 => x.log2(),
-                    UnOp::Exp => (x * std::f32::consts::LOG2_E).exp2(),
+                    UnOp::Exp => exp2_f32(x * std::f32::consts::LOG2_E),
                     UnOp::Sqrt => x.sqrt(),
                     UnOp::Not => unreachable!("handled above"),
                 };
@@ -303,7 +305,7 @@ mod tests {
     fn exp_is_exp2_of_scaled_input() {
         let x = tile(Elem::F32, 1, 1, &[0.7]);
         let r = unary(UnOp::Exp, &x, Type::tile(Elem::F32, 1, 1)).unwrap();
-        assert_eq!(r.data, vec![S::F((0.7f32 * std::f32::consts::LOG2_E).exp2())]);
+        assert_eq!(r.data, vec![S::F(exp2_f32(0.7f32 * std::f32::consts::LOG2_E))]);
         assert!((r.data[0].to_f64() - 0.7f64.exp()).abs() < 1e-6);
     }
 }

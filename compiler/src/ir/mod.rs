@@ -18,6 +18,7 @@
 //! The text form is produced by [`write::write_module`] and is deterministic.
 
 pub mod builder;
+pub mod exp2;
 mod entities;
 pub mod read;
 mod types;
@@ -200,7 +201,7 @@ pub struct InstData {
 pub enum UnOp {
     /// `-x`
     Neg,
-    /// `exp2(x)`, fp32 (PTX `ex2.approx.ftz.f32` on the GPU is *not* used: see the back end).
+    /// `exp2(x)`, fp32: the fixed operation sequence of [`exp2::exp2`] (not PTX `ex2.approx`).
     Exp2,
     /// `log2(x)`
     Log2,

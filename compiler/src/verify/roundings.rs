@@ -60,7 +60,7 @@ pub enum Sites {
 
 /// How many roundings site `i` of `k` makes on one output element's path under `rule` (0: not
 /// a site). Under [`Sites::Arithmetic`]: a float operation one (its result type is a float;
-/// `exp` two, `x·log2 e` then `exp2`; negation, `abs`, `min` and `max` round nothing and are
+/// `exp2` two, being within one ulp rather than half of one; `exp` three, `x·log2 e` then `exp2`; negation, `abs`, `min` and `max` round nothing and are
 /// counted anyway), an MMA once per K = 16 step ([`crate::interp::mma`]: one f32 rounding per
 /// tensor-core instruction) plus one for its products (exact for 16-bit operands, rounded in
 /// the wide twin, each term by at most u) plus one for adding the old accumulator where the
@@ -73,7 +73,10 @@ fn weight(k: &Kernel, i: Inst, rule: Sites) -> usize {
             let float = |v: Value| k.value_type(v).elem().is_float();
             let float_result = k.insts[i].result.is_some_and(float);
             match &k.insts[i].op {
-                Op::Unary(crate::ir::UnOp::Exp, _) if float_result => 2,
+                // exp2 is faithful, not correctly rounded (within one ulp, 2u relative:
+                // crate::ir::exp2): two roundings; exp one more for x·log2 e.
+                Op::Unary(crate::ir::UnOp::Exp2, _) if float_result => 2,
+                Op::Unary(crate::ir::UnOp::Exp, _) if float_result => 3,
                 Op::Unary(..) | Op::Binary(..) if float_result => 1,
                 Op::Reduce(_, axis, a) if float(*a) => {
                     let (r, c) = k.value_type(*a).shape().unwrap_or((1, 1));
