@@ -243,7 +243,8 @@ impl ExternalCandidate {
             *guard = Some(self.spawn()?);
         }
         let p = guard.as_mut().ok_or_else(|| CandidateError::Io("no process".into()))?;
-        let resp_line = match p.request(&line, self.time_limit) {
+        let limit = super::call_time_limit(self.time_limit, &[inputs, grads].concat());
+        let resp_line = match p.request(&line, limit) {
             Ok(l) => l,
             Err(e) => {
                 // The worker is dead or was killed with its whole tree (timeout, over-long line).

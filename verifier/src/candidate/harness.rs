@@ -44,7 +44,7 @@ pub struct CallResult {
 pub struct Harness {
     /// The candidate.
     pub cand: Arc<dyn Candidate>,
-    /// Time limit per call.
+    /// Time limit per call, before the allowance for its data ([`super::call_time_limit`]).
     pub time_limit: Duration,
     log: Mutex<Vec<Event>>,
 }
@@ -82,6 +82,7 @@ impl Harness {
     }
 
     fn call(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>, which: Which) -> CallResult {
+        let limit = super::call_time_limit(self.time_limit, &inputs);
         let before: Vec<u64> = inputs.iter().map(|t| t.checksum()).collect();
         let ids: Vec<usize> = inputs.iter().map(|t| t.storage_id()).collect();
         let (tx, rx) = mpsc::channel();
@@ -111,11 +112,11 @@ impl Harness {
         if let Err(e) = spawned {
             return CallResult { outcome: Err(CandidateError::Io(e.to_string())), mutated: vec![], aliased: vec![], elapsed: start.elapsed(), layouts_applied: false };
         }
-        let got = rx.recv_timeout(self.time_limit + grace);
+        let got = rx.recv_timeout(limit + grace);
         let elapsed = start.elapsed();
         let mut res = match got {
             Err(_) => CallResult {
-                outcome: Err(CandidateError::TimedOut { limit_s: self.time_limit.as_secs_f64() }),
+                outcome: Err(CandidateError::TimedOut { limit_s: limit.as_secs_f64() }),
                 mutated: vec![],
                 aliased: vec![],
                 elapsed,

@@ -94,6 +94,22 @@ impl CandidateError {
     }
 }
 
+/// The bytes per second of allowance a call gets on top of the time limit for moving its own
+/// data: writing the inputs, the candidate's process reading them, copies to a GPU and the
+/// outputs back. Conservative (the first GPU run of CMP-03's probe past 2^31 flat elements,
+/// 4.3 GB of bf16 A in and 4.3 GB of f32 C out, outlived the default 20 s limit on an H100:
+/// docs/results.md, twenty-second session), and negligible below a few megabytes.
+pub const TRANSFER_BYTES_PER_S: f64 = 50e6;
+
+/// The time limit of one call: `base` (`--time-limit`) plus one second per
+/// [`TRANSFER_BYTES_PER_S`] of twice the bytes of `inputs` (the inputs in, and outputs
+/// assumed no larger back). Every executor and the harness's backstop use it, so a call is
+/// judged hanging only past the time its own data takes to move.
+pub fn call_time_limit(base: std::time::Duration, inputs: &[Tensor]) -> std::time::Duration {
+    let bytes: usize = inputs.iter().map(|t| t.len() * t.dtype().bytes()).sum();
+    base + std::time::Duration::from_secs_f64(2.0 * bytes as f64 / TRANSFER_BYTES_PER_S)
+}
+
 /// A kernel under judgement. Implementations must be callable from another thread.
 pub trait Candidate: Send + Sync {
     /// Display name.
@@ -139,5 +155,27 @@ pub trait Candidate: Send + Sync {
     /// ignores the layouts (dense tensors) and leaves `layouts_applied` false.
     fn forward_layout(&self, dims: &Dims, inputs: &mut [Tensor], _layouts: &[Layout]) -> Result<CandidateOutput, CandidateError> {
         self.forward(dims, inputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_time_limit;
+    use crate::tensor::{DType, Tensor};
+    use std::time::Duration;
+
+    #[test]
+    fn a_calls_limit_grows_with_its_bytes() {
+        let base = Duration::from_secs(20);
+        assert_eq!(call_time_limit(base, &[]), base);
+        // 12.5 M bf16 elements = 25 MB; twice that at 50 MB/s is one second.
+        let x = Tensor::from_f64(vec![12_500_000], &vec![0.0; 12_500_000], DType::Bf16);
+        let extra = call_time_limit(base, &[x.clone()]) - base;
+        assert!((extra.as_secs_f64() - 1.0).abs() < 1e-9, "{extra:?}");
+        // An f32 input of the same length is twice the bytes; a kilobyte call gets microseconds.
+        let y = Tensor::from_f64(vec![12_500_000], &vec![0.0; 12_500_000], DType::F32);
+        assert!((call_time_limit(base, &[x, y]) - base).as_secs_f64() - 3.0 < 1e-9);
+        let small = Tensor::from_f64(vec![256], &[1.0; 256], DType::F32);
+        assert!(call_time_limit(base, &[small]) - base < Duration::from_micros(50));
     }
 }
