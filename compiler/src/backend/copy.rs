@@ -21,7 +21,7 @@
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 
-use crate::ir::{Index, Param, ParamKind};
+use crate::ir::{Index, Param};
 use crate::passes::pipeline::{chunk_copyable, element_copyable};
 use crate::layout::staging::kmajor_offset;
 use crate::layout::swizzle::{swizzled_offset, Swizzle};
@@ -74,10 +74,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         wait: bool,
         fallback: &mut dyn FnMut(&mut Self) -> Result<(), BackendError>,
     ) -> Result<bool, BackendError> {
-        let elem = match &self.k.params[src].kind {
-            ParamKind::Tensor { elem, .. } => *elem,
-            ParamKind::Scalar(_) => return Ok(false),
-        };
+        let Some(elem) = self.k.params[src].kind.tensor_elem() else { return Ok(false) };
         let size = elem.size_bytes();
         let last = index.len().saturating_sub(1);
         if !chunk_copyable(self.k, src, index, (rows, cols), elem) {
@@ -178,10 +175,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let some = self.b.build_int_compare(IntPredicate::NE, n, i64t.const_zero(), "")?;
         let off = self.b.build_select(some, off, i64t.const_zero(), "")?.into_int_value();
         let base = self.params[p].ok_or_else(|| BackendError::Invalid("tensor parameter not bound".into()))?.into_pointer_value();
-        let ty = self.storage_type(match &self.k.params[p].kind {
-            ParamKind::Tensor { elem, .. } => *elem,
-            ParamKind::Scalar(e) => *e,
-        });
+        let ty = self.storage_type(self.k.params[p].kind.elem());
         // SAFETY of the GEP: in bounds whenever `valid` > 0, the tensor's base otherwise.
         let ptr = unsafe { self.b.build_gep(ty, base, &[off], "cp.src")? };
         Ok((ptr, bytes))

@@ -180,10 +180,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             Op::Load { src, index } => {
                 // Only reached for fused loads (see `fuse`).
                 let v = self.load_global(*src, index, r, c)?;
-                let te = match &self.k.params[*src].kind {
-                    crate::ir::ParamKind::Tensor { elem, .. } => *elem,
-                    crate::ir::ParamKind::Scalar(e) => *e,
-                };
+                let te = self.k.params[*src].kind.elem();
                 self.convert(v, te, out)?
             }
             Op::ReadVar(var) => {

@@ -9,7 +9,7 @@
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
-use crate::ir::{columns_are_last, Elem, Index, Inst, Op, Param, ParamKind, Space, Type, Value, Var};
+use crate::ir::{columns_are_last, Elem, Index, Inst, Op, Param, Space, Type, Value, Var};
 
 use super::copy::TileLayout;
 use super::emit::Codegen;
@@ -17,10 +17,7 @@ use super::BackendError;
 
 impl<'ctx> Codegen<'ctx, '_> {
     pub(crate) fn tensor_elem(&self, p: Param) -> Result<Elem, BackendError> {
-        match &self.k.params[p].kind {
-            ParamKind::Tensor { elem, .. } => Ok(*elem),
-            ParamKind::Scalar(_) => Err(BackendError::Invalid(format!("parameter `{}` is not a tensor", self.k.params[p].name))),
-        }
+        self.k.params[p].kind.tensor_elem().ok_or_else(|| BackendError::Invalid(format!("parameter `{}` is not a tensor", self.k.params[p].name)))
     }
 
     /// The position (i64) along every dimension of tile element `(r, c)` of an access: a point

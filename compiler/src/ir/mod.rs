@@ -149,6 +149,24 @@ pub enum ParamKind {
     Scalar(Elem),
 }
 
+impl ParamKind {
+    /// The element type: a tensor's elements, or the scalar's type.
+    pub fn elem(&self) -> Elem {
+        match self {
+            ParamKind::Tensor { elem, .. } => *elem,
+            ParamKind::Scalar(e) => *e,
+        }
+    }
+
+    /// A tensor's element type; `None` for a scalar.
+    pub fn tensor_elem(&self) -> Option<Elem> {
+        match self {
+            ParamKind::Tensor { elem, .. } => Some(*elem),
+            ParamKind::Scalar(_) => None,
+        }
+    }
+}
+
 /// A variable: a mutable tile slot.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VarData {

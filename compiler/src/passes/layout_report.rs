@@ -64,10 +64,7 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
     // pairs, or one 2-element store per pair (`layout::quad_transpose::row_segments_apply`).
     let writes = |i: crate::ir::Inst| -> &'static str {
         let Op::Store { dst, index, .. } = &k.insts[i].op else { return "" };
-        let elem = match &k.params[*dst].kind {
-            crate::ir::ParamKind::Tensor { elem, .. } => elem.size_bytes(),
-            crate::ir::ParamKind::Scalar(_) => 0,
-        };
+        let elem = k.params[*dst].kind.tensor_elem().map_or(0, |e| e.size_bytes());
         let d = tp.fusion.frag_root(i).and_then(|v| tp.roles.accumulator(v));
         match d {
             Some(d) if crate::layout::quad_transpose::row_segments_apply(d.piece_n, crate::ir::columns_are_last(index), elem, k.residency(tp.target).is_some()) => {

@@ -528,10 +528,7 @@ fn kverify_name(fla: &str) -> &str {
 /// in the kernels happens in bf16 products, which the bf16 inputs' perturbation covers.)
 fn perturbed(op: &Operator, p: &Problem, seed: u64) -> Problem {
     let unit = |file_name: &str| {
-        let elem = op.params.iter().find(|q| kverify_name(&q.name) == file_name).map(|q| match &q.kind {
-            ParamKind::Tensor { elem, .. } => *elem,
-            ParamKind::Scalar(e) => *e,
-        });
+        let elem = op.params.iter().find(|q| kverify_name(&q.name) == file_name).map(|q| q.kind.elem());
         elem.and_then(unit_roundoff).unwrap_or(kverify::tensor::DType::F32.unit_roundoff())
     };
     let mut rng = tilec_abi::rng::NormalRng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
