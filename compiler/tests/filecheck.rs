@@ -224,6 +224,7 @@ macro_rules! fixtures {
 
 fixtures!(
     tmem_reuse_disjoint,
+    fuse_column_sum_costly_terms,
     tmem_loop_extends_live_range,
     tmem_over_budget,
     validate_use_before_def,

@@ -6,7 +6,8 @@
 //!   splat, iota, mask, transpose), a global `Load`, or a `ReadVar` of a shared-memory variable;
 //! * it has exactly one use, in the same block, by a consumer that reads tiles element by element
 //!   (the operations above, `Store`, `WriteVar`, `Reduce`), and the consumer does not broadcast it
-//!   (a broadcast operand would be recomputed for every column or row) — or, for a `ReadVar` of a
+//!   (a broadcast operand would be recomputed for every column or row), and is not a column sum
+//!   that would compute costly terms on at most half the CTA's threads ([`starves_threads`]) — or, for a `ReadVar` of a
 //!   shared-memory variable, a view of it (`Slice`: it reads the few elements it takes in place);
 //! * for a `Load`: no `Store` to the same tensor, and for a `ReadVar`: no write of the variable,
 //!   happens between the definition and the point where the fused expression is evaluated (the
@@ -176,6 +177,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             }
             let uop = &k.insts[u].op;
             let consumer_ok = match uop {
+                // A column sum folds each column in one thread: costly terms go through a
+                // buffer instead when that would leave half the CTA's threads idle.
+                Op::Reduce(_, Axis::Col, _) => !starves_threads(k, &uses, v, vshape),
                 Op::Transpose(_) | Op::WriteVar(..) | Op::Reduce(..) | Op::Scan { .. } => true,
                 // A view (a block, a row, an element) of a shared-memory variable reads the
                 // variable in place: no copy of the whole tile for the few elements it takes.
@@ -341,6 +345,33 @@ fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, 
 }
 
 /// Whether instruction `i` (or anything nested in it) stores to tensor `p`.
+/// Whether the terms `v` (`[rows, cols]`) of a column sum should get a buffer rather than be
+/// evaluated in the sum's loop: the loop folds each column in one thread, from row 0 (the
+/// interpreter's order), so fused terms are computed by `cols` threads; when that is at most
+/// half the CTA and the terms are costly — their single-use elementwise expression holds an
+/// `exp2`, `exp`, `log2` or `sqrt` — every thread computes its share into the buffer first and
+/// the fold only adds. Bitwise the same result. Measured: dqkwg_channel's diagonal rows
+/// ([16, 64] terms with an exp2 each, 128 threads) 11.76 → 10.66 ms on an H100
+/// (docs/results.md, 2026-12-06); cheap terms stay fused (a buffer costs a barrier and a
+/// shared-memory round trip).
+fn starves_threads(k: &Kernel, uses: &SecondaryMap<Value, Vec<Inst>>, v: Value, (rows, cols): (u32, u32)) -> bool {
+    if rows < 2 || 2 * cols > k.threads {
+        return false;
+    }
+    let mut stack = vec![v];
+    while let Some(x) = stack.pop() {
+        let ValueDef::Result(d) = k.values[x].def else { continue };
+        let op = &k.insts[d].op;
+        if matches!(op, Op::Unary(crate::ir::UnOp::Exp2 | crate::ir::UnOp::Exp | crate::ir::UnOp::Log2 | crate::ir::UnOp::Sqrt, _)) {
+            return true;
+        }
+        if op.is_elementwise() {
+            stack.extend(k.inst_args(d).into_iter().filter(|a| uses[*a].len() == 1));
+        }
+    }
+    false
+}
+
 fn writes_param(k: &Kernel, i: Inst, p: crate::ir::Param) -> bool {
     match &k.insts[i].op {
         Op::Store { dst, .. } => *dst == p,
