@@ -1,7 +1,9 @@
 //! The IR's `exp2` on f32: one fixed sequence of f32 operations, each IEEE round-to-nearest-even
 //! (an FMA rounds once), that the interpreter ([`exp2_f32`]) and every back end
 //! (`backend::math`) perform in the same order, so the GPU's `exp2` equals the interpreter's bit
-//! for bit at every argument. The operations are abstract ([`Exp2Arith`]): the interpreter runs
+//! for bit at every argument that is not a NaN (a NaN gives a NaN; payloads are not kept bit for
+//! bit). A breaker's exhaustive sweep of all 2³² arguments found none more than one ulp off
+//! (14.1 M exactly one ulp off, the largest error 1.22 ulp before rounding). The operations are abstract ([`Exp2Arith`]): the interpreter runs
 //! them on `f32`, the back end on LLVM values, and [`exp2`] is the one place the order lives.
 //!
 //! Range reduction: `x` is clamped to [−160, 130] (beyond, the f32 result is already 0 or +inf),

@@ -82,7 +82,12 @@ impl Harness {
     }
 
     fn call(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>, which: Which) -> CallResult {
-        let limit = super::call_time_limit(self.time_limit, &inputs);
+        // The executors' own limits count the same tensors: the inputs and a backward's
+        // incoming gradients, as kverify hands them over (before any widening).
+        let limit = match &which {
+            Which::Backward(g) => super::call_time_limit(self.time_limit, &[inputs.as_slice(), g.as_slice()].concat()),
+            _ => super::call_time_limit(self.time_limit, &inputs),
+        };
         let before: Vec<u64> = inputs.iter().map(|t| t.checksum()).collect();
         let ids: Vec<usize> = inputs.iter().map(|t| t.storage_id()).collect();
         let (tx, rx) = mpsc::channel();
@@ -173,5 +178,56 @@ impl Harness {
                 log.push(Event { gate: gate.into(), dims: dims.to_string(), what });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Harness;
+    use crate::candidate::{Candidate, CandidateError, CandidateOutput};
+    use crate::error_model::Precision;
+    use crate::references::Dims;
+    use crate::tensor::{DType, Tensor};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A backward that takes 300 ms and returns its incoming gradients.
+    struct SlowBackward;
+
+    impl Candidate for SlowBackward {
+        fn name(&self) -> String {
+            "slow-backward".into()
+        }
+        fn op_id(&self) -> String {
+            "matmul".into()
+        }
+        fn precision(&self) -> Precision {
+            Precision::F32
+        }
+        fn kind(&self) -> &'static str {
+            "in-process"
+        }
+        fn forward(&self, _dims: &Dims, inputs: &mut [Tensor]) -> Result<CandidateOutput, CandidateError> {
+            Ok(CandidateOutput { outputs: vec![inputs[0].deep_copy()], ..Default::default() })
+        }
+        fn backward(&self, _dims: &Dims, _inputs: &mut [Tensor], grads: &[Tensor]) -> Result<CandidateOutput, CandidateError> {
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(CandidateOutput { outputs: grads.iter().map(Tensor::deep_copy).collect(), ..Default::default() })
+        }
+    }
+
+    #[test]
+    fn a_backwards_limit_counts_its_incoming_gradients() {
+        // A 100 ms limit; the gradient (25 MB of bf16) adds one second, the tiny input nothing:
+        // the 300 ms backward finishes in time only if the gradient is counted.
+        let h = Harness::new(Arc::new(SlowBackward), Duration::from_millis(100));
+        let x = Tensor::from_f64(vec![4], &[1.0; 4], DType::F32);
+        let g = Tensor::from_f64(vec![12_500_000], &vec![0.5; 12_500_000], DType::Bf16);
+        let r = h.backward("CMP-02", &Dims(vec![]), vec![x.clone()], vec![g]);
+        assert!(r.outcome.is_ok(), "{:?}", r.outcome.err());
+        // The same call without the gradient's bytes times out at the bare limit.
+        let small = Tensor::from_f64(vec![4], &[0.5; 4], DType::Bf16);
+        let r = h.backward("CMP-02", &Dims(vec![]), vec![x], vec![small]);
+        assert!(matches!(r.outcome, Err(CandidateError::TimedOut { limit_s }) if (limit_s - 0.1).abs() < 1e-3), "{:?}", r.outcome);
     }
 }

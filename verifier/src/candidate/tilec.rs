@@ -402,7 +402,8 @@ impl TilecCandidate {
         }
         safetensors_io::write(&in_path, &named).map_err(|e| CandidateError::Io(e.to_string()))?;
         let mut cmd = Self::command(executor, binding, &in_path, &out_path);
-        let ran = run_once(&mut cmd, super::call_time_limit(self.time_limit, &widened), self.address_space_limit_mb());
+        // The tensors as handed over (the harness's backstop counts the same), not widened.
+        let ran = run_once(&mut cmd, super::call_time_limit(self.time_limit, inputs), self.address_space_limit_mb());
         let _ = std::fs::remove_file(&in_path);
         ran.map_err(|e| match (executor, &e) {
             (Executor::Gpu { .. }, CandidateError::Exited { code, stderr_tail }) => binder_refusal(*code, stderr_tail).map_or(e, CandidateError::Refused),
