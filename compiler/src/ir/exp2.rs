@@ -2,9 +2,8 @@
 //! (an FMA rounds once), that the interpreter ([`exp2_f32`]) and every back end
 //! (`backend::math`) perform in the same order, so the GPU's `exp2` equals the interpreter's bit
 //! for bit at every argument that is not a NaN (a NaN gives a NaN; payloads are not kept bit for
-//! bit). A breaker's exhaustive sweep of all 2³² arguments found none more than one ulp off
-//! (14.1 M exactly one ulp off, the largest error 1.22 ulp before rounding). The operations are abstract ([`Exp2Arith`]): the interpreter runs
-//! them on `f32`, the back end on LLVM values, and [`exp2`] is the one place the order lives.
+//! bit). The operations are abstract ([`Exp2Arith`]): the interpreter runs them on `f32`, the
+//! back end on LLVM values, and [`exp2`] is the one place the order lives.
 //!
 //! Range reduction: `x` is clamped to [−160, 130] (beyond, the f32 result is already 0 or +inf),
 //! `n = rint(x)` and `f = x − n` (exact: `n` and `x` are within 1/2 of each other), `|f| ≤ 1/2`.
@@ -18,7 +17,8 @@
 //!
 //! Accuracy (the tests' sweep: 2,855,407 arguments over [−150, 129], subnormal results and
 //! overflow included): within one ulp of the correctly rounded 2^x everywhere, correctly rounded
-//! at 92.5 % of them. The verifier's rounding model counts it as two roundings
+//! at 92.5 % of them; an exhaustive sweep of all 2³² arguments (a review's, 2026-12-06) found
+//! none more than one ulp off. The verifier's rounding model counts it as two roundings
 //! (`verify::roundings`). The f64 evaluation the GPU used before (until 2026-12-06) was 30–35 %
 //! of the instructions executed by the per-channel-gate kernels (Nsight Compute,
 //! bench/ncu_kda.h100.2026-12-06.txt).
@@ -61,27 +61,44 @@ const CLAMP_LO: f32 = -160.0;
 /// Above this argument 2^x overflows f32 (2¹²⁸ is past f32::MAX).
 const CLAMP_HI: f32 = 130.0;
 
-/// `(ln 2)^i / i!` for i = 1..=8, each rounded from f64 to f32: the coefficients of `q`.
-pub fn q_coefficients() -> [f32; 8] {
+/// `(ln 2)^i / i!` for i = 1..=8, each rounded from f64 to f32: the coefficients of `q`
+/// (computed once, at compile time: the interpreter calls [`exp2_f32`] per element).
+const Q: [f32; 8] = {
     let mut c = [0.0f32; 8];
     let mut t = 1.0f64;
-    for (i, ci) in c.iter_mut().enumerate() {
+    let mut i = 0;
+    while i < 8 {
         t *= std::f64::consts::LN_2 / (i + 1) as f64;
-        *ci = t as f32;
+        c[i] = t as f32;
+        i += 1;
     }
     c
-}
+};
+
+/// Most coefficients [`estrin`] takes (its terms live in a stack array: no allocation on the
+/// interpreter's per-element path).
+const MAX_COEFFICIENTS: usize = 16;
 
 /// `Σ coef[i]·y^i` by Estrin's scheme over any arithmetic (`fma(a, m, c) = a·m + c` rounded
 /// once, `mul`): terms are paired as `coef[2k] + coef[2k+1]·y`, the pairs combined with `y²`,
 /// those with `y⁴`, and so on, so the dependence depth is about log₂ of the degree.
-pub fn estrin<T: Copy, E>(y: T, coef: &[T], fma: &dyn Fn(T, T, T) -> Result<T, E>, mul: &dyn Fn(T, T) -> Result<T, E>) -> Result<T, E> {
-    debug_assert!(!coef.is_empty(), "a polynomial needs a coefficient");
-    let mut terms: Vec<T> = coef.chunks(2).map(|c| if c.len() == 2 { fma(c[1], y, c[0]) } else { Ok(c[0]) }).collect::<Result<_, _>>()?;
+fn estrin<T: Copy, E>(y: T, coef: &[T], fma: &dyn Fn(T, T, T) -> Result<T, E>, mul: &dyn Fn(T, T) -> Result<T, E>) -> Result<T, E> {
+    assert!(!coef.is_empty() && coef.len() <= MAX_COEFFICIENTS, "estrin takes 1 to {MAX_COEFFICIENTS} coefficients");
+    let mut terms = [coef[0]; MAX_COEFFICIENTS];
+    let mut len = 0;
+    for c in coef.chunks(2) {
+        terms[len] = if c.len() == 2 { fma(c[1], y, c[0])? } else { c[0] };
+        len += 1;
+    }
     let mut power = y;
-    while terms.len() > 1 {
+    while len > 1 {
         power = mul(power, power)?;
-        terms = terms.chunks(2).map(|t| if t.len() == 2 { fma(t[1], power, t[0]) } else { Ok(t[0]) }).collect::<Result<_, _>>()?;
+        let mut next = 0;
+        for i in (0..len).step_by(2) {
+            terms[next] = if i + 1 < len { fma(terms[i + 1], power, terms[i])? } else { terms[i] };
+            next += 1;
+        }
+        len = next;
     }
     Ok(terms[0])
 }
@@ -91,7 +108,7 @@ pub fn exp2<A: Exp2Arith>(a: &A, x: A::F) -> Result<A::F, A::E> {
     let xc = a.clamp(x, CLAMP_LO, CLAMP_HI)?;
     let n = a.rint(xc)?;
     let f = a.sub(xc, n)?;
-    let coef = q_coefficients().map(|c| a.constant(c));
+    let coef = Q.map(|c| a.constant(c));
     let q = estrin(f, &coef, &|p, m, c| a.fma(p, m, c), &|p, m| a.mul(p, m))?;
     let p = a.fma(f, q, a.constant(1.0))?;
     let ni = a.to_int(n)?;
