@@ -243,7 +243,7 @@ impl ExternalCandidate {
             *guard = Some(self.spawn()?);
         }
         let p = guard.as_mut().ok_or_else(|| CandidateError::Io("no process".into()))?;
-        let limit = super::call_time_limit(self.time_limit, &[inputs, grads].concat());
+        let limit = super::call_time_limit(self.time_limit, inputs.iter().chain(grads));
         let resp_line = match p.request(&line, limit) {
             Ok(l) => l,
             Err(e) => {

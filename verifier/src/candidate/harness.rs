@@ -84,10 +84,11 @@ impl Harness {
     fn call(&self, gate: &str, dims: &Dims, inputs: Vec<Tensor>, which: Which) -> CallResult {
         // The executors' own limits count the same tensors: the inputs and a backward's
         // incoming gradients, as kverify hands them over (before any widening).
-        let limit = match &which {
-            Which::Backward(g) => super::call_time_limit(self.time_limit, &[inputs.as_slice(), g.as_slice()].concat()),
-            _ => super::call_time_limit(self.time_limit, &inputs),
+        let grads = match &which {
+            Which::Backward(g) => g.as_slice(),
+            _ => &[],
         };
+        let limit = super::call_time_limit(self.time_limit, inputs.iter().chain(grads));
         let before: Vec<u64> = inputs.iter().map(|t| t.checksum()).collect();
         let ids: Vec<usize> = inputs.iter().map(|t| t.storage_id()).collect();
         let (tx, rx) = mpsc::channel();

@@ -108,8 +108,8 @@ pub const TRANSFER_BYTES_PER_S: f64 = 50e6;
 /// harness's backstop count the same ones, so they agree on the limit and a call is judged
 /// hanging only past the time its own data takes to move. (For CMP-03's probe past 2^31 on a
 /// bf16 matmul, 4.3 GB of A: +172 s.)
-pub fn call_time_limit(base: std::time::Duration, inputs: &[Tensor]) -> std::time::Duration {
-    let bytes: usize = inputs.iter().map(|t| t.len() * t.dtype().bytes()).sum();
+pub fn call_time_limit<'a>(base: std::time::Duration, inputs: impl IntoIterator<Item = &'a Tensor>) -> std::time::Duration {
+    let bytes: usize = inputs.into_iter().map(|t| t.len() * t.dtype().bytes()).sum();
     base + std::time::Duration::from_secs_f64(2.0 * bytes as f64 / TRANSFER_BYTES_PER_S)
 }
 
