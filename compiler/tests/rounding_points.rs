@@ -127,3 +127,24 @@ fn the_wide_count_takes_every_float_operation() {
     assert!(output_roundings(&w, &w.operators[0], &[]).values().all(|&n| n == 1));
     assert_eq!(rounding_points(&w, &w.operators[0]).1, 2f64.powi(-24));
 }
+
+#[test]
+fn exp2_counts_two_arithmetic_roundings_and_exp_three() {
+    // exp2 is within one ulp, not half of one (tilec::ir::exp2): two roundings; exp is a
+    // rounded product x·log2 e and then exp2: three; a multiply is one.
+    let src = r#"
+kernel k(x: f32[64, 64], a: out f32[64, 64], e: out f32[64, 64], m: out f32[64, 64]) grid(1) threads(128) {
+    let t: smem = load x[:, :];
+    store a[:, :] = exp2(t);
+    store e[:, :] = exp(t);
+    store m[:, :] = t * 3.0;
+}
+operator op(x: f32[64, 64], a: out f32[64, 64], e: out f32[64, 64], m: out f32[64, 64]) {
+    k(x, a, e, m);
+}
+"#;
+    let c = check_source(src, &Options::default());
+    assert!(c.ok(), "{:?}", c.diags);
+    let r = tilec::verify::roundings::output_sites(&c.module, &c.module.operators[0], &[], tilec::verify::roundings::Sites::Arithmetic);
+    assert_eq!((r["a"], r["e"], r["m"]), (2, 3, 1));
+}
