@@ -126,7 +126,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             jobs.push(Job { kernel: v.clone(), tmem: pk.tmem, layout: layout.clone(), plan: tp });
         }
     }
-    let results = compile_parallel(&jobs, opts.cache.as_deref());
+    let results = compile_parallel(&jobs, opts.cache.as_deref(), opts.write_llvm);
     let mut compiled = vec![];
     for (j, r) in jobs.iter().zip(results) {
         let t = j.plan.target;
@@ -155,7 +155,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             let ptx_path = artifact::write(dir, &format!("{stem}.ptx"), c.ptx.as_bytes()).map_err(err)?;
             files.push(ptx_path.clone());
             if opts.write_llvm {
-                files.push(artifact::write(dir, &format!("{stem}.ll"), c.llvm_ir.as_bytes()).map_err(err)?);
+                files.push(artifact::write(dir, &format!("{stem}.ll"), c.llvm_ir.as_deref().unwrap_or_default().as_bytes()).map_err(err)?);
             }
             if ptxas_path.is_some() {
                 let cubin = dir.join(format!("{stem}.cubin"));
@@ -253,7 +253,7 @@ const CODEGEN_STACK_BYTES: usize = 256 << 20;
 ///
 /// Why threads: LLVM's `default<O3>` + NVPTX code generation is nearly all of `tilec build`'s
 /// time and scales with the number of modules (kernels × targets).
-fn compile_parallel(jobs: &[Job<'_>], cache: Option<&crate::cache::BuildCache>) -> Vec<Result<Compiled, BackendError>> {
+fn compile_parallel(jobs: &[Job<'_>], cache: Option<&crate::cache::BuildCache>, llvm_text: bool) -> Vec<Result<Compiled, BackendError>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
@@ -265,7 +265,7 @@ fn compile_parallel(jobs: &[Job<'_>], cache: Option<&crate::cache::BuildCache>) 
             let h = std::thread::Builder::new().name("tilec-codegen".into()).stack_size(CODEGEN_STACK_BYTES).spawn_scoped(s, || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(j) = jobs.get(i) else { break };
-                let r = backend::compile_kernel_cached(&j.kernel, &j.layout, j.plan, cache);
+                let r = backend::compile_kernel_cached(&j.kernel, &j.layout, j.plan, cache, llvm_text);
                 // A poisoned slot can only come from a panic in another job, which `scope`
                 // propagates anyway; store regardless.
                 *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);

@@ -1,6 +1,7 @@
 //! The build cache (`tilec::cache`): a second build of the same source takes every PTX from the
 //! cache and writes byte-identical artefacts; an edit to one kernel recompiles that kernel's
-//! modules only; an entry that is not PTX text is compiled again, not used.
+//! modules only; an entry that is not PTX text is compiled again, not used. And the PTX does not
+//! depend on whether the LLVM IR keeps its value names (`--emit llvm`) or discards them.
 
 use std::sync::Arc;
 
@@ -70,4 +71,27 @@ fn an_entry_that_is_not_text_is_compiled_again() {
     let c = Arc::new(BuildCache::at(&dir));
     assert_eq!(ptx(&build(SRC, &c)), good);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `--emit llvm` the LLVM context discards local value names (`backend::
+/// compile_kernel_cached`), a compile-time saving that must not change a byte of the PTX: K#1
+/// (wgmma fragments, software pipelining) and GDN's operator file, both targets.
+#[test]
+fn value_names_do_not_reach_the_ptx() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples");
+    for file in ["k1_reverse_scan.tile", "gdn.tile"] {
+        let path = root.join(file);
+        let src = std::fs::read_to_string(&path).expect("example");
+        let build = |write_llvm| {
+            let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm, frontend: Options::default(), cache: None };
+            build_source(&src, &path.display().to_string(), &opts).unwrap_or_else(|e| panic!("{file}: {e:?}"))
+        };
+        let (named, unnamed) = (build(true), build(false));
+        assert_eq!(ptx(&named), ptx(&unnamed), "{file}: the PTX depends on LLVM value names");
+        for b in &named.built {
+            let ir = b.compiled.llvm_ir.as_deref().unwrap_or_else(|| panic!("{file}: --emit llvm gave no IR"));
+            assert!(ir.contains("%warp = "), "{file} {}: the IR text lost its value names", b.kernel);
+        }
+        assert!(unnamed.built.iter().all(|b| b.compiled.llvm_ir.is_none()), "{file}: IR text printed though not asked for");
+    }
 }

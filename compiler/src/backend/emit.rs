@@ -71,6 +71,9 @@ pub(crate) struct Codegen<'ctx, 'k> {
     /// Register-resident accumulators: each one's fragment array (a stack array with constant
     /// indices, which SROA turns into registers; `sm90::wgmma`).
     pub fragments: SecondaryMap<crate::ir::Var, Option<PointerValue<'ctx>>>,
+    /// Per fragment array, a pointer to each of its floats, built once in the entry block
+    /// ([`Codegen::frag_slot`]).
+    pub(crate) frag_slots: std::collections::HashMap<PointerValue<'ctx>, Vec<PointerValue<'ctx>>>,
     /// The software-pipelined loops being emitted, innermost last ([`super::pipeline`]).
     pub(crate) pipes: Vec<super::pipeline::ActivePipeline<'ctx>>,
     /// Whether a wgmma group may still be in flight here (an MMA of a pipelined loop left
@@ -156,6 +159,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             tmem_base: None,
             mma_phase: None,
             fragments: SecondaryMap::new(),
+            frag_slots: std::collections::HashMap::new(),
             pipes: vec![],
             wgmma_pending: false,
             inflight: vec![],

@@ -57,7 +57,7 @@ pub fn machine(target: Target, long: bool) -> Result<TargetMachine, BackendError
 }
 
 /// Instructions in `module`'s function bodies.
-fn instruction_count(module: &Module<'_>) -> usize {
+pub(crate) fn instruction_count(module: &Module<'_>) -> usize {
     let mut n = 0;
     let mut f = module.get_first_function();
     while let Some(func) = f {

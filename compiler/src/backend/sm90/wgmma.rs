@@ -57,6 +57,18 @@ impl<'ctx> Codegen<'ctx, '_> {
             let p = self.entry_alloca(ty.into(), &format!("frag.{}", self.k.vars[v].name))?;
             self.b.build_store(p, ty.const_zero())?;
             self.fragments[v] = Some(p);
+            // Every float's pointer once, right after the array: a pointer per use made a
+            // third of a long kernel's instructions, all for SROA to fold away again.
+            let at = self.ctx.create_builder();
+            match p.as_instruction().and_then(|i| i.get_next_instruction()) {
+                Some(next) => at.position_before(&next),
+                None => at.position_at_end(self.func.get_first_basic_block().ok_or_else(|| BackendError::Invalid("kernel has no entry block".into()))?),
+            }
+            let slots = (0..d.floats_per_thread())
+                // SAFETY of the GEP: a constant index below the array's length.
+                .map(|i| unsafe { at.build_in_bounds_gep(ty, p, &[self.i32(0), self.i32(i as i32)], "fr") })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.frag_slots.insert(p, slots);
         }
         Ok(())
     }
@@ -68,11 +80,13 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// Pointer to float `idx` of a fragment array.
+    /// Pointer to float `idx` of a fragment array of `len` floats.
     pub(crate) fn frag_slot(&self, arr: PointerValue<'ctx>, len: u32, idx: u32) -> Result<PointerValue<'ctx>, BackendError> {
-        let ty = self.ctx.f32_type().array_type(len);
-        // SAFETY of the GEP: a constant index below the array's length.
-        Ok(unsafe { self.b.build_in_bounds_gep(ty, arr, &[self.i32(0), self.i32(idx as i32)], "fr")? })
+        self.frag_slots
+            .get(&arr)
+            .filter(|s| s.len() == len as usize)
+            .and_then(|s| s.get(idx as usize).copied())
+            .ok_or_else(|| BackendError::Invalid(format!("float {idx} of a fragment array of {len} floats")))
     }
 
     /// Runs `body(slot, unit row origin, unit column origin, thread in warpgroup)` for each slot
