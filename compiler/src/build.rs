@@ -258,13 +258,19 @@ fn compile_parallel(jobs: &[Job<'_>], cache: Option<&crate::cache::BuildCache>, 
     use std::sync::Mutex;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
     let next = AtomicUsize::new(0);
+    // Longest first (LPT scheduling), so that no thread starts a long module while the others
+    // run out of work: the cost estimate is the kernel's tile-IR length, sm_90a counting
+    // double (its fragment code is per register; in gdn.tile its LLVM time is ~1.5x sm_100a's).
+    let cost = |j: &Job<'_>| j.kernel.kernel().insts.len() * if j.plan.target == Target::Sm90a { 2 } else { 1 };
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(cost(&jobs[i])));
     let slots: Vec<Mutex<Option<Result<Compiled, BackendError>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
     let spawned = std::thread::scope(|s| {
         let mut handles = vec![];
         for _ in 0..workers {
             let h = std::thread::Builder::new().name("tilec-codegen".into()).stack_size(CODEGEN_STACK_BYTES).spawn_scoped(s, || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(j) = jobs.get(i) else { break };
+                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                let j = &jobs[i];
                 let r = backend::compile_kernel_cached(&j.kernel, &j.layout, j.plan, cache, llvm_text);
                 // A poisoned slot can only come from a panic in another job, which `scope`
                 // propagates anyway; store regardless.

@@ -4,7 +4,8 @@
 //! (gdn.tile: ~13 s of CPU over 50 modules on this 2-core machine) and ptxas most of the rest,
 //! while an edit usually changes one kernel. As Triton's and TileLang's kernel caches do, the
 //! compiled artefacts are stored by content: the key of a PTX text is the SHA-256 of the
-//! module's LLVM IR before optimisation, the target and this compiler's fingerprint; the key
+//! module's LLVM bitcode before optimisation (not its text: printing a long module cost more
+//! than hashing it), the target and this compiler's fingerprint; the key
 //! of a cubin that of the PTX, the target and ptxas's identity. The front end, the planners
 //! and the LLVM IR emission still run every time (a few percent of the build), so every
 //! diagnostic, plan and metadata field is computed afresh; only LLVM's and ptxas's work on an
