@@ -36,11 +36,13 @@ fn f64_to_f32_round_odd(x: f64) -> f32 {
 }
 
 /// f32 → bf16, round to nearest, ties to even (NaN stays NaN, overflow gives ±∞).
+#[inline]
 pub fn f32_to_bf16(x: f32) -> bf16 {
     bf16::from_f32(x)
 }
 
 /// f32 → f16, round to nearest, ties to even (NaN stays NaN, overflow gives ±∞).
+#[inline]
 pub fn f32_to_f16(x: f32) -> f16 {
     f16::from_f32(x)
 }

@@ -247,41 +247,20 @@ struct Job<'a> {
 /// nothing until touched.
 const CODEGEN_STACK_BYTES: usize = 256 << 20;
 
-/// Compiles every job, on up to `available_parallelism` threads with [`CODEGEN_STACK_BYTES`]
-/// of stack (each LLVM module has its own context, so modules are independent); results in job
+/// Compiles every job on all cores ([`crate::parallel`], with [`CODEGEN_STACK_BYTES`] of stack
+/// each; each LLVM module has its own context, so modules are independent); results in job
 /// order.
 ///
 /// Why threads: LLVM's `default<O3>` + NVPTX code generation is nearly all of `tilec build`'s
 /// time and scales with the number of modules (kernels × targets).
 fn compile_parallel(jobs: &[Job<'_>], cache: Option<&crate::cache::BuildCache>, llvm_text: bool) -> Vec<Result<Compiled, BackendError>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
-    let next = AtomicUsize::new(0);
-    // Longest first (LPT scheduling), so that no thread starts a long module while the others
-    // run out of work: the cost estimate is the kernel's tile-IR length, sm_90a counting
-    // double (its fragment code is per register; in gdn.tile its LLVM time is ~1.5x sm_100a's).
+    // Longest first: the cost estimate is the kernel's tile-IR length, sm_90a counting double
+    // (its fragment code is per register; in gdn.tile its LLVM time is ~1.5x sm_100a's).
     let cost = |j: &Job<'_>| j.kernel.kernel().insts.len() * if j.plan.target == Target::Sm90a { 2 } else { 1 };
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(cost(&jobs[i])));
-    let slots: Vec<Mutex<Option<Result<Compiled, BackendError>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
-    let spawned = std::thread::scope(|s| {
-        let mut handles = vec![];
-        for _ in 0..workers {
-            let h = std::thread::Builder::new().name("tilec-codegen".into()).stack_size(CODEGEN_STACK_BYTES).spawn_scoped(s, || loop {
-                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
-                let j = &jobs[i];
-                let r = backend::compile_kernel_cached(&j.kernel, &j.layout, j.plan, cache, llvm_text);
-                // A poisoned slot can only come from a panic in another job, which `scope`
-                // propagates anyway; store regardless.
-                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-            handles.push(h);
-        }
-        handles.into_iter().filter(Result::is_ok).count()
-    });
-    let why = if spawned == 0 { "no code-generation thread could be started" } else { "code generation job did not run" };
-    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(BackendError::Invalid(why.into())))).collect()
+    crate::parallel::map_longest_first(jobs, cost, CODEGEN_STACK_BYTES, |j| backend::compile_kernel_cached(&j.kernel, &j.layout, j.plan, cache, llvm_text))
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(BackendError::Invalid("no code-generation thread could be started".into()))))
+        .collect()
 }
 
 /// Reads and builds a file.

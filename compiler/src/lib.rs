@@ -26,4 +26,5 @@ pub mod backend;
 pub mod artifact;
 pub mod build;
 pub mod cache;
+pub mod parallel;
 pub mod verify;

@@ -196,7 +196,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// tensor, skipping elements outside it and, with a `where` mask, elements whose mask is
     /// false.
     pub fn store(&mut self, dst: Param, index: &[Index], value: Value, mask: Option<Value>) -> Result<(), BackendError> {
-                let lens: Vec<u32> = index.iter().filter_map(|ix| if let Index::Range { len, .. } = ix { Some(*len) } else { None }).collect();
+        let lens: Vec<u32> = index.iter().filter_map(|ix| if let Index::Range { len, .. } = ix { Some(*len) } else { None }).collect();
         let (rows, cols) = match lens.as_slice() {
             [] => (1, 1),
             [n] => (*n, 1),

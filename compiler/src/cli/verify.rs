@@ -24,12 +24,17 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
         }
         None => None,
     };
+    let opts = crate::interp::Options::default();
+    // On the interpreter every operator's run and its wide twin's are independent: all of them
+    // run on every core first, and are printed in order below. (`--verify=gpu` judges one at
+    // a time: one GPU.)
+    let mut ahead = if gpu.is_none() { interpreter_verdicts(&checked.module, &opts) } else { vec![] }.into_iter();
     for op in &checked.module.operators {
         let Some(model) = op.contract else {
             eprintln!("verify: operator {} declares no contract: not judged", op.name);
             continue;
         };
-        let opts = crate::interp::Options::default();
+        let (narrow, wide) = ahead.next().map_or((None, None), |(n, w)| (Some(n), Some(w)));
         let result = on_gpu(
             &mut gpu,
             &format!("{}.sm_90a.plan.json", op.name),
@@ -40,7 +45,7 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
             Some(r) => r,
             None => {
                 println!("verify {} against kverify's fp64 oracle of {} (token-serial), on the interpreter ({} numerics):", op.name, model.name(), opts.target);
-                crate::verify::verify_operator(&checked.module, op, &opts)
+                narrow.unwrap_or_else(|| crate::verify::verify_operator(&checked.module, op, &opts))
             }
         };
         let w = if op.params.iter().any(|p| p.name == "cu_seqlens") { 44 } else { 28 };
@@ -75,7 +80,7 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
                 }
                 // The mathematics alone: the same operator with nothing rounded to 16 bits.
                 println!("  wide twin of {} (every bf16/f16 made f32), on the interpreter:", op.name);
-                match crate::verify::verify_wide(&checked.module, op, &opts) {
+                match wide.unwrap_or_else(|| crate::verify::verify_wide(&checked.module, op, &opts)) {
                     Ok(wv) => {
                         let (n, bad) = rows(&mut wv.judgements.iter());
                         (judged, violations) = (judged + n, violations + bad);
@@ -121,6 +126,25 @@ pub(super) fn verify(checked: &crate::frontend::Checked, gpu: Option<(Option<Pat
     let all = if judged == 1 { "within its bound" } else { "all within their bounds" };
     eprintln!("verify: {judged} output{} judged{place}, {all}", plural(judged));
     ExitCode::SUCCESS
+}
+
+/// Stack of a verification thread: the interpreter and the oracle recurse little, but a
+/// kernel's nested blocks are evaluated recursively; 64 MiB of reserved address space costs
+/// nothing until touched.
+const VERIFY_STACK_BYTES: usize = 64 << 20;
+
+type Verdicts = (Result<crate::verify::Verdict, crate::verify::VerifyError>, Result<crate::verify::Verdict, crate::verify::VerifyError>);
+
+/// Every operator with a contract judged on the interpreter, and its wide twin, on all cores
+/// ([`crate::parallel`], the longest first by the tile-IR length of the kernels it launches), in
+/// the module's order. A job no thread ran is run here.
+fn interpreter_verdicts(module: &crate::ir::Module, opts: &crate::interp::Options) -> Vec<Verdicts> {
+    let ops: Vec<&crate::ir::Operator> = module.operators.iter().filter(|o| o.contract.is_some()).collect();
+    let jobs: Vec<(&crate::ir::Operator, bool)> = ops.iter().flat_map(|&op| [(op, false), (op, true)]).collect();
+    let cost = |&(op, _): &(&crate::ir::Operator, bool)| op.launches.iter().filter_map(|l| module.kernels.iter().find(|k| k.name == l.kernel)).map(|k| k.insts.len()).sum::<usize>();
+    let run = |&(op, wide): &(&crate::ir::Operator, bool)| if wide { crate::verify::verify_wide(module, op, opts) } else { crate::verify::verify_operator(module, op, opts) };
+    let mut done = crate::parallel::map_longest_first(&jobs, cost, VERIFY_STACK_BYTES, run).into_iter().zip(&jobs).map(|(r, job)| r.unwrap_or_else(|| run(job)));
+    ops.iter().filter_map(|_| Some((done.next()?, done.next()?))).collect()
 }
 
 /// `--verify=gpu`'s attempt at one operator or kernel: when `gpu` holds tilec-run and the output

@@ -449,14 +449,18 @@ impl<'a> Cta<'a> {
         // Element (i, j) of an operand stored as `rows x cols`, seen through its transposition.
         let a_at = |i: usize, kk: usize| if at { av[kk * m + i] } else { av[i * ka + kk] };
         let b_at = |kk: usize, j: usize| if bt { bv[j * kb + kk] } else { bv[kk * n + j] };
+        // A's rows and B's columns, each contiguous, for `mma::row` (products of bf16/f16
+        // values are exact in f32).
+        let a_rows: Vec<f32> = (0..m).flat_map(|i| (0..ka).map(move |kk| a_at(i, kk))).collect();
+        let b_cols: Vec<f32> = (0..n).flat_map(|j| (0..ka).map(move |kk| b_at(kk, j))).collect();
         // Which lowering's association applies (mma.rs): sm_100a seeds tcgen05.mma with D_old
         // for a TMEM accumulator; every other accumulator takes the mma.sync path.
         let seeded = mma::seeds_accumulator(self.target, self.k, &self.roles, dst);
-        let val = Val::build(dt, |i, j| {
-            // Products of bf16/f16 values are exact in f32.
-            let d = mma::element(ka, |kk| a_at(i, kk) * b_at(kk, j), old.as_ref().map(|o| o[i * n + j]), negate, seeded);
-            S::F(d).convert(dt.elem())
-        })?;
+        let mut d = Vec::with_capacity(m * n);
+        for i in 0..m {
+            mma::row(&a_rows[i * ka..(i + 1) * ka], &b_cols, n, old.as_ref().map(|o| &o[i * n..(i + 1) * n]), negate, seeded, &mut d);
+        }
+        let val = Val::build(dt, |i, j| S::F(d[i * n + j]).convert(dt.elem()))?;
         if let Some(w) = self.watch.as_deref_mut() {
             w.var(dst, &val);
         }

@@ -80,6 +80,76 @@ pub fn element(kd: usize, prod: impl Fn(usize) -> f32, old: Option<f32>, negate:
     }
 }
 
+/// Independent elements of one output row advanced together by [`row`]: as many dependency
+/// chains of f64 additions in flight as fit in registers.
+const LANES: usize = 8;
+
+/// Row `i` of an MMA: element `j < n` is `element(kd, |kk| a_row[kk] · b_cols[j·kd + kk],
+/// old[j], negate, seeded)` (`kd = a_row.len()`; `b_cols` holds B's `n` columns, each
+/// contiguous), appended to `out`.
+///
+/// The same operations in the same order per element as [`element`] (so the same bits), but
+/// [`LANES`] columns at a time: one element's K loop is a chain of dependent f64 additions, and
+/// interleaving independent chains keeps the adder busy.
+pub fn row(a_row: &[f32], b_cols: &[f32], n: usize, old: Option<&[f32]>, negate: bool, seeded: bool, out: &mut Vec<f32>) {
+    let kd = a_row.len();
+    let mut j0 = 0;
+    while j0 < n {
+        let w = LANES.min(n - j0);
+        let col = |l: usize| &b_cols[(j0 + l) * kd..(j0 + l + 1) * kd];
+        let old_at = |l: usize| old.map(|o| o[j0 + l]);
+        if w < LANES || kd == 0 {
+            // The ragged end of the row (or no K at all), one element at a time.
+            out.extend((0..w).map(|l| {
+                let c = col(l);
+                element(kd, |kk| a_row[kk] * c[kk], old_at(l), negate, seeded)
+            }));
+            j0 += w;
+            continue;
+        }
+        let cols: [&[f32]; LANES] = std::array::from_fn(col);
+        if seeded {
+            // `element`'s seeded branch per lane: D_old (if any) enters the first step's sum.
+            let sign = if negate { -1.0f32 } else { 1.0 };
+            let mut d: [Option<f32>; LANES] = std::array::from_fn(old_at);
+            for k0 in (0..kd).step_by(STEP_K) {
+                let k1 = (k0 + STEP_K).min(kd);
+                let mut s: [f64; LANES] = std::array::from_fn(|l| {
+                    let p = f64::from(sign * (a_row[k0] * cols[l][k0]));
+                    d[l].map_or(p, |c| f64::from(c) + p)
+                });
+                for kk in k0 + 1..k1 {
+                    for l in 0..LANES {
+                        s[l] += f64::from(sign * (a_row[kk] * cols[l][kk]));
+                    }
+                }
+                d = std::array::from_fn(|l| Some(s[l] as f32));
+            }
+            out.extend(d.iter().map(|x| x.unwrap_or(0.0)));
+        } else {
+            // `element`'s mma.sync branch per lane: steps from +0, D_old added at the end.
+            let mut acc = [0.0f32; LANES];
+            for k0 in (0..kd).step_by(STEP_K) {
+                let k1 = (k0 + STEP_K).min(kd);
+                let mut s: [f64; LANES] = std::array::from_fn(|l| f64::from(acc[l]));
+                for kk in k0..k1 {
+                    for l in 0..LANES {
+                        s[l] += f64::from(a_row[kk] * cols[l][kk]);
+                    }
+                }
+                acc = std::array::from_fn(|l| s[l] as f32);
+            }
+            out.extend((0..LANES).map(|l| match (old_at(l), negate) {
+                (Some(o), false) => o + acc[l],
+                (Some(o), true) => o - acc[l],
+                (None, false) => acc[l],
+                (None, true) => -acc[l],
+            }));
+        }
+        j0 += LANES;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +199,52 @@ mod tests {
             assert_eq!(element(32, prod, None, false, seeded), 2.0);
             assert_eq!(element(32, prod, None, true, seeded), -2.0);
         }
+    }
+
+    #[test]
+    fn a_row_is_its_elements_bit_for_bit() {
+        // splitmix64: a fixed stream, no dependency.
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        // Values spanning many binades, signed zeros and ties near 2^24, so that any change of
+        // order, lane or association shows in the bits.
+        let mut draw = || -> f32 {
+            let r = next();
+            match r % 8 {
+                0 => 0.0,
+                1 => -0.0,
+                2 => BIG,
+                3 => -1.0,
+                _ => {
+                    let unit = (r >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+                    round_bf16(unit * 2f32.powi((r >> 8) as i32 % 30))
+                }
+            }
+        };
+        for kd in [0, 1, 15, 16, 17, 40, 64] {
+            for n in [1, 7, 8, 9, 19, 32] {
+                let a: Vec<f32> = (0..kd).map(|_| draw()).collect();
+                let b: Vec<f32> = (0..n * kd).map(|_| draw()).collect();
+                let old: Vec<f32> = (0..n).map(|_| draw()).collect();
+                for (negate, seeded, with_old) in (0..8).map(|m| (m & 1 == 1, m & 2 == 2, m & 4 == 4)) {
+                    let o = with_old.then_some(old.as_slice());
+                    let mut got = vec![];
+                    row(&a, &b, n, o, negate, seeded, &mut got);
+                    let want: Vec<u32> = (0..n).map(|j| element(kd, |kk| a[kk] * b[j * kd + kk], o.map(|o| o[j]), negate, seeded).to_bits()).collect();
+                    assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want, "kd {kd} n {n} negate {negate} seeded {seeded} old {with_old}");
+                }
+            }
+        }
+    }
+
+    fn round_bf16(x: f32) -> f32 {
+        tilec_abi::round::f32_to_bf16(x).to_f32()
     }
 
     #[test]

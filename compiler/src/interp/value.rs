@@ -22,6 +22,7 @@ pub enum S {
 }
 
 /// Rounds an f32 to `elem` (round to nearest even for bf16/f16; identity for f32).
+#[inline]
 pub fn round_to(elem: Elem, x: f32) -> f32 {
     match elem {
         Elem::Bf16 => f32_to_bf16(x).to_f32(),
@@ -31,6 +32,7 @@ pub fn round_to(elem: Elem, x: f32) -> f32 {
 }
 
 /// Narrows a checked i64 result to i32.
+#[inline]
 pub fn fit_i32(x: i64) -> Result<i64, ExecError> {
     if i32::try_from(x).is_ok() {
         Ok(x)
@@ -43,6 +45,7 @@ impl S {
     /// Converts to `to`: floats round to nearest even; floats to i32 truncate toward zero (the
     /// GPU's `cvt.rzi`) and fail on NaN or out-of-range values; predicates become 0/1;
     /// numbers become predicates by `!= 0`.
+    #[inline]
     pub fn convert(self, to: Elem) -> Result<S, ExecError> {
         Ok(match (self, to) {
             (S::B(b), Elem::Bool) => S::B(b),
@@ -57,7 +60,9 @@ impl S {
                 }
                 S::I(t as i64)
             }
-            (S::B(b), e) => S::F(if b { 1.0 } else { 0.0 }).convert(e)?,
+            // 0 and 1 are exact in every float type (not a recursive call: that kept the hot
+            // float arm from being inlined).
+            (S::B(b), _) => S::F(if b { 1.0 } else { 0.0 }),
             // i64 -> f32 rounds to nearest even; |i| < 2^31 so a second rounding to a 16-bit
             // type is exact except for ties, which cannot arise below 2^24 anyway.
             (S::I(i), e) => S::F(round_to(e, i as f32)),
@@ -66,6 +71,7 @@ impl S {
     }
 
     /// The element as an f32 operand of float arithmetic (integers convert, rounding to nearest).
+    #[inline]
     pub fn as_f32(self) -> Result<f32, ExecError> {
         match self {
             S::F(x) => Ok(x),
@@ -75,6 +81,7 @@ impl S {
     }
 
     /// The element as an integer operand.
+    #[inline]
     pub fn as_i64(self) -> Result<i64, ExecError> {
         match self {
             S::I(i) => Ok(i),
@@ -84,6 +91,7 @@ impl S {
     }
 
     /// The element as a predicate.
+    #[inline]
     pub fn as_bool(self) -> Result<bool, ExecError> {
         match self {
             S::B(b) => Ok(b),
