@@ -15,8 +15,45 @@ use super::value::{fit_i32, round_to, Val, S};
 use crate::ir::exp2::exp2_f32;
 use crate::ir::{Axis, BinOp, CmpOp, Elem, ReduceOp, Type, UnOp};
 
+/// `f` over the f32 values of `a` (broadcast to `ty`), each result rounded to `ty`'s float
+/// element type: the float case of [`unary`], one loop per operation so that the operation is
+/// chosen once, not per element.
+fn float_map(a: &Val, ty: Type, f: impl Fn(f32) -> f32) -> Result<Val, ExecError> {
+    let e = ty.elem();
+    if a.dims() == dims(ty) && ty.shape().is_some() {
+        let data = a.data.iter().map(|x| Ok(S::F(round_to(e, f(x.as_f32()?))))).collect::<Result<Vec<_>, ExecError>>()?;
+        return Ok(Val { elem: e, shape: ty.shape().map(|(r, c)| (r as usize, c as usize)), data });
+    }
+    let at = a.broadcaster(dims(ty))?;
+    Val::build(ty, |r, c| Ok(S::F(round_to(e, f(at(r, c).as_f32()?)))))
+}
+
+/// `f` over pairs of f32 values of `a` and `b` (broadcast to `ty`), rounded to `ty`'s float
+/// element type: the float case of [`binary`] (see [`float_map`]).
+fn float_zip(a: &Val, b: &Val, ty: Type, f: impl Fn(f32, f32) -> f32) -> Result<Val, ExecError> {
+    let e = ty.elem();
+    let d = dims(ty);
+    if a.dims() == d && b.dims() == d && ty.shape().is_some() {
+        let data = a.data.iter().zip(&b.data).map(|(x, y)| Ok(S::F(round_to(e, f(x.as_f32()?, y.as_f32()?))))).collect::<Result<Vec<_>, ExecError>>()?;
+        return Ok(Val { elem: e, shape: ty.shape().map(|(r, c)| (r as usize, c as usize)), data });
+    }
+    let (at, bt) = (a.broadcaster(d)?, b.broadcaster(d)?);
+    Val::build(ty, |r, c| Ok(S::F(round_to(e, f(at(r, c).as_f32()?, bt(r, c).as_f32()?)))))
+}
+
 /// `op(a)` with result type `ty`.
 pub fn unary(op: UnOp, a: &Val, ty: Type) -> Result<Val, ExecError> {
+    if ty.elem().is_float() {
+        match op {
+            UnOp::Neg => return float_map(a, ty, |x| -x),
+            UnOp::Abs => return float_map(a, ty, f32::abs),
+            UnOp::Exp2 => return float_map(a, ty, exp2_f32),
+            UnOp::Log2 => return float_map(a, ty, f32::log2),
+            UnOp::Exp => return float_map(a, ty, |x| exp2_f32(x * std::f32::consts::LOG2_E)),
+            UnOp::Sqrt => return float_map(a, ty, f32::sqrt),
+            UnOp::Not => {}
+        }
+    }
     let at = a.broadcaster(dims(ty))?;
     let elem = ty.elem();
     Val::build(ty, |r, c| {
@@ -45,6 +82,20 @@ pub fn unary(op: UnOp, a: &Val, ty: Type) -> Result<Val, ExecError> {
 
 /// `op(a, b)` with broadcasting and result type `ty`.
 pub fn binary(op: BinOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
+    if ty.elem().is_float() {
+        match op {
+            BinOp::Add => return float_zip(a, b, ty, |x, y| x + y),
+            BinOp::Sub => return float_zip(a, b, ty, |x, y| x - y),
+            BinOp::Mul => return float_zip(a, b, ty, |x, y| x * y),
+            BinOp::Div => return float_zip(a, b, ty, |x, y| x / y),
+            BinOp::Rem => return float_zip(a, b, ty, |x, y| x % y),
+            BinOp::Min => return float_zip(a, b, ty, minimum),
+            BinOp::Max => return float_zip(a, b, ty, maximum),
+            BinOp::FMin => return float_zip(a, b, ty, f32::min),
+            BinOp::FMax => return float_zip(a, b, ty, f32::max),
+            BinOp::Cdiv | BinOp::And | BinOp::Or => {}
+        }
+    }
     let (at, bt) = (a.broadcaster(dims(ty))?, b.broadcaster(dims(ty))?);
     let elem = ty.elem();
     Val::build(ty, |r, c| {
