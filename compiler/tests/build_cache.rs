@@ -87,6 +87,17 @@ fn value_names_do_not_reach_the_ptx() {
             build_source(&src, &path.display().to_string(), &opts).unwrap_or_else(|e| panic!("{file}: {e:?}"))
         };
         let (named, unnamed) = (build(true), build(false));
+        // And the names are gone before the cache key is taken: a build with `--emit llvm`
+        // reuses every module of a plain one.
+        if file == "k1_reverse_scan.tile" {
+            let dir = scratch("named");
+            let opts = |write_llvm, c: &Arc<BuildCache>| BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm, frontend: Options::default(), cache: Some(c.clone()) };
+            build_source(&src, &path.display().to_string(), &opts(false, &Arc::new(BuildCache::at(&dir)))).expect("plain build");
+            let c = Arc::new(BuildCache::at(&dir));
+            let again = build_source(&src, &path.display().to_string(), &opts(true, &c)).expect("--emit llvm build");
+            assert_eq!(c.stats("ptx"), (again.built.len() as u32, 0), "--emit llvm did not reuse the plain build's PTX");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         assert_eq!(ptx(&named), ptx(&unnamed), "{file}: the PTX depends on LLVM value names");
         for b in &named.built {
             let ir = b.compiled.llvm_ir.as_deref().unwrap_or_else(|| panic!("{file}: --emit llvm gave no IR"));

@@ -34,6 +34,13 @@ fn init_nvptx() {
 /// generation, k2_wy_vjp (≈ 25,700) included: with them its SASS is 7,554 instructions and 228
 /// registers instead of 9,601 and 254, and on an H100 it ran in 0.497 ms instead of 0.673 at
 /// B=8 T=2048 H=16, outputs bitwise the same (docs/results.md, twenty-first session).
+///
+/// Counted since the twenty-third session without the per-use pointers into wgmma fragment
+/// arrays, which the emitter no longer makes (one per array element, in the entry block): about
+/// a quarter fewer in a wgmma-heavy module. k2_wy_vjp now counts ≈ 23,300; the generated
+/// programs of 42–54 sequential MMA loops (`tests/programs`), ≈ 30,000–41,000 before, now fall
+/// under the bound and get the full pipeline: a tenth of the PTX, about twice the LLVM time
+/// (0.4 → 1.0 s). Every shipped kernel's PTX is unchanged.
 pub const LONG_FUNCTION_INSTRUCTIONS: usize = 30_000;
 
 /// The IR pipeline of a module over [`LONG_FUNCTION_INSTRUCTIONS`].

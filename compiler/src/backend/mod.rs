@@ -165,7 +165,13 @@ pub fn compile_kernel_cached(v: &Validated<'_>, tmem: &TmemLayout, plan: &Target
     }
     let cg = emit::Codegen::new(&ctx, k, tmem, plan, for_target(target))?;
     let (module, smem_bytes) = cg.run()?;
-    let llvm_ir = llvm_text.then(|| module.print_to_string().to_string());
+    let llvm_ir = llvm_text.then(|| {
+        let text = module.print_to_string().to_string();
+        // The same module as a build without `--emit llvm` from here on: the same cache key
+        // (a plain build's PTX is reused, and the other way round) and the same optimisation.
+        strip_local_names(&module);
+        text
+    });
     let timing = std::env::var_os("TILEC_TIMING").is_some();
     let instructions = if timing { llvm::instruction_count(&module) } else { 0 };
     let t1 = std::time::Instant::now();
@@ -187,6 +193,23 @@ pub fn compile_kernel_cached(v: &Validated<'_>, tmem: &TmemLayout, plan: &Target
         eprintln!("timing {} {target}: emit_llvm {:.1} ms, opt_and_ptx {:.1} ms, {} IR instructions", k.name, (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3, instructions);
     }
     Ok(Compiled { ptx, llvm_ir, smem_bytes, threads: k.threads, tensor_maps: crate::passes::tma::to_meta(k, &plan.tma) })
+}
+
+/// Removes the names of every parameter, block and instruction, as a context that discards
+/// value names would have left them.
+fn strip_local_names(module: &inkwell::module::Module<'_>) {
+    for f in module.get_functions() {
+        for p in f.get_param_iter() {
+            p.set_name("");
+        }
+        for bb in f.get_basic_blocks() {
+            bb.set_name("");
+            for i in bb.get_instructions() {
+                // A void instruction has no name to remove.
+                let _ = i.set_name("");
+            }
+        }
+    }
 }
 
 /// The lowering of `target` (chosen here, once, so that the core does not depend on the targets).

@@ -88,7 +88,9 @@ const LANES: usize = 8;
 /// old[j], negate, seeded)` (`kd = a_row.len()`; `b_cols` holds B's `n` columns, each
 /// contiguous), appended to `out`.
 ///
-/// The same operations in the same order per element as [`element`] (so the same bits), but
+/// The same operations in the same order per element as [`element`] (so the same bits, a NaN's
+/// sign and payload aside: x86 returns one operand's NaN, and which one follows the operand
+/// order the Rust compiler chose; the GPU returns its canonical NaN anyway), but
 /// [`LANES`] columns at a time: one element's K loop is a chain of dependent f64 additions, and
 /// interleaving independent chains keeps the adder busy.
 pub fn row(a_row: &[f32], b_cols: &[f32], n: usize, old: Option<&[f32]>, negate: bool, seeded: bool, out: &mut Vec<f32>) {
