@@ -7,8 +7,9 @@
 //! * it has exactly one use, in the same block, by a consumer that reads tiles element by element
 //!   (the operations above, `Store`, `WriteVar`, `Reduce`), and the consumer does not broadcast it
 //!   (a broadcast operand would be recomputed for every column or row), and is not a column sum
-//!   that would compute costly terms on at most half the CTA's threads ([`starves_threads`]) — or, for a `ReadVar` of a
-//!   shared-memory variable, a view of it (`Slice`: it reads the few elements it takes in place);
+//!   that would compute costly terms on at most half the CTA's threads ([`starves_threads`]) —
+//!   or, for a `ReadVar` of a shared-memory variable, a view of it (`Slice`: it reads the few
+//!   elements it takes in place);
 //! * for a `Load`: no `Store` to the same tensor, and for a `ReadVar`: no write of the variable,
 //!   happens between the definition and the point where the fused expression is evaluated (the
 //!   final non-fused consumer).
@@ -344,7 +345,6 @@ fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, 
     }
 }
 
-/// Whether instruction `i` (or anything nested in it) stores to tensor `p`.
 /// Whether the terms `v` (`[rows, cols]`) of a column sum should get a buffer rather than be
 /// evaluated in the sum's loop: the loop folds each column in one thread, from row 0 (the
 /// interpreter's order), so fused terms are computed by `cols` threads; when that is at most
@@ -372,6 +372,7 @@ fn starves_threads(k: &Kernel, uses: &SecondaryMap<Value, Vec<Inst>>, v: Value, 
     false
 }
 
+/// Whether instruction `i` (or anything nested in it) stores to tensor `p`.
 fn writes_param(k: &Kernel, i: Inst, p: crate::ir::Param) -> bool {
     match &k.insts[i].op {
         Op::Store { dst, .. } => *dst == p,
