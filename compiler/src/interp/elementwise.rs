@@ -353,6 +353,45 @@ mod tests {
     }
 
     #[test]
+    fn every_float_op_on_matching_and_broadcast_shapes() {
+        // Asymmetric operands (x − y ≠ y − x, x / y ≠ y / x, ...), the same result whether the
+        // shapes match (one loop over the data) or a row and a column broadcast to 2 x 2 (the
+        // broadcasting path), and each element what the f32 operation gives, rounded to bf16.
+        let (xs, ys) = ([3.0f32, -0.5, 7.25, 0.0], [2.0f32, 1.5, -4.0, -0.0]);
+        let ty = Type::tile(Elem::Bf16, 2, 2);
+        let want_of = |f: &dyn Fn(f32, f32) -> f32| -> Vec<u32> { xs.iter().zip(&ys).map(|(&x, &y)| round_to(Elem::Bf16, f(x, y)).to_bits()).collect() };
+        let bits = |v: Val| -> Vec<u32> { v.data.iter().map(|s| s.as_f32().unwrap().to_bits()).collect() };
+        let ops: [(BinOp, &dyn Fn(f32, f32) -> f32); 9] = [
+            (BinOp::Add, &|x, y| x + y),
+            (BinOp::Sub, &|x, y| x - y),
+            (BinOp::Mul, &|x, y| x * y),
+            (BinOp::Div, &|x, y| x / y),
+            (BinOp::Rem, &|x, y| x % y),
+            (BinOp::Min, &minimum),
+            (BinOp::Max, &maximum),
+            (BinOp::FMin, &f32::min),
+            (BinOp::FMax, &f32::max),
+        ];
+        for (op, f) in ops {
+            let want = want_of(f);
+            let same = binary(op, &tile(Elem::F32, 2, 2, &xs), &tile(Elem::F32, 2, 2, &ys), ty).unwrap();
+            assert_eq!(bits(same), want, "{op:?}, matching shapes");
+            // x as a [2, 1] column, y as a [1, 2] row: element (r, c) is op(x[r], y[c]).
+            let (xc, yr) = (tile(Elem::F32, 2, 1, &[xs[0], xs[2]]), tile(Elem::F32, 1, 2, &[ys[0], ys[1]]));
+            let cross: Vec<u32> = [(0, 0), (0, 1), (2, 0), (2, 1)].iter().map(|&(i, j)| round_to(Elem::Bf16, f(xs[i], ys[j])).to_bits()).collect();
+            assert_eq!(bits(binary(op, &xc, &yr, ty).unwrap()), cross, "{op:?}, broadcast");
+        }
+        let uops: [(UnOp, &dyn Fn(f32) -> f32); 6] =
+            [(UnOp::Neg, &|x| -x), (UnOp::Abs, &f32::abs), (UnOp::Exp2, &exp2_f32), (UnOp::Log2, &f32::log2), (UnOp::Exp, &|x| exp2_f32(x * std::f32::consts::LOG2_E)), (UnOp::Sqrt, &f32::sqrt)];
+        for (op, f) in uops {
+            let want: Vec<u32> = xs.iter().map(|&x| round_to(Elem::Bf16, f(x)).to_bits()).collect();
+            assert_eq!(bits(unary(op, &tile(Elem::F32, 2, 2, &xs), ty).unwrap()), want, "{op:?}, matching shapes");
+            let s = unary(op, &Val::scalar(Elem::F32, S::F(xs[2])), ty).unwrap();
+            assert_eq!(bits(s), vec![round_to(Elem::Bf16, f(xs[2])).to_bits(); 4], "{op:?}, a scalar broadcast");
+        }
+    }
+
+    #[test]
     fn exp_is_exp2_of_scaled_input() {
         let x = tile(Elem::F32, 1, 1, &[0.7]);
         let r = unary(UnOp::Exp, &x, Type::tile(Elem::F32, 1, 1)).unwrap();
