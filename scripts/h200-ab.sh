@@ -97,7 +97,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   fi
   # Residency as the driver computes it (`ctas_per_sm`): registers and CTAs per SM of the
   # kernels in OCC_KERNELS (default K#1 and gemm).
-  occ=${OCC_KERNELS:-k1_scan_scalar k1_scan_scalar_bf16 k1_scan_channel gemm}
+  occ=${OCC_KERNELS:-k1_scan_scalar k1_scan_scalar_bf16 k1_scan_channel k1_scan_channel_bf16 gemm}
   for s in new $xsets old; do
     a=.device/art; [ $s != new ] && a=.device/art_$s
     [ -d "$a" ] || continue

@@ -42,6 +42,7 @@ case_ k1s_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --siz
 # The bf16-dU instance gdn_bwd launches (kernel instances, docs/language.md): dv2 stored as bf16.
 case_ k1sb_t100 dsl-examples/k1_reverse_scan.tile k1_scan_scalar_bf16 --size B=1 --size T=100 --size H=2 --size V=80 --scalar scale=0.088 "${dense1[@]}"
 case_ k1c_t100 dsl-examples/k1_reverse_scan.tile k1_scan_channel --size B=1 --size T=100 --size H=2 --size V=80 "${dense1[@]}"
+case_ k1cb_t100 dsl-examples/k1_reverse_scan.tile k1_scan_channel_bf16 --size B=1 --size T=100 --size H=2 --size V=80 "${dense1[@]}"
 # Three sequences of 1, 70 and 79 tokens packed: the second starts mid-chunk.
 case_ k1s_varlen dsl-examples/k1_reverse_scan.tile k1_scan_scalar --size B=1 --size T=150 --size H=2 --size V=64 --scalar scale=0.088 --size NP=4 --values cu=0,1,71,150 --values co=0,1,3,5
 case_ k2_t100 dsl-examples/k2_wy_vjp.tile k2_wy_vjp --size B=1 --size T=100 --size H=2 --size G=1 "${dense2[@]}"

@@ -28,9 +28,10 @@ fn opts(out: Option<PathBuf>) -> BuildOptions {
 fn k1_builds_for_all_targets_with_metadata() {
     let out = tmp("k1");
     let (_, r) = build_file(&root().join("dsl-examples/k1_reverse_scan.tile"), &opts(Some(out.clone()))).unwrap();
-    assert_eq!(r.built.len(), 6); // three kernels (the scalar one's bf16-dU instance too) x two targets
+    assert_eq!(r.built.len(), 8); // four kernels (both gate settings' bf16-dU instances too) x two targets
     let dv2 = |stem: &str| KernelMeta::load(&out.join(format!("{stem}.meta.json"))).unwrap().params.into_iter().find(|p| p.name == "dv2").map(|p| p.dtype);
     assert_eq!((dv2("k1_scan_scalar.sm_90a"), dv2("k1_scan_scalar_bf16.sm_90a")), (Some(DType::F32), Some(DType::Bf16)));
+    assert_eq!((dv2("k1_scan_channel.sm_100a"), dv2("k1_scan_channel_bf16.sm_100a")), (Some(DType::F32), Some(DType::Bf16)));
     for b in &r.built {
         let stem = format!("{}.{}", b.kernel, b.target);
         assert!(out.join(format!("{stem}.ptx")).is_file());
