@@ -140,13 +140,16 @@ fn wide_accumulators_with_a_buffer_keep_the_shared_memory_path() {
 #[test]
 fn fragment_pairs_are_written_by_vector_stores_with_an_element_fallback() {
     // k1_scan_scalar on one warpgroup: d (128 x 32) is two 64 x 32 wgmma units, 16 floats per
-    // thread each, in pairs (columns c, c + 1 of a row); dvn (64 x 32) one unit. A unit 32
-    // columns wide is one block. Per row half of a block the quad trades each 32-bit part of its
-    // pairs and their write flags (4 butterfly shuffles per word: 2 at bf16, 3 at f32), then each
-    // lane writes its row segment with 16-byte stores (one at bf16, two at f32) or, where a flag
-    // is off (a tensor's edge, a masked row), element by element (8 conditional stores):
-    //   dh = bf16(d): 2 blocks; dv2 = dvn: 1 block (f32); dh0 = d: 2 blocks (f32).
-    // No pair stores and no warp vote are left: the decision is each lane's.
+    // thread each, in 8 pairs (columns c, c + 1 of a row); dvn (64 x 32) one unit. A unit 32
+    // columns wide is one block.
+    // - 2-byte elements: per row half of a block the quad trades its pairs' words and their
+    //   write flags (4 butterfly shuffles per word, 2 words), then each lane writes its row
+    //   segment with one 16-byte store or, where a flag is off (a tensor's edge, a masked row),
+    //   element by element (8 conditional 2-byte stores).
+    // - 4-byte elements: no trade (`row_segments_apply`); each pair is one 8-byte store, or
+    //   two 4-byte ones where a flag is off or the pair is misaligned.
+    //   dh = bf16(d): 2 blocks (bf16); dv2 = dvn: 1 block (f32); dh0 = d: 2 blocks (f32).
+    // No warp vote: the decision is each lane's (or each pair group's).
     let dir = std::env::temp_dir().join(format!("tilec-pairs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
@@ -155,21 +158,23 @@ fn fragment_pairs_are_written_by_vector_stores_with_an_element_fallback() {
     let count = |kernel: &str| {
         let ptx = std::fs::read_to_string(dir.join(format!("{kernel}.sm_90a.ptx"))).expect("ptx");
         let n = |m: &str| ptx.matches(&format!("{m} ")).count();
-        // [16-byte stores, shuffles, pair stores and votes, 4-byte elements, 2-byte elements]
-        [n("st.global.v4.b32"), n("shfl.sync.bfly.b32"), n("st.global.v2.b16") + n("st.global.v2.b32") + n("vote.sync.all.pred"), n("st.global.b32"), n("st.global.b16")]
+        // [16-byte stores, shuffles, 2-byte pair stores, 4-byte pair stores, votes, 4-byte elements, 2-byte elements]
+        [n("st.global.v4.b32"), n("shfl.sync.bfly.b32"), n("st.global.v2.b16"), n("st.global.v2.b32"), n("vote.sync.all.pred"), n("st.global.b32"), n("st.global.b16")]
     };
-    let want = |blocks_b16: usize, blocks_f32: usize| [2 * blocks_b16 + 2 * 2 * blocks_f32, 2 * 4 * (2 * blocks_b16 + 3 * blocks_f32), 0, 2 * 8 * blocks_f32, 2 * 8 * blocks_b16];
+    let (halves, pairs) = (2, 8); // per block and thread
+    let want = |blocks_b16: usize, blocks_f32: usize| [halves * blocks_b16, halves * 2 * 4 * blocks_b16, 0, pairs * blocks_f32, 0, 2 * pairs * blocks_f32, halves * 8 * blocks_b16];
     assert_eq!(count("k1_scan_scalar"), want(2, 1 + 2));
-    // The bf16 instance writes dv2 at 2 bytes: its block joins dh's.
+    // The bf16 instances write dv2 at 2 bytes: its block joins dh's.
     assert_eq!(count("k1_scan_scalar_bf16"), want(2 + 1, 2));
+    assert_eq!(count("k1_scan_channel_bf16"), want(2 + 1, 2));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn emit_ir_names_how_each_fragment_order_store_writes() {
     // `--emit ir` states the rule the code generator follows (one function for both):
-    // K#1's stores are 16-byte row segments; under a declared register budget (K#1 with
-    // `ctas_per_sm(sm_90a: 3)`) the same stores write a column pair per store.
+    // K#1's bf16 stores are 16-byte row segments, its f32 ones a column pair per store; under a
+    // declared register budget (K#1 with `ctas_per_sm(sm_90a: 3)`) every store writes pairs.
     let report = |src: &str| {
         let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
         assert!(c.ok(), "{:?}", c.diags);
@@ -179,8 +184,9 @@ fn emit_ir_names_how_each_fragment_order_store_writes() {
     let line = |r: &str, dst: &str| r.lines().find(|l| l.contains(&format!("stored to `{dst}`"))).map(str::to_string).unwrap_or_default();
     let k1 = example("k1_reverse_scan.tile");
     let shipped = report(&k1);
-    for dst in ["dh", "dv2", "dh0"] {
-        assert!(line(&shipped, dst).ends_with("written as 16-byte row segments, each quad trading its column pairs"), "{}", line(&shipped, dst));
+    assert!(line(&shipped, "dh").ends_with("written as 16-byte row segments, each quad trading its column pairs"), "{}", line(&shipped, "dh"));
+    for dst in ["dv2", "dh0"] {
+        assert!(line(&shipped, dst).ends_with("written a column pair per store"), "{}", line(&shipped, dst));
     }
     let budget = k1.replace(") grid(cdiv(V, BV), B * H * (NP - 1)) threads(128)\n{", ") grid(cdiv(V, BV), B * H * (NP - 1)) threads(128) ctas_per_sm(sm_90a: 3)\n{");
     assert_ne!(budget, k1, "the declaration was not inserted");

@@ -72,12 +72,18 @@ pub fn segment_anchor(h: usize) -> usize {
 
 /// Whether a fragment-order store of a wgmma unit `piece_n` columns wide writes 16-byte row
 /// segments (the quad trades its pairs first): the unit is made of whole 32-column blocks, the
-/// tile's columns run along the tensor's last dimension (`columns_last`), its elements are 2 or
-/// 4 bytes, and the kernel declares no register budget (`ctas_per_sm`: the traded words and
-/// flags are live at once — K#1 at 3 CTAs per SM, 168 registers, spilled 20 B with them).
+/// tile's columns run along the tensor's last dimension (`columns_last`), its elements are 2
+/// bytes, and the kernel declares no register budget (`ctas_per_sm`: the traded words and flags
+/// are live at once — K#1 at 3 CTAs per SM, 168 registers, spilled 20 B with them).
+///
+/// 2-byte elements only: there a quad's pair store writes 16 bytes of a row (half a sector) and
+/// the trade halves the sectors touched — K#1's bf16 dU 13–28 % faster on the H100. At 4 bytes
+/// a pair store already writes a whole 32-byte sector per row; the trade (192 shuffles per
+/// thread in gemm's epilogue) measured gemm 4–6 % and K#1's f32 dU 3–4 % slower (H100, same
+/// call, docs/results.md, twenty-fourth session).
 /// The code generator (`backend::sm90::frag_store`) and `--emit ir` ask this one rule.
 pub fn row_segments_apply(piece_n: u32, columns_last: bool, elem_bytes: u32, register_budget: bool) -> bool {
-    piece_n.is_multiple_of(32) && columns_last && matches!(elem_bytes, 2 | 4) && !register_budget
+    piece_n.is_multiple_of(32) && columns_last && elem_bytes == 2 && !register_budget
 }
 
 /// The column of lane `q`'s row segment: its block's first pair sits at column `c_first`
@@ -86,21 +92,11 @@ pub fn segment_column<A: super::IndexArith>(a: &A, c_first: A::V, q: A::V) -> Re
     a.add(c_first, a.mul(q, a.c(6))?)
 }
 
-/// The 32-bit words of a lane's row segment after the transpose, in column order: `(part, j)`
-/// for word `part` of pair `j` (`parts` = 1 for 2-byte elements — a pair is one word —, 2 for
-/// 4-byte ones — one word per element).
-pub fn segment_words(parts: usize) -> Vec<(usize, usize)> {
-    (0..4).flat_map(|j| (0..parts).map(move |part| (part, j))).collect()
-}
-
-/// Where element `i` (0..8) of a segment lies in [`segment_words`]'s order: the word and the
-/// bit shift of its low bit (a 2-byte element is the low or high half of its pair's word).
-pub fn segment_element(i: usize, parts: usize) -> (usize, u32) {
-    if parts == 2 {
-        (i, 0)
-    } else {
-        (i / 2, 16 * (i % 2) as u32)
-    }
+/// Where element `i` (0..8) of a lane's row segment lies after the transpose: its word (the
+/// pair `i / 2`, in column order) and the bit shift of its low bit (a 2-byte element is the low
+/// or high half of its pair's word).
+pub fn segment_element(i: usize) -> (usize, u32) {
+    (i / 2, 16 * (i % 2) as u32)
 }
 
 #[cfg(test)]
@@ -154,11 +150,13 @@ mod tests {
         }
     }
 
-    /// A warpgroup's store of one 64 x 32 wgmma unit, modelled as the code generator emits it
-    /// (`backend::sm90::frag_store`): pairs from `fragment_coords` in register order, placed by
-    /// `block_pair`, packed into words, traded per quad, flattened by `segment_words`, split by
-    /// `segment_element` and written at `segment_column` from the `segment_anchor` pair. Every element must land at its own (row, column), once.
-    fn store_unit(parts: usize) {
+    /// A warpgroup's store of one 64 x 32 wgmma unit of 2-byte elements, modelled as the code
+    /// generator emits it (`backend::sm90::frag_store`): pairs from `fragment_coords` in register
+    /// order, placed by `block_pair`, packed into words, traded per quad, split by
+    /// `segment_element` and written at `segment_column` from the `segment_anchor` pair. Every
+    /// element must land at its own (row, column), once.
+    #[test]
+    fn a_unit_of_2_byte_elements_lands_in_place() {
         use crate::layout::wgmma::fragment_coords;
         use crate::layout::Eval;
         let value = |r: u32, c: u32| 32 * r + c; // < 2^16: fits a 2-byte element
@@ -166,9 +164,9 @@ mod tests {
         for warp_quad in 0..32 {
             // Lane l of this quad is thread 4·warp_quad + l of the warpgroup.
             let tid = |l: usize| 4 * warp_quad + l as u32;
-            // words[h][part][j][lane] before the transpose and each pair's (row, column), the
-            // block's pairs taken in register order as the code generator takes them.
-            let mut words = vec![vec![[[0u32; 4]; 4]; parts]; 2];
+            // words[h][j][lane] before the transpose and each pair's (row, column), the block's
+            // pairs taken in register order as the code generator takes them.
+            let mut words = [[[0u32; 4]; 4]; 2];
             let mut at = [[(0u32, 0u32); 4]; BLOCK_PAIRS];
             for l in 0..4 {
                 for k in 0..BLOCK_PAIRS {
@@ -178,50 +176,27 @@ mod tests {
                     let (r1, c1) = crate::layout::eval(fragment_coords(&Eval, tid(l), e + 1));
                     assert_eq!((r1, c1), (r, c + 1));
                     at[k][l] = (r, c);
-                    let (a, b) = (value(r, c), value(r, c1));
-                    if parts == 1 {
-                        words[h][0][j][l] = a | (b << 16);
-                    } else {
-                        words[h][0][j][l] = a;
-                        words[h][1][j][l] = b;
-                    }
+                    words[h][j][l] = value(r, c) | (value(r, c1) << 16);
                 }
             }
-            for (h, words) in words.iter_mut().enumerate() {
-                for w in words.iter_mut() {
-                    let Ok(()) = quad_transpose(&mut Quad, w);
-                }
+            for (h, w) in words.iter_mut().enumerate() {
+                let Ok(()) = quad_transpose(&mut Quad, w);
                 for l in 0..4 {
                     let (r, c_first) = at[segment_anchor(h)][l];
                     let c0 = crate::layout::eval(segment_column(&Eval, c_first, l as u32));
-                    let flat: Vec<u32> = segment_words(parts).into_iter().map(|(part, j)| words[part][j][l]).collect();
                     for i in 0..8 {
-                        let (wi, shift) = segment_element(i, parts);
-                        let mut x = flat[wi] >> shift;
-                        if parts == 1 {
-                            x &= 0xffff;
-                        }
+                        let (wi, shift) = segment_element(i);
                         let cell = &mut tile[r as usize][c0 as usize + i];
                         assert!(cell.is_none(), "({r}, {}) written twice", c0 as usize + i);
-                        *cell = Some(x);
+                        *cell = Some((w[wi][l] >> shift) & 0xffff);
                     }
                 }
             }
         }
         for (r, row) in tile.iter().enumerate() {
             for (c, x) in row.iter().enumerate() {
-                assert_eq!(*x, Some(value(r as u32, c as u32)), "element ({r}, {c}), {parts} word(s) per pair");
+                assert_eq!(*x, Some(value(r as u32, c as u32)), "element ({r}, {c})");
             }
         }
-    }
-
-    #[test]
-    fn a_unit_of_2_byte_elements_lands_in_place() {
-        store_unit(1);
-    }
-
-    #[test]
-    fn a_unit_of_4_byte_elements_lands_in_place() {
-        store_unit(2);
     }
 }

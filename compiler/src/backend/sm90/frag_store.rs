@@ -2,11 +2,12 @@
 //! in registers and store with vector stores").
 //!
 //! In the wgmma fragment a thread holds 2-element pairs, one per 8-column group of its two rows,
-//! so a 2-element store of a warp writes 8 rows × 8 columns: 16 bytes of each row at bf16 (half a
-//! 32-byte sector), 32 at f32. Over a 32-column block (four groups), the four lanes of a quad
+//! so a 2-element store of a warp writes 8 rows × 8 columns: 16 bytes of each row at 2-byte
+//! elements, half a 32-byte sector. Over a 32-column block (four groups), the four lanes of a quad
 //! trade pairs ([`crate::layout::quad_transpose`]) until lane `q` holds group `q`'s eight columns;
-//! each lane then writes its row segment with one 16-byte store at 2-byte elements, two at
-//! 4-byte ones — a quarter (a half) of the store instructions, each row segment a full sector.
+//! each lane then writes its row segment with one 16-byte store — a quarter of the store
+//! instructions, each row segment a full sector. Only 2-byte elements take this path
+//! ([`crate::layout::quad_transpose::row_segments_apply`] says why).
 //!
 //! Each pair's write flags (inside the tensor; the `where` mask true) travel with it, so a
 //! lane knows which of its segment's eight elements to write: all of them and a 16-byte aligned
@@ -19,7 +20,7 @@ use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{Elem, Index, Param};
-use crate::layout::quad_transpose::{block_pair, quad_transpose, segment_anchor, segment_column, segment_element, segment_words, QuadOps};
+use crate::layout::quad_transpose::{block_pair, quad_transpose, segment_anchor, segment_column, segment_element, QuadOps};
 
 use super::super::emit::Codegen;
 use super::super::BackendError;
@@ -27,7 +28,8 @@ use super::frag_eval::FragPair;
 
 impl<'ctx> Codegen<'ctx, '_> {
     /// Stores one 32-column block of fragment pairs (`pairs`: [`BLOCK_PAIRS`](crate::layout::quad_transpose::BLOCK_PAIRS) of them, values
-    /// of element type `vel`) of thread `t` of its warpgroup into `dst`: the quad trades the
+    /// of element type `vel`) of thread `t` of its warpgroup into `dst`, a tensor of 2-byte
+    /// elements (anything else is an internal error): the quad trades the
     /// pairs' bits and their write flags (inside the tensor, `where` mask true), then each lane
     /// writes its two row segments, each with 16-byte stores where all eight flags hold and the
     /// segment is 16-byte aligned, element by element where they do not.
@@ -35,11 +37,13 @@ impl<'ctx> Codegen<'ctx, '_> {
         let elem = self.tensor_elem(dst)?;
         let i32t = self.ctx.i32_type();
         let i64t = self.ctx.i64_type();
-        // words[h][part][j]: the 32-bit parts of group j's pair in row half h; flags[h][j]: bit
-        // k set when the pair's element k is written.
-        let parts = (elem.size_bytes() / 2) as usize;
+        if elem.size_bytes() != 2 {
+            return Err(BackendError::Invalid(format!("16-byte row segments of {elem:?} elements: the quad trade is for 2-byte ones")));
+        }
+        // words[h][j]: group j's pair in row half h, one 32-bit word; flags[h][j]: bit k set
+        // when the pair's element k is written.
         let zero = i32t.const_zero();
-        let mut words = vec![vec![[zero; 4]; parts]; 2];
+        let mut words = [[zero; 4]; 2];
         let mut flags = [[zero; 4]; 2];
         let mut kept = vec![];
         for (k, p) in pairs.iter().enumerate() {
@@ -55,25 +59,19 @@ impl<'ctx> Codegen<'ctx, '_> {
             let hi = self.b.build_left_shift(self.b.build_int_z_extend(ok[1], i32t, "")?, self.i32(1), "")?;
             flags[h][j] = self.b.build_or(self.b.build_int_z_extend(ok[0], i32t, "")?, hi, "flags")?;
             let vs = [self.to_storage(self.convert(p.vals[0], vel, elem)?, elem)?, self.to_storage(self.convert(p.vals[1], vel, elem)?, elem)?];
-            if parts == 1 {
-                let pair = self.storage_pair(vs, elem)?;
-                words[h][0][j] = self.b.build_bit_cast(pair, i32t, "w")?.into_int_value();
-            } else {
-                for (part, v) in vs.into_iter().enumerate() {
-                    words[h][part][j] = self.b.build_bit_cast(v, i32t, "w")?.into_int_value();
-                }
-            }
+            let pair = self.storage_pair(vs, elem)?;
+            words[h][j] = self.b.build_bit_cast(pair, i32t, "w")?.into_int_value();
         }
         self.trap_on_kept_outside(dst, &kept)?;
         // Lane q's segment in row half h: the row of its pairs, columns 8q .. 8q + 7 of the
         // block (its first pair's column is the block's start + 2q).
         let q = self.b.build_and(t, self.i32(3), "q")?;
-        let ity = if parts == 1 { self.ctx.i16_type() } else { i32t };
+        let ity = self.ctx.i16_type();
         for h in 0..2 {
             // One row half at a time, its words traded just before they are stored: fewer
             // values live at once (`shfl.sync` waits for the whole warp, so the half before
             // may have branched).
-            for w in words[h].iter_mut().chain(std::iter::once(&mut flags[h])) {
+            for w in [&mut words[h], &mut flags[h]] {
                 quad_transpose(&mut LaneOps { cg: self, t }, w)?;
             }
             let p = &pairs[segment_anchor(h)];
@@ -87,28 +85,21 @@ impl<'ctx> Codegen<'ctx, '_> {
             let addr = self.b.build_ptr_to_int(seg, i64t, "")?;
             let aligned = self.b.build_int_compare(IntPredicate::EQ, self.b.build_and(addr, i64t.const_int(15, false), "")?, i64t.const_zero(), "")?;
             let full = self.b.build_and(self.b.build_int_compare(IntPredicate::EQ, all, self.i32(0xff), "")?, aligned, "full")?;
-            let flat: Vec<IntValue<'ctx>> = segment_words(parts).into_iter().map(|(part, j)| words[h][part][j]).collect();
-            // Element i of the segment as its storage bits (a 2-byte element is half a word).
+            let flat = words[h];
+            // Element i of the segment as its storage bits (half a word).
             let bits = |cg: &Self, i: usize| -> Result<IntValue<'ctx>, BackendError> {
-                let (w, shift) = segment_element(i, parts);
-                if parts == 2 {
-                    return Ok(flat[w]);
-                }
+                let (w, shift) = segment_element(i);
                 let w = cg.b.build_right_shift(flat[w], cg.i32(shift as i32), false, "")?;
                 Ok(cg.b.build_int_truncate(w, ity, "")?)
             };
             self.if_else(
                 full,
                 &mut |cg| {
-                    for (s, chunk) in flat.chunks(4).enumerate() {
-                        let mut v = i32t.vec_type(4).get_undef();
-                        for (k, x) in chunk.iter().enumerate() {
-                            v = cg.b.build_insert_element(v, *x, cg.i32(k as i32), "")?;
-                        }
-                        // SAFETY of the GEP: 16 bytes on, inside the 32-byte segment of a 4-byte tile.
-                        let at = unsafe { cg.b.build_gep(cg.ctx.i8_type(), seg, &[i64t.const_int(16 * s as u64, false)], "seg")? };
-                        cg.b.build_store(at, v)?.set_alignment(16).map_err(|e| BackendError::Invalid(e.to_string()))?;
+                    let mut v = i32t.vec_type(4).get_undef();
+                    for (k, x) in flat.iter().enumerate() {
+                        v = cg.b.build_insert_element(v, *x, cg.i32(k as i32), "")?;
                     }
+                    cg.b.build_store(seg, v)?.set_alignment(16).map_err(|e| BackendError::Invalid(e.to_string()))?;
                     Ok(())
                 },
                 &mut |cg| {
