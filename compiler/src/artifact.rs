@@ -247,7 +247,7 @@ pub fn kernel_meta(k: &Kernel, m: &MetaInput<'_>) -> Result<KernelMeta, Artifact
         source: SourceInfo { path: m.source_path.into(), hash: fnv1a64_hex(m.source) },
         sizes: k.sizes.values().cloned().collect(),
         params,
-        launch: LaunchMeta { grid: k.grid.clone().map(|g| k.size_text(&g)), block_threads: k.threads, dynamic_smem_bytes: m.compiled.smem_bytes },
+        launch: LaunchMeta { grid: k.grid.clone().map(|g| k.size_text(&g)), block_threads: m.compiled.threads, dynamic_smem_bytes: m.compiled.smem_bytes },
         tmem,
         // The schema's `smem_bytes` is *static* shared memory; every buffer of this back end is
         // in the dynamic (extern) array, whose size is `launch.dynamic_smem_bytes`.

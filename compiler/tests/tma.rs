@@ -98,7 +98,7 @@ fn k1_rings_keep_three_ctas_per_sm_by_shared_memory() {
         }
     }
     let stages: Vec<u32> = ps.iter().map(|(_, tp)| tp.pipelines.values().flatten().next().map_or(0, |p| p.stages)).collect();
-    assert_eq!(stages, vec![1, 1, 1], "all three (the bf16-dU instance too) fit three CTAs per SM with one stage");
+    assert_eq!(stages, vec![1, 1, 1, 1], "all four (the bf16-dU instances too) fit three CTAs per SM with one stage");
 }
 
 #[test]

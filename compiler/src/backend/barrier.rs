@@ -14,7 +14,14 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// `bar.sync 0` over the whole CTA — unless the instruction just emitted in this block is
     /// one: two barriers with nothing between them order nothing more than one (an MMA's
     /// closing barrier, the barrier pass's and a refill's often meet).
+    ///
+    /// After a warp-specialised loop's role split, `bar.sync 1, n` over the `n` consumer
+    /// threads instead: the producer warpgroup has left.
     pub fn bar_sync(&self) -> Result<(), BackendError> {
+        if let Some(n) = self.ws_consumers {
+            self.call("llvm.nvvm.barrier.cta.sync.aligned.count", None, &[self.i32(1).into(), self.i32(n as i32).into()])?;
+            return Ok(());
+        }
         const NAME: &str = BAR_SYNC;
         let last = self.b.get_insert_block().and_then(|bb| bb.get_last_instruction());
         let repeated = last.is_some_and(|i| {

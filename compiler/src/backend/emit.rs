@@ -88,6 +88,11 @@ pub(crate) struct Codegen<'ctx, 'k> {
     /// distribution and the index of the element at hand among each thread's fragment registers
     /// ([`super::sm90::frag_eval`]); every accumulator of that distribution is read there.
     pub frag_ctx: Option<(crate::layout::wgmma::Distribution, u32)>,
+    /// After a warp-specialised loop's role split ([`super::warp_spec`]): the consumer threads,
+    /// whose CTA barriers are then `bar.sync 1, n`.
+    pub ws_consumers: Option<u32>,
+    /// While the producer's elected thread issues TMA copies: no thread-0 guard around them.
+    pub elected_issuer: bool,
 }
 
 impl<'ctx, 'k> Codegen<'ctx, 'k> {
@@ -131,6 +136,13 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.maxntid", k.threads));
             func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.minctasm", n));
         }
+        if let Some(ws) = tp.warp_spec {
+            // The launch's threads (the producer warpgroup too) and the register cap at entry
+            // that `setmaxnreg` needs before it acts (else ptxas ignores it: C7508).
+            let attr = |name: &str, value: u32| ctx.create_string_attribute(name, &value.to_string());
+            func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.maxntid", ws.launch_threads()));
+            func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.maxnreg", ws.entry_registers));
+        }
         super::tma::mark_tensor_map_params(ctx, func, first_map as u32, tp.tma.maps.len());
         let smem_g = module.add_global(ctx.i8_type().array_type(0), Some(AddressSpace::from(3u16)), "tilec_smem");
         smem_g.set_linkage(Linkage::External);
@@ -164,6 +176,8 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             wgmma_pending: false,
             inflight: vec![],
             frag_ctx: None,
+            ws_consumers: None,
+            elected_issuer: false,
             tmaps: (0..tp.tma.maps.len()).filter_map(|j| func.get_nth_param((first_map + j) as u32).map(|p| p.into_pointer_value())).collect(),
         };
         cg.prologue()?;

@@ -37,6 +37,7 @@ pub(crate) mod reduce;
 pub(crate) mod staging;
 pub(crate) mod tma;
 pub(crate) mod view;
+pub(crate) mod warp_spec;
 pub mod sm100;
 pub(crate) mod sm90;
 
@@ -121,7 +122,8 @@ pub struct Compiled {
     pub llvm_ir: Option<String>,
     /// Dynamic shared memory the kernel needs per CTA, in bytes.
     pub smem_bytes: u32,
-    /// Threads per CTA.
+    /// Threads per CTA at launch: the kernel's, plus a producer warpgroup where a loop is
+    /// warp-specialised ([`crate::passes::warp_spec`]).
     pub threads: u32,
     /// The tensor maps the kernel takes after its sizes ([`crate::passes::tma`]).
     pub tensor_maps: Vec<tilec_abi::meta::TensorMapMeta>,
@@ -192,7 +194,8 @@ pub fn compile_kernel_cached(v: &Validated<'_>, tmem: &TmemLayout, plan: &Target
         // Opt-in timing of the two halves (stderr), for the compile-time benchmark.
         eprintln!("timing {} {target}: emit_llvm {:.1} ms, opt_and_ptx {:.1} ms, {} IR instructions", k.name, (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3, instructions);
     }
-    Ok(Compiled { ptx, llvm_ir, smem_bytes, threads: k.threads, tensor_maps: crate::passes::tma::to_meta(k, &plan.tma) })
+    let threads = plan.warp_spec.map_or(k.threads, |ws| ws.launch_threads());
+    Ok(Compiled { ptx, llvm_ir, smem_bytes, threads, tensor_maps: crate::passes::tma::to_meta(k, &plan.tma) })
 }
 
 /// Removes the names of every parameter, block and instruction, as a context that discards

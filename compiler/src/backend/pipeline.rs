@@ -40,6 +40,9 @@ pub(crate) struct ActivePipeline<'ctx> {
     /// Whether each variable is refilled for the next iteration right after its last read
     /// ([`crate::passes::tma::early_refill`]; one stage, one mbarrier per write).
     pub early: bool,
+    /// Whether a producer warpgroup issues the copies ([`super::warp_spec`]): the consumers
+    /// only wait for each stage and hand it back.
+    pub ws: bool,
 }
 
 impl<'ctx> Codegen<'ctx, '_> {
@@ -47,7 +50,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// plan says `reverse`: iteration positions `0, 1, …` are then `hi − 1, hi − 2, …`).
     pub fn pipelined_loop(&mut self, i: Inst, lo: IntValue<'ctx>, hi: IntValue<'ctx>, body: Block) -> Result<(), BackendError> {
         let plan = self.tp.pipelines.get(i).cloned().flatten().ok_or_else(|| BackendError::Invalid(format!("{i} is not a pipelined loop")))?;
-        let s = plan.stages;
+        if let Some(ws) = self.tp.warp_spec.filter(|w| w.loop_inst == i) {
+            return self.warp_specialized_loop(i, ws, plan, lo, hi, body);
+        }
         self.settle_wgmma()?;
         let tma_ok = match self.tp.tma.loop_barriers(i) {
             Some(_) => {
@@ -78,6 +83,24 @@ impl<'ctx> Codegen<'ctx, '_> {
                 self.call("llvm.nvvm.cp.async.commit.group", None, &[])?;
             }
         }
+        self.pipeline_iterations(i, &plan, lo, hi, tma_ok, early, false, body)?;
+        // ... and so may the last iteration. `wgmma.wait_group` waits for this warpgroup's MMAs
+        // only: the barrier keeps every warpgroup out of the ring's bytes (which the shared-memory
+        // plan may give to a later buffer once the loop ends) until all MMAs have read them.
+        if plan.overlap_mma {
+            self.wgmma_pending = true;
+            self.settle_wgmma()?;
+            self.bar_sync()?;
+        }
+        Ok(())
+    }
+
+    /// The loop itself: each iteration at its ring stage and mbarrier phase, the body emitted
+    /// with the pipeline active; with `ws`, each warp then hands the previous iteration's
+    /// stage back to the producer ([`Codegen::release_stage`]).
+    #[allow(clippy::too_many_arguments)] // the loop's plan and bounds, and how it is issued
+    pub(crate) fn pipeline_iterations(&mut self, i: Inst, plan: &Pipeline, lo: IntValue<'ctx>, hi: IntValue<'ctx>, tma_ok: Option<IntValue<'ctx>>, early: bool, ws: bool, body: Block) -> Result<(), BackendError> {
+        let s = plan.stages;
         let iv = self.k.insts[i].result;
         let init = if plan.reverse { self.b.build_int_sub(hi, self.i32(1), "init")? } else { lo };
         self.counted_loop(lo, hi, init, plan.reverse, &mut |cg, x| {
@@ -88,22 +111,14 @@ impl<'ctx> Codegen<'ctx, '_> {
             let rel = if plan.reverse { cg.b.build_int_sub(cg.b.build_int_sub(hi, cg.i32(1), "")?, x, "")? } else { cg.b.build_int_sub(x, lo, "")? };
             let stage = cg.b.build_int_unsigned_rem(rel, cg.i32(s as i32), "stage")?;
             let phase = cg.b.build_and(cg.b.build_int_unsigned_div(rel, cg.i32(s as i32), "")?, cg.i32(1), "phase")?;
-            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, lo, hi, stage, phase, tma_ok, early });
+            cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, lo, hi, stage, phase, tma_ok, early, ws });
             // The previous iteration may have left its MMA in flight.
             cg.wgmma_pending = plan.overlap_mma;
             let r = cg.block(body);
+            let r = r.and_then(|()| if ws { cg.release_stage(rel) } else { Ok(()) });
             cg.pipes.pop();
             r
-        })?;
-        // ... and so may the last iteration. `wgmma.wait_group` waits for this warpgroup's MMAs
-        // only: the barrier keeps every warpgroup out of the ring's bytes (which the shared-memory
-        // plan may give to a later buffer once the loop ends) until all MMAs have read them.
-        if plan.overlap_mma {
-            self.wgmma_pending = true;
-            self.settle_wgmma()?;
-            self.bar_sync()?;
-        }
-        Ok(())
+        })
     }
 
     /// Whether the MMA `dst <- a @ b` inside the innermost pipelined loop may stay in flight
@@ -146,6 +161,9 @@ impl<'ctx> Codegen<'ctx, '_> {
         if p.plan.writes.first() != Some(&i) {
             return Ok(true);
         }
+        if p.ws {
+            return self.await_stage(&p).map(|()| true);
+        }
         let (s, dist) = (p.plan.stages, p.plan.distance());
         let j = self.iteration_ahead(&p, dist)?;
         let live = self.live_iteration(&p.plan, p.lo, p.hi, j)?;
@@ -178,7 +196,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// The iteration at execution position `pos` of loop `lo..hi` in `plan`'s direction.
-    fn iteration_at(&self, plan: &Pipeline, lo: IntValue<'ctx>, hi: IntValue<'ctx>, pos: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
+    pub(crate) fn iteration_at(&self, plan: &Pipeline, lo: IntValue<'ctx>, hi: IntValue<'ctx>, pos: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         Ok(if plan.reverse { self.b.build_int_sub(self.b.build_int_sub(hi, self.i32(1), "")?, pos, "pf.iter")? } else { self.b.build_int_add(lo, pos, "pf.iter")? })
     }
 
@@ -198,7 +216,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// groups in a loop without TMA.
     /// With `each`, just those writes, each against its own mbarrier (an early refill); the
     /// index slice is evaluated once for all of them.
-    fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, tma_ok: Option<IntValue<'ctx>>, j: IntValue<'ctx>, stage: IntValue<'ctx>, each: Option<&[usize]>) -> Result<(), BackendError> {
+    pub(crate) fn issue(&mut self, loop_inst: Inst, plan: &Pipeline, tma_ok: Option<IntValue<'ctx>>, j: IntValue<'ctx>, stage: IntValue<'ctx>, each: Option<&[usize]>) -> Result<(), BackendError> {
         let k = self.k;
         // Rebind the induction variable and re-evaluate the index slice at iteration j.
         let iv = k.insts[loop_inst].result;

@@ -93,13 +93,14 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.bar_sync()
     }
 
-    /// Thread 0 issues the TMA copies of pipelined writes `writes` (byte offsets `dsts`) against
+    /// Thread 0 (or the producer's elected thread, [`super::warp_spec`]) issues the TMA copies of pipelined writes `writes` (byte offsets `dsts`) against
     /// mbarrier `bar`, after announcing their bytes. With `after_reads`, the buffers were just
     /// read through the generic proxy (an early refill): thread 0 orders those reads, which the
     /// caller's CTA barrier made complete, before the async-proxy writes.
     pub fn tma_issue(&mut self, writes: &[Inst], dsts: &[IntValue<'ctx>], bar: PointerValue<'ctx>, after_reads: bool) -> Result<(), BackendError> {
         let bytes: u32 = writes.iter().filter_map(|&w| self.tp.tma.load(w)).map(|l| l.bytes).sum();
-        self.on_thread0(&mut |cg| {
+        let elected = self.elected_issuer;
+        let mut body = |cg: &mut Self| -> Result<(), BackendError> {
             if after_reads {
                 cg.fence_proxy_async()?;
             }
@@ -108,7 +109,13 @@ impl<'ctx> Codegen<'ctx, '_> {
                 cg.tma_copy(w, dst, bar)?;
             }
             Ok(())
-        })
+        };
+        // A warp-specialised loop's producer is already one elected thread.
+        if elected {
+            body(self)
+        } else {
+            self.on_thread0(&mut body)
+        }
     }
 
     /// The copies of one write: one box (a panel) each, coordinates innermost first.

@@ -39,7 +39,17 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
             let vars: Vec<String> = p.vars.iter().map(|v| format!("`{}`", k.vars[*v].name)).collect();
             let overlap = if p.overlap_mma { ", its MMA left in flight into the next iteration" } else { "" };
             let how = if tp.tma.loop_barriers(l).is_some() { "TMA copies" } else { "cp.async copies" };
-            if p.stages == 1 {
+            if let Some(ws) = tp.warp_spec.filter(|w| w.loop_inst == l) {
+                let (pt, pr) = (crate::passes::warp_spec::PRODUCER_THREADS, crate::passes::warp_spec::PRODUCER_REGISTERS);
+                let _ = writeln!(
+                    s,
+                    ";   {l}: warp-specialised pipelined loop: a producer warpgroup ({pt} threads, {pr} registers) issues {} by {how} into {} stages, each awaited on its full mbarrier; the {} consumer threads ({} registers) run the MMAs and hand each stage back on its empty mbarrier",
+                    vars.join(", "),
+                    p.stages,
+                    ws.consumer_threads,
+                    ws.consumer_registers
+                );
+            } else if p.stages == 1 {
                 let _ = writeln!(s, ";   {l}: pipelined loop: {} issued at the iteration's first write into one buffer by {how}", vars.join(", "));
             } else {
                 let _ = writeln!(s, ";   {l}: pipelined loop: {} issued {} iteration(s) ahead into {} stages by {how}{overlap}", vars.join(", "), p.distance(), p.stages);

@@ -6,7 +6,8 @@
 //!    the kernel has exactly one alloc / relinquish / dealloc.
 //! 4. Per target ([`target_plan`]): [`fuse`] (elementwise fusion), [`smem_plan`] (shared-memory
 //!    placement and its budget, E0405), [`pipeline`] (software pipelining), [`tma`] (which
-//!    pipelined loads are TMA copies, their tensor maps), [`barriers`] (CTA barrier placement).
+//!    pipelined loads are TMA copies, their tensor maps), [`warp_spec`] (a producer warpgroup for
+//!    a TMA loop, an experiment), [`barriers`] (CTA barrier placement).
 //!    The back end consumes the result and plans nothing itself.
 
 pub mod barriers;
@@ -24,6 +25,7 @@ pub mod tma;
 pub mod tmem_plan;
 pub mod tmem_report;
 pub mod var_roles;
+pub mod warp_spec;
 
 #[cfg(test)]
 mod interval_plan_tests;

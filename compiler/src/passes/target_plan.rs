@@ -19,6 +19,7 @@ use super::pipeline;
 use super::residency;
 use super::tma::{self, TmaPlan};
 use super::var_roles::VarRoles;
+use super::warp_spec::{self, WarpSpecialization};
 use super::smem_plan::{self, SmemPlan};
 
 /// Bytes reserved at the start of dynamic shared memory on kernels that use tensor memory: the
@@ -49,6 +50,8 @@ pub struct TargetPlan {
     /// When a declared residency left the loops without a copy ring that the kernel would have
     /// had without it: that plan's CTAs per SM and ring stages (the W0505 lint).
     pub ring_given_up: Option<(u32, u32)>,
+    /// A producer warpgroup issuing a TMA loop's copies ([`warp_spec`]), if any.
+    pub warp_spec: Option<WarpSpecialization>,
 }
 
 impl TargetPlan {
@@ -174,5 +177,6 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     smem_plan::check_budget(k, &smem, header_bytes, info, &roles)?;
     residency::check(k, header_bytes + smem.bytes, info, &roles)?;
     let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines, &tma);
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma, ring_given_up })
+    let warp_spec = warp_spec::plan(k, info, &roles, &fusion, &pipelines, &tma, header_bytes);
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma, ring_given_up, warp_spec })
 }

@@ -294,6 +294,12 @@ impl<'ctx> Codegen<'ctx, '_> {
         // overwrites, is complete); otherwise all complete.
         self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(u64::from(overlap), false).into()])?;
         self.wgmma_pending = overlap;
+        if pipelined && self.pipes.last().is_some_and(|p| p.ws) {
+            // A warp-specialised loop's stages are rewritten by the producer only after every
+            // consumer warp handed them back, each after its own `wait_group`
+            // ([`Codegen::release_stage`]), and the iteration writes no other shared memory.
+            return Ok(());
+        }
         // Later writers of the operands' buffers and of the staging scratch wait for the MMAs
         // (they read shared memory asynchronously until `wait_group`) — in every warp: the PTX
         // ISA defines `wait_group`'s completion for the executing thread's groups, and the
