@@ -18,15 +18,29 @@
 //! Where: `TILEC_CACHE_DIR`, else `$XDG_CACHE_HOME/tilec`, else `$HOME/.cache/tilec`;
 //! `TILEC_CACHE=0` (or `tilec build --no-cache`) turns it off. Entries are written to a
 //! temporary file and renamed into place, so a killed build leaves no torn entry; a cache that
-//! cannot be read or written is skipped (the build compiles as without one). Nothing is evicted:
-//! deleting the folder is always safe.
+//! cannot be read or written is skipped (the build compiles as without one); deleting the
+//! folder is always safe.
+//!
+//! Size: every rebuilt or upgraded compiler has a new fingerprint, so its predecessors' entries
+//! are never read again. A `tilec build` that stored entries therefore trims the folder when it
+//! holds more than `TILEC_CACHE_MAX_MB` MiB (default [`DEFAULT_MAX_MB`]; `0` never trims):
+//! least recently used keys first (a hit refreshes its entries' modification time), down to
+//! three quarters of the limit, so that not every build trims ([`BuildCache::trim`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
+
+/// The cache's default size limit in MiB (`TILEC_CACHE_MAX_MB`): about 25 builds of gdn.tile
+/// for both targets with cubins (≈ 80 MB each).
+pub const DEFAULT_MAX_MB: u64 = 2048;
+
+/// A temporary file older than this is a killed build's: a trim removes it.
+const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 
 /// A content-addressed store of compiled artefacts in one folder.
 #[derive(Debug)]
@@ -34,12 +48,25 @@ pub struct BuildCache {
     dir: PathBuf,
     /// Per kind of entry: lookups that found it, and that did not.
     stats: Mutex<BTreeMap<String, (u32, u32)>>,
+    /// Entries this process stored.
+    stored: AtomicU32,
+}
+
+/// What [`BuildCache::trim`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Keys removed (all their entries: PTX, or cubin and ptxas report).
+    pub keys: usize,
+    /// Bytes removed.
+    pub freed: u64,
+    /// Bytes left.
+    pub kept: u64,
 }
 
 impl BuildCache {
     /// A cache in `dir` (created on the first write).
     pub fn at(dir: impl Into<PathBuf>) -> BuildCache {
-        BuildCache { dir: dir.into(), stats: Mutex::new(BTreeMap::new()) }
+        BuildCache { dir: dir.into(), stats: Mutex::new(BTreeMap::new()), stored: AtomicU32::new(0) }
     }
 
     /// The cache the environment names (module docs), `None` when `TILEC_CACHE=0` or no folder
@@ -69,8 +96,15 @@ impl BuildCache {
     }
 
     /// The entry `key` of `kind` (a file-name suffix: `ptx`, `cubin`, `ptxas.txt`), if stored.
+    /// A hit refreshes the entry's modification time: [`BuildCache::trim`] removes the least
+    /// recently used keys first.
     pub fn get(&self, key: &str, kind: &str) -> Option<Vec<u8>> {
-        let r = std::fs::read(self.path(key, kind)).ok();
+        let path = self.path(key, kind);
+        let r = std::fs::read(&path).ok();
+        if r.is_some() {
+            // Best effort: a read-only cache still serves its entries.
+            let _ = std::fs::File::options().append(true).open(&path).and_then(|f| f.set_modified(SystemTime::now()));
+        }
         if let Ok(mut m) = self.stats.lock() {
             let e = m.entry(kind.to_string()).or_default();
             if r.is_some() {
@@ -91,7 +125,74 @@ impl BuildCache {
         let tmp = self.dir.join(format!(".tmp-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
         if std::fs::write(&tmp, bytes).is_err() || std::fs::rename(&tmp, self.path(key, kind)).is_err() {
             let _ = std::fs::remove_file(&tmp);
+            return;
         }
+        self.stored.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// After a build: when this process stored entries, [`BuildCache::trim`] to
+    /// `TILEC_CACHE_MAX_MB` MiB (module docs); `None` when nothing was stored, the limit is 0 or
+    /// not a number of MiB.
+    pub fn trim_after_build(&self) -> Option<Trimmed> {
+        if self.stored.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mb = match std::env::var("TILEC_CACHE_MAX_MB") {
+            Ok(v) => v.trim().parse::<u64>().ok()?,
+            Err(_) => DEFAULT_MAX_MB,
+        };
+        (mb > 0).then(|| self.trim(mb.saturating_mul(1 << 20)))
+    }
+
+    /// Keeps the folder within `max_bytes`: when its entries hold more, removes whole keys (every
+    /// kind stored under one key goes together), least recently used first — the newest
+    /// modification time among a key's entries —, until at most three quarters of `max_bytes`
+    /// remain. Temporary files of killed builds (over an hour old) go in any case. Best effort:
+    /// a file that cannot be removed is counted as kept.
+    pub fn trim(&self, max_bytes: u64) -> Trimmed {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Trimmed::default() };
+        let now = SystemTime::now();
+        // Per key: its files, their bytes and the most recent use.
+        let mut keys: HashMap<String, (Vec<PathBuf>, u64, SystemTime)> = HashMap::new();
+        for e in entries.flatten() {
+            let (Ok(meta), name) = (e.metadata(), e.file_name().to_string_lossy().into_owned()) else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            if name.starts_with(".tmp-") {
+                if now.duration_since(used).is_ok_and(|age| age > STALE_TEMPORARY) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+                continue;
+            }
+            let key = name.split('.').next().unwrap_or_default().to_string();
+            let k = keys.entry(key).or_insert_with(|| (vec![], 0, SystemTime::UNIX_EPOCH));
+            k.0.push(e.path());
+            k.1 += meta.len();
+            k.2 = k.2.max(used);
+        }
+        let mut total: u64 = keys.values().map(|k| k.1).sum();
+        let mut done = Trimmed { kept: total, ..Trimmed::default() };
+        if total <= max_bytes {
+            return done;
+        }
+        let mut order: Vec<(SystemTime, String)> = keys.iter().map(|(name, k)| (k.2, name.clone())).collect();
+        order.sort();
+        let goal = max_bytes / 4 * 3;
+        for (_, name) in order {
+            if total <= goal {
+                break;
+            }
+            let (files, bytes, _) = &keys[&name];
+            if files.iter().all(|f| std::fs::remove_file(f).is_ok()) {
+                total -= bytes;
+                done.keys += 1;
+                done.freed += bytes;
+            }
+        }
+        done.kept = total;
+        done
     }
 
     fn path(&self, key: &str, kind: &str) -> PathBuf {
@@ -154,6 +255,55 @@ mod tests {
         // No temporary file is left behind.
         let names: Vec<String> = std::fs::read_dir(&dir).map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
         assert_eq!(names, vec!["k.ptx".to_string()]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_trim_removes_the_least_recently_used_keys_whole() {
+        let dir = std::env::temp_dir().join(format!("tilec-cache-trim-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let c = BuildCache::at(&dir);
+        // Four keys of 1,000 bytes, stored (and so last used) a minute apart, oldest first; `b`
+        // is a cubin and its report (600 + 400 bytes), which go together.
+        let t0 = SystemTime::now() - Duration::from_secs(600);
+        let put = |key: &str, kind: &str, n: usize, age: u64| {
+            c.put(key, kind, &vec![0u8; n]);
+            let f = std::fs::File::options().append(true).open(dir.join(format!("{key}.{kind}"))).expect("entry");
+            f.set_modified(t0 + Duration::from_secs(60 * age)).expect("mtime");
+        };
+        put("a", "ptx", 1000, 0);
+        put("b", "cubin", 600, 1);
+        put("b", "ptxas.txt", 400, 1);
+        put("c", "ptx", 1000, 2);
+        put("d", "ptx", 1000, 3);
+        // Within the limit: nothing goes.
+        assert_eq!(c.trim(4000), Trimmed { keys: 0, freed: 0, kept: 4000 });
+        // `a` is read: now the most recently used.
+        assert!(c.get("a", "ptx").is_some());
+        // Over 3,000 bytes: trimmed to at most 3/4 · 3,000 = 2,250, the least recently used
+        // first — `b` (both files), then `c`; `a` (just read) and `d` stay.
+        assert_eq!(c.trim(3000), Trimmed { keys: 2, freed: 2000, kept: 2000 });
+        let mut names: Vec<String> = std::fs::read_dir(&dir).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        assert_eq!(names, ["a.ptx", "d.ptx"]);
+        // A process that stored nothing does not trim.
+        assert_eq!(BuildCache::at(&dir).trim_after_build(), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_killed_builds_temporary_file_goes_with_the_next_trim() {
+        let dir = std::env::temp_dir().join(format!("tilec-cache-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (old, new) = (dir.join(".tmp-1-0"), dir.join(".tmp-1-1"));
+        std::fs::write(&old, b"x").expect("tmp");
+        std::fs::write(&new, b"y").expect("tmp");
+        let f = std::fs::File::options().append(true).open(&old).expect("tmp");
+        f.set_modified(SystemTime::now() - STALE_TEMPORARY - Duration::from_secs(60)).expect("mtime");
+        assert_eq!(BuildCache::at(&dir).trim(1 << 20), Trimmed::default());
+        // The old one went; the other may belong to a build still running.
+        assert!(!old.exists() && new.exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

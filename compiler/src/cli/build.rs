@@ -168,6 +168,10 @@ pub fn run(a: &BuildArgs) -> ExitCode {
             let cubins = if ch + cm > 0 { format!(", {ch} of {} cubins", ch + cm) } else { String::new() };
             eprintln!("build cache: {ph} of {} PTX{cubins} reused from {} (--no-cache: compile afresh)", ph + pm, c.dir().display());
         }
+        if let Some(t) = c.trim_after_build().filter(|t| t.keys > 0) {
+            let mb = |b: u64| b as f64 / (1u64 << 20) as f64;
+            eprintln!("build cache: removed {} least recently used entries ({:.0} MiB), {:.0} MiB kept (limit TILEC_CACHE_MAX_MB, default {})", t.keys, mb(t.freed), mb(t.kept), crate::cache::DEFAULT_MAX_MB);
+        }
     }
     if !report.ptxas_ran && !a.no_ptxas {
         eprintln!("note: ptxas not found (set TILEC_PTXAS or run scripts/setup.sh): no cubins");
