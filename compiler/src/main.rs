@@ -5,11 +5,21 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "tilec", version, about = "Compiler for the tile DSL (Blackwell tcgen05/TMEM and Hopper)")]
+#[command(name = "tilec", version, about = "Compiler for the tile DSL (Blackwell tcgen05/TMEM and Hopper)", after_help = ENVIRONMENT)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
+
+/// The environment variables tilec reads (`tilec --help`).
+const ENVIRONMENT: &str = "Environment:
+  TILEC_PTXAS             ptxas to assemble cubins with (else `ptxas` on PATH; scripts/setup.sh installs one)
+  TILEC_CACHE_DIR         build cache folder (else $XDG_CACHE_HOME/tilec, else ~/.cache/tilec)
+  TILEC_CACHE=0           no build cache (as `tilec build --no-cache`)
+  TILEC_CACHE_MAX_MB      the cache's size limit in MiB, least recently used entries removed first (default 2048; 0: none)
+  TILEC_TIMING=1          per-module compile times on stderr
+  TILEC_VERIFY_EACH=1     LLVM's verifier after every pass (slow; for compiler bugs)
+  TILEC_WARP_SPECIALIZE=1 a producer warpgroup for TMA main loops on sm_90a (an experiment: no faster on gemm, docs/results.md)";
 
 #[derive(Subcommand)]
 enum Cmd {

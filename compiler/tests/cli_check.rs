@@ -185,3 +185,34 @@ fn misspelled_names_and_builtins_get_a_suggestion() {
     let c = tilec::frontend::check_source(&far, &tilec::frontend::Options::default());
     assert!(!c.diags.iter().any(|d| d.message.contains("zzzzzz") && d.notes.iter().any(|n| n.contains("did you mean"))));
 }
+
+#[test]
+fn help_lists_every_environment_variable_tilec_reads() {
+    let (code, out, _) = tilec(&["--help"]);
+    assert_eq!(code, 0);
+    // Every variable the compiler's sources read (besides HOME, PATH, XDG_CACHE_HOME).
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut read = std::collections::BTreeSet::new();
+    let mut stack = vec![src];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("src").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).expect("source");
+                for part in text.split("env::var").skip(1) {
+                    if let Some(name) = part.trim_start_matches("_os").strip_prefix("(\"").and_then(|r| r.split('"').next()) {
+                        if name.starts_with("TILEC_") {
+                            read.insert(name.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(read.len() >= 7, "{read:?}");
+    for name in &read {
+        assert!(out.contains(name.as_str()), "`tilec --help` does not name {name}:\n{out}");
+    }
+}
