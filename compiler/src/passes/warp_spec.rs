@@ -15,7 +15,7 @@
 //!   arrives once on `empty` of the previous iteration's stage.
 //! - Registers: the kernel is capped at entry (`.maxnreg`, the register file over all threads);
 //!   the producer warpgroup gives registers back (`setmaxnreg.dec`, [`PRODUCER_REGISTERS`]) and
-//!   the consumers take them (`setmaxnreg.inc`).
+//!   the consumers take exactly what it gave ([`register_split`]).
 //! - The producer leaves after its last copy; the consumers' CTA barriers from the split on are
 //!   `bar.sync 1, consumer threads` (named barrier 1), which the producer never joins.
 //!
@@ -26,8 +26,9 @@
 //! Which kernels: `TILEC_WARP_SPECIALIZE` set in the compiler's environment (an experiment: the
 //! decision is measured, docs/results.md) and a kernel whose only pipelined loop is a TMA loop
 //! at the top level of its body, with an MMA left in flight across iterations, no thread
-//! copies and more than one stage; before the loop only scalars and register-accumulator
-//! initialisations (the producer runs that code too, and must not share CTA-wide work); no
+//! copies and more than one stage; before the loop only scalars and register-only accumulators
+//! set from a scalar (the producer runs that code too, and must not share CTA-wide work); the
+//! consumers' registers covering their accumulators' floats and [`CONSUMER_HEADROOM`]; no
 //! declared residency (`ctas_per_sm` caps the registers itself); and room for the extra
 //! warpgroup (at most 1,024 threads) and for the empty mbarriers in the header.
 
@@ -45,6 +46,9 @@ use super::var_roles::VarRoles;
 pub const PRODUCER_THREADS: u32 = 128;
 /// Registers per thread the producer keeps (`setmaxnreg.dec`; it holds a few indices).
 pub const PRODUCER_REGISTERS: u32 = 40;
+/// Registers per consumer thread needed beyond its register accumulators' floats: addresses,
+/// descriptors, loop state (ptxas asked for 154 for gemm's 128 floats of an m64n256 wgmma, C7602).
+pub const CONSUMER_HEADROOM: u32 = 40;
 
 /// A warp-specialised loop's plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,9 +60,10 @@ pub struct WarpSpecialization {
     /// Registers per thread at entry (`.maxnreg`): the register file over all threads, rounded
     /// down to a multiple of 8.
     pub entry_registers: u32,
-    /// Registers per consumer thread after `setmaxnreg.inc`: the register file less the
-    /// producer's, over the consumer threads, rounded down to a multiple of 8 (`setmaxnreg`
-    /// takes multiples of 8; at most 248, under the 255 a thread may address).
+    /// Registers per consumer thread after `setmaxnreg.inc`: what the CTA holds at entry less
+    /// the producer's, over the consumer threads, rounded down to a multiple of 8 (`setmaxnreg`
+    /// takes multiples of 8; at most 248, under the 255 a thread may address) — see
+    /// [`register_split`].
     pub consumer_registers: u32,
     /// Byte offset in the header of `empty[0]` (`empty[s]` at `+ 8 s`).
     pub empty_barriers: u32,
@@ -71,9 +76,23 @@ impl WarpSpecialization {
     }
 }
 
-/// Whether the experiment is switched on (`TILEC_WARP_SPECIALIZE` set to anything but `0`).
+/// Whether the experiment is switched on (`TILEC_WARP_SPECIALIZE=1`).
 fn enabled() -> bool {
-    std::env::var_os("TILEC_WARP_SPECIALIZE").is_some_and(|v| v != "0")
+    std::env::var_os("TILEC_WARP_SPECIALIZE").is_some_and(|v| v == "1")
+}
+
+/// Registers per thread `(at entry, per consumer after setmaxnreg.inc)` for `threads` consumer
+/// threads and the producer warpgroup on `info`. The entry cap splits the register file over
+/// all threads (multiples of 8); the CTA then holds `entry · (threads + 128)` registers, and
+/// `setmaxnreg.inc` waits until the pool has what it asks for, so the consumers may take only
+/// what the producer gives back: `128 · PRODUCER_REGISTERS + threads · consumer ≤ entry ·
+/// (threads + 128)` (PTX ISA, `setmaxnreg`). At 256 consumers: 168 and 232 (CUTLASS's split).
+pub fn register_split(info: &TargetInfo, threads: u32) -> (u32, u32) {
+    let most = info.max_registers_per_thread;
+    let entry = (info.registers_per_sm / (threads + PRODUCER_THREADS)).min(most) / 8 * 8;
+    let pool = entry * (threads + PRODUCER_THREADS);
+    let consumer = (pool.saturating_sub(PRODUCER_THREADS * PRODUCER_REGISTERS) / threads.max(1)).min(most) / 8 * 8;
+    (entry, consumer)
 }
 
 /// Decides whether kernel `k` on `info` is warp-specialised (see the module docs for when).
@@ -102,7 +121,9 @@ pub fn plan(k: &Kernel, info: &TargetInfo, roles: &VarRoles, fusion: &Fusion, pi
         let inst = &k.insts[i];
         match &inst.op {
             Op::TmemAlloc { .. } | Op::TmemRelinquish => true,
-            Op::WriteVar(v, _) => roles.accumulator(*v).is_some(),
+            // A register-only accumulator set from a scalar: registers of the producer's own
+            // (never read); anything else would read or write memory the consumers share.
+            Op::WriteVar(v, x) => roles.is_register_only(*v) && super::var_roles::is_splat(k, *x),
             // A scalar load (a chunk table's entry) reads; a tile load or store is CTA-wide work.
             Op::Load { .. } => matches!(inst.result.map(|r| k.values[r].ty), Some(Type::Scalar(_))),
             Op::Store { .. } | Op::ReadVar(_) | Op::Mma { .. } | Op::For { .. } | Op::TmemDealloc { .. } => false,
@@ -132,8 +153,12 @@ pub fn plan(k: &Kernel, info: &TargetInfo, roles: &VarRoles, fusion: &Fusion, pi
     if empty + 8 * p.stages > header_bytes {
         return None;
     }
-    let (file, most) = (info.registers_per_sm, info.max_registers_per_thread);
-    let entry = (file / (threads + PRODUCER_THREADS)).min(most) / 8 * 8;
-    let consumer = (file.saturating_sub(PRODUCER_THREADS * PRODUCER_REGISTERS) / threads).min(most) / 8 * 8;
+    // The consumers' registers must hold their accumulators (all of them, as if live at once)
+    // and the rest; otherwise ptxas would fail (or spill) where the single-role kernel builds.
+    let (entry, consumer) = register_split(info, threads);
+    let floats: u32 = k.vars.keys().filter_map(|v| roles.accumulator(v)).map(|d| d.floats_per_thread()).sum();
+    if floats + CONSUMER_HEADROOM > consumer {
+        return None;
+    }
     Some(WarpSpecialization { loop_inst: l, consumer_threads: threads, entry_registers: entry, consumer_registers: consumer, empty_barriers: empty })
 }
