@@ -25,7 +25,9 @@
 //! are never read again. A `tilec build` that stored entries therefore trims the folder when it
 //! holds more than `TILEC_CACHE_MAX_MB` MiB (default [`DEFAULT_MAX_MB`]; `0` never trims):
 //! least recently used keys first (a hit refreshes its entries' modification time), down to
-//! three quarters of the limit, so that not every build trims ([`BuildCache::trim`]).
+//! three quarters of the limit, so that not every build trims ([`BuildCache::trim`]). Only the
+//! cache's own files count and go (`<SHA-256 hex>.{ptx,cubin,ptxas.txt}`, `.tmp-<pid>-<n>`): a
+//! folder shared with anything else keeps the rest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -130,18 +132,13 @@ impl BuildCache {
         self.stored.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// After a build: when this process stored entries, [`BuildCache::trim`] to
-    /// `TILEC_CACHE_MAX_MB` MiB (module docs); `None` when nothing was stored, the limit is 0 or
-    /// not a number of MiB.
-    pub fn trim_after_build(&self) -> Option<Trimmed> {
+    /// After a build: when this process stored entries and `limit` (bytes, from
+    /// [`max_bytes_from_env`]) is set, [`BuildCache::trim`] to it; `None` otherwise.
+    pub fn trim_after_build(&self, limit: Option<u64>) -> Option<Trimmed> {
         if self.stored.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let mb = match std::env::var("TILEC_CACHE_MAX_MB") {
-            Ok(v) => v.trim().parse::<u64>().ok()?,
-            Err(_) => DEFAULT_MAX_MB,
-        };
-        (mb > 0).then(|| self.trim(mb.saturating_mul(1 << 20)))
+        limit.map(|l| self.trim(l))
     }
 
     /// Keeps the folder within `max_bytes`: when its entries hold more, removes whole keys (every
@@ -151,6 +148,8 @@ impl BuildCache {
     /// a file that cannot be removed is counted as kept.
     pub fn trim(&self, max_bytes: u64) -> Trimmed {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return Trimmed::default() };
+        // Only the cache's own files: a folder shared with anything else (an output folder, a
+        // user's files) keeps everything that is not an entry.
         let now = SystemTime::now();
         // Per key: its files, their bytes and the most recent use.
         let mut keys: HashMap<String, (Vec<PathBuf>, u64, SystemTime)> = HashMap::new();
@@ -160,13 +159,14 @@ impl BuildCache {
                 continue;
             }
             let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            if name.starts_with(".tmp-") {
+            if is_temporary(&name) {
                 if now.duration_since(used).is_ok_and(|age| age > STALE_TEMPORARY) {
                     let _ = std::fs::remove_file(e.path());
                 }
                 continue;
             }
-            let key = name.split('.').next().unwrap_or_default().to_string();
+            let Some(key) = entry_key(&name) else { continue };
+            let key = key.to_string();
             let k = keys.entry(key).or_insert_with(|| (vec![], 0, SystemTime::UNIX_EPOCH));
             k.0.push(e.path());
             k.1 += meta.len();
@@ -184,12 +184,18 @@ impl BuildCache {
             if total <= goal {
                 break;
             }
-            let (files, bytes, _) = &keys[&name];
-            if files.iter().all(|f| std::fs::remove_file(f).is_ok()) {
-                total -= bytes;
-                done.keys += 1;
-                done.freed += bytes;
+            // Every file of the key, even past one that another build's trim removed first.
+            let (files, _, _) = &keys[&name];
+            let mut freed = 0;
+            for f in files {
+                let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+                if std::fs::remove_file(f).is_ok() {
+                    freed += len;
+                }
             }
+            total = total.saturating_sub(keys[&name].1);
+            done.keys += 1;
+            done.freed += freed;
         }
         done.kept = total;
         done
@@ -198,6 +204,31 @@ impl BuildCache {
     fn path(&self, key: &str, kind: &str) -> PathBuf {
         self.dir.join(format!("{key}.{kind}"))
     }
+}
+
+/// The kinds of entry the cache stores (file-name suffixes after the key).
+const KINDS: [&str; 3] = ["ptx", "cubin", "ptxas.txt"];
+
+/// The key of cache file `name` if it is an entry: a SHA-256 in hex, a dot and a kind.
+fn entry_key(name: &str) -> Option<&str> {
+    let (key, kind) = name.split_once('.')?;
+    (key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) && KINDS.contains(&kind)).then_some(key)
+}
+
+/// Whether cache file `name` is a temporary file of [`BuildCache::put`]: `.tmp-<pid>-<n>`.
+fn is_temporary(name: &str) -> bool {
+    name.strip_prefix(".tmp-").and_then(|r| r.split_once('-')).is_some_and(|(p, n)| !p.is_empty() && !n.is_empty() && p.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit()))
+}
+
+/// The size limit `TILEC_CACHE_MAX_MB` names, in bytes: `Ok(None)` for `0` (no limit), the
+/// default [`DEFAULT_MAX_MB`] when unset or empty.
+///
+/// # Errors
+/// The variable's text when it is not a whole number of MiB.
+pub fn max_bytes_from_env() -> Result<Option<u64>, String> {
+    let text = std::env::var("TILEC_CACHE_MAX_MB").unwrap_or_default();
+    let mb = if text.trim().is_empty() { DEFAULT_MAX_MB } else { text.trim().parse::<u64>().map_err(|_| text.clone())? };
+    Ok((mb > 0).then(|| mb.saturating_mul(1 << 20)))
 }
 
 /// The SHA-256 (hex) of `parts`, each length-prefixed so that no two part lists collide by
@@ -259,35 +290,49 @@ mod tests {
     }
 
     #[test]
-    fn a_trim_removes_the_least_recently_used_keys_whole() {
+    fn a_trim_removes_the_least_recently_used_keys_whole_and_nothing_else() {
         let dir = std::env::temp_dir().join(format!("tilec-cache-trim-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let c = BuildCache::at(&dir);
         // Four keys of 1,000 bytes, stored (and so last used) a minute apart, oldest first; `b`
         // is a cubin and its report (600 + 400 bytes), which go together.
+        let key = |c: char| c.to_string().repeat(64);
         let t0 = SystemTime::now() - Duration::from_secs(600);
-        let put = |key: &str, kind: &str, n: usize, age: u64| {
-            c.put(key, kind, &vec![0u8; n]);
-            let f = std::fs::File::options().append(true).open(dir.join(format!("{key}.{kind}"))).expect("entry");
-            f.set_modified(t0 + Duration::from_secs(60 * age)).expect("mtime");
+        let age = |path: &Path, minutes: u64| {
+            let f = std::fs::File::options().append(true).open(path).expect("file");
+            f.set_modified(t0 + Duration::from_secs(60 * minutes)).expect("mtime");
         };
-        put("a", "ptx", 1000, 0);
-        put("b", "cubin", 600, 1);
-        put("b", "ptxas.txt", 400, 1);
-        put("c", "ptx", 1000, 2);
-        put("d", "ptx", 1000, 3);
+        let put = |k: char, kind: &str, n: usize, minutes: u64| {
+            c.put(&key(k), kind, &vec![0u8; n]);
+            age(&dir.join(format!("{}.{kind}", key(k))), minutes);
+        };
+        put('a', "ptx", 1000, 1);
+        put('b', "cubin", 600, 2);
+        put('b', "ptxas.txt", 400, 2);
+        put('c', "ptx", 1000, 3);
+        put('d', "ptx", 1000, 4);
+        // Files that are not the cache's, older than every entry: never counted, never removed
+        // (a cache folder pointed at an output folder or a user's files).
+        let foreign = ["notes.txt", "README", ".gitignore", "gemm.sm_90a.ptx", &format!("{}.ptx", "A".repeat(64)), &format!("{}.json", key('e')), ".tmp-notours"];
+        for f in foreign {
+            std::fs::write(dir.join(f), vec![1u8; 5000]).expect("foreign file");
+            age(&dir.join(f), 0);
+        }
         // Within the limit: nothing goes.
         assert_eq!(c.trim(4000), Trimmed { keys: 0, freed: 0, kept: 4000 });
         // `a` is read: now the most recently used.
-        assert!(c.get("a", "ptx").is_some());
+        assert!(c.get(&key('a'), "ptx").is_some());
         // Over 3,000 bytes: trimmed to at most 3/4 · 3,000 = 2,250, the least recently used
         // first — `b` (both files), then `c`; `a` (just read) and `d` stay.
         assert_eq!(c.trim(3000), Trimmed { keys: 2, freed: 2000, kept: 2000 });
         let mut names: Vec<String> = std::fs::read_dir(&dir).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         names.sort();
-        assert_eq!(names, ["a.ptx", "d.ptx"]);
-        // A process that stored nothing does not trim.
-        assert_eq!(BuildCache::at(&dir).trim_after_build(), None);
+        let mut want: Vec<String> = foreign.iter().map(|f| f.to_string()).chain([format!("{}.ptx", key('a')), format!("{}.ptx", key('d'))]).collect();
+        want.sort();
+        assert_eq!(names, want);
+        // A process that stored nothing does not trim; nor does one without a limit.
+        assert_eq!(BuildCache::at(&dir).trim_after_build(Some(1)), None);
+        assert_eq!(c.trim_after_build(None), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -296,14 +341,38 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tilec-cache-tmp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
-        let (old, new) = (dir.join(".tmp-1-0"), dir.join(".tmp-1-1"));
-        std::fs::write(&old, b"x").expect("tmp");
-        std::fs::write(&new, b"y").expect("tmp");
-        let f = std::fs::File::options().append(true).open(&old).expect("tmp");
-        f.set_modified(SystemTime::now() - STALE_TEMPORARY - Duration::from_secs(60)).expect("mtime");
+        let (old, new, other) = (dir.join(".tmp-1-0"), dir.join(".tmp-1-1"), dir.join(".tmp-x-0"));
+        for f in [&old, &new, &other] {
+            std::fs::write(f, b"x").expect("tmp");
+        }
+        for f in [&old, &other] {
+            let f = std::fs::File::options().append(true).open(f).expect("tmp");
+            f.set_modified(SystemTime::now() - STALE_TEMPORARY - Duration::from_secs(60)).expect("mtime");
+        }
         assert_eq!(BuildCache::at(&dir).trim(1 << 20), Trimmed::default());
-        // The old one went; the other may belong to a build still running.
-        assert!(!old.exists() && new.exists());
+        // The old one went; the other may belong to a build still running; `.tmp-x-0` is not
+        // a name `put` makes.
+        assert!(!old.exists() && new.exists() && other.exists());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_limit_is_a_whole_number_of_mib() {
+        // One test reads and writes the variable (tests of this binary run in parallel).
+        let at = |v: Option<&str>| {
+            match v {
+                Some(v) => std::env::set_var("TILEC_CACHE_MAX_MB", v),
+                None => std::env::remove_var("TILEC_CACHE_MAX_MB"),
+            }
+            max_bytes_from_env()
+        };
+        assert_eq!(at(None), Ok(Some(DEFAULT_MAX_MB << 20)));
+        assert_eq!(at(Some("")), Ok(Some(DEFAULT_MAX_MB << 20)));
+        assert_eq!(at(Some(" 3 ")), Ok(Some(3 << 20)));
+        assert_eq!(at(Some("0")), Ok(None));
+        for bad in ["abc", "-1", "1e3", "1.5"] {
+            assert_eq!(at(Some(bad)), Err(bad.to_string()));
+        }
+        std::env::remove_var("TILEC_CACHE_MAX_MB");
     }
 }

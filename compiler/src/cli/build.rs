@@ -168,9 +168,15 @@ pub fn run(a: &BuildArgs) -> ExitCode {
             let cubins = if ch + cm > 0 { format!(", {ch} of {} cubins", ch + cm) } else { String::new() };
             eprintln!("build cache: {ph} of {} PTX{cubins} reused from {} (--no-cache: compile afresh)", ph + pm, c.dir().display());
         }
-        if let Some(t) = c.trim_after_build().filter(|t| t.keys > 0) {
-            let mb = |b: u64| b as f64 / (1u64 << 20) as f64;
-            eprintln!("build cache: removed {} least recently used entries ({:.0} MiB), {:.0} MiB kept (limit TILEC_CACHE_MAX_MB, default {})", t.keys, mb(t.freed), mb(t.kept), crate::cache::DEFAULT_MAX_MB);
+        match crate::cache::max_bytes_from_env() {
+            Ok(limit) => {
+                if let Some(t) = c.trim_after_build(limit).filter(|t| t.keys > 0) {
+                    let mb = |b: u64| b as f64 / (1u64 << 20) as f64;
+                    let limit = limit.map_or(0.0, mb);
+                    eprintln!("build cache: over its {limit:.0} MiB limit (TILEC_CACHE_MAX_MB): removed the {} least recently used key(s), {:.1} MiB; {:.1} MiB kept", t.keys, mb(t.freed), mb(t.kept));
+                }
+            }
+            Err(text) => eprintln!("warning: TILEC_CACHE_MAX_MB={text:?} is not a whole number of MiB: the build cache was not trimmed\nhelp: set it to the limit in MiB (default {}), or 0 for none", crate::cache::DEFAULT_MAX_MB),
         }
     }
     if !report.ptxas_ran && !a.no_ptxas {
