@@ -45,6 +45,25 @@ pub enum ArtifactError {
         /// ptxas's stderr and stdout.
         message: String,
     },
+    /// The registers ptxas gave each thread do not fit one CTA of the launch's threads into an
+    /// SM's register file: the kernel would build and then fail to launch.
+    #[error("kernel `{kernel}` cannot launch on {target}: ptxas gave it {registers} registers per thread, and {threads} threads per CTA take {needed} of the {file} an SM has\nhelp: at {registers} registers a CTA has room for {most} threads; use fewer, or declare `ctas_per_sm({target}: 1)` so that ptxas fits {threads} threads' registers (spilling if it must)")]
+    RegistersPerCta {
+        /// Kernel.
+        kernel: String,
+        /// Target.
+        target: String,
+        /// Registers per thread (ptxas).
+        registers: u32,
+        /// Threads per CTA at launch.
+        threads: u32,
+        /// Registers one CTA takes, allocated per warp in units of 256.
+        needed: u32,
+        /// The register file of an SM.
+        file: u32,
+        /// The most threads (whole warps) that fit at these registers.
+        most: u32,
+    },
     /// A parameter has no metadata dtype (bool).
     #[error("parameter `{0}` has a type the metadata schema cannot describe")]
     ParamType(String),

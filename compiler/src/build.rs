@@ -160,6 +160,7 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
             if ptxas_path.is_some() {
                 let cubin = dir.join(format!("{stem}.cubin"));
                 let (info, notes) = assemble_cached(&ptx_path, &cubin, t, &c.ptx, ptxas_path.as_deref(), opts.cache.as_deref()).map_err(|e| err(residency_help(k, t, e)))?;
+                launchable(k, t, c.threads, info.registers).map_err(err)?;
                 ptxas = Some(info);
                 advisories = notes;
                 cubin_name = Some(format!("{stem}.cubin"));
@@ -199,6 +200,22 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
         }
     }
     Ok(BuildReport { checked, built, plans, compile_time, ptxas_ran: ptxas_path.is_some() && opts.out_dir.is_some() })
+}
+
+/// Whether one CTA of `threads` threads at `registers` registers per thread fits an SM's register
+/// file on `t` (registers are allocated per warp, in units of 256: CUDA C++ Programming Guide,
+/// "Occupancy"). Without launch bounds (no `ctas_per_sm`) ptxas may exceed it — gemm at
+/// `threads(640)` took 161 registers, 103,040 per CTA — and the launch would fail; the build
+/// refuses instead.
+fn launchable(k: &crate::ir::Kernel, t: Target, threads: u32, registers: u32) -> Result<(), ArtifactError> {
+    let file = t.info().registers_per_sm;
+    let per_warp = (registers * 32).div_ceil(256) * 256;
+    let needed = threads.div_ceil(32) * per_warp;
+    if needed <= file {
+        return Ok(());
+    }
+    let most = file / per_warp.max(1) * 32;
+    Err(ArtifactError::RegistersPerCta { kernel: k.name.clone(), target: t.name().into(), registers, threads, needed, file, most })
 }
 
 /// ptxas's error, with a help line when it ran out of registers in a kernel whose declared

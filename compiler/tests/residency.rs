@@ -182,6 +182,33 @@ fn ptxas_out_of_registers_names_the_declaration() {
 }
 
 #[test]
+fn a_kernel_whose_registers_do_not_fit_one_cta_is_refused_at_build() {
+    // gemm at threads(640), no launch bounds: ptxas gives each thread what the accumulator and
+    // addresses take (161 registers when measured); 20 warps at that many registers (allocated
+    // per warp in units of 256) are more than an SM's 65,536, so the launch would fail. The build
+    // says so, with the most threads that fit; threads(256) builds.
+    let ptxas = tilec::artifact::find_ptxas();
+    assert!(ptxas.is_some(), "ptxas is needed: run scripts/setup.sh and source .tools/env.sh (CI does)");
+    let gemm = example("gemm.tile");
+    let wide = gemm.replace("threads(256)", "threads(640)");
+    assert_ne!(wide, gemm);
+    let dir = std::env::temp_dir().join(format!("tilec-launchable-{}", std::process::id()));
+    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
+    let e = tilec::build::build_source(&wide, "gemm.tile", &opts).err().expect("the build refuses a kernel that cannot launch");
+    let text = e.to_string();
+    let registers: u32 = text.split("ptxas gave it ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{text}"));
+    let per_warp = (registers * 32).div_ceil(256) * 256;
+    assert!(640 / 32 * per_warp > 65_536, "{text}");
+    assert!(text.contains(&format!("640 threads per CTA take {} of the 65536 an SM has", 640 / 32 * per_warp)), "{text}");
+    assert!(text.contains(&format!("a CTA has room for {} threads", 65_536 / per_warp * 32)), "{text}");
+    // The shipped 256 threads fit: 8 warps.
+    let r = tilec::build::build_source(&gemm, "gemm.tile", &opts).expect("gemm builds");
+    let p = r.built[0].meta.ptxas.as_ref().expect("ptxas figures");
+    assert!(256 / 32 * (p.registers * 32).div_ceil(256) * 256 <= 65_536);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_residency_that_drops_the_copy_ring_is_w0505() {
     // K#1 declared for three CTAs on every target: on sm_100a (accumulators in tensor memory)
     // its 83 KB one-stage ring keeps two, so the planner drops the ring to keep three — a
