@@ -582,4 +582,10 @@ impl<'ctx> IndexArith for Codegen<'ctx, '_> {
     fn xor(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         Ok(self.b.build_xor(a, b, "")?)
     }
+    fn udiv(&self, a: IntValue<'ctx>, d: u32) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_int_unsigned_div(a, self.i32(d as i32), "")?)
+    }
+    fn urem(&self, a: IntValue<'ctx>, d: u32) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(self.b.build_int_unsigned_rem(a, self.i32(d as i32), "")?)
+    }
 }

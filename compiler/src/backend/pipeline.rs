@@ -12,6 +12,7 @@ use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{Block, Inst, Op, Var};
+use crate::layout::ring;
 use crate::passes::pipeline::Pipeline;
 
 use super::emit::Codegen;
@@ -109,8 +110,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             // The iteration's position in execution order.
             let rel = if plan.reverse { cg.b.build_int_sub(cg.b.build_int_sub(hi, cg.i32(1), "")?, x, "")? } else { cg.b.build_int_sub(x, lo, "")? };
-            let stage = cg.b.build_int_unsigned_rem(rel, cg.i32(s as i32), "stage")?;
-            let phase = cg.b.build_and(cg.b.build_int_unsigned_div(rel, cg.i32(s as i32), "")?, cg.i32(1), "phase")?;
+            let stage = ring::stage(&*cg, rel, s)?;
+            let phase = ring::fill_parity(&*cg, rel, s)?;
             cg.pipes.push(ActivePipeline { loop_inst: i, plan: plan.clone(), iv: x, lo, hi, stage, phase, tma_ok, early, ws });
             // The previous iteration may have left its MMA in flight.
             cg.wgmma_pending = plan.overlap_mma;

@@ -6,6 +6,7 @@ use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{Block, Inst};
+use crate::layout::ring;
 use crate::passes::pipeline::Pipeline;
 use crate::passes::warp_spec::{WarpSpecialization, PRODUCER_REGISTERS};
 
@@ -58,17 +59,16 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// until the stage is empty (from the second round of the ring on), then issue the
     /// iteration's tiles against the stage's full mbarrier.
     fn produce(&mut self, i: Inst, plan: &Pipeline, ws: &WarpSpecialization, lo: IntValue<'ctx>, hi: IntValue<'ctx>) -> Result<(), BackendError> {
-        let s = self.i32(plan.stages as i32);
+        let (stages, s) = (plan.stages, self.i32(plan.stages as i32));
         let zero = self.i32(0);
         let n = self.b.build_int_sub(hi, lo, "ws.trips")?;
         let yes = self.ctx.bool_type().const_int(1, false);
         self.elected_issuer = true;
         let r = self.counted_loop(zero, n, zero, false, &mut |cg, pos| {
-            let stage = cg.b.build_int_unsigned_rem(pos, s, "ws.stage")?;
-            let round = cg.b.build_int_unsigned_div(pos, s, "")?;
+            let stage = ring::stage(&*cg, pos, stages)?;
             let reuse = cg.b.build_int_compare(IntPredicate::UGE, pos, s, "")?;
             cg.if_then(reuse, &mut |cg| {
-                let parity = cg.b.build_and(cg.b.build_int_sub(round, cg.i32(1), "")?, cg.i32(1), "")?;
+                let parity = ring::empty_parity(&*cg, pos, stages)?;
                 let empty = cg.empty_barrier(ws, stage)?;
                 cg.mbarrier_wait(empty, parity)
             })?;
@@ -100,10 +100,9 @@ impl<'ctx> Codegen<'ctx, '_> {
         let (Some(p), Some(ws)) = (self.pipes.last().cloned(), self.tp.warp_spec) else { return Err(BackendError::Invalid("a stage released outside a warp-specialised loop".into())) };
         let ok = p.tma_ok.ok_or_else(|| BackendError::Invalid("a warp-specialised loop without TMA".into()))?;
         self.call("llvm.nvvm.wgmma.wait_group.sync.aligned", None, &[self.ctx.i64_type().const_int(1, false).into()])?;
-        let s = self.i32(p.plan.stages as i32);
         let later = self.b.build_int_compare(IntPredicate::NE, rel, self.i32(0), "")?;
         let go = self.b.build_and(ok, later, "ws.release")?;
-        let prev = self.b.build_int_unsigned_rem(self.b.build_int_add(rel, self.b.build_int_sub(s, self.i32(1), "")?, "")?, s, "ws.prev")?;
+        let prev = ring::handed_back(&*self, rel, p.plan.stages)?;
         self.if_then(go, &mut |cg| {
             cg.warp_sync()?;
             let lane = cg.b.build_and(cg.tid, cg.i32(31), "")?;

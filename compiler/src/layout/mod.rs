@@ -20,6 +20,7 @@
 pub mod mma_sync;
 pub mod quad_transpose;
 pub mod reduction;
+pub mod ring;
 pub mod staging;
 pub mod swizzle;
 pub mod tmem;
@@ -46,6 +47,10 @@ pub trait IndexArith {
     fn shr(&self, a: Self::V, s: u32) -> Result<Self::V, Self::E>;
     /// `a ^ b`.
     fn xor(&self, a: Self::V, b: Self::V) -> Result<Self::V, Self::E>;
+    /// `a / d` (unsigned, `d` > 0).
+    fn udiv(&self, a: Self::V, d: u32) -> Result<Self::V, Self::E>;
+    /// `a % d` (unsigned, `d` > 0).
+    fn urem(&self, a: Self::V, d: u32) -> Result<Self::V, Self::E>;
 }
 
 /// Evaluation on `u32` (wrapping, as the 32-bit hardware arithmetic).
@@ -75,6 +80,12 @@ impl IndexArith for Eval {
     }
     fn xor(&self, a: u32, b: u32) -> Result<u32, Self::E> {
         Ok(a ^ b)
+    }
+    fn udiv(&self, a: u32, d: u32) -> Result<u32, Self::E> {
+        Ok(a / d)
+    }
+    fn urem(&self, a: u32, d: u32) -> Result<u32, Self::E> {
+        Ok(a % d)
     }
 }
 
