@@ -37,8 +37,9 @@ use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-/// The cache's default size limit in MiB (`TILEC_CACHE_MAX_MB`): about 25 builds of gdn.tile
-/// for both targets with cubins (≈ 80 MB each).
+/// The cache's default size limit in MiB (`TILEC_CACHE_MAX_MB`): the demo's builds (every
+/// shipped example, both targets, cubins) take about 15 MB, so this keeps some hundred
+/// compilers' worth.
 pub const DEFAULT_MAX_MB: u64 = 2048;
 
 /// A temporary file older than this is a killed build's: a trim removes it.
@@ -148,11 +149,10 @@ impl BuildCache {
     /// a file that cannot be removed is counted as kept.
     pub fn trim(&self, max_bytes: u64) -> Trimmed {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return Trimmed::default() };
-        // Only the cache's own files: a folder shared with anything else (an output folder, a
-        // user's files) keeps everything that is not an entry.
         let now = SystemTime::now();
-        // Per key: its files, their bytes and the most recent use.
-        let mut keys: HashMap<String, (Vec<PathBuf>, u64, SystemTime)> = HashMap::new();
+        // Per key: its files with their bytes, and the most recent use. Only the cache's own
+        // files: a folder shared with anything else keeps everything that is not an entry.
+        let mut keys: HashMap<String, (Vec<(PathBuf, u64)>, SystemTime)> = HashMap::new();
         for e in entries.flatten() {
             let (Ok(meta), name) = (e.metadata(), e.file_name().to_string_lossy().into_owned()) else { continue };
             if !meta.is_file() {
@@ -167,17 +167,17 @@ impl BuildCache {
             }
             let Some(key) = entry_key(&name) else { continue };
             let key = key.to_string();
-            let k = keys.entry(key).or_insert_with(|| (vec![], 0, SystemTime::UNIX_EPOCH));
-            k.0.push(e.path());
-            k.1 += meta.len();
-            k.2 = k.2.max(used);
+            let k = keys.entry(key).or_insert_with(|| (vec![], SystemTime::UNIX_EPOCH));
+            k.0.push((e.path(), meta.len()));
+            k.1 = k.1.max(used);
         }
-        let mut total: u64 = keys.values().map(|k| k.1).sum();
+        let bytes = |files: &[(PathBuf, u64)]| files.iter().map(|f| f.1).sum::<u64>();
+        let mut total: u64 = keys.values().map(|k| bytes(&k.0)).sum();
         let mut done = Trimmed { kept: total, ..Trimmed::default() };
         if total <= max_bytes {
             return done;
         }
-        let mut order: Vec<(SystemTime, String)> = keys.iter().map(|(name, k)| (k.2, name.clone())).collect();
+        let mut order: Vec<(SystemTime, String)> = keys.iter().map(|(name, k)| (k.1, name.clone())).collect();
         order.sort();
         let goal = max_bytes / 4 * 3;
         for (_, name) in order {
@@ -185,15 +185,9 @@ impl BuildCache {
                 break;
             }
             // Every file of the key, even past one that another build's trim removed first.
-            let (files, _, _) = &keys[&name];
-            let mut freed = 0;
-            for f in files {
-                let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
-                if std::fs::remove_file(f).is_ok() {
-                    freed += len;
-                }
-            }
-            total = total.saturating_sub(keys[&name].1);
+            let files = &keys[&name].0;
+            let freed: u64 = files.iter().filter(|(f, _)| std::fs::remove_file(f).is_ok()).map(|(_, len)| len).sum();
+            total = total.saturating_sub(bytes(files));
             done.keys += 1;
             done.freed += freed;
         }

@@ -129,17 +129,16 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         let fty = ctx.void_type().fn_type(&arg_tys, false);
         let func = module.add_function(&k.name, fty, Some(Linkage::External));
         func.set_call_conventions(PTX_KERNEL_CC);
+        let attr = |name: &str, value: u32| ctx.create_string_attribute(name, &value.to_string());
         if let Some((n, _)) = k.residency(target) {
             // `.maxntid threads` and `.minnctapersm N` (PTX ISA, "Performance-Tuning
             // Directives"): ptxas fits the registers of N resident CTAs.
-            let attr = |name: &str, value: u32| ctx.create_string_attribute(name, &value.to_string());
             func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.maxntid", k.threads));
             func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.minctasm", n));
         }
         if let Some(ws) = tp.warp_spec {
             // The launch's threads (the producer warpgroup too) and the register cap at entry
             // that `setmaxnreg` needs before it acts (else ptxas ignores it: C7508).
-            let attr = |name: &str, value: u32| ctx.create_string_attribute(name, &value.to_string());
             func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.maxntid", ws.launch_threads()));
             func.add_attribute(inkwell::attributes::AttributeLoc::Function, attr("nvvm.maxnreg", ws.entry_registers));
         }

@@ -43,7 +43,7 @@ use super::tma::TmaPlan;
 use super::var_roles::VarRoles;
 
 /// Threads of the producer warpgroup (`setmaxnreg` acts on whole warpgroups).
-pub const PRODUCER_THREADS: u32 = 128;
+pub const PRODUCER_THREADS: u32 = crate::layout::wgmma::WARPGROUP;
 /// Registers per thread the producer keeps (`setmaxnreg.dec`; it holds a few indices).
 pub const PRODUCER_REGISTERS: u32 = 40;
 /// Registers per consumer thread needed beyond its register accumulators' floats: addresses,
@@ -107,7 +107,8 @@ pub fn plan(k: &Kernel, info: &TargetInfo, roles: &VarRoles, fusion: &Fusion, pi
     }
     let mut loops = pipelines.iter().filter_map(|(l, p)| p.as_ref().map(|p| (l, p)));
     let (l, p) = loops.next()?;
-    if loops.next().is_some() || !p.overlap_mma || p.stages < 2 || super::tma::early_refill(p) {
+    // (An MMA in flight implies a ring of at least 3 stages: `Pipeline::min_stages`.)
+    if loops.next().is_some() || !p.overlap_mma || super::tma::early_refill(p) {
         return None;
     }
     let full = tma.loop_barriers(l)?;
@@ -117,6 +118,8 @@ pub fn plan(k: &Kernel, info: &TargetInfo, roles: &VarRoles, fusion: &Fusion, pi
     // The loop at the top level, and before it nothing the producer must not run.
     let top = &k.blocks[k.body].insts;
     let at = top.iter().position(|&i| i == l)?;
+    // A scalar, or a tile value computed inside its consumer.
+    let scalar_or_fused = |i: Inst| k.insts[i].result.is_some_and(|r| matches!(k.values[r].ty, Type::Scalar(_)) || fusion.is_fused(r));
     let harmless = |i: Inst| {
         let inst = &k.insts[i];
         match &inst.op {
@@ -127,7 +130,7 @@ pub fn plan(k: &Kernel, info: &TargetInfo, roles: &VarRoles, fusion: &Fusion, pi
             // A scalar load (a chunk table's entry) reads; a tile load or store is CTA-wide work.
             Op::Load { .. } => matches!(inst.result.map(|r| k.values[r].ty), Some(Type::Scalar(_))),
             Op::Store { .. } | Op::ReadVar(_) | Op::Mma { .. } | Op::For { .. } | Op::TmemDealloc { .. } => false,
-            _ => inst.result.is_some_and(|r| matches!(k.values[r].ty, Type::Scalar(_)) || fusion.is_fused(r)),
+            _ => scalar_or_fused(i),
         }
     };
     if !top[..at].iter().all(|&i| harmless(i)) {
@@ -143,7 +146,7 @@ pub fn plan(k: &Kernel, info: &TargetInfo, roles: &VarRoles, fusion: &Fusion, pi
         Op::Mma { dst, a, b, .. } => roles.accumulator(*dst).is_some() && ring(a.var) && ring(b.var),
         Op::Store { .. } | Op::ReadVar(_) | Op::For { .. } => false,
         // A tile load is a pipelined write's source (fused into it, issued by the producer).
-        _ => k.insts[i].result.is_some_and(|r| matches!(k.values[r].ty, Type::Scalar(_)) || fusion.is_fused(r)),
+        _ => scalar_or_fused(i),
     });
     if !main_loop {
         return None;
