@@ -1,7 +1,8 @@
 //! The build cache (`tilec::cache`): a second build of the same source takes every PTX from the
 //! cache and writes byte-identical artefacts; an edit to one kernel recompiles that kernel's
 //! modules only; an entry that is not PTX text is compiled again, not used. And the PTX does not
-//! depend on whether the LLVM IR keeps its value names (`--emit llvm`) or discards them.
+//! depend on whether the LLVM IR keeps its value names (`--emit llvm`) or discards them. Through
+//! the binary: an oversized cache is trimmed and the build says so; a bad limit is a warning.
 
 use std::sync::Arc;
 
@@ -105,4 +106,46 @@ fn value_names_do_not_reach_the_ptx() {
         }
         assert!(unnamed.built.iter().all(|b| b.compiled.llvm_ir.is_none()), "{file}: IR text printed though not asked for");
     }
+}
+
+/// `tilec build` with the cache in `dir` and `TILEC_CACHE_MAX_MB` set to `limit`: its stderr.
+fn cli_build(dir: &std::path::Path, limit: &str, out: &std::path::Path) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tilec"))
+        .args(["build", "dsl-examples/gemm.tile", "--target", "sm_90a", "--no-ptxas", "-o"])
+        .arg(out)
+        .env("TILEC_CACHE_DIR", dir)
+        .env("TILEC_CACHE_MAX_MB", limit)
+        .current_dir(root)
+        .output()
+        .expect("run tilec");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn the_cli_trims_an_oversized_cache_and_says_so_and_warns_on_a_bad_limit() {
+    let (dir, out) = (scratch("cli-trim"), scratch("cli-trim-out"));
+    // A stale entry of 2 MiB (a predecessor compiler's), older than anything this build stores.
+    std::fs::create_dir_all(&dir).expect("cache dir");
+    let stale = dir.join(format!("{}.ptx", "0".repeat(64)));
+    std::fs::write(&stale, vec![b'x'; 2 << 20]).expect("stale entry");
+    let f = std::fs::File::options().append(true).open(&stale).expect("stale entry");
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600)).expect("mtime");
+    // Not a number: a warning and a help line, nothing removed, the build succeeds.
+    let err = cli_build(&dir, "abc", &out);
+    assert!(err.contains("warning: TILEC_CACHE_MAX_MB=\"abc\" is not a whole number of MiB") && err.contains("\nhelp: "), "{err}");
+    assert!(stale.exists());
+    // 1 MiB, in a build that stores its PTX again (only a build that stored entries trims): the
+    // stale entry goes (the least recently used), the new PTX stays, and it says so.
+    for e in std::fs::read_dir(&dir).expect("cache").flatten() {
+        if e.path() != stale {
+            std::fs::remove_file(e.path()).expect("entry");
+        }
+    }
+    let err = cli_build(&dir, "1", &out);
+    assert!(!stale.exists(), "{err}");
+    assert!(err.contains("build cache: over its 1 MiB limit (TILEC_CACHE_MAX_MB): removed the 1 least recently used key(s), 2.0 MiB"), "{err}");
+    assert_eq!(std::fs::read_dir(&dir).expect("cache").flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".ptx")).count(), 1);
+    let _ = [std::fs::remove_dir_all(&dir), std::fs::remove_dir_all(&out)];
 }
