@@ -240,6 +240,8 @@ fixtures!(
     smem_block_update_late_view,
     smem_block_update_write_between,
     smem_block_update_other_variable,
+    smem_elementwise_update_in_place,
+    smem_elementwise_update_transposed,
     ctas_per_sm_residency,
     barriers_by_conflict,
     barriers_loop_back_edge,

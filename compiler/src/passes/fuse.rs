@@ -12,7 +12,9 @@
 //!   elements it takes in place);
 //! * for a `Load`: no `Store` to the same tensor, and for a `ReadVar`: no write of the variable,
 //!   happens between the definition and the point where the fused expression is evaluated (the
-//!   final non-fused consumer).
+//!   final non-fused consumer) — that consumer included, unless it writes the variable itself
+//!   from an expression elementwise at the tile's shape (an update in place: every element is
+//!   read and written back by one thread at one address).
 //!
 //! Fusion only moves where pure element computations happen, so results are bit-identical; it
 //! shrinks the shared-memory plan and removes a barrier per fused value.
@@ -224,6 +226,15 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                     // written by the thread holding it, at the same place.
                     end_excl = matches!(k.insts[root].op, Op::WriteVar(w, _) if w == *var);
                     frag = Some((root, *var));
+                } else if in_smem(*var) {
+                    // An elementwise update of a shared-memory variable (`acc += f(...)` at the
+                    // whole tile, no view or transpose of it on the way): each thread reads
+                    // element e and writes element e back at the same address, so the root's
+                    // own write is no clobber and the tile needs no copy (the distance loops of
+                    // the per-channel stages copied their [C, K] accumulator out and back, with
+                    // a barrier, fifteen times each).
+                    end_excl = fragment_root(k, &out, &uses, u, vshape, *var, false, &|_| false)
+                        .is_some_and(|root| matches!(k.insts[root].op, Op::WriteVar(w, _) if w == *var));
                 }
             }
             let end = eval_pos[u].unwrap_or(upos);
