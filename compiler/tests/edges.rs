@@ -78,6 +78,23 @@ fn a_point_load_past_the_edge_is_a_mistake_too() {
     assert_eq!(out["y"].to_f64()[0], 0.0);
 }
 
+/// A tile may start before element 0 too (the per-channel stages load Γ and k from `t0 − 16`
+/// for the diagonal blocks' shifted views): under `edge(zeros)` the elements before the start
+/// read 0, like those past the end; without it the load is a mistake naming element −1 … as
+/// the element it tried.
+#[test]
+fn a_tile_starting_before_zero_reads_zeros_there_only_under_a_declared_edge() {
+    let src = "kernel shift(x: f32[N] edge(zeros), y: out f32[N] edge(zeros)) grid(cdiv(N, 64)) threads(64) {\n    let i0 = program_id(0) * 64;\n    let a = load x[i0 - 3..+67];\n    store y[i0..+64] = a[3..+64, :] + a[0..+64, :];\n}\n";
+    let (code, err, out) = run("before_zero", src);
+    assert_eq!(code, 0, "{err}");
+    // y[i] = x[i] + x[i − 3], with x[−3 … −1] = 0: 0, 1, 2 at the start, then 2i − 3.
+    let want: Vec<f64> = (0..100).map(|i| f64::from(i) + if i >= 3 { f64::from(i - 3) } else { 0.0 }).collect();
+    assert_eq!(out["y"].to_f64(), want);
+    let (code, err, _) = run("before_zero_undeclared", &src.replace("x: f32[N] edge(zeros)", "x: f32[N]"));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("load of element [-3] of `x`, past its edge"), "{err}");
+}
+
 /// `--emit ir` prints the declaration and the IR reader takes it back.
 #[test]
 fn the_ir_text_keeps_the_edge() {
