@@ -203,17 +203,18 @@ pub fn build_source(src: &str, path: &str, opts: &BuildOptions) -> Result<BuildR
 }
 
 /// Whether one CTA of `threads` threads at `registers` registers per thread fits an SM's register
-/// file on `t` (registers are allocated per warp, in units of 256: CUDA C++ Programming Guide,
-/// "Occupancy"). Without launch bounds (no `ctas_per_sm`) ptxas may exceed it — gemm at
-/// `threads(640)` took 161 registers, 103,040 per CTA — and the launch would fail; the build
-/// refuses instead.
+/// file on `t`: at most the budget of one resident CTA (`residency::register_budget`, the rule
+/// `ctas_per_sm` declarations use). Without launch bounds (no `ctas_per_sm`) ptxas may exceed it
+/// — gemm at `threads(640)` took 161 registers, 103,040 per CTA — and the launch would fail; the
+/// build refuses instead.
 fn launchable(k: &crate::ir::Kernel, t: Target, threads: u32, registers: u32) -> Result<(), ArtifactError> {
+    if registers <= crate::passes::residency::register_budget(t.info(), 1, threads) {
+        return Ok(());
+    }
+    // For the message: registers are allocated per warp, in units of 256 (8 per thread).
     let file = t.info().registers_per_sm;
     let per_warp = (registers * 32).div_ceil(256) * 256;
     let needed = threads.div_ceil(32) * per_warp;
-    if needed <= file {
-        return Ok(());
-    }
     let most = file / per_warp.max(1) * 32;
     Err(ArtifactError::RegistersPerCta { kernel: k.name.clone(), target: t.name().into(), registers, threads, needed, file, most })
 }

@@ -325,8 +325,9 @@ fn views_in_place(
     Some(end)
 }
 
-/// The root a read of accumulator `var` (a `vshape` tile) fused into consumer `u` would be
-/// evaluated in, if it can be evaluated in the accumulator's fragment order: the chain of
+/// The root a read of `var` (a `vshape` tile) fused into consumer `u` would be evaluated in:
+/// for a register accumulator, one evaluated in its fragment order; for a shared-memory
+/// variable, a write of the variable itself is an update in place (`analyze`). The chain of
 /// fused results from `u` up is elementwise at `vshape` (no transpose: every element is read
 /// where it is written) and ends in a `Store` of a `vshape` tile, a `WriteVar` of the
 /// accumulator itself or of a variable `writable` accepts (shared memory, an accumulator of
