@@ -49,7 +49,7 @@ fn mutated(dir: &Path, from: &str, to: &str) -> PathBuf {
 /// once) in `file`; the path of the copied gdn.tile.
 fn mutated_in(dir: &Path, file: &str, from: &str, to: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    for f in ["gdn.tile", "gdn_fwd.tile", "k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile", "sequences.tile"] {
+    for f in ["gdn.tile", "gdn_fwd.tile", "k1_reverse_scan.tile", "k2_wy_vjp.tile", "gdn_channel.tile", "kda_wy.tile", "sequences.tile"] {
         let src = std::fs::read_to_string(examples().join(f)).unwrap();
         let src = if f == file {
             assert_eq!(src.matches(from).count(), 1, "the mutation site must be unique");
@@ -326,7 +326,7 @@ fn a_wrong_head_mapping_inside_a_stage_fails_verification() {
     let sites = [
         ("gdn.tile", "let ks: smem = load k[b, t0..+C, h / G, k0..+BKQ];", "let ks: smem = load k[b, t0..+C, h % H, k0..+BKQ];", "gdn_bwd"),
         ("gdn_channel.tile", "bf16(load q[b, t0..+C, h / G, :] * exp2(g) * scale)", "bf16(load q[b, t0..+C, h % H, :] * exp2(g) * scale)", "kda_bwd"),
-        ("gdn_channel.tile", "let kx = load k[b, t0 - 16..+C + 16, h / G, :];            // [C + 16, K]", "let kx = load k[b, t0 - 16..+C + 16, h % H, :];            // [C + 16, K]", "kda_bwd"),
+        ("kda_wy.tile", "let kx = load k[b, t0 - 16..+C + 16, h / G, :];            // [C + 16, K]", "let kx = load k[b, t0 - 16..+C + 16, h % H, :];            // [C + 16, K]", "kda_bwd"),
     ];
     for (i, (file, from, to, op)) in sites.into_iter().enumerate() {
         let dir = std::env::temp_dir().join(format!("tilec-gdn-gva-stage-{}-{i}", std::process::id()));
