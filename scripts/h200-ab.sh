@@ -6,14 +6,15 @@
 # in a scratch worktree). On the device, carry
 # [".device"] and run `scripts/h200-ab.sh` (BUDGET seconds, default 570):
 #   1. (same) every check case run with both sets, the outputs compared bitwise (`--exact`:
-#      where the arithmetic order did not change they must be equal);
+#      where the arithmetic order did not change they must be equal); (plans) likewise every
+#      member's whole backward plan on its .device/rec case;
 #   2. (anchors, bwd) bench/h200_tilec_vs_anchors.py (gemm vs torch.matmul, K#1 vs fla) and
 #      bench/h200_gdn_bwd.py (the dense backward; fla beside the new set) on both sets;
 #   3. (check) scripts/h200-check.sh on the new artifacts (every check case against the
 #      interpreter, then racecheck unless RACECHECK=0).
 # Before the speed parts it prints each set's CTAs per SM as the driver computes them
 # (scripts/h200_occupancy.py) for the kernels in OCC_KERNELS (default K#1 and gemm).
-# AB_PARTS picks parts (default "same anchors bwd check"); AB_SPEED the bench's speed sets
+# AB_PARTS picks parts (default "same anchors bwd check"; also "plans"); AB_SPEED the bench's speed sets
 # (default dense; e.g. dense,saved,kda), AB_FLA_SPEED those fla runs beside the new set (default
 # dense; each new shape costs fla ~2 min of JIT). Everything goes to $OUT: ab.txt,
 # {new,old}/perf.json, {new,old}/gdn_bwd.json.
@@ -92,6 +93,21 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
         rm -f /tmp/ab_x.safetensors   # a failed run must not leave the last set's output to compare
         "$b/tilec-run" ".device/art_$x/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out /tmp/ab_x.safetensors $(cat "$io/$name.flags" 2>/dev/null) >/dev/null || echo "FAIL $name ($x): tilec-run exit $?"
         python3 scripts/h200_compare_outputs.py "$x-vs-new $name" /tmp/ab_new.safetensors /tmp/ab_x.safetensors --exact
+      done
+    done
+  fi
+  if has plans; then
+    # The whole backward of every member (.device/rec/<case>: gdn, ssd, la, gla, kda, gdn_gva;
+    # <member>_bwd on in.safetensors) with each set, compared with the new set's outputs.
+    echo "=== backward plans against new (bitwise where the arithmetic order is unchanged)"
+    for c in $(ls .device/rec); do
+      op=${c%%_*}_bwd; rm -f /tmp/abp_new.safetensors
+      "$b/tilec-run" ".device/art/$op.sm_90a.plan.json" --inputs ".device/rec/$c/in.safetensors" --out /tmp/abp_new.safetensors >/dev/null || echo "FAIL plan $c (new): tilec-run exit $?"
+      for x in old $xsets; do
+        [ -d ".device/art_$x" ] || continue
+        rm -f /tmp/abp_x.safetensors
+        "$b/tilec-run" ".device/art_$x/$op.sm_90a.plan.json" --inputs ".device/rec/$c/in.safetensors" --out /tmp/abp_x.safetensors >/dev/null || echo "FAIL plan $c ($x): tilec-run exit $?"
+        python3 scripts/h200_compare_outputs.py "$x-vs-new plan $c" /tmp/abp_new.safetensors /tmp/abp_x.safetensors --exact
       done
     done
   fi
