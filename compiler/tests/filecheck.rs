@@ -249,6 +249,8 @@ fixtures!(
     barriers_store_then_copy_next_iteration,
     wgmma_waits_by_dependence,
     wgmma_wait_before_operand_write,
+    wgmma_chained_fence,
+    fuse_broadcast_cheap,
     lints_unused,
 );
 

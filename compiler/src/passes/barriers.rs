@@ -63,6 +63,8 @@ pub struct Barriers {
     deferred: SecondaryMap<Inst, bool>,
     /// Blocks that end with MMAs in flight: `wait_group 0` and a barrier close them.
     settle_end: SecondaryMap<Block, bool>,
+    /// wgmmas whose operands were made visible to the async proxy by the MMA just before them.
+    chained: SecondaryMap<Inst, bool>,
 }
 
 impl Barriers {
@@ -89,6 +91,16 @@ impl Barriers {
     /// Whether block `b` ends with `wgmma.wait_group 0` and a barrier (MMAs in flight there).
     pub fn settles_at_end(&self, b: Block) -> bool {
         self.settle_end.get(b).copied().unwrap_or(false)
+    }
+
+    /// Whether wgmma `i` needs no `fence.proxy.async` and barrier of its own: it stages no
+    /// operand (both are tiles read in place), and the instruction before it in its block is a
+    /// wgmma that fenced (or was itself chained) — no thread wrote shared memory since that
+    /// fence and barrier, so what it made visible to the tensor core is all there is. The
+    /// three products of a hi/lo split (`p += ah @ bl; p += al @ bh; p += ah @ bh`) had a
+    /// barrier before each.
+    pub fn chained(&self, i: Inst) -> bool {
+        self.chained.get(i).copied().unwrap_or(false)
     }
 
     fn set_wait(&mut self, i: Inst, n: u32) {
@@ -282,9 +294,21 @@ impl Ctx<'_> {
     /// loop `pipe` (the innermost); returns the state at its end.
     fn block(&self, b: Block, mut state: Pending, pipe: Option<&Pipeline>, out: &mut Barriers) -> Pending {
         let mut flight: Vec<InFlight> = vec![];
+        // The last instruction with code was a wgmma whose operands are visible to the async
+        // proxy (it fenced, or was chained itself).
+        let mut fenced = false;
         for &i in &self.k.blocks[b].insts {
             if self.k.insts[i].result.is_some_and(|r| self.fusion.is_fused(r)) {
                 continue; // evaluated inside its consumer, which accounts for it
+            }
+            let after_fence = std::mem::replace(&mut fenced, false);
+            if let Op::Mma { dst, a: x, b: y, .. } = &self.k.insts[i].op {
+                if self.target.tmem.is_none() && self.roles.accumulator(*dst).is_some() {
+                    // Operands of the innermost pipelined loop are fenced by their wait instead.
+                    let piped = pipe.is_some_and(|p| p.vars.contains(&x.var) && p.vars.contains(&y.var));
+                    out.chained[i] = !piped && after_fence && !self.ranges.contains_key(&Owner::Scratch(i));
+                    fenced = !piped;
+                }
             }
             if let Op::For { body, .. } = self.k.insts[i].op {
                 // Nothing in flight enters a loop (its body may run zero times or many).

@@ -139,6 +139,8 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
     // Point where the value computed by instruction `i` is evaluated: its own position, or that
     // of the consumer it is fused into (decided before, because we go backwards).
     let mut eval_pos: SecondaryMap<Inst, Option<usize>> = SecondaryMap::new();
+    // Instructions fused where they are evaluated per element of a larger (broadcast) shape.
+    let mut broadcast_eval: SecondaryMap<Inst, bool> = SecondaryMap::new();
     for (b, data) in k.blocks.iter() {
         for (pos, &i) in data.insts.iter().enumerate().rev() {
             eval_pos[i] = Some(pos);
@@ -179,6 +181,14 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                 continue;
             }
             let uop = &k.insts[u].op;
+            // Evaluated per element of a larger iteration space (fused into a broadcasting
+            // consumer, or into one that is itself so evaluated): only cheap work repeats.
+            let ushape = k.insts[u].result.and_then(|r| k.values[r].ty.shape());
+            let pointwise = matches!(uop, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..));
+            let bcast = broadcast_eval[u] || (pointwise && ushape.is_some_and(|us| us != vshape && broadcasts(vshape, us)));
+            if bcast && (!cheap(k, op) || matches!(op, Op::ReadVar(var) if !in_smem(*var))) {
+                continue;
+            }
             let consumer_ok = match uop {
                 // A column sum folds each column in one thread: costly terms go through a
                 // buffer instead when that would leave half the CTA's threads idle.
@@ -189,7 +199,11 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                 Op::Slice { .. } => matches!(op, Op::ReadVar(var) if in_smem(*var)),
                 // The stored value has the store's shape; a `where` mask may broadcast along it.
                 Op::Store { value, .. } => k.values[*value].ty.shape() == Some(vshape),
-                op if op.is_elementwise() => k.insts[u].result.and_then(|r| k.values[r].ty.shape()) == Some(vshape),
+                // A [R, 1] mask or row factor (or a [1, C] one) of cheap operations is evaluated
+                // per element where its consumer uses it: an integer compare or a multiply per
+                // element instead of a buffer written by a few threads between two barriers (the
+                // distance loops' masks: four of their six barriers per step).
+                op if op.is_elementwise() => ushape == Some(vshape) || (bcast && pointwise),
                 _ => false,
             };
             if !consumer_ok {
@@ -251,6 +265,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                 continue;
             }
             out.fused[v] = true;
+            broadcast_eval[i] = bcast;
             eval_pos[i] = Some(end);
             out.eval_at[i] = data.insts.get(end).copied();
             if let Some((root, var)) = frag {
@@ -262,6 +277,27 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
         }
     }
     out
+}
+
+/// Whether a tile of shape `from` broadcasts to `to` (each dimension equal or 1).
+fn broadcasts(from: (u32, u32), to: (u32, u32)) -> bool {
+    (from.0 == to.0 || from.0 == 1) && (from.1 == to.1 || from.1 == 1)
+}
+
+/// Whether `op` costs a few instructions per element, so that repeating it for every element of
+/// a broadcast costs less than a buffer and its barriers: integer and float arithmetic but
+/// float division, comparisons, selects, casts, generators, views and reads of shared-memory
+/// variables — not `exp2`/`log2`/`sqrt` (tens of instructions), global loads (a global access
+/// per element) or transposes.
+fn cheap(k: &Kernel, op: &Op) -> bool {
+    use crate::ir::{BinOp, Elem, UnOp};
+    match op {
+        Op::Unary(UnOp::Neg | UnOp::Abs | UnOp::Not, _) => true,
+        Op::Unary(..) => false,
+        Op::Binary(BinOp::Div, a, _) => k.values[*a].ty.elem() == Elem::I32,
+        Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Slice { .. } | Op::ReadVar(_) => true,
+        _ => false,
+    }
 }
 
 /// Whether the read `v` of shared-memory variable `var` (at `pos` of block `b`) can be fused

@@ -71,5 +71,15 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     if !deferred.is_empty() {
         let _ = writeln!(s, "  wgmma groups left in flight: {}; waits before: {}", deferred.join(", "), if waits.is_empty() { "none (each block's end)".to_string() } else { waits.join(", ") });
     }
+    // wgmmas whose operands the wgmma before them made visible (no fence or barrier of their own).
+    let mut chained = vec![];
+    k.walk(|i| {
+        if tp.barriers.chained(i) {
+            chained.push(i.to_string());
+        }
+    });
+    if !chained.is_empty() {
+        let _ = writeln!(s, "  wgmmas fenced by the one before: {}", chained.join(", "));
+    }
     s
 }

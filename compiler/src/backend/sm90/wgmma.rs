@@ -239,7 +239,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         // Tiles of the innermost pipelined loop were made visible when this iteration waited
         // for them (mbarrier phase, or proxy fence and barrier); anything staged here was not.
         let pipelined = self.pipes.last().is_some_and(|p| p.plan.vars.contains(&a.var) && p.plan.vars.contains(&b.var));
-        if !pipelined {
+        if !pipelined && !self.tp.barriers.chained(i) {
             self.fence_proxy_async()?;
             self.bar_sync()?;
         }
