@@ -251,6 +251,7 @@ fixtures!(
     wgmma_wait_before_operand_write,
     wgmma_chained_fence,
     fuse_broadcast_cheap,
+    tmem_var_in_registers,
     lints_unused,
 );
 

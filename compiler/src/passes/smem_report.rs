@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::smem_plan::{label, Placement};
 use super::target_plan::TargetPlan;
-use crate::ir::Kernel;
+use crate::ir::{Inst, Kernel};
 
 /// Renders the plan (deterministic; one line per buffer, sorted by offset). With the source
 /// text, each buffer also names the line that creates it.
@@ -49,12 +49,7 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
     }
     let (peak, at) = tp.smem.peak;
     let _ = writeln!(s, "  peak of co-live buffers: {peak} B at program point {at}; placed extent {} B; {} CTA barriers (bar.sync)", tp.smem.bytes, tp.barriers.count());
-    let mut before = vec![];
-    k.walk(|i| {
-        if tp.barriers.before(i) {
-            before.push(i.to_string());
-        }
-    });
+    let before = insts_where(k, |i| tp.barriers.before(i));
     if !before.is_empty() {
         let _ = writeln!(s, "  CTA barriers before: {}", before.join(", "));
     }
@@ -72,14 +67,20 @@ pub fn render_text(k: &Kernel, tp: &TargetPlan, src: Option<&str>) -> String {
         let _ = writeln!(s, "  wgmma groups left in flight: {}; waits before: {}", deferred.join(", "), if waits.is_empty() { "none (each block's end)".to_string() } else { waits.join(", ") });
     }
     // wgmmas whose operands the wgmma before them made visible (no fence or barrier of their own).
-    let mut chained = vec![];
-    k.walk(|i| {
-        if tp.barriers.chained(i) {
-            chained.push(i.to_string());
-        }
-    });
+    let chained = insts_where(k, |i| tp.barriers.chained(i));
     if !chained.is_empty() {
         let _ = writeln!(s, "  wgmmas fenced by the one before: {}", chained.join(", "));
     }
     s
+}
+
+/// The names of kernel `k`'s instructions for which `pred` holds, in program order.
+fn insts_where(k: &Kernel, pred: impl Fn(Inst) -> bool) -> Vec<String> {
+    let mut out = vec![];
+    k.walk(|i| {
+        if pred(i) {
+            out.push(i.to_string());
+        }
+    });
+    out
 }
