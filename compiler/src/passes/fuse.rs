@@ -285,16 +285,16 @@ fn broadcasts(from: (u32, u32), to: (u32, u32)) -> bool {
 }
 
 /// Whether `op` costs a few instructions per element, so that repeating it for every element of
-/// a broadcast costs less than a buffer and its barriers: integer and float arithmetic but
-/// float division, comparisons, selects, casts, generators, views and reads of shared-memory
-/// variables — not `exp2`/`log2`/`sqrt` (tens of instructions), global loads (a global access
-/// per element) or transposes.
+/// a broadcast costs less than a buffer and its barriers: arithmetic, comparisons, selects,
+/// casts, generators, views and reads of shared-memory variables — not `exp2`/`log2`/`sqrt`,
+/// float division or remainder, or an integer division by a run-time value (tens of
+/// instructions each), global loads (a global access per element) or transposes.
 fn cheap(k: &Kernel, op: &Op) -> bool {
     use crate::ir::{BinOp, Elem, UnOp};
     match op {
         Op::Unary(UnOp::Neg | UnOp::Abs | UnOp::Not, _) => true,
         Op::Unary(..) => false,
-        Op::Binary(BinOp::Div, a, _) => k.values[*a].ty.elem() == Elem::I32,
+        Op::Binary(BinOp::Div | BinOp::Rem | BinOp::Cdiv, a, b) => k.values[*a].ty.elem() == Elem::I32 && super::pipeline::const_int(k, *b).is_some(),
         Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Slice { .. } | Op::ReadVar(_) => true,
         _ => false,
     }

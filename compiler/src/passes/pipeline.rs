@@ -97,7 +97,7 @@ impl Pipeline {
 /// The value of a scalar integer computed from constants only (`const`, `+ - * / %`, `cdiv`,
 /// `min`, `max`), in the project's one integer arithmetic ([`tilec_abi::expr::apply`], the
 /// runtime's and the interpreter's too); `None` on overflow or division by zero.
-fn const_int(k: &Kernel, v: Value) -> Option<i64> {
+pub(crate) fn const_int(k: &Kernel, v: Value) -> Option<i64> {
     use tilec_abi::expr::Op as SizeOp;
     let ValueDef::Result(i) = k.values[v].def else { return None };
     match k.insts[i].op {

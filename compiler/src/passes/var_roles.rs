@@ -9,13 +9,21 @@ use std::collections::HashMap;
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Elem, Inst, Kernel, Op, Space, Value, ValueDef, Var};
+use crate::ir::{Axis, Elem, Inst, Kernel, Op, Space, Value, ValueDef, Var};
+use super::fuse::MAX_FRAGMENT_ROOT_FLOATS;
 use crate::layout::wgmma::{Distribution, WARPGROUP};
 use crate::target::TargetInfo;
 
 /// Registers per thread one register-resident accumulator may take: 128 floats leave room for
 /// addresses and operands under the 255-register limit (a 128 x 128 tile on one warpgroup).
 pub const MAX_ACCUMULATOR_FLOATS: u32 = 128;
+
+/// 32-bit registers of an SM's register file (sm_90a).
+const REGISTER_FILE: u32 = 65536;
+
+/// Registers per thread kept for addresses and operands beside the fragments of tmem tiles that
+/// no MMA writes.
+const REGISTER_MARGIN: u32 = 64;
 
 /// The roles of a kernel's variables on one target.
 #[derive(Clone, Debug, Default)]
@@ -25,11 +33,14 @@ pub struct VarRoles {
     /// warpgroups, whose fragments ([`Distribution`]) take at most [`MAX_ACCUMULATOR_FLOATS`]
     /// per thread. Its MMAs are `wgmma` with the old value as the first step's input (the
     /// interpreter's numerics follow this); its shared-memory buffer is where reads and writes
-    /// meet it. No MMA need write it: a loop-carried elementwise tile declared `tmem` (the
-    /// per-channel distance loops' running decays and sums) is updated in its fragments, each
-    /// thread its own elements in registers, where a shared-memory tile cost a load, a store
-    /// and their address arithmetic per element and step (631 → 311 SASS instructions per step
-    /// in k2_keys_channel).
+    /// meet it. An f32 `tmem` tile that no MMA writes is one too when every access of it can
+    /// be made in fragment order ([`in_fragment_order`]), it takes at most
+    /// [`MAX_FRAGMENT_ROOT_FLOATS`] per thread, and the fragments of all of them fit beside the
+    /// MMA accumulators' in the registers a thread has: a loop-carried elementwise tile (the
+    /// per-channel distance loops' running decays and sums) is then updated by each thread in
+    /// its own registers, where a shared-memory tile cost a load, a store and their address
+    /// arithmetic per element and step (631 → 311 SASS instructions per step in
+    /// k2_keys_channel). Otherwise it stays in shared memory.
     pub accumulators: SecondaryMap<Var, Option<Distribution>>,
     /// Register accumulators that need no shared-memory buffer at all: every write is a
     /// broadcast scalar (`zeros`, `full`: set in registers), so the fragments are the only copy;
@@ -59,18 +70,34 @@ impl VarRoles {
         if !wgmma && !tcgen05 {
             return r;
         }
+        let mut mma_dst: SecondaryMap<Var, bool> = SecondaryMap::new();
         let mut uses: HashMap<Value, Vec<Inst>> = HashMap::new();
         k.walk(|i| {
+            if let Op::Mma { dst, .. } = k.insts[i].op {
+                mma_dst[dst] = true;
+            }
             for a in k.inst_args(i) {
                 uses.entry(a).or_default().push(i);
             }
         });
-        for (v, d) in k.vars.iter() {
-            if !wgmma || d.space != Space::Tmem || d.ty.elem() != Elem::F32 || k.threads % WARPGROUP != 0 {
-                continue;
+        // MMA destinations first; then the other f32 tmem tiles, each only while the fragments
+        // of all of them fit the registers a thread has beside its addresses and operands.
+        let budget = MAX_ACCUMULATOR_FLOATS.min((REGISTER_FILE / k.threads.max(1)).saturating_sub(REGISTER_MARGIN));
+        let mut floats = 0;
+        for pass_mma in [true, false] {
+            for (v, d) in k.vars.iter() {
+                if !wgmma || d.space != Space::Tmem || d.ty.elem() != Elem::F32 || k.threads % WARPGROUP != 0 || mma_dst[v] != pass_mma {
+                    continue;
+                }
+                let dist = d.ty.shape().and_then(|(m, n)| Distribution::new(m, n, k.threads / WARPGROUP));
+                let dist = if pass_mma {
+                    dist.filter(|d| d.floats_per_thread() <= MAX_ACCUMULATOR_FLOATS)
+                } else {
+                    dist.filter(|d| d.floats_per_thread() <= MAX_FRAGMENT_ROOT_FLOATS && floats + d.floats_per_thread() <= budget && in_fragment_order(k, &uses, v))
+                };
+                floats += dist.map_or(0, |d| d.floats_per_thread());
+                r.accumulators[v] = dist;
             }
-            let dist = d.ty.shape().and_then(|(m, n)| Distribution::new(m, n, k.threads / WARPGROUP));
-            r.accumulators[v] = dist.filter(|d| d.floats_per_thread() <= MAX_ACCUMULATOR_FLOATS);
         }
         let mut reg_only: SecondaryMap<Var, bool> = SecondaryMap::new();
         let mut stored: SecondaryMap<Var, bool> = SecondaryMap::new();
@@ -139,6 +166,43 @@ impl VarRoles {
     pub fn in_shared_memory(&self, k: &Kernel, v: Var, target: &TargetInfo) -> bool {
         (k.vars[v].space != Space::Tmem || target.tmem.is_none()) && !self.is_register_only(v)
     }
+}
+
+/// Whether every access of variable `v` can be made where its fragments are, element by
+/// element: each write a broadcast scalar or a pointwise expression at its whole shape, and each
+/// read taken only by pointwise operations, row reductions, writes and stores of its whole shape.
+/// A view, transpose or block update of a register tile needs its fragments written back to a
+/// buffer and a copy of the whole tile (more shared memory and barriers than a shared-memory
+/// variable read in place), so a tmem tile that no MMA writes is register-resident only when
+/// there is none.
+fn in_fragment_order(k: &Kernel, uses: &HashMap<Value, Vec<Inst>>, v: Var) -> bool {
+    let Some(shape) = k.vars[v].ty.shape() else { return false };
+    let pointwise = |op: &Op| matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..));
+    let full = |x: Value| k.values[x].ty.shape() == Some(shape);
+    let mut ok = true;
+    k.walk(|i| match &k.insts[i].op {
+        Op::WriteVar(w, x) if *w == v => {
+            let def = match k.values[*x].def {
+                ValueDef::Result(d) => Some(&k.insts[d].op),
+                ValueDef::LoopIndex(_) => None,
+            };
+            ok &= is_splat(k, *x) || (full(*x) && def.is_some_and(pointwise));
+        }
+        Op::ReadVar(w) if *w == v => {
+            let res = k.insts[i].result;
+            for &u in res.and_then(|x| uses.get(&x)).map(Vec::as_slice).unwrap_or(&[]) {
+                let uop = &k.insts[u].op;
+                let rshape = k.insts[u].result.and_then(|x| k.values[x].ty.shape());
+                ok &= match uop {
+                    Op::Reduce(_, Axis::Row, _) | Op::WriteVar(..) | Op::Store { .. } => true,
+                    op if pointwise(op) => rshape == Some(shape),
+                    _ => false,
+                };
+            }
+        }
+        _ => {}
+    });
+    ok
 }
 
 /// Whether tile value `x` is a scalar broadcast (`Splat`), possibly converted.
