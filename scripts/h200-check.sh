@@ -21,7 +21,7 @@ for case in $( [ $skip = 1 ] || cat "$io/cases"); do
   "$b/tilec-run" "$a/$kernel.sm_90a.meta.json" --inputs "$io/$name.in.safetensors" --out "$out/$name.gpu.safetensors" $(cat "$io/$name.flags" 2>/dev/null) \
     || { echo "FAIL $name: tilec-run exit $?"; continue; }
   # Cases whose every element the GPU computes in the interpreter's order: bitwise or FAIL.
-  exact=(); case $name in reductions_*|table_*|repeat_*|views_*|tmem_vars_*) exact=(--exact);; esac
+  exact=(); case $name in reductions_*|table_*|repeat_*|views_*|tmem_vars_*|float_rem_*) exact=(--exact);; esac
   python3 scripts/h200_compare_outputs.py "$name" "$out/$name.gpu.safetensors" "$io/$name.interp.safetensors" "${exact[@]}"
 done
 # RACECHECK=1: every case again under compute-sanitizer's shared-memory race detector (the

@@ -59,6 +59,8 @@ case_ reductions_r150 tests/gpu/reductions.tile reductions --size R=150 --size G
 case_ reductions_frag_r150 tests/gpu/frag_reductions.tile frag_reductions --size R=150
 # Loop-carried tiles declared tmem that no MMA writes: registers on sm_90a; bitwise.
 case_ tmem_vars_r100 tests/gpu/tmem_loop_vars.tile tmem_loop_vars --size R=100
+# Float `%`: the GPU's div.rn, cvt.rzi, fma.rn sequence; bitwise.
+case_ float_rem_n1000 tests/gpu/float_rem.tile float_rem --size N=1000
 # gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
 case_ cumsum_t100 dsl-examples/gdn.tile gate_cumsum --size B=2 --size T=100 --size H=3 "${dense2[@]}"
 case_ combine_t100 dsl-examples/gdn.tile combine --size B=2 --size T=100 --size G=1 --size H=3 "${dense2[@]}"

@@ -235,7 +235,17 @@ impl<'ctx> Codegen<'ctx, '_> {
                     BinOp::Sub => b.build_float_sub(x, y, "")?.into(),
                     BinOp::Mul => b.build_float_mul(x, y, "")?.into(),
                     BinOp::Div => b.build_float_div(x, y, "")?.into(),
-                    BinOp::Rem => b.build_float_rem(x, y, "")?.into(),
+                    // [`BinOp::Rem`]'s sequence, spelled out rather than left to LLVM's
+                    // lowering of `frem` (the interpreter follows it bit for bit).
+                    BinOp::Rem => {
+                        let q = b.build_float_div(x, y, "")?;
+                        let t = self.call("llvm.trunc.f32", Some(f32t.into()), &[q.into()])?.into_float_value();
+                        let nt = b.build_float_neg(t, "")?;
+                        let r = self.call("llvm.fma.f32", Some(f32t.into()), &[nt.into(), y.into(), x.into()])?;
+                        let ay = self.call("llvm.fabs.f32", Some(f32t.into()), &[y.into()])?.into_float_value();
+                        let inf = b.build_float_compare(FloatPredicate::OEQ, ay, f32t.const_float(f64::INFINITY), "")?;
+                        b.build_select(inf, x, r.into_float_value(), "")?
+                    }
                     // IEEE 754-2019 minimum/maximum (NaN-propagating): min.NaN / max.NaN.f32.
                     BinOp::Min => self.call("llvm.minimum.f32", Some(f32t.into()), &[x.into(), y.into()])?,
                     BinOp::Max => self.call("llvm.maximum.f32", Some(f32t.into()), &[x.into(), y.into()])?,

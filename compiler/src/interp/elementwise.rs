@@ -80,6 +80,15 @@ pub fn unary(op: UnOp, a: &Val, ty: Type) -> Result<Val, ExecError> {
     })
 }
 
+/// Float `%` ([`BinOp::Rem`]): `fma(−trunc(x / y), y, x)`, the quotient rounded to f32, and `x`
+/// where `y` is ±inf — the back end's sequence, bit for bit (not C's exact `fmod`).
+pub fn rem_f32(x: f32, y: f32) -> f32 {
+    if y.is_infinite() {
+        return x;
+    }
+    (-(x / y).trunc()).mul_add(y, x)
+}
+
 /// `op(a, b)` with broadcasting and result type `ty`.
 pub fn binary(op: BinOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
     if ty.elem().is_float() {
@@ -88,7 +97,7 @@ pub fn binary(op: BinOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
             BinOp::Sub => return float_zip(a, b, ty, |x, y| x - y),
             BinOp::Mul => return float_zip(a, b, ty, |x, y| x * y),
             BinOp::Div => return float_zip(a, b, ty, |x, y| x / y),
-            BinOp::Rem => return float_zip(a, b, ty, |x, y| x % y),
+            BinOp::Rem => return float_zip(a, b, ty, rem_f32),
             BinOp::Min => return float_zip(a, b, ty, minimum),
             BinOp::Max => return float_zip(a, b, ty, maximum),
             BinOp::FMin => return float_zip(a, b, ty, f32::min),
@@ -117,7 +126,7 @@ pub fn binary(op: BinOp, a: &Val, b: &Val, ty: Type) -> Result<Val, ExecError> {
                     BinOp::Sub => x - y,
                     BinOp::Mul => x * y,
                     BinOp::Div => x / y,
-                    BinOp::Rem => x % y,
+                    BinOp::Rem => rem_f32(x, y),
                     BinOp::Min => minimum(x, y),
                     BinOp::Max => maximum(x, y),
                     BinOp::FMin => x.min(y),
@@ -353,6 +362,24 @@ mod tests {
     }
 
     #[test]
+    fn float_remainder_is_the_gpus_truncated_quotient_sequence() {
+        // 7 / 0.1f rounds to 70.0 (the exact quotient is 69.9999989...): the remainder is
+        // 7 − 70·0.1f, computed exactly and rounded once (the FMA), a small negative number —
+        // where C's fmod gives 0.0999999. The f64 product and difference are exact here (24-bit
+        // by 7-bit operands), so one rounding to f32 is the FMA's.
+        let y = 0.1f32;
+        let want = (7.0f64 - 70.0 * f64::from(y)) as f32;
+        assert!(want < 0.0 && (want + 1.043e-7).abs() < 1e-10, "{want}");
+        assert_eq!(rem_f32(7.0, y).to_bits(), want.to_bits());
+        assert!(7.0f32 % y > 0.099, "fmod differs: {}", 7.0f32 % y);
+        // ±inf divisors give x; a zero divisor or an infinite dividend NaN; exact cases as fmod.
+        assert_eq!(rem_f32(-3.5, f32::INFINITY), -3.5);
+        assert_eq!(rem_f32(2.5, f32::NEG_INFINITY), 2.5);
+        assert!(rem_f32(1.0, 0.0).is_nan() && rem_f32(f32::INFINITY, 2.0).is_nan());
+        assert_eq!((rem_f32(7.25, -4.0), rem_f32(-7.25, 4.0), rem_f32(5.0, 2.5)), (3.25, -3.25, 0.0));
+    }
+
+    #[test]
     fn every_float_op_on_matching_and_broadcast_shapes() {
         // Asymmetric operands (x − y ≠ y − x, x / y ≠ y / x, ...), the same result whether the
         // shapes match (one loop over the data) or a row and a column broadcast to 2 x 2 (the
@@ -366,7 +393,7 @@ mod tests {
             (BinOp::Sub, &|x, y| x - y),
             (BinOp::Mul, &|x, y| x * y),
             (BinOp::Div, &|x, y| x / y),
-            (BinOp::Rem, &|x, y| x % y),
+            (BinOp::Rem, &rem_f32),
             (BinOp::Min, &minimum),
             (BinOp::Max, &maximum),
             (BinOp::FMin, &f32::min),

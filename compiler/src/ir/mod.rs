@@ -244,7 +244,12 @@ pub enum BinOp {
     Mul,
     /// `/` (integer division truncates; indices are non-negative)
     Div,
-    /// `%`
+    /// `%`. Integers: the remainder of truncating division (signed). Floats: the
+    /// truncated-quotient remainder as the GPU computes it, `fma(−trunc(x / y), y, x)` with
+    /// `x / y` rounded to f32 (`div.rn`, `cvt.rzi`, `fma.rn`: LLVM's NVPTX lowering of `frem`,
+    /// emitted explicitly by the back end and followed by the interpreter), and `x` where `y` is
+    /// ±inf. Not C's exact `fmod`: where the rounded quotient reaches the next integer the two
+    /// differ (`7.0 % 0.1` is −1.04e-7; fmod gives 0.0999999).
     Rem,
     /// `min(a, b)`: IEEE 754-2019 `minimum` on floats — NaN if either operand is NaN, and
     /// −0 < +0 (PTX `min.NaN.f32`; what PyTorch's `torch.minimum` does).
