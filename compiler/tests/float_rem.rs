@@ -52,9 +52,17 @@ fn both_targets_emit_the_sequence() {
     let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
     let r = build_source(SRC, "frem.tile", &opts).expect("builds");
     for b in &r.built {
-        let ptx = &b.compiled.ptx;
-        for needle in ["div.rn.f32", "cvt.rzi.f32.f32", "fma.rn.f32", "selp.f32"] {
-            assert!(ptx.contains(needle), "{}: no {needle}", b.target);
-        }
+        // Follow the registers, so that a swapped operand fails, not only a missing instruction:
+        // q = x / y; t = trunc(q); n = −t; r = fma(n, y, x); x where |y| = inf, else r.
+        let ins: Vec<Vec<&str>> = b.compiled.ptx.lines().map(|l| l.trim().trim_end_matches(';').split([' ', '\t', ',']).filter(|w| !w.is_empty()).collect::<Vec<_>>()).filter(|w| !w.is_empty()).collect();
+        let find = |op: &str, first_src: &str| ins.iter().find(|w| w[0] == op && w.get(2) == Some(&first_src)).unwrap_or_else(|| panic!("{}: no `{op}` of {first_src}", b.target));
+        let div = ins.iter().find(|w| w[0] == "div.rn.f32").unwrap_or_else(|| panic!("{}: no div.rn.f32", b.target));
+        let (q, x, y) = (div[1], div[2], div[3]);
+        let t = find("cvt.rzi.f32.f32", q)[1];
+        let n = find("neg.f32", t)[1];
+        let fma = find("fma.rn.f32", n);
+        assert_eq!((fma[3], fma[4]), (y, x), "{}: fma(−t, y, x)", b.target);
+        let sel = ins.iter().find(|w| w[0] == "selp.f32" && w.get(3) == Some(&fma[1])).unwrap_or_else(|| panic!("{}: no select of the fma", b.target));
+        assert_eq!(sel[2], x, "{}: x where y is infinite", b.target);
     }
 }
