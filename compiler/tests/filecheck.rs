@@ -252,6 +252,7 @@ fixtures!(
     wgmma_chained_fence,
     fuse_broadcast_cheap,
     tmem_var_in_registers,
+    frag_reduce_pieces,
     tmem_var_stays_in_smem,
     lints_unused,
 );

@@ -66,6 +66,22 @@ impl Distribution {
         self.units % self.warpgroups == 0
     }
 
+    /// Whether a row reduction can run in this distribution's fragments
+    /// (`backend/sm90/frag_reduce.rs`): a unit of whole rows, or column pieces that each hold
+    /// every partial class of the row-reduction order ([`super::reduction::row_lanes`] divides
+    /// `piece_n`), so that a thread's partials are the same classes in every piece and the
+    /// pieces can be folded one after another, in column order.
+    pub fn row_reducible(&self) -> bool {
+        self.pieces == 1 || self.piece_n % super::reduction::row_lanes(self.n) == 0
+    }
+
+    /// Shared-memory bytes a row reduction in this distribution's fragments passes its partials
+    /// through from one column piece to the next: `m` rows of `row_lanes(n)` 4-byte partials
+    /// (f32 or i32), or 0 for units of whole rows.
+    pub fn row_reduce_scratch_bytes(&self) -> u32 {
+        if self.pieces == 1 { 0 } else { self.m * super::reduction::row_lanes(self.n) * 4 }
+    }
+
     /// `(first row, first column)` of unit `u` in the accumulator.
     pub fn unit_origin<A: IndexArith>(&self, a: &A, u: A::V) -> Result<(A::V, A::V), A::E> {
         // `pieces` is a power of two (see `new`): u / pieces and u % pieces are a shift and a mask.

@@ -218,7 +218,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                     // large; any other read of a large one is written out to its result tile.)
                     let dist = roles.accumulator(*var);
                     let floats = dist.map_or(0, |d| d.floats_per_thread());
-                    let whole_rows = dist.is_some_and(|d| d.pieces == 1) && floats <= MAX_FRAGMENT_REDUCE_FLOATS;
+                    let whole_rows = dist.is_some_and(|d| d.row_reducible()) && floats <= MAX_FRAGMENT_REDUCE_FLOATS;
                     let same = |w: crate::ir::Var| w != *var && roles.accumulator(w) == dist;
                     let Some(root) = fragment_root(k, &out, &uses, u, vshape, *var, whole_rows, &|w| in_smem(w) || same(w)) else { continue };
                     // A row reduction keeps only its partials live, and an update of an

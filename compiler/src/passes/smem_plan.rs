@@ -100,8 +100,13 @@ pub fn tile_bytes(ty: Type) -> u32 {
 /// Scratch bytes instruction `i` needs on `target`: the operand staging of an MMA that the
 /// target runs from shared-memory descriptors — tcgen05 (accumulator in tensor memory) or wgmma
 /// (a register-resident accumulator, [`super::var_roles::VarRoles::accumulators`]) —
-/// [`staging::staging`]; 0 otherwise.
-pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, roles: &VarRoles, i: Inst) -> u32 {
+/// [`staging::staging`]; a row reduction evaluated in the fragments of a register tile whose
+/// units hold column pieces, the partials it passes from piece to piece
+/// ([`crate::layout::wgmma::Distribution::row_reduce_scratch_bytes`]); 0 otherwise.
+pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, i: Inst) -> u32 {
+    if let Op::Reduce(..) = k.insts[i].op {
+        return fusion.frag_root(i).and_then(|v| roles.accumulator(v)).map_or(0, |d| d.row_reduce_scratch_bytes());
+    }
     let Op::Mma { dst, a, .. } = &k.insts[i].op else { return 0 };
     let tcgen05 = target.mma.tcgen05 && k.vars[*dst].space == Space::Tmem;
     if !tcgen05 && roles.accumulator(*dst).is_none() {
@@ -199,7 +204,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
                 Some((s0, e0)) => (s0.min(s), e0.max(e)),
             });
         }
-        let sb = scratch_bytes(k, target, roles, i);
+        let sb = scratch_bytes(k, target, roles, fusion, i);
         if sb > 0 {
             scratch_iv.push((i, sb));
         }
@@ -304,6 +309,7 @@ pub fn describe(k: &Kernel, owner: Owner, target: &TargetInfo, roles: &VarRoles)
             };
             (format!("`{}`: {} in {place}", d.name, d.ty), d.span)
         }
+        Owner::Scratch(i) if matches!(k.insts[i].op, Op::Reduce(..)) => ("partials of this row reduction, handed from one column piece of the register tile to the next".to_string(), k.inst_spans[i]),
         Owner::Scratch(i) => ("operand staging of this MMA (A and B, K-major)".to_string(), k.inst_spans[i]),
     }
 }

@@ -18,7 +18,7 @@
 //! Only accumulators whose units span whole rows (`Distribution::pieces == 1`) are reduced here
 //! (`passes::fuse` chooses them): a row is then one thread quad's in one unit.
 
-use inkwell::values::BasicValueEnum;
+use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
 use crate::ir::{Axis, Inst, Op, Var};
@@ -49,39 +49,89 @@ impl<'ctx> Codegen<'ctx, '_> {
         self.settle_wgmma()?;
         self.expect_settled(v)?;
         let (_, d) = self.fragment(v)?;
-        if d.pieces != 1 {
-            return Err(BackendError::Invalid(format!("`{}`: a fragment row reduction needs units of whole rows", self.k.vars[v].name)));
+        if !d.row_reducible() {
+            return Err(BackendError::Invalid(format!("`{}`: a fragment row reduction needs units of whole rows or of every partial class", self.k.vars[v].name)));
         }
         let w = row_lanes(d.n);
         let groups = (w / 8) as usize; // a: the column blocks of 8 a partial class repeats over
         let per_slot = d.piece_n / 2;
-        self.for_each_unit(d, &mut |cg, s, r0, c0, t| {
-            // parts[h][2a + b]: the partials of the thread's row h (rows g and g + 8 of its warp's
-            // 16), each from the identity.
-            let init = cg.identity(op, cl);
-            let mut parts = [vec![init; 2 * groups], vec![init; 2 * groups]];
-            let mut rows = [None, None];
-            for e in 0..per_slot {
-                let (r, c) = fragment_coords(&*cg, t, e)?;
-                let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
-                let (h, slot) = partial_slot(e, groups);
-                rows[h].get_or_insert(r);
-                cg.frag_ctx = Some((d, s * per_slot + e));
-                let y = cg.operand(x, r, c);
-                cg.frag_ctx = None;
-                let y = cg.convert(y?, inel, acc_elem)?;
-                parts[h][slot] = cg.fold(op, cl, parts[h][slot], y)?;
+        // Column pieces (units that hold part of a row) are folded one after another, in column
+        // order: the threads of piece j continue the partials piece j − 1 left in `scratch`
+        // (row r's partial p at r·W + p), between barriers; the last piece's threads run the
+        // butterfly. A thread's partial p of a piece folds the same classes as in every other
+        // (W divides piece_n), so the order is the one-unit order's.
+        let scratch = if d.pieces > 1 { Some(self.scratch_buf(i)?) } else { None };
+        for piece in 0..d.pieces {
+            if piece > 0 {
+                self.bar_sync()?;
             }
-            let q = cg.b.build_and(t, cg.i32(3), "q")?;
-            let first = cg.b.build_int_compare(IntPredicate::EQ, q, cg.i32(0), "")?;
-            for (h, p) in parts.iter_mut().enumerate() {
-                let r = rows[h].ok_or_else(|| BackendError::Invalid("a fragment without rows".into()))?;
-                let y = cg.quad_butterfly(op, cl, p, w)?;
-                let y = cg.convert(y, acc_elem, out)?;
-                cg.if_then(first, &mut |cg| cg.store_elem(dst, r, out, y))?;
-            }
-            Ok(())
-        })
+            let last = piece + 1 == d.pieces;
+            self.for_each_unit(d, &mut |cg, s, r0, c0, t| {
+                let mut body = |cg: &mut Self| -> Result<(), BackendError> {
+                    // The scratch index r·W + p of row r's partial p = 8a + 2q + b (slot 2a + b).
+                    let at = |cg: &Self, r: IntValue<'ctx>, slot: usize| -> Result<IntValue<'ctx>, BackendError> {
+                        let q = cg.b.build_and(t, cg.i32(3), "q")?;
+                        let p = cg.b.build_int_add(cg.b.build_left_shift(q, cg.i32(1), "")?, cg.i32((8 * (slot / 2) + slot % 2) as i32), "p")?;
+                        Ok(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(w as i32), "")?, p, "")?)
+                    };
+                    // parts[h][2a + b]: the partials of the thread's row h (rows g and g + 8 of
+                    // its warp's 16), from the identity or where the piece before left them.
+                    let mut parts = [vec![cg.identity(op, cl); 2 * groups], vec![cg.identity(op, cl); 2 * groups]];
+                    let mut rows = [None, None];
+                    if let (Some(buf), true) = (scratch, piece > 0) {
+                        let (g, _) = fragment_coords(&*cg, t, 0)?;
+                        let g = cg.b.build_int_add(r0, g, "")?;
+                        rows = [Some(g), Some(cg.b.build_int_add(g, cg.i32(8), "")?)];
+                        for (h, p) in parts.iter_mut().enumerate() {
+                            for (slot, x) in p.iter_mut().enumerate() {
+                                let idx = at(cg, g, slot)?;
+                                let idx = if h == 0 { idx } else { cg.b.build_int_add(idx, cg.i32((8 * w) as i32), "")? };
+                                *x = cg.load_elem(buf, idx, acc_elem)?;
+                            }
+                        }
+                    }
+                    for e in 0..per_slot {
+                        let (r, c) = fragment_coords(&*cg, t, e)?;
+                        let (r, c) = (cg.b.build_int_add(r0, r, "")?, cg.b.build_int_add(c0, c, "")?);
+                        let (h, slot) = partial_slot(e, groups);
+                        rows[h].get_or_insert(r);
+                        cg.frag_ctx = Some((d, s * per_slot + e));
+                        let y = cg.operand(x, r, c);
+                        cg.frag_ctx = None;
+                        let y = cg.convert(y?, inel, acc_elem)?;
+                        parts[h][slot] = cg.fold(op, cl, parts[h][slot], y)?;
+                    }
+                    let [Some(r_lo), Some(r_hi)] = rows else { return Err(BackendError::Invalid("a fragment without rows".into())) };
+                    let rows = [r_lo, r_hi];
+                    if let (Some(buf), false) = (scratch, last) {
+                        for (h, p) in parts.iter().enumerate() {
+                            let r = rows[h];
+                            for (slot, &x) in p.iter().enumerate() {
+                                let idx = at(cg, r, slot)?;
+                                cg.store_elem(buf, idx, acc_elem, x)?;
+                            }
+                        }
+                        return Ok(());
+                    }
+                    let q = cg.b.build_and(t, cg.i32(3), "q")?;
+                    let first = cg.b.build_int_compare(IntPredicate::EQ, q, cg.i32(0), "")?;
+                    for (h, p) in parts.iter_mut().enumerate() {
+                        let r = rows[h];
+                        let y = cg.quad_butterfly(op, cl, p, w)?;
+                        let y = cg.convert(y, acc_elem, out)?;
+                        cg.if_then(first, &mut |cg| cg.store_elem(dst, r, out, y))?;
+                    }
+                    Ok(())
+                };
+                if d.pieces == 1 {
+                    return body(cg);
+                }
+                // This unit's piece is the one folded now (uniform per warpgroup).
+                let mine = cg.b.build_int_compare(IntPredicate::EQ, c0, cg.i32((piece * d.piece_n) as i32), "piece")?;
+                cg.if_then(mine, &mut body)
+            })?;
+        }
+        Ok(())
     }
 
     /// The butterfly of the row-reduction order over one row's `w` partials, held as
@@ -165,18 +215,24 @@ mod tests {
     /// Runs the fragment reduction of one row for the four lanes of the quad that holds it
     /// (lanes 4g..4g+3 of warp 0, on symbols: element of column c is `c + 1`, the identity 0)
     /// and returns each lane's result.
-    fn quad_result(trees: &mut Trees, n: u32, g: u32) -> [usize; 4] {
+    /// With `pieces` > 1 the row's columns are split into pieces of `n / pieces`, folded one
+    /// piece after another into the same partial slots (the scratch hand-over between them).
+    fn quad_result(trees: &mut Trees, n: u32, pieces: u32, g: u32) -> [usize; 4] {
         let w = row_lanes(n);
         let groups = (w / 8) as usize;
+        let piece_n = n / pieces;
         let mut parts: Vec<Vec<usize>> = (0..4).map(|_| vec![0; 2 * groups]).collect();
-        for q in 0..4 {
-            let t = 4 * g + q;
-            for e in 0..n / 2 {
-                let (r, c) = fragment_coords(&Eval, t, e).unwrap_or_else(|x| match x {});
-                let (h, slot) = partial_slot(e, groups);
-                if h == 0 {
-                    assert_eq!(r, g, "register {e} of lane {t} is not in row {g}");
-                    parts[q as usize][slot] = trees.fold(parts[q as usize][slot], c as usize + 1);
+        for piece in 0..pieces {
+            for q in 0..4 {
+                let t = 4 * g + q;
+                for e in 0..piece_n / 2 {
+                    let (r, c) = fragment_coords(&Eval, t, e).unwrap_or_else(|x| match x {});
+                    let (h, slot) = partial_slot(e, groups);
+                    if h == 0 {
+                        assert_eq!(r, g, "register {e} of lane {t} is not in row {g}");
+                        let c = piece * piece_n + c;
+                        parts[q as usize][slot] = trees.fold(parts[q as usize][slot], c as usize + 1);
+                    }
                 }
             }
         }
@@ -214,8 +270,36 @@ mod tests {
             let cols: Vec<usize> = (1..=n as usize).collect();
             let want = fold_row(&cols, 0, |a, b| Ok::<_, ()>(trees.fold(a, b))).unwrap_or(usize::MAX);
             for g in [0, 5] {
-                assert_eq!(quad_result(&mut trees, n, g), [want; 4], "n = {n}, row {g}");
+                assert_eq!(quad_result(&mut trees, n, 1, g), [want; 4], "n = {n}, row {g}");
             }
         }
+    }
+
+    /// Units of column pieces (two or four warpgroups over a 64-row tile) fold the pieces in
+    /// column order through the same slots: the row-reduction order again, for every
+    /// distribution `row_reducible` admits; a piece narrower than the partial classes is refused.
+    #[test]
+    fn column_pieces_fold_in_the_row_reduction_order() {
+        let mut checked = 0;
+        for n in [16, 32, 64, 128, 256] {
+            for wgs in [2, 4] {
+                let Some(d) = crate::layout::wgmma::Distribution::new(64, n, wgs) else { continue };
+                if d.pieces == 1 {
+                    continue;
+                }
+                if !d.row_reducible() {
+                    assert!(d.piece_n < row_lanes(n), "n = {n}, {wgs} warpgroups: refused though every piece holds every class");
+                    continue;
+                }
+                let mut trees = Trees::default();
+                let cols: Vec<usize> = (1..=n as usize).collect();
+                let want = fold_row(&cols, 0, |a, b| Ok::<_, ()>(trees.fold(a, b))).unwrap_or(usize::MAX);
+                for g in [0, 7] {
+                    assert_eq!(quad_result(&mut trees, n, d.pieces, g), [want; 4], "n = {n}, {} pieces, row {g}", d.pieces);
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 4, "only {checked} piece distributions checked");
     }
 }
