@@ -60,6 +60,15 @@ pub struct BuildOptions {
     pub cache: Option<std::sync::Arc<crate::cache::BuildCache>>,
 }
 
+impl BuildOptions {
+    /// PTX for `targets` in memory: no output folder, no ptxas, no `.ll` files, the default
+    /// front-end options, no build cache. The other settings by struct update, e.g.
+    /// `BuildOptions { ptxas: true, ..BuildOptions::ptx_only(Target::ALL.to_vec()) }`.
+    pub fn ptx_only(targets: Vec<Target>) -> BuildOptions {
+        BuildOptions { targets, out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None }
+    }
+}
+
 /// One kernel built for one target.
 #[derive(Debug)]
 pub struct Built {

@@ -7,7 +7,6 @@ use std::process::Command;
 
 use tilec::backend::Target;
 use tilec::build::{build_file, BuildOptions};
-use tilec::frontend::Options;
 use tilec_abi::meta::{DType, KernelMeta, Role};
 
 fn root() -> PathBuf {
@@ -21,7 +20,7 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn opts(out: Option<PathBuf>) -> BuildOptions {
-    BuildOptions { targets: Target::ALL.to_vec(), out_dir: out, ptxas: true, write_llvm: false, frontend: Options::default(), cache: None }
+    BuildOptions { out_dir: out, ptxas: true, ..BuildOptions::ptx_only(Target::ALL.to_vec()) }
 }
 
 #[test]

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use tilec::backend::Target;
 use tilec::build::{build_source, BuildOptions, BuildReport};
 use tilec::cache::BuildCache;
-use tilec::frontend::Options;
 
 const SRC: &str = "kernel a(x: f32[N], y: out f32[N]) grid(cdiv(N, 128)) threads(128) {
     let i = program_id(0) * 128;
@@ -28,7 +27,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 fn build(src: &str, cache: &Arc<BuildCache>) -> BuildReport {
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: Some(cache.clone()) };
+    let opts = BuildOptions { cache: Some(cache.clone()), ..BuildOptions::ptx_only(Target::ALL.to_vec()) };
     build_source(src, "cache.tile", &opts).unwrap_or_else(|e| panic!("{e:?}"))
 }
 
@@ -46,7 +45,7 @@ fn a_rebuild_reuses_every_module_and_an_edit_recompiles_only_its_kernel() {
     assert_eq!(c.stats("ptx"), (modules, 0));
     assert_eq!(first, second, "cached PTX differs from the compiled PTX");
     // Without a cache: the same text.
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = BuildOptions::ptx_only(Target::ALL.to_vec());
     assert_eq!(ptx(&build_source(SRC, "cache.tile", &opts).expect("build")), first);
     // Kernel b edited: its modules are compiled (and differ), a's come from the cache.
     let c = Arc::new(BuildCache::at(&dir));
@@ -84,7 +83,7 @@ fn value_names_do_not_reach_the_ptx() {
         let path = root.join(file);
         let src = std::fs::read_to_string(&path).expect("example");
         let build = |write_llvm| {
-            let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm, frontend: Options::default(), cache: None };
+            let opts = BuildOptions { write_llvm, ..BuildOptions::ptx_only(Target::ALL.to_vec()) };
             build_source(&src, &path.display().to_string(), &opts).unwrap_or_else(|e| panic!("{file}: {e:?}"))
         };
         let (named, unnamed) = (build(true), build(false));
@@ -92,7 +91,7 @@ fn value_names_do_not_reach_the_ptx() {
         // reuses every module of a plain one.
         if file == "k1_reverse_scan.tile" {
             let dir = scratch("named");
-            let opts = |write_llvm, c: &Arc<BuildCache>| BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm, frontend: Options::default(), cache: Some(c.clone()) };
+            let opts = |write_llvm, c: &Arc<BuildCache>| BuildOptions { write_llvm, cache: Some(c.clone()), ..BuildOptions::ptx_only(Target::ALL.to_vec()) };
             build_source(&src, &path.display().to_string(), &opts(false, &Arc::new(BuildCache::at(&dir)))).expect("plain build");
             let c = Arc::new(BuildCache::at(&dir));
             let again = build_source(&src, &path.display().to_string(), &opts(true, &c)).expect("--emit llvm build");

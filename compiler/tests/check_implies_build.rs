@@ -34,7 +34,7 @@ proptest! {
         let (bn, bk) = (bn * 16, bk * 16);
         let src = gemm(bm, bn, bk);
         let checked = check_source(&src, &Options::default());
-        let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+        let opts = BuildOptions::ptx_only(Target::ALL.to_vec());
         match build_source(&src, "g.tile", &opts) {
             Ok(r) => {
                 prop_assert!(checked.ok(), "built but check failed: {}", checked.diags.render("g.tile", &src, false));

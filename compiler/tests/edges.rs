@@ -129,7 +129,7 @@ fn verify_reports_a_missing_edge_with_its_help_line() {
 /// The sm_90a and sm_100a PTX of `src` (no ptxas).
 fn ptx(name: &str, src: &str) -> Vec<String> {
     use tilec::backend::Target;
-    let opts = tilec::build::BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: tilec::frontend::Options::default(), cache: None };
+    let opts = tilec::build::BuildOptions::ptx_only(Target::ALL.to_vec());
     let r = tilec::build::build_source(src, &format!("{name}.tile"), &opts).expect("builds");
     r.built.iter().map(|b| b.compiled.ptx.clone()).collect()
 }

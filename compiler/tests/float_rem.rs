@@ -49,7 +49,7 @@ fn the_interpreter_computes_the_truncated_quotient_remainder() {
 
 #[test]
 fn both_targets_emit_the_sequence() {
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = BuildOptions::ptx_only(Target::ALL.to_vec());
     let r = build_source(SRC, "frem.tile", &opts).expect("builds");
     for b in &r.built {
         // Follow the registers, so that a swapped operand fails, not only a missing instruction:

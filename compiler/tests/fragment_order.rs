@@ -152,7 +152,7 @@ fn fragment_pairs_are_written_by_vector_stores_with_an_element_fallback() {
     // No warp vote: the decision is each lane's (or each pair group's).
     let dir = std::env::temp_dir().join(format!("tilec-pairs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = tilec::build::BuildOptions { out_dir: Some(dir.clone()), ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]) };
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples/k1_reverse_scan.tile");
     tilec::build::build_file(&path, &opts).expect("k1 builds");
     let count = |kernel: &str| {

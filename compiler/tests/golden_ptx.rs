@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 
 use tilec::backend::Target;
 use tilec::build::{build_source, BuildOptions};
-use tilec::frontend::Options;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -46,7 +45,7 @@ fn first_difference(want: &str, got: &str) -> String {
 #[test]
 fn generated_ptx_matches_the_golden_files() {
     let bless = std::env::var_os("TILEC_BLESS").is_some();
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = BuildOptions::ptx_only(Target::ALL.to_vec());
     let mut failures = vec![];
     let mut compared = 0;
     for path in examples() {

@@ -16,7 +16,6 @@ use kverify::gates::Status;
 use kverify::tensor::DType;
 use tilec::backend::Target;
 use tilec::build::{build_file, BuildOptions};
-use tilec::frontend::Options as FrontendOptions;
 
 /// bf16 operands, fp32 accumulation, fp32 result: what gemm.tile declares (`c: out f32`).
 const PRECISION: Precision = Precision::new(DType::Bf16, DType::F32, DType::F32);
@@ -34,7 +33,7 @@ fn candidate(binding: Binding) -> TilecCandidate {
 fn gemm_tile_is_a_clean_matmul_on_the_interpreter() {
     let dir = std::env::temp_dir().join(format!("kverify-gemm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = BuildOptions { targets: vec![Target::Sm100a], out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: FrontendOptions::default(), cache: None };
+    let opts = BuildOptions { out_dir: Some(dir.clone()), ptxas: true, ..BuildOptions::ptx_only(vec![Target::Sm100a]) };
     build_file(&gemm_tile(), &opts).expect("gemm.tile builds");
     let meta = load_meta(&dir.join("gemm.sm_100a.meta.json")).expect("metadata");
 

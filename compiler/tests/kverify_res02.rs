@@ -12,7 +12,6 @@ use kverify::gates::Status;
 use tilec::artifact::find_ptxas;
 use tilec::backend::Target;
 use tilec::build::{build_file, BuildOptions};
-use tilec::frontend::Options;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -20,7 +19,7 @@ fn root() -> PathBuf {
 
 /// Build `example` for both targets into a fresh temporary folder; return the `.meta.json` files.
 fn build(example: &str, dir: &Path) -> Vec<PathBuf> {
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: Some(dir.to_path_buf()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = BuildOptions { out_dir: Some(dir.to_path_buf()), ptxas: true, ..BuildOptions::ptx_only(Target::ALL.to_vec()) };
     let (_, r) = build_file(&root().join("dsl-examples").join(example), &opts).unwrap_or_else(|e| panic!("{example}: {e}"));
     let mut metas: Vec<PathBuf> =
         std::fs::read_dir(dir).expect("out dir").map(|e| e.expect("entry").path()).filter(|p| p.to_string_lossy().ends_with(".meta.json")).collect();

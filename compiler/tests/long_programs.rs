@@ -5,13 +5,12 @@
 mod programs;
 
 use tilec::build::{build_source, BuildOptions};
-use tilec::frontend::Options;
 use tilec::target::Target;
 
 #[test]
 fn four_hundred_thirty_six_sequential_mma_loops_build_for_both_targets() {
     let src = programs::sequential_mma_loops(436);
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = BuildOptions::ptx_only(Target::ALL.to_vec());
     let r = build_source(&src, "many.tile", &opts).unwrap_or_else(|e| panic!("does not build: {e}"));
     assert_eq!(r.built.len(), 2);
     for b in &r.built {

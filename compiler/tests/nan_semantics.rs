@@ -96,7 +96,7 @@ fn the_interpreter_propagates_nan_through_min_max_and_reductions() {
 
 #[test]
 fn both_targets_emit_the_nan_propagating_instructions() {
-    let opts = BuildOptions { targets: Target::ALL.to_vec(), out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = BuildOptions::ptx_only(Target::ALL.to_vec());
     let r = build_source(SRC, "nan.tile", &opts).expect("builds");
     for b in &r.built {
         let ptx = &b.compiled.ptx;

@@ -173,7 +173,7 @@ fn ptxas_out_of_registers_names_the_declaration() {
         store c[m0..+64, :] = d;
     }";
     let dir = std::env::temp_dir().join(format!("tilec-residency-{}", std::process::id()));
-    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = tilec::build::BuildOptions { out_dir: Some(dir.clone()), ptxas: true, ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]) };
     let e = tilec::build::build_source(src, "acc.tile", &opts).err().expect("ptxas runs out of registers");
     let text = e.to_string();
     assert!(text.contains("Insufficient registers (80)"), "{text}");
@@ -193,7 +193,7 @@ fn a_kernel_whose_registers_do_not_fit_one_cta_is_refused_at_build() {
     let wide = gemm.replace("threads(256)", "threads(640)");
     assert_ne!(wide, gemm);
     let dir = std::env::temp_dir().join(format!("tilec-launchable-{}", std::process::id()));
-    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = tilec::build::BuildOptions { out_dir: Some(dir.clone()), ptxas: true, ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]) };
     let e = tilec::build::build_source(&wide, "gemm.tile", &opts).err().expect("the build refuses a kernel that cannot launch");
     let text = e.to_string();
     let registers: u32 = text.split("ptxas gave it ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{text}"));
@@ -236,7 +236,7 @@ fn k1_declared_for_three_ctas_gets_launch_bounds_and_fresh_thread_indices() {
     // file (3 · 128 · registers ≤ 65,536) without spills; nothing on sm_100a.
     let (_, declared) = k1_declared("sm_90a: ");
     let dir = std::env::temp_dir().join(format!("tilec-residency-k1-{}", std::process::id()));
-    let opts = tilec::build::BuildOptions { targets: Target::ALL.to_vec(), out_dir: Some(dir.clone()), ptxas: true, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = tilec::build::BuildOptions { out_dir: Some(dir.clone()), ptxas: true, ..tilec::build::BuildOptions::ptx_only(Target::ALL.to_vec()) };
     let r = tilec::build::build_source(&declared, "k1_reverse_scan.tile", &opts).expect("builds");
     assert_eq!(r.built.len(), 8); // k1_scan_scalar, k1_scan_channel and their bf16-dU instances x 2 targets
     for b in &r.built {

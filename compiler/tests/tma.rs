@@ -18,7 +18,7 @@ fn plans(src: &str) -> Vec<(String, TargetPlan)> {
 fn build_sm90a(name: &str, tag: &str) -> (std::path::PathBuf, tilec::build::BuildReport) {
     let dir = std::env::temp_dir().join(format!("tilec-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = tilec::build::BuildOptions { out_dir: Some(dir.clone()), ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]) };
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dsl-examples").join(name);
     let (_, r) = tilec::build::build_file(&path, &opts).expect("the example builds");
     (dir, r)

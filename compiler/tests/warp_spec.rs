@@ -35,7 +35,7 @@ fn build(src: &str, tag: &str) -> Vec<(String, String, tilec_abi::meta::KernelMe
     let dir = std::env::temp_dir().join(format!("tilec-ws-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ptxas = std::env::var_os("TILEC_PTXAS").is_some();
-    let opts = tilec::build::BuildOptions { targets: vec![Target::Sm90a], out_dir: Some(dir.clone()), ptxas, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = tilec::build::BuildOptions { out_dir: Some(dir.clone()), ptxas, ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]) };
     let r = tilec::build::build_source(src, &format!("{tag}.tile"), &opts).expect("builds");
     let out = r.built.iter().map(|b| (b.kernel.clone(), b.compiled.ptx.clone(), tilec_abi::meta::KernelMeta::load(&dir.join(format!("{}.sm_90a.meta.json", b.kernel))).expect("metadata"))).collect();
     let _ = std::fs::remove_dir_all(&dir);

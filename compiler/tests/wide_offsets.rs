@@ -11,7 +11,6 @@ use std::process::Command;
 
 use tilec::backend::Target;
 use tilec::build::{build_file, BuildOptions};
-use tilec::frontend::Options;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -19,7 +18,7 @@ fn root() -> PathBuf {
 
 /// The PTX of `tests/gpu/big_offset.tile` for `target` (no ptxas, nothing written).
 fn ptx(target: Target) -> String {
-    let opts = BuildOptions { targets: vec![target], out_dir: None, ptxas: false, write_llvm: false, frontend: Options::default(), cache: None };
+    let opts = BuildOptions::ptx_only(vec![target]);
     let (_, r) = build_file(&root().join("tests/gpu/big_offset.tile"), &opts).expect("big_offset builds");
     r.built.into_iter().next().expect("one kernel").compiled.ptx
 }
