@@ -22,7 +22,8 @@
 # `X_SED='s/^const BV = 32;/const BV = 16;/' X_FILES=dsl-examples/k1_reverse_scan.tile
 # X_NAME=x_bv16 scripts/h200-ab.sh prepare-x` here copies .device/art to .device/art_$X_NAME
 # (X_NAME default x) and rebuilds each of X_FILES, edited by the sed script X_SED (a copy
-# beside it, so that imports resolve), into it; on the device each is compared with new
+# beside it, so that imports resolve) or by the patch X_PATCH (applied to a scratch worktree of
+# HEAD), into it; on the device each is compared with new
 # (bitwise) and timed like the others ($X_NAME/perf.json, $X_NAME/gdn_bwd.json). ANCHOR_SKIP_X
 # (default empty; e.g. gemm) is passed to the anchors bench as --skip for the x sets.
 set -u
@@ -34,7 +35,18 @@ if [ "${1:-}" = prepare-x ]; then
   t="${CARGO_TARGET_DIR:-$root/target}"
   xn=${X_NAME:-x}; [[ $xn == x* ]] || { echo "prepare-x: X_NAME must start with x" >&2; exit 1; }
   rm -rf ".device/art_$xn"; cp -r .device/art ".device/art_$xn"
-  for f in ${X_FILES:?X_FILES names the sources to rebuild}; do
+  if [ -n "${X_PATCH:-}" ]; then
+    # A patch (changes sed cannot say): applied to a scratch worktree of HEAD, X_FILES built there.
+    wt=$(mktemp -d); git worktree add -q --detach "$wt" HEAD
+    (cd "$wt" && git apply "$root/$X_PATCH")
+    for f in ${X_FILES:?X_FILES names the sources to rebuild}; do
+      "$t/release/tilec" build "$wt/$f" --target sm_90a -o ".device/art_$xn" 2>/tmp/prepare-x.log || { cat /tmp/prepare-x.log; git worktree remove --force "$wt"; exit 1; }
+      grep -E '^(built|warning)' /tmp/prepare-x.log || true
+    done
+    git worktree remove --force "$wt"
+    X_FILES=""
+  fi
+  for f in ${X_FILES-}; do
     x="$(dirname "$f")/.x-$(basename "$f")"
     sed -e "${X_SED:?X_SED is the sed script that makes the x sources}" "$f" > "$x"
     if cmp -s "$f" "$x"; then echo "prepare-x: X_SED changes nothing in $f" >&2; rm -f "$x"; exit 1; fi
