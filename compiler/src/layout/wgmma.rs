@@ -72,7 +72,7 @@ impl Distribution {
     /// `piece_n`), so that a thread's partials are the same classes in every piece and the
     /// pieces can be folded one after another, in column order.
     pub fn row_reducible(&self) -> bool {
-        self.pieces == 1 || self.piece_n % super::reduction::row_lanes(self.n) == 0
+        self.pieces == 1 || self.piece_n.is_multiple_of(super::reduction::row_lanes(self.n))
     }
 
     /// Shared-memory bytes a row reduction in this distribution's fragments passes its partials
