@@ -253,6 +253,7 @@ fixtures!(
     fuse_broadcast_cheap,
     tmem_var_in_registers,
     frag_reduce_pieces,
+    frag_reduce_pieces_barrier,
     tmem_var_stays_in_smem,
     lints_unused,
 );

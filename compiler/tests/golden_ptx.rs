@@ -21,7 +21,9 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The shipped examples (not the negative ones, which do not build).
+/// The shipped examples (not the negative ones, which do not build), and GPU check programs whose
+/// lowering no shipped example reaches (`frag_reduce_pieces4`: a row reduction over four column
+/// pieces, whose middle pieces both continue and hand on the partials).
 fn examples() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("dsl-examples"))
         .expect("dsl-examples/ exists")
@@ -29,6 +31,7 @@ fn examples() -> Vec<PathBuf> {
         .filter(|p| p.extension().is_some_and(|x| x == "tile"))
         .collect();
     v.sort();
+    v.push(root().join("tests/gpu/frag_reduce_pieces.tile"));
     v
 }
 

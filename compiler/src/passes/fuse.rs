@@ -377,8 +377,10 @@ fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, 
             Op::Store { value, .. } => return (k.values[*value].ty.shape() == Some(vshape)).then_some(x),
             Op::WriteVar(w, _) => return ((*w == var || writable(*w)) && k.vars[*w].ty.shape() == Some(vshape)).then_some(x),
             // A row reduction folds each row where its quad of threads holds it, when every
-            // unit spans whole rows (backend/sm90/frag_reduce.rs); a column's elements are spread
-            // over 8 lanes and 4 warps, and its order is sequential from row 0.
+            // unit spans whole rows or column pieces that each hold every partial class of the
+            // order (`whole_rows`: `Distribution::row_reducible`; backend/sm90/frag_reduce.rs); a
+            // column's elements are spread over 8 lanes and 4 warps, and its order is sequential
+            // from row 0.
             Op::Reduce(_, Axis::Row, a) => return (k.values[*a].ty.shape() == Some(vshape) && whole_rows).then_some(x),
             // Index remaps: the element read is not the element written.
             Op::Transpose(_) | Op::Slice { .. } | Op::Insert { .. } => return None,

@@ -90,7 +90,13 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
                 // The root a fused read is evaluated in, when that is in the fragments' order.
                 let root = Some(tp.fusion.evaluated_at(i)).filter(|&r| r != i && tp.fusion.reads_fragments_of(r, *v));
                 Some(match root {
-                    Some(r) => format!("`{}` read in its fragments, {} in fragment order by {r} (no shared memory){}", k.vars[*v].name, root_of(r), writes(r)),
+                    // A row reduction over column pieces hands its partials on through a
+                    // shared-memory scratch (backend/sm90/frag_reduce.rs); nothing else does.
+                    Some(r) => {
+                        let pieces = matches!(k.insts[r].op, Op::Reduce(..)) && tp.roles.accumulator(*v).is_some_and(|d| d.pieces > 1);
+                        let smem = if pieces { "partials between column pieces through a shared-memory scratch" } else { "no shared memory" };
+                        format!("`{}` read in its fragments, {} in fragment order by {r} ({smem}){}", k.vars[*v].name, root_of(r), writes(r))
+                    }
                     _ => format!("`{}` fragments written back to shared memory, then read", k.vars[*v].name),
                 })
             }

@@ -15,8 +15,11 @@
 //! Sum, max and min are commutative, so each side of a pair holds the same value after every
 //! step — which is what lets a thread keep only one side of an in-thread step.
 //!
-//! Only accumulators whose units span whole rows (`Distribution::pieces == 1`) are reduced here
-//! (`passes::fuse` chooses them): a row is then one thread quad's in one unit.
+//! A row is one thread quad's in one unit when units span whole rows (`Distribution::pieces ==
+//! 1`). When the warpgroups split the columns into pieces, each piece holds every partial class
+//! (`Distribution::row_reducible`: `W` divides the piece width; `passes::fuse` admits only
+//! those), and the pieces are folded one after another, in column order, through a shared-memory
+//! scratch of `m × W` partials ([`Codegen::fragment_reduce_rows`]).
 
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
