@@ -39,8 +39,9 @@ pub struct VarRoles {
     /// MMA accumulators' in the registers a thread has: a loop-carried elementwise tile (the
     /// per-channel distance loops' running decays and sums) is then updated by each thread in
     /// its own registers, where a shared-memory tile cost a load, a store and their address
-    /// arithmetic per element and step (631 → 311 SASS instructions per step in
-    /// k2_keys_channel). Otherwise it stays in shared memory.
+    /// arithmetic per element and step (631 → 287 SASS instructions per step in
+    /// k2_keys_channel, 4.10 → 3.58 ms on an H100; docs/results.md, twenty-eighth session).
+    /// Otherwise it stays in shared memory.
     pub accumulators: SecondaryMap<Var, Option<Distribution>>,
     /// Register accumulators that need no shared-memory buffer at all: every write is a
     /// broadcast scalar (`zeros`, `full`: set in registers), so the fragments are the only copy;
