@@ -133,7 +133,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   done
   # Speed: new then old, each bench in the same call; fla (the anchor) is timed beside the new
   # backward only (its first call JIT-compiles for ~100 s).
-  sets="new $xsets"; [ -d .device/art_old ] && sets="$sets old"
+  # AB_OLD_SPEED=0: old is compared (same, plans) but not timed.
+  sets="new $xsets"; [ -d .device/art_old ] && [ "${AB_OLD_SPEED:-1}" != 0 ] && sets="$sets old"
   for s in $sets; do
     a=.device/art; [ $s != new ] && a=.device/art_$s
     skip=""; [[ $s == x* ]] && skip="--skip=${ANCHOR_SKIP_X:-}"

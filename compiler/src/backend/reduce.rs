@@ -1,12 +1,12 @@
 //! Reductions along a tile axis, in f32 (or i32), deterministic and in the order the
-//! interpreter uses: a row by up to 32 lanes of one warp, strided partials then a butterfly of
-//! `shfl.sync.bfly` ([`crate::layout::reduction`]); a column by one thread (thread `t` takes
-//! columns `t, t+threads, …`), sequentially from row 0.
+//! interpreter uses: a row by up to 32 lanes of one warp, strided partials then a butterfly,
+//! its steps in-thread or `shfl.sync.bfly` ([`crate::layout::reduction::RowPlan`]); a column
+//! by one thread (thread `t` takes columns `t, t+threads, …`), sequentially from row 0.
 
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
 use crate::ir::{Axis, Elem, Inst, ReduceOp, Value};
-use crate::layout::reduction::{butterfly, row_lanes};
+use crate::layout::reduction::{butterfly, RowPlan};
 
 use super::elementwise::{class, Class};
 use super::emit::Codegen;
@@ -80,11 +80,12 @@ impl<'ctx> Codegen<'ctx, '_> {
         }
     }
 
-    /// A row reduction of the `rows x cols` operand `v` into the `[rows, 1]` buffer at `dst`:
-    /// groups of `W` = [`row_lanes`]`(cols)` consecutive threads take one row each per pass
-    /// (the CTA's threads / W rows at a time, a whole number per warp); lane `l` folds columns
-    /// `l, l + W, …`, then `log2 W` butterfly steps of `shfl.sync.bfly` combine the lanes and
-    /// lane 0 stores. Every thread runs every pass (the shuffles need the whole warp); a
+    /// A row reduction of the `rows x cols` operand `v` into the `[rows, 1]` buffer at `dst`, as
+    /// [`RowPlan`] lays it out: groups of `u` consecutive threads take one row each per pass
+    /// (the CTA's threads / u rows at a time, a whole number per warp); thread `t` of a group
+    /// folds lanes `t + u·m` (lane `l`: columns `l, l + W, …`) into `k` registers, joins them
+    /// in-thread, then `log2 u` butterfly steps of `shfl.sync.bfly` combine the threads and
+    /// thread 0 stores. Every thread runs every pass (the shuffles need the whole warp); a
     /// thread past the last row or column only skips its loads. [`ROW_INTERLEAVE`] passes run
     /// side by side, their butterflies step by step: each row's order is unchanged, but the
     /// shuffle latencies of one row overlap the others' (one row at a time, a warp waited
@@ -92,43 +93,75 @@ impl<'ctx> Codegen<'ctx, '_> {
     fn reduce_rows(&mut self, op: ReduceOp, v: Value, (rows, cols): (u32, u32), dst: u32, inel: Elem, out: Elem) -> Result<(), BackendError> {
         let cl = class(out);
         let acc_elem = acc_elem(cl);
-        let w = row_lanes(cols);
-        let per_pass = self.k.threads / w;
-        let lane = self.b.build_and(self.tid, self.i32(w as i32 - 1), "lane")?;
-        let grp = self.b.build_right_shift(self.tid, self.i32(w.trailing_zeros() as i32), false, "grp")?;
+        let plan = RowPlan::new(rows, cols, self.k.threads);
+        let (w, u, k) = (plan.w, plan.u, plan.k);
+        let per_pass = self.k.threads / u;
+        let lane = self.b.build_and(self.tid, self.i32(u as i32 - 1), "lane")?;
+        let grp = self.b.build_right_shift(self.tid, self.i32(u.trailing_zeros() as i32), false, "grp")?;
         let zero = self.i32(0);
         let passes = rows.div_ceil(per_pass);
-        let group = ROW_INTERLEAVE.min(passes);
+        // Side by side, at most 16 partials live at once.
+        let group = ROW_INTERLEAVE.min((16 / k).max(1)).min(passes);
         let (shfl, ty) = if cl == Class::Float { ("llvm.nvvm.shfl.sync.bfly.f32", self.ctx.f32_type().into()) } else { ("llvm.nvvm.shfl.sync.bfly.i32", self.ctx.i32_type().into()) };
         self.counted_loop(zero, self.i32(passes.div_ceil(group) as i32), zero, false, &mut |cg, q| {
             let mut rows_has = Vec::with_capacity(group as usize);
             let mut accs = Vec::with_capacity(group as usize);
-            for u in 0..group {
-                // Pass q·group + u; past the last pass `row ≥ rows`, so `has` is false.
-                let pass = cg.b.build_int_add(cg.b.build_int_mul(q, cg.i32(group as i32), "")?, cg.i32(u as i32), "")?;
+            for g in 0..group {
+                // Pass q·group + g; past the last pass `row ≥ rows`, so `has` is false.
+                let pass = cg.b.build_int_add(cg.b.build_int_mul(q, cg.i32(group as i32), "")?, cg.i32(g as i32), "")?;
                 let row = cg.b.build_int_add(cg.b.build_int_mul(pass, cg.i32(per_pass as i32), "")?, grp, "row")?;
                 let has = cg.b.build_int_compare(inkwell::IntPredicate::ULT, row, cg.i32(rows as i32), "has")?;
-                let init = cg.identity(op, cl);
-                let slot = cg.entry_alloca(init.get_type(), "acc")?;
-                cg.b.build_store(slot, init)?;
-                let mut column = |cg: &mut Self, j: IntValue<'ctx>| {
-                    let c = cg.b.build_int_add(cg.b.build_int_mul(j, cg.i32(w as i32), "")?, lane, "c")?;
-                    let in_row = cg.b.build_int_compare(inkwell::IntPredicate::ULT, c, cg.i32(cols as i32), "")?;
-                    let ok = cg.b.build_and(has, in_row, "")?;
-                    cg.if_then(ok, &mut |cg| cg.fold_into(slot, op, cl, v, (row, c), inel))
+                // Register j's lane: t + u·((j + ρ) mod k), ρ = (row / cycle) mod k.
+                let rho = if k > 1 {
+                    let r = cg.b.build_right_shift(row, cg.i32(plan.cycle.trailing_zeros() as i32), false, "")?;
+                    Some(cg.b.build_and(r, cg.i32(k as i32 - 1), "rho")?)
+                } else {
+                    None
+                };
+                let mut slots = Vec::with_capacity(k as usize);
+                let mut lanes = Vec::with_capacity(k as usize);
+                for j in 0..k {
+                    let init = cg.identity(op, cl);
+                    let slot = cg.entry_alloca(init.get_type(), "acc")?;
+                    cg.b.build_store(slot, init)?;
+                    slots.push(slot);
+                    let m = match rho {
+                        Some(rho) => cg.b.build_and(cg.b.build_int_add(rho, cg.i32(j as i32), "")?, cg.i32(k as i32 - 1), "")?,
+                        None => zero,
+                    };
+                    lanes.push(cg.b.build_int_add(lane, cg.b.build_int_mul(m, cg.i32(u as i32), "")?, "l")?);
+                }
+                let mut column = |cg: &mut Self, s: IntValue<'ctx>| {
+                    for (slot, l) in slots.iter().zip(&lanes) {
+                        let c = cg.b.build_int_add(cg.b.build_int_mul(s, cg.i32(w as i32), "")?, *l, "c")?;
+                        let in_row = cg.b.build_int_compare(inkwell::IntPredicate::ULT, c, cg.i32(cols as i32), "")?;
+                        let ok = cg.b.build_and(has, in_row, "")?;
+                        cg.if_then(ok, &mut |cg| cg.fold_into(*slot, op, cl, v, (row, c), inel))?;
+                    }
+                    Ok(())
                 };
                 let steps = cols.div_ceil(w);
-                if steps <= ROW_STEPS_UNROLLED {
-                    for j in 0..steps {
-                        column(cg, cg.i32(j as i32))?;
+                if steps * k <= ROW_STEPS_UNROLLED {
+                    for s in 0..steps {
+                        column(cg, cg.i32(s as i32))?;
                     }
                 } else {
                     cg.counted_loop(zero, cg.i32(steps as i32), zero, false, &mut column)?;
                 }
-                accs.push(cg.b.build_load(init.get_type(), slot, "acc")?);
+                let mut regs = Vec::with_capacity(k as usize);
+                for slot in &slots {
+                    regs.push(cg.b.build_load(cg.identity(op, cl).get_type(), *slot, "acc")?);
+                }
+                // The in-thread steps s ≥ u: registers j and j + d (lanes m and m ⊕ d).
+                for d in butterfly(k) {
+                    for j in 0..d as usize {
+                        regs[j] = cg.fold(op, cl, regs[j], regs[j + d as usize])?;
+                    }
+                }
+                accs.push(regs[0]);
                 rows_has.push((row, has));
             }
-            for s in butterfly(w) {
+            for s in butterfly(u) {
                 for acc in accs.iter_mut() {
                     let other = cg.call(shfl, Some(ty), &[cg.i32(-1).into(), *acc, cg.i32(s as i32).into(), cg.i32(0x1f).into()])?;
                     *acc = cg.fold(op, cl, *acc, other)?;
@@ -169,8 +202,8 @@ const COL_UNROLL: u32 = 8;
 /// Passes of a row reduction run side by side (see `reduce_rows`).
 const ROW_INTERLEAVE: u32 = 4;
 
-/// A row's strided steps (columns / lanes) written out straight when at most this many: up to
-/// 512 columns a row's loads are independent straight-line code the scheduler can overlap;
+/// A thread's loads of a row (strided steps, columns / lanes, times its lanes) written out
+/// straight when at most this many: up to 512 columns a lane's loads are independent straight-line code the scheduler can overlap;
 /// wider rows loop, so a reduction does not add hundreds of instructions to kernels that are
 /// already instruction-cache bound (K#2: 9,576 SASS instructions).
 const ROW_STEPS_UNROLLED: u32 = 16;
