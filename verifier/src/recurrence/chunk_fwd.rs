@@ -37,6 +37,26 @@ pub fn build_p(q: &Mat, k: &Mat, decay: &Decay, scale: f64) -> Mat {
     p
 }
 
+/// `Pᵀ` of every chunk, stored as `[T, C]`: row `t` is key row `j = t mod C` of its chunk,
+/// column `i` holds `P_ij` (the query row `i ≥ j`; 0 for `i < j` and past a partial chunk's
+/// length). fla's chunk_kda and chunk_gla save the same scores (`Aqk`, query-major) for their
+/// backward; tilec's `scores_channel` stores this key-major form (`pt`).
+///
+/// `q`, `k`, `gamma`: `[T, K]` (gamma = chunk-local cumsum of g).
+pub fn scores_t(q: &Mat, k: &Mat, gamma: &Mat, scale: f64, chunk: usize) -> Mat {
+    let mut pt = Mat::zeros(k.rows, chunk);
+    for (s, e) in chunk_ranges(k.rows, chunk) {
+        let decay = Decay::new(gamma.rows_range(s, e));
+        let p = build_p(&q.rows_range(s, e), &k.rows_range(s, e), &decay, scale);
+        for j in 0..(e - s) {
+            for i in j..(e - s) {
+                pt[(s + j, i)] = p[(i, j)];
+            }
+        }
+    }
+    pt
+}
+
 /// `Ai` of every chunk, stored fla-style as `[T, C]`: row t holds row `t mod C` of its chunk's
 /// inverse; columns past a partial chunk's length are 0 (§3.2 + §3.3).
 ///
