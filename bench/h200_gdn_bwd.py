@@ -274,18 +274,22 @@ for member in [m for m in ("kda", "gla") if m in SPEED]:
         del x["beta"]
     anchor = ["fla_" + member] * (member in FLA_SPEED)
     emit({"case": f"{member}_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed(f"speed_{member}", x, f"{member}_bwd.sm_90a.plan.json", anchors=anchor)})
-    if member == "kda":
-        res = {"case": f"kda_bwd_saved speed B={B} T={T} H={H} K={K} V={V} (Ai from kda_fwd)"}
-        try:
-            ffwd = os.path.join(args.work, "kda_fwd_in.safetensors")
-            save_file({**{k: v.cpu().contiguous() for k, v in x.items() if k not in ("do", "dht")}, "scale": torch.tensor(scale, dtype=torch.float32)}, ffwd)
-            fai = os.path.join(args.work, "kda_fwd_out.safetensors")
-            tilec(ffwd, fai, plan=os.path.join(args.art, "kda_fwd.sm_90a.plan.json"))
-            x["ai"] = load_file(fai)["ai"].to(dev)
-            res.update(speed("speed_kda_saved", x, "kda_bwd_saved.sm_90a.plan.json", anchors=anchor))
-        except Exception as e:
-            res["tilec_error"] = repr(e)[:2000]
-        emit(res)
+    # The training pair, as fla's autograd runs it: the backward from what the forward saved
+    # (kda: Ai and the scores Pᵀ, fla's Akk and Aqk; gla: Pᵀ, fla's A), taken from <member>_fwd.
+    kept = {"kda": ("ai", "pt"), "gla": ("pt",)}[member]
+    res = {"case": f"{member}_bwd_saved speed B={B} T={T} H={H} K={K} V={V} ({', '.join(kept)} from {member}_fwd)"}
+    try:
+        ffwd = os.path.join(args.work, f"{member}_fwd_in.safetensors")
+        save_file({**{k: v.cpu().contiguous() for k, v in x.items() if k not in ("do", "dht")}, "scale": torch.tensor(scale, dtype=torch.float32)}, ffwd)
+        fout = os.path.join(args.work, f"{member}_fwd_out.safetensors")
+        tilec(ffwd, fout, plan=os.path.join(args.art, f"{member}_fwd.sm_90a.plan.json"))
+        out = load_file(fout)
+        for n in kept:
+            x[n] = out[n].to(dev)
+        res.update(speed(f"speed_{member}_saved", x, f"{member}_bwd_saved.sm_90a.plan.json", anchors=anchor))
+    except Exception as e:
+        res["tilec_error"] = repr(e)[:2000]
+    emit(res)
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]

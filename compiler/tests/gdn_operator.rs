@@ -374,8 +374,9 @@ fn every_wide_twin_meets_its_bound() {
     }
 }
 
-/// The forward operators of gdn_fwd.tile (o, the final state ht and, for the delta-rule members,
-/// the saved inverse ai — each judged by the oracle): every member runs the stage kernels its
+/// The forward operators of gdn_fwd.tile (o, the final state ht and what the backward may take
+/// saved: the inverse ai for the delta-rule members, the scores pt for the per-channel ones —
+/// each judged by the oracle): every member runs the stage kernels its
 /// backward recomputes, then the output stage, and meets the derived bound on every output at
 /// every case; the varlen forms too (GDN and KDA: the two gate kinds with the delta rule).
 #[test]
@@ -401,7 +402,12 @@ fn the_forward_operators_meet_their_bounds_on_o_and_ht() {
         for (op, cases) in ops {
             let js = judge_op(&fwd, &op);
             let got: Vec<&str> = js.iter().map(|j| j.output.as_str()).collect();
-            let outputs: &[&str] = if member == "gdn" || member == "kda" { &["o", "ht", "ai"] } else { &["o", "ht"] };
+            let outputs: &[&str] = match member {
+                "gdn" => &["o", "ht", "ai"],
+                "kda" => &["o", "ht", "ai", "pt"],
+                "gla" => &["o", "ht", "pt"],
+                _ => &["o", "ht"],
+            };
             assert_eq!(got, outputs.repeat(cases), "{op}: every output at every case");
             for j in &js {
                 eprintln!("{op} {} {}: {:.3e} (bound {:.3e})", j.case, j.output, j.error, j.bound);
@@ -416,11 +422,13 @@ fn the_forward_operators_meet_their_bounds_on_o_and_ht() {
     }
 }
 
-/// The training pair: the backward that takes the forward's saved Ai (`<member>_bwd_saved`,
-/// fla's autograd saves A) launches the recomputing backward's kernels less kkt and solve_tril,
-/// and — fed the Ai that `<member>_fwd` returns — gives exactly the recomputing backward's
-/// gradients, bit for bit (the same kernels compute the same Ai either way). Verification with
-/// the oracle's Ai (rounded to bf16, one rounding point more) keeps every gradient in bounds.
+/// The training pair: the backward that takes what the forward saved (`<member>_bwd_saved`:
+/// fla's autograd saves A for GDN, Akk and Aqk for KDA, A for GLA) launches the recomputing
+/// backward's kernels less those that form it (kkt and solve_tril for Ai, scores_channel for Pᵀ),
+/// and — fed the ai and pt that `<member>_fwd` returns — gives exactly the recomputing
+/// backward's gradients, bit for bit (the same kernels compute the same tensors either way).
+/// Verification with the oracle's (rounded to bf16, one rounding point more) keeps every
+/// gradient in bounds.
 #[test]
 fn the_backward_from_the_saved_inverse_equals_the_recomputing_one() {
     use kverify::recurrence::family::Model;
@@ -428,22 +436,29 @@ fn the_backward_from_the_saved_inverse_equals_the_recomputing_one() {
     let fwd = check(&examples().join("gdn_fwd.tile"));
     let bwd = check(&examples().join("gdn.tile"));
     let opts = tilec::interp::Options::default();
-    for (member, model, recomputed) in [("gdn", Model::Gdn, ["kkt", "solve_tril"]), ("kda", Model::Kda, ["kkt_channel", "solve_tril"])] {
+    let members: [(&str, Model, &[&str], &[&str]); 3] = [
+        ("gdn", Model::Gdn, &["kkt", "solve_tril"], &["ai"]),
+        ("kda", Model::Kda, &["kkt_channel", "solve_tril", "scores_channel"], &["ai", "pt"]),
+        ("gla", Model::Gla, &["scores_channel"], &["pt"]),
+    ];
+    for (member, model, recomputed, kept) in members {
         let op = |c: &Checked, name: &str| c.module.operators.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("operator {name}")).clone();
         let (f, full, saved) = (op(&fwd, &format!("{member}_fwd")), op(&bwd, &format!("{member}_bwd")), op(&bwd, &format!("{member}_bwd_saved")));
         let kernels = |o: &tilec::ir::Operator| o.launches.iter().map(|l| l.kernel.clone()).collect::<Vec<_>>();
         let mut want = kernels(&full);
         want.retain(|k| !recomputed.contains(&k.as_str()));
-        assert_eq!(kernels(&saved), want, "{member}: the saved backward skips exactly the inverse");
+        assert_eq!(kernels(&saved), want, "{member}: the saved backward skips exactly what it takes");
         // T = 100 over two batch rows: a partial chunk; GVA: two value heads per key head.
         let dims = Dims { batch: 2, heads: 2, seq_len: 100, dk: 128, dv: 128, value_heads: Some(4) };
         let inputs = op_inputs(&bwd, &format!("{member}_bwd"), model, dims, None, |_| {});
         let fwd_in = inputs.iter().filter(|(n, _)| !["do", "dht"].contains(&n.as_str())).map(|(n, t)| (n.clone(), t.clone())).collect();
-        let ai = tilec::interp::run_operator(&fwd.module, &f, fwd_in, &opts).unwrap_or_else(|(e, _)| panic!("{e}")).remove("ai").expect("the forward returns ai");
+        let mut fwd_out = tilec::interp::run_operator(&fwd.module, &f, fwd_in, &opts).unwrap_or_else(|(e, _)| panic!("{e}"));
         let g_full = tilec::interp::run_operator(&bwd.module, &full, inputs.clone(), &opts).unwrap_or_else(|(e, _)| panic!("{e}"));
-        let mut with_ai = inputs;
-        with_ai.insert("ai".into(), ai);
-        let g_saved = tilec::interp::run_operator(&bwd.module, &saved, with_ai, &opts).unwrap_or_else(|(e, _)| panic!("{e}"));
+        let mut with_saved = inputs;
+        for &n in kept {
+            with_saved.insert(n.into(), fwd_out.remove(n).unwrap_or_else(|| panic!("{member}: the forward returns {n}")));
+        }
+        let g_saved = tilec::interp::run_operator(&bwd.module, &saved, with_saved, &opts).unwrap_or_else(|(e, _)| panic!("{e}"));
         assert_eq!(g_full.keys().collect::<Vec<_>>(), g_saved.keys().collect::<Vec<_>>());
         for (name, t) in &g_full {
             assert!(t.bytes == g_saved[name].bytes, "{member}: {name} differs from the recomputing backward's");

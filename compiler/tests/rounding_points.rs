@@ -74,13 +74,17 @@ fn shipped_operators_count_no_more_per_output_than_in_all() {
         let c = check_source(&src, &Options::default().for_file(&path));
         assert!(c.ok(), "{file}: {:?}", c.diags);
         for op in c.module.operators.iter().filter(|o| o.contract.is_some()) {
-            let all = rounding_points(&c.module, op).0 + usize::from(op.params.iter().any(|p| p.name == "ai" && matches!(p.kind, tilec::ir::ParamKind::Tensor { output: false, .. })));
-            let per = output_roundings(&c.module, op, &["ai"]);
+            let saved_in = op.params.iter().filter(|p| tilec::verify::SAVED.contains(&p.name.as_str()) && matches!(p.kind, tilec::ir::ParamKind::Tensor { output: false, .. })).count();
+            let all = rounding_points(&c.module, op).0 + saved_in;
+            let per = output_roundings(&c.module, op, &tilec::verify::SAVED);
             eprintln!("{}: all {all}, {per:?}", op.name);
             assert!(per.values().all(|&r| r >= 1 && r <= all), "{}: {per:?} vs {all}", op.name);
-            // The forward's Ai comes from kkt and the triangular solve only: fewer sites than o.
-            if let (Some(ai), Some(o)) = (per.get("ai"), per.get("o")) {
-                assert!(ai < o, "{}: ai {ai}, o {o}", op.name);
+            // The forward's Ai comes from kkt and the triangular solve only, its Pᵀ from the
+            // scores stage only: fewer sites than o, which reads Pᵀ.
+            for kept in tilec::verify::SAVED {
+                if let (Some(s), Some(o)) = (per.get(kept), per.get("o")) {
+                    assert!(s < o, "{}: {kept} {s}, o {o}", op.name);
+                }
             }
         }
     }

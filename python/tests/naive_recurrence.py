@@ -13,7 +13,9 @@ and dk over the G value heads of a q/k head.
 The delta-rule members' forward plans (gdn, kda) also write ai = (I + L)^-1 of every chunk of
 C = 64 tokens (fla's ``A``, gdn-math.md §3.2–3.3), and their ``<m>_bwd_saved`` plans take it back:
 :func:`chunk_inverses` computes it exactly in fp64; the stand-in returns it rounded to bf16 and
-refuses a saved backward whose ai is not exactly that (the forward's) tensor's values.
+refuses a saved backward whose ai is not exactly that (the forward's) tensor's values. The
+per-channel members' forward plans (kda, gla) likewise write pt, the chunks' scores Pᵀ (fla's
+``Aqk``, §3.6; :func:`chunk_scores`), which their saved backward takes back.
 """
 
 import torch
@@ -147,6 +149,33 @@ def chunk_inverses(member, x, cu=None):
     return ai
 
 
+def chunk_scores(member, x, scale, cu=None):
+    """pt [B, T, HV, C] float64: per sequence and chunk of C tokens (as :func:`chunk_inverses`),
+    with Γ the chunk-local cumulative gate, the scores
+        P_ij = scale Σ_c q_ic k_jc e^{Γ_ic − Γ_jc}  (i ≥ j; 0 otherwise)        (gdn-math.md §3.6)
+    stored key-major: row t of pt holds, for key row j = t − t_chunk, P_ij in column i (0 for
+    i < j and past the chunk's c rows)."""
+    gate, _ = MEMBERS[member]
+    assert gate == "channel", f"{member} saves no scores (only the per-channel members kda, gla)"
+    q, k = x["q"].double(), x["k"].double()
+    B, T, H, K = k.shape
+    HV = x["v"].shape[2]
+    G = HV // H
+    pt = torch.zeros(B, T, HV, C, dtype=torch.float64)
+    for b, t0, t1, _ in sequences(B, T, cu):
+        for c0 in range(t0, t1, C):
+            c1 = min(c0 + C, t1)
+            c = c1 - c0
+            qc = q[b, c0:c1].repeat_interleave(G, 1).transpose(0, 1)               # [HV, c, K]
+            kc = k[b, c0:c1].repeat_interleave(G, 1).transpose(0, 1)
+            gam = x["g"][b, c0:c1].double().cumsum(0).transpose(0, 1)              # [HV, c, K]
+            lower = torch.ones(c, c, dtype=torch.bool).tril()[None, :, :, None]      # i ≥ j
+            dec = torch.where(lower, gam[:, :, None, :] - gam[:, None, :, :], -torch.inf).exp()
+            P = scale * torch.einsum("hik,hjk,hijk->hij", qc, kc, dec)
+            pt[b, c0:c1, :, :c] = P.transpose(1, 2).transpose(0, 1)               # [c (j), HV, c (i)]
+    return pt
+
+
 class StandIn:
     """Replaces ``run_plan(name, artifacts, args)``: plan ``<member>_fwd[_varlen]`` returns
     {o, ht} and, for gdn and kda, ai (bf16 [B, T, HV, C], :func:`chunk_inverses` rounded);
@@ -163,9 +192,10 @@ class StandIn:
         parts = name.split("_")
         member, kind, varlen, saved = parts[0], parts[1], name.endswith("_varlen"), "saved" in parts
         names = inputs_of(member)
-        has_ai = MEMBERS[member][1]
-        assert not saved or (kind == "bwd" and has_ai), f"{name}: no such plan (only gdn and kda have a saved backward)"
-        expect = set(names) | {"scale"} | ({"do", "dht"} if kind == "bwd" else set()) | ({"cu_seqlens"} if varlen else set()) | ({"ai"} if saved else set())
+        has_ai, has_pt = MEMBERS[member][1], MEMBERS[member][0] == "channel"
+        kept = ({"ai"} if has_ai else set()) | ({"pt"} if has_pt else set())
+        assert not saved or (kind == "bwd" and kept), f"{name}: no such plan (only gdn, kda and gla have a saved backward)"
+        expect = set(names) | {"scale"} | ({"do", "dht"} if kind == "bwd" else set()) | ({"cu_seqlens"} if varlen else set()) | (kept if saved else set())
         assert set(args) == expect, f"{name}: parameters {sorted(args)}, the plan has {sorted(expect)}"
         for n, t in args.items():
             if isinstance(t, torch.Tensor):
@@ -180,12 +210,17 @@ class StandIn:
             out = {"o": o.to(args["v"].dtype), "ht": ht.to(st)}
             if has_ai:
                 out["ai"] = chunk_inverses(member, args, cu).to(torch.bfloat16)
+            if has_pt:
+                out["pt"] = chunk_scores(member, args, args["scale"], cu).to(torch.bfloat16)
             return out
         if saved:
-            ai, (B, T, HV) = args["ai"], args["v"].shape[:3]
-            assert ai.dtype == torch.bfloat16 and tuple(ai.shape) == (B, T, HV, C), \
-                f"{name}: `ai` is {ai.dtype} {tuple(ai.shape)}, the plan takes bf16 {(B, T, HV, C)} (the forward's)"
-            assert torch.equal(ai, chunk_inverses(member, args, cu).to(torch.bfloat16)), \
-                f"{name}: `ai` is not the Ai the forward returned for these inputs"
+            B, T, HV = args["v"].shape[:3]
+            forward = {"ai": lambda: chunk_inverses(member, args, cu), "pt": lambda: chunk_scores(member, args, args["scale"], cu)}
+            for n in sorted(kept):
+                t = args[n]
+                assert t.dtype == torch.bfloat16 and tuple(t.shape) == (B, T, HV, C), \
+                    f"{name}: `{n}` is {t.dtype} {tuple(t.shape)}, the plan takes bf16 {(B, T, HV, C)} (the forward's)"
+                assert torch.equal(t, forward[n]().to(torch.bfloat16)), \
+                    f"{name}: `{n}` is not the one the forward returned for these inputs"
         _, _, d = recurrence(member, args, args["scale"], cu, (args["do"], args["dht"]))
         return {"d" + n: d[n].to(st) for n in names}

@@ -25,12 +25,14 @@ import tilec_torch  # noqa: E402
 from tilec_torch import TensorError  # noqa: E402
 
 if torch is not None:
-    from naive_recurrence import StandIn, chunk_inverses, inputs_of, recurrence  # noqa: E402
+    from naive_recurrence import StandIn, chunk_inverses, chunk_scores, inputs_of, recurrence  # noqa: E402
     from tilec_torch import ops  # noqa: E402
     from tilec_torch.fla import normalize_output  # noqa: E402
 
 GATE = {"gdn": "scalar", "kda": "channel", "gla": "channel", "ssd": "scalar", "la": None}
-SAVES_AI = ("gdn", "kda")   # the delta-rule members: the forward also returns ai, the backward is <m>_bwd_saved
+# What each member's forward also returns and its <m>_bwd_saved takes back: ai for the delta rule
+# (gdn, kda), pt for the per-channel gates (kda, gla).
+SAVES = {"gdn": ("ai",), "kda": ("ai", "pt"), "gla": ("pt",)}
 WRAPPER = {"gdn": "chunk_gated_delta_rule", "kda": "chunk_kda", "gla": "chunk_gla", "ssd": "chunk_simple_gla", "la": "chunk_linear_attn"}
 
 
@@ -106,9 +108,10 @@ class FakeShapes(_Patched):
                         self.assertEqual((tuple(t.grad.shape), t.grad.dtype), (tuple(t.shape), t.dtype), n)
 
     def test_forward_op_outputs_and_saved_backward_every_member(self):
-        """The ops' outputs under FakeTensorMode: gdn and kda return (o, ht, ai) with ai bf16
-        [B, T, HV, 64] (also for f64 inputs: the plans write bf16); the others (o, ht); the saved
-        backward's gradients are shaped as the inputs (not ai), in s0's dtype."""
+        """The ops' outputs under FakeTensorMode: gdn returns (o, ht, ai), kda (o, ht, ai, pt), gla
+        (o, ht, pt), each saved tensor bf16 [B, T, HV, 64] (also for f64 inputs: the plans write
+        bf16); the others (o, ht); the saved backward's gradients are shaped as the inputs (not
+        ai, pt), in s0's dtype."""
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         for member in GATE:
@@ -116,14 +119,14 @@ class FakeShapes(_Patched):
                 with self.subTest(member=member, dtype=dtype), FakeTensorMode():
                     x = make(member, B=2, T=9, H=2, G=3, K=64, V=32, dtype=dtype)
                     out = ops.fwd_op(member)(*x.values(), None, 0.5, "")
-                    self.assertEqual(len(out), 3 if member in SAVES_AI else 2)
-                    if member not in SAVES_AI:
+                    self.assertEqual(len(out), 2 + len(SAVES.get(member, ())))
+                    if member not in SAVES:
                         self.assertFalse(hasattr(torch.ops.tilec, f"{member}_bwd_saved"))
                         continue
-                    ai = out[2]
-                    self.assertEqual((tuple(ai.shape), ai.dtype), ((2, 9, 6, 64), torch.bfloat16))
+                    for t in out[2:]:
+                        self.assertEqual((tuple(t.shape), t.dtype), ((2, 9, 6, 64), torch.bfloat16))
                     a = list(x.values())
-                    a.insert(5, ai)   # q, k, v, g, beta, ai, s0
+                    a[-1:-1] = out[2:]   # q, k, v, g, [beta], ai and/or pt, s0
                     grads = ops.bwd_saved_op(member)(*a, torch.empty_like(out[0]), torch.empty_like(x["s0"]), None, 0.5, "")
                     self.assertEqual([(tuple(g.shape), g.dtype) for g in grads], [(tuple(t.shape), x["s0"].dtype) for t in x.values()])
 
@@ -223,7 +226,7 @@ class AutogradWiring(_Patched):
         scale = 0.7
 
         def f(*a):
-            return fn(member)(*a, cu, scale, "art")[:2]   # gdn, kda: ai is not differentiable
+            return fn(member)(*a, cu, scale, "art")[:2]   # gdn, kda, gla: ai, pt are not differentiable
 
         self.assertTrue(torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-7, rtol=1e-6))
 
@@ -261,7 +264,7 @@ class AutogradWiring(_Patched):
         self.assertEqual([t.grad.dtype for t in x.values()], [torch.bfloat16] * 3 + [torch.float32, torch.bfloat16, torch.float32])
 
     def test_saved_backward_every_member_and_function(self):
-        """gdn and kda run <m>_bwd_saved[_varlen] (fed ai), the others <m>_bwd[_varlen], through
+        """gdn, kda and gla run <m>_bwd_saved[_varlen] (fed ai, pt), the others <m>_bwd[_varlen], through
         the registered formula and the Function classes; the wrappers still return (o, ht)."""
         for member in GATE:
             for varlen in (False, True):
@@ -284,28 +287,31 @@ class AutogradWiring(_Patched):
                             o = out[0]
                         o.float().sum().backward()
                         suffix = "_varlen" if varlen else ""
-                        bwd = f"{member}_bwd_saved{suffix}" if member in SAVES_AI else f"{member}_bwd{suffix}"
+                        bwd = f"{member}_bwd_saved{suffix}" if member in SAVES else f"{member}_bwd{suffix}"
                         self.assertEqual([c[0] for c in self.standin.calls], [f"{member}_fwd{suffix}", bwd])
                         self.assertTrue(all(t.grad is not None for t in x.values()))
 
     def test_saved_backward_refuses_another_ai(self):
-        """The stand-in's saved backward takes only the forward's ai (so a formula feeding it
-        anything else fails every test above); the op itself passes ai through untouched."""
+        """The stand-in's saved backward takes only the forward's ai and pt (so a formula feeding it
+        anything else fails every test above); the op itself passes them through untouched."""
         x = make("kda", B=1, T=70, H=1, G=2, K=3, V=2, N=2)
         cu = torch.tensor([0, 66, 70], dtype=torch.int32)
-        o, ht, ai = ops.fwd_op("kda")(*x.values(), cu, 0.5, "")
+        o, ht, ai, pt = ops.fwd_op("kda")(*x.values(), cu, 0.5, "")
         a = list(x.values())
         do, dht = torch.randn_like(o), torch.randn_like(ht)
-        good = ops.bwd_saved_op("kda")(*a[:5], ai, a[5], do, dht, cu, 0.5, "")
+        good = ops.bwd_saved_op("kda")(*a[:5], ai, pt, a[5], do, dht, cu, 0.5, "")
         ref = ops.bwd_op("kda")(*a, do, dht, cu, 0.5, "")
         for g, r in zip(good, ref):
             self.assertTrue(torch.equal(g, r))
-        bad = ai.clone()
-        bad[0, 65, 1, 1] = bad[0, 65, 1, 1] + 0.125   # one entry of the second chunk's inverse
-        for wrong, why in [(bad, "not the Ai the forward returned"), (torch.zeros_like(ai), "not the Ai"),
-                           (ai.float(), r"the plan takes bf16"), (ai[:, :, :, :32].contiguous(), r"the plan takes bf16 \(1, 70, 2, 64\)")]:
-            with self.assertRaisesRegex(AssertionError, why):
-                ops.bwd_saved_op("kda")(*a[:5], wrong, a[5], do, dht, cu, 0.5, "")
+        for i, t in enumerate((ai, pt)):
+            bad = t.clone()
+            bad[0, 65, 1, 1] = bad[0, 65, 1, 1] + 0.125   # one entry of the second chunk's
+            for wrong, why in [(bad, "not the one the forward returned"), (torch.zeros_like(t), "not the one"),
+                               (t.float(), r"the plan takes bf16"), (t[:, :, :, :32].contiguous(), r"the plan takes bf16 \(1, 70, 2, 64\)")]:
+                saved = [ai, pt]
+                saved[i] = wrong
+                with self.assertRaisesRegex(AssertionError, why):
+                    ops.bwd_saved_op("kda")(*a[:5], *saved, a[5], do, dht, cu, 0.5, "")
 
     def test_no_state_gradient_without_initial_state(self):
         x = make("ssd")
@@ -340,10 +346,10 @@ class AutogradWiring(_Patched):
                 cu = torch.tensor([0, 1, 4], dtype=torch.int32)
                 y = make(member, B=1, H=1, G=2, K=3, V=2, T=4, N=2)
                 torch.library.opcheck(ops.fwd_op(member).default, (*y.values(), cu, 0.5, "art"))
-                if member in SAVES_AI:   # the saved backward, fed the forward's ai
-                    o, ht, ai = ops.fwd_op(member)(*y.values(), cu, 0.5, "art")
+                if member in SAVES:   # the saved backward, fed the forward's ai and/or pt
+                    o, ht, *kept = ops.fwd_op(member)(*y.values(), cu, 0.5, "art")
                     a = [t.detach() for t in y.values()]
-                    torch.library.opcheck(ops.bwd_saved_op(member).default, (*a[:-1], ai, a[-1], torch.randn_like(o), torch.randn_like(ht), cu, 0.5, "art"))
+                    torch.library.opcheck(ops.bwd_saved_op(member).default, (*a[:-1], *kept, a[-1], torch.randn_like(o), torch.randn_like(ht), cu, 0.5, "art"))
 
 
 ART = os.environ.get("TILEC_TORCH_TEST_ARTIFACTS") or os.path.join(HERE, "fixtures", "gdn_sm90a")
@@ -424,6 +430,19 @@ class StandInValues(unittest.TestCase):
             want = torch.tensor([[1, 0, 0], [-L10, 1, 0], [-L20 + L21 * L10, -L21, 1]], dtype=torch.float64)
             torch.testing.assert_close(ai[0, :, hv, :3], want)
             self.assertTrue(bool((ai[0, :, hv, 3:] == 0).all()))
+
+    def test_chunk_scores_three_tokens_gla(self):
+        # P_ij = scale Σ_c q_ic k_jc e^{Γ_ic − Γ_jc} for i ≥ j (gdn-math.md §3.6), Γ the cumsum of g;
+        # pt is key-major: pt[j, i] = P_ij, 0 for i < j and past the chunk's 3 rows.
+        x = make("gla", B=1, T=3, H=1, G=2, K=3, V=2, dtype=torch.float64, seed=6)
+        pt = chunk_scores("gla", x, 0.5)
+        self.assertEqual(tuple(pt.shape), (1, 3, 2, 64))
+        for hv in range(2):
+            q, k, g = x["q"][0, :, 0], x["k"][0, :, 0], x["g"][0, :, hv]
+            P = lambda i, j: 0.5 * (q[i] * k[j] * (g[j + 1:i + 1].sum(0)).exp()).sum()
+            want = torch.tensor([[P(0, 0), P(1, 0), P(2, 0)], [0, P(1, 1), P(2, 1)], [0, 0, P(2, 2)]], dtype=torch.float64)
+            torch.testing.assert_close(pt[0, :, hv, :3], want)
+            self.assertTrue(bool((pt[0, :, hv, 3:] == 0).all()))
 
     def test_chunk_inverses_restart_per_chunk_and_sequence(self):
         # GDN, sequences of 70 and 69 tokens: chunks [0, 64), [64, 70), [70, 134), [134, 139); each

@@ -6,28 +6,33 @@ member of the family (shared/docs/gdn-math.md §1 and dsl-examples/gdn.tile):
 - ``gdn``: fla's chunk_gated_delta_rule; g f32 [B, T, HV]; beta; plans gdn_fwd[_varlen],
   gdn_bwd_saved[_varlen] (autograd), gdn_bwd[_varlen]
 - ``kda``: chunk_kda; g f32 [B, T, HV, K]; beta; kda_fwd[_varlen], kda_bwd_saved[_varlen], kda_bwd[_varlen]
-- ``gla``: chunk_gla; g f32 [B, T, HV, K]; no beta; gla_fwd[_varlen], gla_bwd[_varlen]
+- ``gla``: chunk_gla; g f32 [B, T, HV, K]; no beta; gla_fwd[_varlen], gla_bwd_saved[_varlen], gla_bwd[_varlen]
 - ``ssd``: chunk_simple_gla; g f32 [B, T, HV]; no beta; ssd_fwd[_varlen], ssd_bwd[_varlen]
 - ``la``: chunk_linear_attn (and chunk_simple_gla without a gate); no g, no beta; la_fwd[_varlen], la_bwd[_varlen]
 
 these ops (HV = H·G value heads, GVA; N = B, or the number of sequences with ``cu_seqlens``):
 
-- ``tilec::<m>_fwd(q, k, v, [g], [beta], s0, cu_seqlens?, scale, artifacts) -> (o, ht[, ai])``:
+- ``tilec::<m>_fwd(q, k, v, [g], [beta], s0, cu_seqlens?, scale, artifacts) -> (o, ht[, ai][, pt])``:
   o ``[B, T, HV, V]`` in v's dtype (bf16 for the plans), ht ``[N, HV, K, V]`` in s0's dtype (f32);
   the delta-rule members (gdn, kda) also ai bf16 ``[B, T, HV, 64]``: Ai = (I + L)^-1 of every
   chunk of 64 (fla's ``A``; row t holds row t − (its chunk's first token) of its chunk's
-  inverse, chunks restarting at each sequence; gdn-math.md §3.2–3.3).
+  inverse, chunks restarting at each sequence; gdn-math.md §3.2–3.3); the per-channel members
+  (kda, gla) also pt bf16 ``[B, T, HV, 64]``: the chunks' intra-chunk scores Pᵀ (fla's ``Aqk``,
+  key-major: row t is key row j = t − its chunk's first token, column i holds P_ij for i ≥ j;
+  gdn-math.md §3.6).
 - ``tilec::<m>_bwd(q, k, v, [g], [beta], s0, do, dht, cu_seqlens?, scale, artifacts)
   -> (dq, dk, dv, [dg], [dbeta], ds0)``: every gradient in s0's dtype (the plans' f32), shaped as
   its input; runs ``<m>_bwd[_varlen]``, which recomputes everything from the inputs.
-- gdn and kda only: ``tilec::<m>_bwd_saved(q, k, v, g, beta, ai, s0, do, dht, cu_seqlens?, scale,
-  artifacts) -> (dq, dk, dv, dg, dbeta, ds0)``: the same gradients from ``<m>_bwd_saved[_varlen]``,
-  which takes the forward's ai instead of recomputing L and its inverse (kkt, solve_tril).
+- gdn, kda and gla: ``tilec::<m>_bwd_saved(q, k, v, g, [beta], [ai], [pt], s0, do, dht,
+  cu_seqlens?, scale, artifacts) -> (dq, dk, dv, dg, [dbeta], ds0)``: the same gradients from
+  ``<m>_bwd_saved[_varlen]``, which takes what the forward saved instead of recomputing it (ai:
+  kkt, solve_tril; pt: scores_channel).
 
-The forward's autograd formula (``torch.library.register_autograd``) saves the *inputs* and, for
-gdn and kda, the forward's ai (as fla saves ``A``; ai is marked non-differentiable) — nothing else:
-the backward plan recomputes the other forward stages (W, U, the chunk states) itself — and runs
-``<m>_bwd_saved`` (gdn, kda) or ``<m>_bwd`` (gla, ssd, la) with ``do`` and ``dht`` (zeros when the
+The forward's autograd formula (``torch.library.register_autograd``) saves the *inputs* and the
+forward's saved outputs (ai for gdn, ai and pt for kda, pt for gla — as fla's chunk_kda saves
+``Aqk`` and ``Akk`` and chunk_gla its ``A``; marked non-differentiable) — nothing else: the
+backward plan recomputes the other forward stages (W, U, the chunk states) itself — and runs
+``<m>_bwd_saved`` (gdn, kda, gla) or ``<m>_bwd`` (ssd, la) with ``do`` and ``dht`` (zeros when the
 final state's gradient is None). It returns
 fla's dtypes: dq, dk, dv, dg, dbeta cast to their inputs' dtypes (fla: ``dq.to(q)``, ...,
 ``dg.to(g)``, ``db.to(beta)``), ds0 in s0's dtype (f32), and no gradient for inputs that need
@@ -52,7 +57,7 @@ from .operator import TensorError
 
 NAMESPACE = "tilec"
 
-#: The chunk length C of the plans: ai is [B, T, HV, C].
+#: The chunk length C of the plans: ai and pt are [B, T, HV, C].
 CHUNK = 64
 
 
@@ -64,6 +69,10 @@ class Member:
     name: str
     gate: Optional[str]
     beta: bool
+    #: What the forward plan also writes and the autograd formula saves for ``<m>_bwd_saved``
+    #: (each bf16 [B, T, HV, CHUNK]): ai = (I + L)^-1 per chunk (the delta rule), pt = the
+    #: chunks' scores Pᵀ (the per-channel gates).
+    saves: tuple = ()
 
     @property
     def inputs(self) -> tuple:
@@ -71,20 +80,15 @@ class Member:
         return ("q", "k", "v") + (("g",) if self.gate else ()) + (("beta",) if self.beta else ()) + ("s0",)
 
     @property
-    def saves_ai(self) -> bool:
-        """The delta-rule members (beta): the forward plan also writes ai = (I + L)^-1 per chunk,
-        which the autograd formula saves and hands to ``<m>_bwd_saved``."""
-        return self.beta
-
-    @property
     def outputs(self) -> tuple:
         """The forward plan's outputs, in order."""
-        return ("o", "ht") + (("ai",) if self.saves_ai else ())
+        return ("o", "ht") + self.saves
 
     @property
     def saved_inputs(self) -> tuple:
-        """The ``<m>_bwd_saved`` plan's tensor inputs before do, dht: ai after beta, before s0."""
-        return self.inputs[:-1] + ("ai", "s0")
+        """The ``<m>_bwd_saved`` plan's tensor inputs before do, dht: the saved tensors after g
+        and beta, before s0."""
+        return self.inputs[:-1] + self.saves + ("s0",)
 
     @property
     def grads(self) -> tuple:
@@ -93,7 +97,7 @@ class Member:
 
 
 MEMBERS = {m.name: m for m in (
-    Member("gdn", "scalar", True), Member("kda", "channel", True), Member("gla", "channel", False),
+    Member("gdn", "scalar", True, ("ai",)), Member("kda", "channel", True, ("ai", "pt")), Member("gla", "channel", False, ("pt",)),
     Member("ssd", "scalar", False), Member("la", None, False),
 )}
 
@@ -161,9 +165,7 @@ def _fwd_fake(member: Member):
         q, v, s0 = a["q"], a["v"], a["s0"]
         B, T, HV = q.shape[0], q.shape[1], v.shape[2]
         out = (v.new_empty((B, T, HV, v.shape[3])), s0.new_empty(s0.shape))
-        if member.saves_ai:
-            out += (q.new_empty((B, T, HV, CHUNK), dtype=torch.bfloat16),)
-        return out
+        return out + tuple(q.new_empty((B, T, HV, CHUNK), dtype=torch.bfloat16) for _ in member.saves)
     return fake
 
 
@@ -177,28 +179,29 @@ def _bwd_fake(member: Member, saved: bool = False):
 
 # ----- autograd -----
 
-def _setup_context(member: Member, returns_ai: bool = True):
-    """Saves the inputs, then (gdn, kda) the forward's ai — an output, as fla saves ``A`` — then
-    cu_seqlens. ``returns_ai``: ai is an output of the autograd node (the op), so it is marked
-    non-differentiable (the Function classes return (o, ht) only)."""
+def _setup_context(member: Member, returns_saved: bool = True):
+    """Saves the inputs, then the forward's saved outputs (``member.saves``: gdn ai, kda ai and
+    pt, gla pt — as fla saves ``A``, ``Aqk``, ``Akk``), then cu_seqlens. ``returns_saved``: they
+    are outputs of the autograd node (the op), so they are marked non-differentiable (the
+    Function classes return (o, ht) only)."""
     def setup_context(ctx, inputs, output):
         a = _named(member, inputs, False)
-        ai = (output[2],) if member.saves_ai else ()
-        if ai and returns_ai:
-            ctx.mark_non_differentiable(*ai)
-        ctx.save_for_backward(*(a[n] for n in member.inputs), *ai, a["cu_seqlens"])
+        kept = tuple(output[2:2 + len(member.saves)])
+        if kept and returns_saved:
+            ctx.mark_non_differentiable(*kept)
+        ctx.save_for_backward(*(a[n] for n in member.inputs), *kept, a["cu_seqlens"])
         ctx.scale, ctx.artifacts = a["scale"], a["artifacts"]
     return setup_context
 
 
 def _backward(member: Member):
     bwd_op = None
-    saved_names = member.inputs + (("ai",) if member.saves_ai else ())
+    saved_names = member.inputs + member.saves
 
-    def backward(ctx, do, dht, *_):  # the gradient of ai (non-differentiable) is never used
+    def backward(ctx, do, dht, *_):  # the gradients of ai, pt (non-differentiable) are never used
         nonlocal bwd_op
         if bwd_op is None:
-            bwd_op = getattr(getattr(torch.ops, NAMESPACE), f"{member.name}_bwd_saved" if member.saves_ai else f"{member.name}_bwd")
+            bwd_op = getattr(getattr(torch.ops, NAMESPACE), f"{member.name}_bwd_saved" if member.saves else f"{member.name}_bwd")
         saved = ctx.saved_tensors
         x = dict(zip(saved_names, saved[:-1]))
         cu = saved[-1]
@@ -210,7 +213,7 @@ def _backward(member: Member):
         # Incoming gradients may be expanded or strided views (e.g. of a .sum()); the plans read dense tensors.
         do = do.to(v.dtype).contiguous()
         dht = dht.to(s0.dtype).contiguous()
-        grads = bwd_op(*(x[n] for n in (member.saved_inputs if member.saves_ai else member.inputs)), do, dht, cu, ctx.scale, ctx.artifacts)
+        grads = bwd_op(*(x[n] for n in (member.saved_inputs if member.saves else member.inputs)), do, dht, cu, ctx.scale, ctx.artifacts)
         need = ctx.needs_input_grad
         out = [g.to(x[n].dtype) if need[i] else None for i, (n, g) in enumerate(zip(member.inputs, grads))]
         return tuple(out) + (None, None, None)  # cu_seqlens, scale, artifacts
@@ -223,7 +226,7 @@ def _register(member: Member):
     fwd.register_fake(_fwd_fake(member))
     bwd = torch.library.custom_op(f"{lib}::{member.name}_bwd", _bwd_impl(member), mutates_args=(), schema=_schema(member, True))
     bwd.register_fake(_bwd_fake(member))
-    if member.saves_ai:
+    if member.saves:
         saved = torch.library.custom_op(f"{lib}::{member.name}_bwd_saved", _bwd_impl(member, True), mutates_args=(), schema=_schema(member, True, True))
         saved.register_fake(_bwd_fake(member, True))
     fwd.register_autograd(_backward(member), setup_context=_setup_context(member))
@@ -244,17 +247,17 @@ def bwd_op(member: str):
 
 
 def bwd_saved_op(member: str):
-    """The ``torch.ops.tilec.<member>_bwd_saved`` overload packet (gdn, kda: takes the forward's
-    ai); the one the autograd formula runs."""
+    """The ``torch.ops.tilec.<member>_bwd_saved`` overload packet (gdn, kda, gla: takes what the
+    forward saved); the one the autograd formula runs."""
     return getattr(getattr(torch.ops, NAMESPACE), f"{member}_bwd_saved")
 
 
 def _function(cls_name: str, member: Member):
     """A ``torch.autograd.Function`` over ``tilec::<member>_fwd`` with the ops' autograd formula:
-    ``apply(*member.inputs, cu_seqlens, scale, artifacts) -> (o, ht)`` (as fla's Functions; ai is
-    saved, not returned)."""
+    ``apply(*member.inputs, cu_seqlens, scale, artifacts) -> (o, ht)`` (as fla's Functions; ai and
+    pt are saved, not returned)."""
     op = fwd_op(member.name)
-    setup_context = _setup_context(member, returns_ai=False)
+    setup_context = _setup_context(member, returns_saved=False)
 
     def forward(ctx, *args):
         out = op(*args)
@@ -262,12 +265,12 @@ def _function(cls_name: str, member: Member):
         return out[0], out[1]
 
     bwd = _backward(member)
-    plan = f"{member.name}_bwd_saved" if member.saves_ai else f"{member.name}_bwd"
+    plan = f"{member.name}_bwd_saved" if member.saves else f"{member.name}_bwd"
     return type(cls_name, (torch.autograd.Function,), {
         "__doc__": f"fla's {cls_name} over tilec's `{member.name}_fwd` / `{plan}` plans: "
                    f"apply({', '.join(member.inputs)}, cu_seqlens, scale, artifacts) -> (o, ht). "
-                   + ("Saves the inputs and the forward's ai; the backward plan recomputes the other forward stages."
-                      if member.saves_ai else "Saves the inputs; the backward plan recomputes the forward stages."),
+                   + (f"Saves the inputs and the forward's {', '.join(member.saves)}; the backward plan recomputes the other forward stages."
+                      if member.saves else "Saves the inputs; the backward plan recomputes the forward stages."),
         "forward": staticmethod(forward),
         "backward": staticmethod(torch.autograd.function.once_differentiable(bwd)),
     })

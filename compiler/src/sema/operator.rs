@@ -554,6 +554,6 @@ fn contract_help(m: kverify::recurrence::family::Model) -> String {
         Gate::Scalar => "g: f32[B, T, H]",
         Gate::Channel => "g: f32[B, T, H, K]",
     };
-    let beta = if m.has_beta() { "beta: bf16[B, T, H], and a forward may return (a backward take) ai: bf16[B, T, H, 64]" } else { "no beta and no ai" };
+    let beta = if m.has_beta() { "beta: bf16[B, T, H], and a forward may return (a backward take) ai: bf16[B, T, H, 64] and pt: bf16[B, T, H, 64]" } else { "no beta and no ai; a forward may return (a backward take) pt: bf16[B, T, H, 64]" };
     format!("`contract({})` takes {gate}; {beta}", m.name())
 }

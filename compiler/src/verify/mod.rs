@@ -9,8 +9,8 @@
 //! logsigmoid gates; sigmoid β) and rounded to the operator's parameter dtypes *before* the
 //! oracle sees them, so input rounding is never charged. Parameters are matched by fla's names:
 //! q, k, v, g, beta (b, w for the general form), s0, do, dht, scale → o, ht (a forward) or dq,
-//! dk, dv, dg, dbeta (db, dw), ds0 (a backward); and `ai`, the chunks' (I + L)⁻¹ a forward saves
-//! and a backward may take ([`SAVED_AI`]).
+//! dk, dv, dg, dbeta (db, dw), ds0 (a backward); and what a forward saves and a backward may
+//! take ([`SAVED`]): `ai`, the chunks' (I + L)⁻¹, and `pt`, their scores Pᵀ.
 //!
 //! **Metric**: per output, `max|got − ref| / max|ref|` (the metric the anchors fla and FlashQLA
 //! are measured with, issue 10).
@@ -50,22 +50,32 @@ use roundings::{unit_roundoff, Sites};
 use crate::ir::{Module, Operator, ParamKind, SizeExpr};
 
 /// The input names an operator with a contract uses (fla's; kverify calls `dht` `dst`), and
-/// [`SAVED_AI`], the forward's saved inverse that a backward may take instead of recomputing it.
+/// [`SAVED`], what a forward saves that a backward may take instead of recomputing it.
 /// An operator with `cu_seqlens` (i32 `[N + 1]`) is varlen: every case runs as packed sequences.
-pub const INPUT_NAMES: [&str; 13] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "cu_seqlens", "scale", SAVED_AI];
+pub const INPUT_NAMES: [&str; 14] = ["q", "k", "v", "g", "beta", "b", "w", "s0", "do", "dht", "cu_seqlens", "scale", SAVED_AI, SAVED_PT];
 
 /// The output names an operator with a contract returns (fla's): a forward's output `o`, final
-/// state `ht` and saved inverse [`SAVED_AI`], a backward's gradients.
-pub const OUTPUT_NAMES: [&str; 11] = ["o", "ht", SAVED_AI, "dq", "dk", "dv", "dg", "dbeta", "db", "dw", "ds0"];
+/// state `ht` and saved tensors [`SAVED`], a backward's gradients.
+pub const OUTPUT_NAMES: [&str; 12] = ["o", "ht", SAVED_AI, SAVED_PT, "dq", "dk", "dv", "dg", "dbeta", "db", "dw", "ds0"];
+
+/// The tensors a forward may save for its backward, as fla's autograd functions do: as an
+/// output each is judged against the oracle's; as an input it is the oracle's, rounded to the
+/// parameter's dtype — one rounding point more in the bound (see [`verify_operator`]).
+pub const SAVED: [&str; 2] = [SAVED_AI, SAVED_PT];
 
 /// The forward's saved inverse `Ai = (I + L)⁻¹` of every chunk (fla's `A`), `[B, T, H·G, C]`
 /// with C = [`CHUNK`]: per sequence and value head, row t holds row (t − its chunk's first token)
 /// of that chunk's inverse (chunks restart at each sequence); columns past a partial chunk are 0.
-/// As an output it is judged against the oracle's; as an input it is the oracle's, rounded to
-/// the parameter's dtype — one rounding point more in the bound (see [`verify_operator`]).
 pub const SAVED_AI: &str = "ai";
 
-/// The chunk size of the operators verified (gdn.tile's `C`) and of the oracle's [`SAVED_AI`].
+/// The forward's saved intra-chunk scores `Pᵀ` (fla's `Aqk` of chunk_kda and chunk_gla, stored
+/// key-major), `[B, T, H·G, C]` with C = [`CHUNK`]: per sequence and value head, row t is key row
+/// j = t − its chunk's first token, column i holds `P_ij = scale Σ_c q_ic k_jc e^(Γ_ic − Γ_jc)`
+/// for i ≥ j (gdn-math.md §3.6), 0 for i < j and past a partial chunk (kverify's
+/// `chunk_fwd::scores_t`).
+pub const SAVED_PT: &str = "pt";
+
+/// The chunk size of the operators verified (gdn.tile's `C`) and of the oracle's [`SAVED`].
 pub const CHUNK: usize = 64;
 
 /// λ of the probabilistic bound.
@@ -306,16 +316,16 @@ fn judge_cases(module: &Module, op: &Operator, run_op: &mut Runner<'_>, rule: Si
         }
     };
     let (kd, vd) = (last_dim("q")?, last_dim("v")?);
-    // Per output, the rounding sites that reach it; a saved Ai taken as an input was rounded
-    // once to its dtype before the kernels read it. The unit roundoff is the operator's
-    // narrowest, that input's dtype included.
-    let ai_unit = op.params.iter().find(|p| p.name == SAVED_AI).and_then(|p| match &p.kind {
+    // Per output, the rounding sites that reach it; a saved tensor taken as an input was
+    // rounded once to its dtype before the kernels read it. The unit roundoff is the operator's
+    // narrowest, those inputs' dtypes included.
+    let saved_unit = op.params.iter().filter(|p| SAVED.contains(&p.name.as_str())).filter_map(|p| match &p.kind {
         ParamKind::Tensor { elem, output: false, .. } => unit_roundoff(*elem),
         _ => None,
     });
-    let u = ai_unit.unwrap_or(0.0).max(rounding_points(module, op).1);
-    let per_output = roundings::output_sites(module, op, &[SAVED_AI], rule);
-    let gives_ai = op.params.iter().any(|p| p.name == SAVED_AI && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
+    let u = saved_unit.fold(0.0, f64::max).max(rounding_points(module, op).1);
+    let per_output = roundings::output_sites(module, op, &SAVED, rule);
+    let gives_saved = op.params.iter().any(|p| SAVED.contains(&p.name.as_str()) && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
     let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");
     let mut out = Verdict::default();
     for case in &CASES {
@@ -346,16 +356,18 @@ fn judge_cases(module: &Module, op: &Operator, run_op: &mut Runner<'_>, rule: Si
         let want = oracle(&p)?;
         let nudged_p = perturbed(op, &p, case.seed);
         let nudged = oracle(&nudged_p)?;
-        let (want_ai, nudged_ai) = if gives_ai { (Some(oracle_ai(&p).map_err(oracle_err)?), Some(oracle_ai(&nudged_p).map_err(oracle_err)?)) } else { (None, None) };
-        let reference_of = |name: &str, r: &'_ Results, ai: &Option<Tensor>| -> Option<Tensor> { if name == SAVED_AI { ai.clone() } else { oracle_output(r, name).cloned() } };
+        let (want_saved, nudged_saved) = if gives_saved { (Some(oracle_saved(&p).map_err(oracle_err)?), Some(oracle_saved(&nudged_p).map_err(oracle_err)?)) } else { (None, None) };
+        let reference_of = |name: &str, r: &'_ Results, saved: &Option<BTreeMap<&'static str, Tensor>>| -> Option<Tensor> {
+            if SAVED.contains(&name) { saved.as_ref().and_then(|s| s.get(name).cloned()) } else { oracle_output(r, name).cloned() }
+        };
         for param in op.params.iter().filter(|p| matches!(p.kind, ParamKind::Tensor { output: true, .. })) {
-            let reference = reference_of(&param.name, &want, &want_ai).ok_or_else(|| sig(format!("output `{}` is not one the oracle computes ({})", param.name, OUTPUT_NAMES.join(", "))))?;
+            let reference = reference_of(&param.name, &want, &want_saved).ok_or_else(|| sig(format!("output `{}` is not one the oracle computes ({})", param.name, OUTPUT_NAMES.join(", "))))?;
             let t = got.get(&param.name).ok_or_else(|| VerifyError::Run(format!("output `{}` missing", param.name)))?;
             let g = t.to_f64();
             if g.len() != reference.data.len() {
                 return Err(VerifyError::Run(format!("output `{}` has {} elements, the oracle's {}", param.name, g.len(), reference.data.len())));
             }
-            let moved_ref = reference_of(&param.name, &nudged, &nudged_ai);
+            let moved_ref = reference_of(&param.name, &nudged, &nudged_saved);
             let roundings = per_output.get(&param.name).copied().unwrap_or(1);
             let judge = |range: std::ops::Range<usize>, sequence: Option<usize>| {
                 let (g, r) = (&g[range.clone()], &reference.data[range.clone()]);
@@ -462,9 +474,10 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
             m.insert(param.name.clone(), c);
             continue;
         }
-        if param.name == SAVED_AI {
-            let ai = oracle_ai(p).map_err(|e| e.to_string())?;
-            m.insert(param.name.clone(), HostTensor::from_f64(dt, ai.shape.clone(), &ai.data).map_err(|e| format!("`{}`: {e}", param.name))?);
+        if SAVED.contains(&param.name.as_str()) {
+            let saved = oracle_saved(p).map_err(|e| e.to_string())?;
+            let t = &saved[param.name.as_str()];
+            m.insert(param.name.clone(), HostTensor::from_f64(dt, t.shape.clone(), &t.data).map_err(|e| format!("`{}`: {e}", param.name))?);
             continue;
         }
         if param.name == "scale" {
@@ -485,22 +498,24 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
     Ok(m)
 }
 
-/// The oracle's [`SAVED_AI`] of problem `p`: per sequence and value head, `Saved::ai` of kverify's
-/// fp64 chunkwise forward (`recurrence::chunk::forward`, gdn-math.md §3.2–3.3) at [`CHUNK`].
+/// The oracle's saved tensors ([`SAVED`]) of problem `p`, by name: per sequence and value head,
+/// `Saved::ai` and `Saved::pt` of kverify's fp64 chunkwise forward (`recurrence::chunk::forward`,
+/// gdn-math.md §3.2–3.3 and §3.6) at [`CHUNK`], each `[B, T, H·G, C]`.
 ///
 /// # Errors
 /// The oracle's ([`kverify::recurrence::RecurrenceError`]): bad cu_seqlens, non-finite input.
-pub fn oracle_ai(p: &Problem) -> Result<Tensor, kverify::recurrence::RecurrenceError> {
+pub fn oracle_saved(p: &Problem) -> Result<BTreeMap<&'static str, Tensor>, kverify::recurrence::RecurrenceError> {
     let (b, t, ..) = kverify::recurrence::batch::dims(p);
     let hv = kverify::recurrence::batch::value_heads(p);
-    let mut out = Tensor::zeros(&[b, t, hv, CHUNK]);
+    let (mut ai, mut pt) = (Tensor::zeros(&[b, t, hv, CHUNK]), Tensor::zeros(&[b, t, hv, CHUNK]));
     for (n, &(row, t0, _)) in p.sequences()?.iter().enumerate() {
         for h in 0..hv {
             let (_, saved) = kverify::recurrence::chunk::forward(&p.general_inputs(n, h)?, CHUNK)?;
-            out.set_bthx_slice(row, h, t0, &saved.ai);
+            ai.set_bthx_slice(row, h, t0, &saved.ai);
+            pt.set_bthx_slice(row, h, t0, &saved.pt);
         }
     }
-    Ok(out)
+    Ok(BTreeMap::from([(SAVED_AI, ai), (SAVED_PT, pt)]))
 }
 
 /// The oracle's output or gradient for an output name.
