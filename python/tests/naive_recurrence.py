@@ -119,60 +119,67 @@ def recurrence(member, x, scale, cu=None, seeds=None):
     return o, ht, d
 
 
-def chunk_inverses(member, x, cu=None):
-    """ai [B, T, HV, C] float64: per sequence and chunk of C tokens (chunks restart at every
-    sequence; the last may be partial, c ≤ C rows), with Γ the chunk-local cumulative gate,
-        L_ij = β_i Σ_c k_ic k_jc e^{Γ_ic − Γ_jc}  (i > j; 0 otherwise)       (gdn-math.md §3.2)
-    and Ai = (I + L)^-1 (§3.3); row t of ai holds row t − t_chunk of its chunk's Ai in columns
-    0..c−1, zeros after."""
-    gate, has_beta = MEMBERS[member]
-    assert has_beta, f"{member} has no Ai (only the delta-rule members gdn, kda)"
-    k = x["k"].double()
-    B, T, H, K = k.shape
-    HV = x["v"].shape[2]
-    G = HV // H
-    ai = torch.zeros(B, T, HV, C, dtype=torch.float64)
+def _chunks(member, x, cu):
+    """Every chunk of C tokens of every sequence (chunks restart at each sequence; the last may be
+    partial, c ≤ C rows), as (b, c0, c1, head): head(name) is that input's chunk rows per value
+    head, [HV, c, ·] float64 (q and k repeated over each key head's G value heads), and "gam" the
+    chunk-local cumulative gate Γ, [HV, c, K] (a scalar gate [HV, c, 1])."""
+    gate, _ = MEMBERS[member]
+    B, T, H, _ = x["k"].shape
+    G = x["v"].shape[2] // H
     for b, t0, t1, _ in sequences(B, T, cu):
         for c0 in range(t0, t1, C):
             c1 = min(c0 + C, t1)
-            c = c1 - c0
-            kc = k[b, c0:c1].repeat_interleave(G, 1).transpose(0, 1)               # [HV, c, K]
-            g = x["g"][b, c0:c1].double()
-            gam = (g.cumsum(0)[:, :, None] if gate == "scalar" else g.cumsum(0)).transpose(0, 1)  # [HV, c, 1 or K]
-            lower = torch.ones(c, c, dtype=torch.bool).tril(-1)[None, :, :, None]     # i > j
-            dec = torch.where(lower, gam[:, :, None, :] - gam[:, None, :, :], -torch.inf).exp()  # e^{Γ_i − Γ_j}, [HV, c, c, 1 or K]
-            L = torch.einsum("hik,hjk,hijk->hij", kc, kc, dec.expand(HV, c, c, K))
-            L = L * x["beta"][b, c0:c1].double().transpose(0, 1)[:, :, None]        # row i times β_i
-            eye = torch.eye(c, dtype=torch.float64).expand(HV, c, c)
-            inv = torch.linalg.solve_triangular(eye + L, eye, upper=False, unitriangular=True)
-            ai[b, c0:c1, :, :c] = inv.transpose(0, 1)
+
+            def head(name, b=b, c0=c0, c1=c1):
+                if name == "gam":
+                    g = x["g"][b, c0:c1].double().cumsum(0)
+                    return (g[:, :, None] if gate == "scalar" else g).transpose(0, 1)
+                t = x[name][b, c0:c1].double()
+                t = t.repeat_interleave(G, 1) if name in ("q", "k") else t
+                return t.transpose(0, 1)
+            yield b, c0, c1, head
+
+
+def _decays(gam, c, strict):
+    """e^{Γ_i − Γ_j} [HV, c, c, 1 or K] for i > j (``strict``) or i ≥ j, 0 elsewhere."""
+    lower = torch.ones(c, c, dtype=torch.bool).tril(-1 if strict else 0)[None, :, :, None]
+    return torch.where(lower, gam[:, :, None, :] - gam[:, None, :, :], -torch.inf).exp()
+
+
+def chunk_inverses(member, x, cu=None):
+    """ai [B, T, HV, C] float64: per sequence and chunk of C tokens (:func:`_chunks`), with Γ the
+    chunk-local cumulative gate,
+        L_ij = β_i Σ_c k_ic k_jc e^{Γ_ic − Γ_jc}  (i > j; 0 otherwise)       (gdn-math.md §3.2)
+    and Ai = (I + L)^-1 (§3.3); row t of ai holds row t − t_chunk of its chunk's Ai in columns
+    0..c−1, zeros after."""
+    assert MEMBERS[member][1], f"{member} has no Ai (only the delta-rule members gdn, kda)"
+    B, T, HV = x["v"].shape[:3]
+    ai = torch.zeros(B, T, HV, C, dtype=torch.float64)
+    for b, c0, c1, head in _chunks(member, x, cu):
+        c, kc = c1 - c0, head("k")                                                  # [HV, c, K]
+        dec = _decays(head("gam"), c, strict=True)
+        L = torch.einsum("hik,hjk,hijk->hij", kc, kc, dec.expand(HV, c, c, kc.shape[2]))
+        L = L * head("beta")[:, :, None]                                            # row i times β_i
+        eye = torch.eye(c, dtype=torch.float64).expand(HV, c, c)
+        inv = torch.linalg.solve_triangular(eye + L, eye, upper=False, unitriangular=True)
+        ai[b, c0:c1, :, :c] = inv.transpose(0, 1)
     return ai
 
 
 def chunk_scores(member, x, scale, cu=None):
-    """pt [B, T, HV, C] float64: per sequence and chunk of C tokens (as :func:`chunk_inverses`),
-    with Γ the chunk-local cumulative gate, the scores
+    """pt [B, T, HV, C] float64: per sequence and chunk of C tokens (:func:`_chunks`), with Γ the
+    chunk-local cumulative gate, the scores
         P_ij = scale Σ_c q_ic k_jc e^{Γ_ic − Γ_jc}  (i ≥ j; 0 otherwise)        (gdn-math.md §3.6)
     stored key-major: row t of pt holds, for key row j = t − t_chunk, P_ij in column i (0 for
     i < j and past the chunk's c rows)."""
-    gate, _ = MEMBERS[member]
-    assert gate == "channel", f"{member} saves no scores (only the per-channel members kda, gla)"
-    q, k = x["q"].double(), x["k"].double()
-    B, T, H, K = k.shape
-    HV = x["v"].shape[2]
-    G = HV // H
+    assert MEMBERS[member][0] == "channel", f"{member} saves no scores (only the per-channel members kda, gla)"
+    B, T, HV = x["v"].shape[:3]
     pt = torch.zeros(B, T, HV, C, dtype=torch.float64)
-    for b, t0, t1, _ in sequences(B, T, cu):
-        for c0 in range(t0, t1, C):
-            c1 = min(c0 + C, t1)
-            c = c1 - c0
-            qc = q[b, c0:c1].repeat_interleave(G, 1).transpose(0, 1)               # [HV, c, K]
-            kc = k[b, c0:c1].repeat_interleave(G, 1).transpose(0, 1)
-            gam = x["g"][b, c0:c1].double().cumsum(0).transpose(0, 1)              # [HV, c, K]
-            lower = torch.ones(c, c, dtype=torch.bool).tril()[None, :, :, None]      # i ≥ j
-            dec = torch.where(lower, gam[:, :, None, :] - gam[:, None, :, :], -torch.inf).exp()
-            P = scale * torch.einsum("hik,hjk,hijk->hij", qc, kc, dec)
-            pt[b, c0:c1, :, :c] = P.transpose(1, 2).transpose(0, 1)               # [c (j), HV, c (i)]
+    for b, c0, c1, head in _chunks(member, x, cu):
+        c = c1 - c0
+        P = scale * torch.einsum("hik,hjk,hijk->hij", head("q"), head("k"), _decays(head("gam"), c, strict=False))
+        pt[b, c0:c1, :, :c] = P.transpose(1, 2).transpose(0, 1)                   # [c (j), HV, c (i)]
     return pt
 
 
