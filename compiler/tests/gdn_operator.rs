@@ -378,7 +378,8 @@ fn every_wide_twin_meets_its_bound() {
 /// saved: the inverse ai for the delta-rule members, the scores pt for the per-channel ones —
 /// each judged by the oracle): every member runs the stage kernels its
 /// backward recomputes, then the output stage, and meets the derived bound on every output at
-/// every case; the varlen forms too (GDN and KDA: the two gate kinds with the delta rule).
+/// every case; the varlen forms too (GDN and KDA: the two gate kinds with the delta rule; GLA:
+/// the per-channel scores without it).
 #[test]
 fn the_forward_operators_meet_their_bounds_on_o_and_ht() {
     let fwd = check(&examples().join("gdn_fwd.tile"));
@@ -396,7 +397,7 @@ fn the_forward_operators_meet_their_bounds_on_o_and_ht() {
         assert_eq!(f.last().map(String::as_str), Some(output_stage), "{name}");
         assert_eq!(f[..f.len() - 1], b[..f.len() - 1], "{name}: the forward's stages are the backward's first launches");
         let mut ops = vec![(name.clone(), cases)];
-        if member == "gdn" || member == "kda" {
+        if member == "gdn" || member == "kda" || member == "gla" {
             ops.push((format!("{name}_varlen"), cases + 1));
         }
         for (op, cases) in ops {
@@ -482,6 +483,8 @@ fn a_contract_that_does_not_fit_the_signature_is_refused_at_check() {
     let mutations = [
         ("kda", ") contract(gdn) {\n    let co: i32[NP];                            // each sequence's first chunk", ") contract(kda) {\n    let co: i32[NP];                            // each sequence's first chunk", vec!["`g` does not fit `contract(kda)`: kda's gate is one per key channel, rank 4"]),
         ("ssd", ") contract(gdn) {\n    let co: i32[NP];                            // each sequence's first chunk", ") contract(ssd) {\n    let co: i32[NP];                            // each sequence's first chunk", vec!["`beta` does not fit `contract(ssd)`: ssd has no β", "`ai` does not fit `contract(ssd)`: ssd has no delta rule"]),
+        // kda_fwd_varlen's saved scores under a scalar-gate contract.
+        ("gdn", "saved for kda_bwd_saved\n    scale: f32,\n) contract(kda) {", "saved for kda_bwd_saved\n    scale: f32,\n) contract(gdn) {", vec!["`pt` does not fit `contract(gdn)`: gdn has no per-channel gate"]),
     ];
     for (tag, from, to, want) in mutations {
         let dir = std::env::temp_dir().join(format!("tilec-gdn-contract-{tag}-{}", std::process::id()));

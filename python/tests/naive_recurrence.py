@@ -185,11 +185,12 @@ def chunk_scores(member, x, scale, cu=None):
 
 class StandIn:
     """Replaces ``run_plan(name, artifacts, args)``: plan ``<member>_fwd[_varlen]`` returns
-    {o, ht} and, for gdn and kda, ai (bf16 [B, T, HV, C], :func:`chunk_inverses` rounded);
-    ``<member>_bwd[_varlen]`` and (gdn, kda) ``<member>_bwd_saved[_varlen]`` return {dq, dk, dv,
-    [dg], [dbeta], ds0} — gradients of Σ o⊙do + Σ ht⊙dht — in s0's dtype, as the plans. The saved
-    backward asserts that its ai is the forward's: bf16 [B, T, HV, C], equal bit for bit to the
-    ai the forward returns for these inputs. Records every call in ``calls``."""
+    {o, ht} and, for gdn and kda, ai (bf16 [B, T, HV, C], :func:`chunk_inverses` rounded), for
+    kda and gla pt (:func:`chunk_scores` rounded); ``<member>_bwd[_varlen]`` and (gdn, kda, gla)
+    ``<member>_bwd_saved[_varlen]`` return {dq, dk, dv, [dg], [dbeta], ds0} — gradients of
+    Σ o⊙do + Σ ht⊙dht — in s0's dtype, as the plans. The saved backward asserts that its ai and pt
+    are the forward's: bf16 [B, T, HV, C], equal bit for bit to those the forward returns for these
+    inputs. Records every call in ``calls``."""
 
     def __init__(self):
         self.calls = []

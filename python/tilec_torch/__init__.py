@@ -5,8 +5,9 @@ tensors against the metadata before any launch, and launches through NVIDIA's cu
 bindings on torch's current stream. No compiled extension.
 
 With torch importable (>= 2.4), importing the package also registers the ``tilec::<member>_fwd`` /
-``tilec::<member>_bwd`` custom ops (and ``tilec::gdn_bwd_saved`` / ``tilec::kda_bwd_saved``, which the
-autograd formula runs with the forward's saved Ai) behind the fla-named forward functions.
+``tilec::<member>_bwd`` custom ops (and ``tilec::gdn_bwd_saved`` / ``kda_bwd_saved`` / ``gla_bwd_saved``,
+which the autograd formula runs with what the forward saved: Ai, the scores Pᵀ) behind the
+fla-named forward functions.
 """
 
 from .bind import BindError, TensorSpec

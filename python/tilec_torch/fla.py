@@ -12,9 +12,10 @@ S_{t−1} + k_t (w_t⊙v_t)ᵀ, o_t = S_tᵀ (scale·q_t)):
 
 Each returns ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype (bf16), final_state
 ``[N, HV, K, V]`` f32, or None unless ``output_final_state``. They call the ``tilec::<m>_fwd``
-custom ops (``tilec_torch.ops``), whose backward runs the ``<m>_bwd_saved`` plans for GDN and KDA
-(fed the forward's Ai = (I + L)^-1 per chunk, which the forward plan also writes and autograd
-saves, as fla saves ``A``) and the ``<m>_bwd`` plans for the others; gradients come
+custom ops (``tilec_torch.ops``), whose backward runs the ``<m>_bwd_saved`` plans for GDN, KDA
+and GLA (fed what the forward plan also writes and autograd saves, as fla does: Ai = (I + L)^-1
+per chunk for GDN and KDA, fla's ``A`` / ``Akk``; the scores Pᵀ for KDA and GLA, fla's ``Aqk``)
+and the ``<m>_bwd`` plans for the others; gradients come
 back in the inputs' dtypes, as fla's (dq, dk, dv, dbeta bf16; dg, dh0 f32; dh0 only when
 ``initial_state`` requires grad).
 
@@ -160,7 +161,7 @@ def _run(fn: str, member: str, x: dict, scale, initial_state, output_final_state
     # As fla's input_guard: the plans read dense row-major tensors (a no-op for contiguous ones).
     args = [t.contiguous() for t in (*x.values(), initial_state)]
     out = ops.fwd_op(member)(*args, cu_seqlens, float(scale), artifacts or "")
-    o, ht = out[0], out[1]          # gdn, kda: out[2] is ai, saved by the autograd formula only
+    o, ht = out[0], out[1]          # gdn, kda, gla: out[2:] are ai and/or pt, saved by the autograd formula only
     return o, (ht if output_final_state else None)
 
 
@@ -190,7 +191,7 @@ def chunk_kda(q, k, v, g, beta, scale: Optional[float] = None, initial_state=Non
 def chunk_gla(q, k, v, g, scale: Optional[float] = None, initial_state=None, output_final_state: bool = False,
               cu_seqlens=None, artifacts: Optional[str] = None, **fla_opts):
     """GLA (fla's ``chunk_gla``): S_t = Diag(e^{g_t}) S_{t−1} + k_t v_tᵀ, o_t = S_tᵀ (scale·q_t),
-    through ``gla_fwd[_varlen]`` / ``gla_bwd[_varlen]``. g f32 [B, T, HV, K]; no beta."""
+    through ``gla_fwd[_varlen]`` / ``gla_bwd_saved[_varlen]``. g f32 [B, T, HV, K]; no beta."""
     return _run("chunk_gla", "gla", dict(q=q, k=k, v=v, g=g), scale, initial_state,
                 output_final_state, cu_seqlens, artifacts, "channel", fla_opts)
 

@@ -528,8 +528,9 @@ fn substitute(kd: &SizeExpr, k: Callee, bound: &BTreeMap<String, SizeExpr>) -> O
 
 /// Why parameter `p` of an operator with `contract(m)` cannot be matched to member `m`'s oracle:
 /// a gate of the wrong rank (a scalar gate is `[B, T, H]`, a per-channel gate `[B, T, H, K]`),
-/// or a gate, β or the saved Ai (`ai`, and their gradients) the member does not have
-/// (gdn-math.md §1: only GDN and KDA have β and the delta rule's inverse; LA has no gate).
+/// or a gate, β, the saved Ai (`ai`) or the saved scores (`pt`) the member does not have
+/// (gdn-math.md §1: only GDN and KDA have β and the delta rule's inverse; LA has no gate; only
+/// the per-channel members KDA and GLA save Pᵀ).
 fn contract_mismatch(m: kverify::recurrence::family::Model, p: &crate::ir::ParamData) -> Option<String> {
     use kverify::recurrence::family::Gate;
     let ParamKind::Tensor { shape, .. } = &p.kind else { return None };
@@ -542,6 +543,9 @@ fn contract_mismatch(m: kverify::recurrence::family::Model, p: &crate::ir::Param
         },
         "beta" | "dbeta" if !m.has_beta() => Some(format!("{} has no β (no delta rule)", m.name())),
         n if n == crate::verify::SAVED_AI && !m.has_beta() => Some(format!("{} has no delta rule, so no (I + L)⁻¹ to save", m.name())),
+        // Pᵀ is saved where fla's per-channel members save theirs (chunk_kda's Aqk, chunk_gla's A);
+        // the scalar-gate members' backwards form P inside their dqkwg stage.
+        n if n == crate::verify::SAVED_PT && m.gate() != Gate::Channel => Some(format!("{} has no per-channel gate: its backward forms the scores itself, so no Pᵀ to save", m.name())),
         _ => None,
     }
 }
@@ -554,6 +558,7 @@ fn contract_help(m: kverify::recurrence::family::Model) -> String {
         Gate::Scalar => "g: f32[B, T, H]",
         Gate::Channel => "g: f32[B, T, H, K]",
     };
-    let beta = if m.has_beta() { "beta: bf16[B, T, H], and a forward may return (a backward take) ai: bf16[B, T, H, 64] and pt: bf16[B, T, H, 64]" } else { "no beta and no ai; a forward may return (a backward take) pt: bf16[B, T, H, 64]" };
-    format!("`contract({})` takes {gate}; {beta}", m.name())
+    let beta = if m.has_beta() { "beta: bf16[B, T, H], and a forward may return (a backward take) ai: bf16[B, T, H, 64]" } else { "no beta and no ai" };
+    let pt = if m.gate() == Gate::Channel { "; a forward may return (a backward take) pt: bf16[B, T, H, 64]" } else { "; no pt" };
+    format!("`contract({})` takes {gate}; {beta}{pt}", m.name())
 }

@@ -459,6 +459,9 @@ fn every_output(js: Vec<Judgement>, got: &BTreeMap<String, HostTensor>, what: &s
 /// varlen problem.
 pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String, HostTensor>, String> {
     let mut m = BTreeMap::new();
+    // The oracle's saved tensors, formed once for all saved parameters (after the inputs before
+    // them were rounded: `p` is updated as it goes, and the parameters list them first).
+    let mut saved: Option<BTreeMap<&'static str, Tensor>> = None;
     for param in op.params.iter() {
         let (elem, output) = match &param.kind {
             ParamKind::Tensor { elem, output, .. } => (*elem, *output),
@@ -475,8 +478,11 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
             continue;
         }
         if SAVED.contains(&param.name.as_str()) {
-            let saved = oracle_saved(p).map_err(|e| e.to_string())?;
-            let t = &saved[param.name.as_str()];
+            if saved.is_none() {
+                saved = Some(oracle_saved(p).map_err(|e| e.to_string())?);
+            }
+            let Some(all) = &saved else { continue };
+            let t = &all[param.name.as_str()];
             m.insert(param.name.clone(), HostTensor::from_f64(dt, t.shape.clone(), &t.data).map_err(|e| format!("`{}`: {e}", param.name))?);
             continue;
         }
@@ -499,8 +505,9 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
 }
 
 /// The oracle's saved tensors ([`SAVED`]) of problem `p`, by name: per sequence and value head,
-/// `Saved::ai` and `Saved::pt` of kverify's fp64 chunkwise forward (`recurrence::chunk::forward`,
-/// gdn-math.md §3.2–3.3 and §3.6) at [`CHUNK`], each `[B, T, H·G, C]`.
+/// `Saved::ai` of kverify's fp64 chunkwise forward (`recurrence::chunk::forward`, gdn-math.md
+/// §3.2–3.3) and the scores from its Γ (`chunk_fwd::scores_t`, §3.6) at [`CHUNK`], each
+/// `[B, T, H·G, C]`.
 ///
 /// # Errors
 /// The oracle's ([`kverify::recurrence::RecurrenceError`]): bad cu_seqlens, non-finite input.
@@ -510,9 +517,10 @@ pub fn oracle_saved(p: &Problem) -> Result<BTreeMap<&'static str, Tensor>, kveri
     let (mut ai, mut pt) = (Tensor::zeros(&[b, t, hv, CHUNK]), Tensor::zeros(&[b, t, hv, CHUNK]));
     for (n, &(row, t0, _)) in p.sequences()?.iter().enumerate() {
         for h in 0..hv {
-            let (_, saved) = kverify::recurrence::chunk::forward(&p.general_inputs(n, h)?, CHUNK)?;
+            let x = p.general_inputs(n, h)?;
+            let (_, saved) = kverify::recurrence::chunk::forward(&x, CHUNK)?;
             ai.set_bthx_slice(row, h, t0, &saved.ai);
-            pt.set_bthx_slice(row, h, t0, &saved.pt);
+            pt.set_bthx_slice(row, h, t0, &kverify::recurrence::chunk_fwd::scores_t(&x.q, &x.k, &saved.gamma, x.scale, CHUNK));
         }
     }
     Ok(BTreeMap::from([(SAVED_AI, ai), (SAVED_PT, pt)]))

@@ -6,7 +6,7 @@
 //! B2 dv_local → B3 K#1 → B4 dq, dk₁, dW, dΓ₁ → B5 K#2 → B6 combine and reverse cumsum.
 
 use super::chunk_bwd::{dqkwg, dv_local};
-use super::chunk_fwd::{kkt_solve, output, recompute_w_u, scores_t, state_scan};
+use super::chunk_fwd::{kkt_solve, output, recompute_w_u, state_scan};
 use super::intra::{chunk_local_cumsum, reverse_chunk_local_cumsum};
 use super::k1::reverse_state_scan;
 use super::k2::wy_backward;
@@ -23,8 +23,6 @@ pub struct Saved {
     pub gamma: super::tensor::Mat,
     /// The per-chunk inverses `(I+L)^{-1}`, `[T, C]` (fla's `A`).
     pub ai: super::tensor::Mat,
-    /// The per-chunk scores `Pᵀ`, `[T, C]` ([`scores_t`]; fla's `Aqk`, transposed).
-    pub pt: super::tensor::Mat,
 }
 
 /// Errors: [`RecurrenceError::ChunkSize`] unless `chunk` is 16, 32 or 64.
@@ -48,8 +46,7 @@ pub fn forward(x: &HeadInputs, chunk: usize) -> Result<(HeadOutputs, Saved), Rec
     let (wy_w, wy_u) = recompute_w_u(&ai, &x.k, &x.v, &x.b, &x.w, &gamma, chunk);
     let scan = state_scan(&x.k, &gamma, &wy_w, &wy_u, &x.s0, chunk);
     let o = output(&x.q, &x.k, &gamma, &scan.h, &scan.v_new, x.scale, chunk);
-    let pt = scores_t(&x.q, &x.k, &gamma, x.scale, chunk);
-    Ok((HeadOutputs { o, st: scan.st }, Saved { gamma, ai, pt }))
+    Ok((HeadOutputs { o, st: scan.st }, Saved { gamma, ai }))
 }
 
 /// Chunked forward and backward (B0..B6) for one sequence and head. Gradients are of
@@ -60,7 +57,7 @@ pub fn forward_backward(x: &HeadInputs, seeds: &HeadSeeds, chunk: usize) -> Resu
     let (out, saved) = forward(x, chunk)?;
     let (t, kd, vd) = x.dims();
     seeds.validate(t, kd, vd)?;
-    let Saved { gamma, ai, .. } = saved;
+    let Saved { gamma, ai } = saved;
     // B0, B1: recompute W, U and the forward scan (fla does not save them).
     let (wy_w, wy_u) = recompute_w_u(&ai, &x.k, &x.v, &x.b, &x.w, &gamma, chunk);
     let scan = state_scan(&x.k, &gamma, &wy_w, &wy_u, &x.s0, chunk);

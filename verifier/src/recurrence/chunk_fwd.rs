@@ -40,7 +40,8 @@ pub fn build_p(q: &Mat, k: &Mat, decay: &Decay, scale: f64) -> Mat {
 /// `Pᵀ` of every chunk, stored as `[T, C]`: row `t` is key row `j = t mod C` of its chunk,
 /// column `i` holds `P_ij` (the query row `i ≥ j`; 0 for `i < j` and past a partial chunk's
 /// length). fla's chunk_kda and chunk_gla save the same scores (`Aqk`, query-major) for their
-/// backward; tilec's `scores_channel` stores this key-major form (`pt`).
+/// backward; tilec's `scores_channel` stores this key-major form (`pt`). Not part of
+/// [`super::chunk::Saved`]: only a verifier judging or feeding a saved `pt` needs it.
 ///
 /// `q`, `k`, `gamma`: `[T, K]` (gamma = chunk-local cumsum of g).
 pub fn scores_t(q: &Mat, k: &Mat, gamma: &Mat, scale: f64, chunk: usize) -> Mat {
