@@ -63,6 +63,11 @@ case_ tmem_vars_r100 tests/gpu/tmem_loop_vars.tile tmem_loop_vars --size R=100
 # after piece through shared memory, in the same order, so bitwise too.
 case_ reductions_pieces_r100 tests/gpu/frag_reduce_pieces.tile frag_reduce_pieces --size R=100
 case_ reductions_pieces4_r100 tests/gpu/frag_reduce_pieces.tile frag_reduce_pieces4 --size R=100
+# Row reductions under every kind of row plan (u threads per row, k lanes each in registers,
+# rotated per row; layout/reduction.rs RowPlan): bitwise against the interpreter.
+case_ rowplan_r150 tests/gpu/row_plans.tile row_plans --size R=150
+case_ rowplan_wide_r300 tests/gpu/row_plans.tile row_plans_wide --size R=300
+case_ rowplan_narrow_r100 tests/gpu/row_plans.tile row_plans_narrow --size R=100
 # Float `%`: the GPU's div.rn, cvt.rzi, fma.rn sequence; bitwise.
 case_ float_rem_n1000 tests/gpu/float_rem.tile float_rem --size N=1000
 # gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
