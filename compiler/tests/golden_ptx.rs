@@ -32,6 +32,7 @@ fn examples() -> Vec<PathBuf> {
         .collect();
     v.sort();
     v.push(root().join("tests/gpu/frag_reduce_pieces.tile"));
+    v.push(root().join("tests/gpu/row_plans.tile"));
     v
 }
 
