@@ -15,7 +15,6 @@ for case in frag_reduce_pieces@reductions_pieces_r100 frag_reduce_pieces4@reduct
   kernel=${case%%@*}; name=${case#*@}
   .device/bin/tilec-run .device/art/$kernel.sm_90a.meta.json --inputs .device/io/$name.in.safetensors --out /tmp/$name.gpu.safetensors $(cat .device/io/$name.flags 2>/dev/null) >/dev/null || echo "FAIL $name"
 done
-for x in art_old; do cp -n .device/art/* .device/$x/; done
 AB_PARTS="same plans bwd" AB_SPEED=kda,gla AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=0 BUDGET=${BUDGET:-420} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
 for name in reductions_pieces_r100 reductions_pieces4_r100 rowplan_r150 rowplan_wide_r300 rowplan_narrow_r100; do
   PYTHONPATH=/tmp/site python3 scripts/h200_compare_outputs.py "$name" /tmp/$name.gpu.safetensors .device/io/$name.interp.safetensors --exact

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One H200 call comparing two compilers' artifacts in the same run (a code-generation change
 # and the commit before it): after `scripts/h200-prepare.sh` (the new artifacts, .device/art)
-# and `OLD=<commit> scripts/h200-ab.sh prepare` here (the old ones, .device/art_old, built by
+# and `OLD=<commit> scripts/h200-ab.sh prepare` here (the old ones that differ, .device/art_old, built by
 # that commit's tilec — TILEC_OLD, or built into target/ab-old — from that commit's sources
 # in a scratch worktree). On the device, carry
 # [".device"] and run `scripts/h200-ab.sh` (BUDGET seconds, default 570):
@@ -76,6 +76,12 @@ if [ "${1:-}" = prepare ]; then
   rm -rf .device/art_old; mkdir -p .device/art_old
   for f in "$wt"/dsl-examples/*.tile "$wt"/tests/gpu/*.tile; do "$tilec_old" build "$f" --target sm_90a -o .device/art_old >/dev/null; done
   git worktree remove --force "$wt"
+  # Only what differs from .device/art travels (the carry is limited); the files dropped are
+  # listed in .same, and the device run puts back exactly those — not files the old commit
+  # never had (its missing kernels must fail, not compare new against itself).
+  for f in .device/art_old/*; do
+    n=${f##*/}; cmp -s "$f" ".device/art/$n" && { rm -f "$f"; echo "$n" >> .device/art_old/.same; }
+  done
   du -sh .device/art_old
   exit 0
 fi
@@ -87,6 +93,8 @@ out=${OUT:-/tmp/ab}; mkdir -p "$out"
 b=.device/bin; io=.device/io
 xsets=$(cd .device && ls -d art_x* 2>/dev/null | sed 's/^art_//')
 for x in $xsets; do cp -n .device/art/* ".device/art_$x/"; done   # what prepare-x left out: as in art
+# What `prepare` dropped from art_old as identical to art (only those).
+[ -f .device/art_old/.same ] && while read -r n; do cp -n ".device/art/$n" .device/art_old/; done < .device/art_old/.same
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/perf/*.whl && export PYTHONPATH=/tmp/site
 {
   date

@@ -325,7 +325,8 @@ fn judge_cases(module: &Module, op: &Operator, run_op: &mut Runner<'_>, rule: Si
     });
     let u = saved_unit.fold(0.0, f64::max).max(rounding_points(module, op).1);
     let per_output = roundings::output_sites(module, op, &SAVED, rule);
-    let gives_saved = op.params.iter().any(|p| SAVED.contains(&p.name.as_str()) && matches!(p.kind, ParamKind::Tensor { output: true, .. }));
+    // The saved tensors this operator returns (a forward), judged against the oracle's.
+    let gives: Vec<&str> = SAVED.into_iter().filter(|&n| op.params.iter().any(|p| p.name == n && matches!(p.kind, ParamKind::Tensor { output: true, .. }))).collect();
     let varlen = op.params.iter().any(|p| p.name == "cu_seqlens");
     let mut out = Verdict::default();
     for case in &CASES {
@@ -356,7 +357,7 @@ fn judge_cases(module: &Module, op: &Operator, run_op: &mut Runner<'_>, rule: Si
         let want = oracle(&p)?;
         let nudged_p = perturbed(op, &p, case.seed);
         let nudged = oracle(&nudged_p)?;
-        let (want_saved, nudged_saved) = if gives_saved { (Some(oracle_saved(&p).map_err(oracle_err)?), Some(oracle_saved(&nudged_p).map_err(oracle_err)?)) } else { (None, None) };
+        let (want_saved, nudged_saved) = if gives.is_empty() { (None, None) } else { (Some(oracle_saved(&p, &gives).map_err(oracle_err)?), Some(oracle_saved(&nudged_p, &gives).map_err(oracle_err)?)) };
         let reference_of = |name: &str, r: &'_ Results, saved: &Option<BTreeMap<&'static str, Tensor>>| -> Option<Tensor> {
             if SAVED.contains(&name) { saved.as_ref().and_then(|s| s.get(name).cloned()) } else { oracle_output(r, name).cloned() }
         };
@@ -459,8 +460,10 @@ fn every_output(js: Vec<Judgement>, got: &BTreeMap<String, HostTensor>, what: &s
 /// varlen problem.
 pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String, HostTensor>, String> {
     let mut m = BTreeMap::new();
-    // The oracle's saved tensors, formed once for all saved parameters (after the inputs before
-    // them were rounded: `p` is updated as it goes, and the parameters list them first).
+    // The oracle's saved tensors the operator takes, formed once for all of them (after the
+    // inputs before them were rounded: `p` is updated as it goes, and the parameters list them
+    // first).
+    let takes: Vec<&str> = SAVED.into_iter().filter(|&n| op.params.iter().any(|p| p.name == n && matches!(p.kind, ParamKind::Tensor { output: false, .. }))).collect();
     let mut saved: Option<BTreeMap<&'static str, Tensor>> = None;
     for param in op.params.iter() {
         let (elem, output) = match &param.kind {
@@ -478,11 +481,11 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
             continue;
         }
         if SAVED.contains(&param.name.as_str()) {
-            if saved.is_none() {
-                saved = Some(oracle_saved(p).map_err(|e| e.to_string())?);
-            }
-            let Some(all) = &saved else { continue };
-            let t = &all[param.name.as_str()];
+            let all = match &mut saved {
+                Some(all) => all,
+                None => saved.insert(oracle_saved(p, &takes).map_err(|e| e.to_string())?),
+            };
+            let Some(t) = all.get(param.name.as_str()) else { continue };
             m.insert(param.name.clone(), HostTensor::from_f64(dt, t.shape.clone(), &t.data).map_err(|e| format!("`{}`: {e}", param.name))?);
             continue;
         }
@@ -504,26 +507,31 @@ pub fn operator_inputs(op: &Operator, p: &mut Problem) -> Result<BTreeMap<String
     Ok(m)
 }
 
-/// The oracle's saved tensors ([`SAVED`]) of problem `p`, by name: per sequence and value head,
-/// `Saved::ai` of kverify's fp64 chunkwise forward (`recurrence::chunk::forward`, gdn-math.md
-/// §3.2–3.3) and the scores from its Γ (`chunk_fwd::scores_t`, §3.6) at [`CHUNK`], each
-/// `[B, T, H·G, C]`.
+/// The oracle's saved tensors `names` (of [`SAVED`]) of problem `p`, by name, each
+/// `[B, T, H·G, C]` at [`CHUNK`], per sequence and value head from the chunk-local cumulative
+/// gate Γ (kverify's `intra::chunk_local_cumsum`): `ai` = `chunk_fwd::kkt_solve` (gdn-math.md
+/// §3.2–3.3, what `chunk::forward` saves), `pt` = `chunk_fwd::scores_t` (§3.6) — only those asked
+/// for, and not the rest of the chunked forward.
 ///
 /// # Errors
 /// The oracle's ([`kverify::recurrence::RecurrenceError`]): bad cu_seqlens, non-finite input.
-pub fn oracle_saved(p: &Problem) -> Result<BTreeMap<&'static str, Tensor>, kverify::recurrence::RecurrenceError> {
+pub fn oracle_saved(p: &Problem, names: &[&str]) -> Result<BTreeMap<&'static str, Tensor>, kverify::recurrence::RecurrenceError> {
+    use kverify::recurrence::{chunk_fwd, intra};
     let (b, t, ..) = kverify::recurrence::batch::dims(p);
     let hv = kverify::recurrence::batch::value_heads(p);
-    let (mut ai, mut pt) = (Tensor::zeros(&[b, t, hv, CHUNK]), Tensor::zeros(&[b, t, hv, CHUNK]));
+    let mut out: BTreeMap<&'static str, Tensor> = SAVED.into_iter().filter(|n| names.contains(n)).map(|n| (n, Tensor::zeros(&[b, t, hv, CHUNK]))).collect();
     for (n, &(row, t0, _)) in p.sequences()?.iter().enumerate() {
         for h in 0..hv {
             let x = p.general_inputs(n, h)?;
-            let (_, saved) = kverify::recurrence::chunk::forward(&x, CHUNK)?;
-            ai.set_bthx_slice(row, h, t0, &saved.ai);
-            pt.set_bthx_slice(row, h, t0, &kverify::recurrence::chunk_fwd::scores_t(&x.q, &x.k, &saved.gamma, x.scale, CHUNK));
+            x.validate()?;
+            let gamma = intra::chunk_local_cumsum(&x.g, CHUNK);
+            for (&name, tensor) in out.iter_mut() {
+                let m = if name == SAVED_AI { chunk_fwd::kkt_solve(&x.k, &x.b, &gamma, CHUNK) } else { chunk_fwd::scores_t(&x.q, &x.k, &gamma, x.scale, CHUNK) };
+                tensor.set_bthx_slice(row, h, t0, &m);
+            }
         }
     }
-    Ok(BTreeMap::from([(SAVED_AI, ai), (SAVED_PT, pt)]))
+    Ok(out)
 }
 
 /// The oracle's output or gradient for an output name.
