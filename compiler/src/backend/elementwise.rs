@@ -176,6 +176,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 self.convert(x, el(*a), out)?
             }
             Op::Slice { src, row, col } => self.slice_element(*src, *row, *col, out, r, c)?,
+            Op::Gather { src, row, col } => self.gather_element(*src, *row, *col, out, r, c)?,
             Op::Insert { base, value, row, col, rows, cols } => self.insert_element(*base, *value, *row, *col, (*rows, *cols), out, r, c)?,
             Op::Load { src, index } => {
                 // Only reached for fused loads (see `fuse`).

@@ -1,5 +1,6 @@
-//! Views of on-chip tiles (`Slice`: `t[r0..+R, c0..+C]`, `t[i, j]`; `Insert`: the block write
-//! `x[r0..+R, c0..+C] = v`) evaluated element by element, and the cumulative sum `Scan`.
+//! Views of on-chip tiles (`Slice`: `t[r0..+R, c0..+C]`, `t[i, j]`; `Gather`: `t[rows, cols]`
+//! with index tiles; `Insert`: the block write `x[r0..+R, c0..+C] = v`) evaluated element by
+//! element, and the cumulative sum `Scan`.
 //!
 //! A view's origin is run-time data. A view outside its tile would read or write bytes of
 //! another buffer, so every instruction that evaluates views checks their origins first and a
@@ -75,6 +76,43 @@ impl<'ctx> Codegen<'ctx, '_> {
         let cc = self.b.build_int_add(self.scalar(col)?.into_int_value(), c, "vc")?;
         let x = self.operand(src, rr, cc)?;
         self.convert(x, self.k.values[src].ty.elem(), out)
+    }
+
+    /// Element `(r, c)` of `Gather { src, row, col }`: element `(row[r, c], col[r, c])` of
+    /// `src`. The indices vary per element, so each element tests its own and traps outside
+    /// `src` (the interpreter's `GatherOutOfBounds`): an unsigned compare per index, a branch
+    /// that is never taken in a correct program.
+    pub(crate) fn gather_element(&self, src: Value, row: Value, col: Value, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let (sr, sc) = self.extent2(src);
+        let ri = self.operand(row, r, c)?.into_int_value();
+        let ci = self.operand(col, r, c)?.into_int_value();
+        // Unsigned: a negative index is outside too. An index that is the element's own row
+        // (column) of a source at least as tall (wide) — `t[:, j]` — needs no test.
+        let mut ok = None;
+        for (x, n, idx, axis) in [(ri, sr, row, crate::ir::Axis::Row), (ci, sc, col, crate::ir::Axis::Col)] {
+            if self.own_index(idx, axis, n) {
+                continue;
+            }
+            let t = self.b.build_int_compare(IntPredicate::ULT, x, self.i32(n as i32), "")?;
+            ok = Some(match ok {
+                Some(o) => self.b.build_and(o, t, "")?,
+                None => t,
+            });
+        }
+        if let Some(ok) = ok {
+            self.trap_unless(ok, "gather")?;
+        }
+        let x = self.operand(src, ri, ci)?;
+        self.convert(x, self.k.values[src].ty.elem(), out)
+    }
+
+    /// Whether `idx` is `row_index` (`axis` Row) or `col_index` (Col) over at most `extent`
+    /// along `axis`: at element `(r, c)` it is `r` (`c`) itself, inside a source of `extent`.
+    fn own_index(&self, idx: Value, axis: crate::ir::Axis, extent: u32) -> bool {
+        let ValueDef::Result(d) = self.k.values[idx].def else { return false };
+        let Some((rows, cols)) = self.k.values[idx].ty.shape() else { return false };
+        let along = if axis == crate::ir::Axis::Row { rows } else { cols };
+        matches!(self.k.insts[d].op, Op::Iota(a) if a == axis) && along <= extent
     }
 
     /// Element `(r, c)` of `Insert`: `value[r − row, c − col]` inside the block, else

@@ -116,6 +116,22 @@ pub enum ExecError {
         /// The tile's columns.
         tile_cols: usize,
     },
+    /// A gather `t[rows, cols]` whose index at one element of its result lies outside the tile.
+    #[error("the gather's element ({at_row}, {at_col}) reads ({row}, {col}), outside the {tile_rows}x{tile_cols} tile")]
+    GatherOutOfBounds {
+        /// Row of the gather's result.
+        at_row: usize,
+        /// Column of the gather's result.
+        at_col: usize,
+        /// The row index there.
+        row: i64,
+        /// The column index there.
+        col: i64,
+        /// The tile's rows.
+        tile_rows: usize,
+        /// The tile's columns.
+        tile_cols: usize,
+    },
     /// Two CTAs of one launch wrote the same element of an output tensor: on a GPU the result
     /// depends on which runs last (a write race), even when both happen to write the same value.
     #[error("element {index:?} of `{tensor}` was already written by CTA {other:?} in this launch (a write race between CTAs)")]

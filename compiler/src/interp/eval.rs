@@ -249,6 +249,19 @@ impl<'a> Cta<'a> {
                 let cols = a.dims().1;
                 Some(Val::build(t, |r, c| Ok(a.data[(r0 + r) * cols + c0 + c]))?)
             }
+            Op::Gather { src, row, col } => {
+                let (t, a) = (need()?, self.get(*src)?);
+                let shape = dims(t);
+                let (ri, ci) = (self.get(*row)?.broadcaster(shape)?, self.get(*col)?.broadcaster(shape)?);
+                let (rows, cols) = a.dims();
+                Some(Val::build(t, |r, c| {
+                    let (i, j) = (ri(r, c).as_i64()?, ci(r, c).as_i64()?);
+                    if !(0..rows as i64).contains(&i) || !(0..cols as i64).contains(&j) {
+                        return Err(ExecError::GatherOutOfBounds { at_row: r, at_col: c, row: i, col: j, tile_rows: rows, tile_cols: cols });
+                    }
+                    Ok(a.data[i as usize * cols + j as usize])
+                })?)
+            }
             Op::Insert { base, value, row, col, rows, cols } => {
                 let (t, b, v) = (need()?, self.get(*base)?, self.get(*value)?);
                 let (r0, c0) = (self.scalar(*row)?.as_i64()?, self.scalar(*col)?.as_i64()?);

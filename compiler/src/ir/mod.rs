@@ -382,6 +382,20 @@ pub enum Op {
         /// First column of the view.
         col: Value,
     },
+    /// A gather from a tile: element `(r, c)` of the result is element `(row[r, c], col[r, c])`
+    /// of `src`, where `row` and `col` are i32 scalars or tiles broadcast to the result's shape
+    /// (NumPy's integer-array indexing, `src[row, col]`). The source `t[:, ib - d]` of a row's
+    /// own column, or `t[(row_index(C, 1) / 16) * 16 + s, :]` of a row per block of 16. An
+    /// index outside `src` is an error at run time (the interpreter stops; compiled code
+    /// executes `trap`), never a masked read.
+    Gather {
+        /// The tile read.
+        src: Value,
+        /// Row of `src` per element (i32 scalar or tile).
+        row: Value,
+        /// Column of `src` per element (i32 scalar or tile).
+        col: Value,
+    },
     /// `base` with the `rows x cols` block at `(row, col)` replaced by `value` (a tile of that
     /// shape, or anything that broadcasts to it): the write `x[r0..+R, c0..+C] = value`. The
     /// result has `base`'s type. A block outside `base` is an error at run time, as for
@@ -485,6 +499,7 @@ impl Op {
             | Op::Mask(_)
             | Op::Transpose(_)
             | Op::Slice { .. }
+            | Op::Gather { .. }
             | Op::Insert { .. } => true,
             Op::ConstInt(_)
             | Op::Scan { .. }
@@ -586,7 +601,7 @@ impl Kernel {
             Op::Unary(_, a) | Op::Cast(a, _) | Op::Splat(a) | Op::Reduce(_, _, a) | Op::Transpose(a) | Op::Scan { src: a, .. } => {
                 vec![*a]
             }
-            Op::Slice { src, row, col } => vec![*src, *row, *col],
+            Op::Slice { src, row, col } | Op::Gather { src, row, col } => vec![*src, *row, *col],
             Op::Insert { base, value, row, col, .. } => vec![*base, *value, *row, *col],
             Op::WriteVar(_, a) => vec![*a],
             Op::Binary(_, a, b) | Op::Cmp(_, a, b) => vec![*a, *b],

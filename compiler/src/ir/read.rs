@@ -523,6 +523,14 @@ impl KernelReader {
                 c.expect("]")?;
                 Op::Slice { src, row, col }
             }
+            ("gather", "") => {
+                let src = self.value(c)?;
+                c.expect("[")?;
+                let row = self.value(c)?;
+                let col = self.after(c, ",")?;
+                c.expect("]")?;
+                Op::Gather { src, row, col }
+            }
             ("insert", "") => {
                 let base = self.value(c)?;
                 c.expect("[")?;

@@ -263,6 +263,20 @@ impl Cx<'_> {
                     }
                 }
             }
+            Op::Gather { src, row, col } => {
+                let (tr, tc) = (self.ty(*row), self.ty(*col));
+                for (v, t) in [(row, tr), (col, tc)] {
+                    if t.is_some_and(|t| t.elem() != Elem::I32) {
+                        self.err(Some(i), format!("gather index {v} is not i32"));
+                    }
+                }
+                if let (Some(t), Some(r), Some(tr), Some(tc)) = (self.ty(*src), res, tr, tc) {
+                    let shape = r.shape().unwrap_or((1, 1));
+                    if t.shape().is_none() || r.elem() != t.elem() || !super::broadcasts_to(tr, shape) || !super::broadcasts_to(tc, shape) {
+                        self.err(Some(i), format!("a {r} gather of {t} at {tr}, {tc}"));
+                    }
+                }
+            }
             Op::Insert { base, value, row, col, rows, cols } => {
                 self.indices(i, &[*row, *col]);
                 if let (Some(tb), Some(tv), Some(r)) = (self.ty(*base), self.ty(*value), res) {

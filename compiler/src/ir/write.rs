@@ -103,6 +103,7 @@ fn op_text(k: &Kernel, op: &Op) -> String {
         Op::Reduce(r, ax, a) => format!("reduce.{}.{} {a}", format!("{r:?}").to_lowercase(), axis(*ax)),
         Op::Transpose(a) => format!("transpose {a}"),
         Op::Slice { src, row, col } => format!("slice {src}[{row}, {col}]"),
+        Op::Gather { src, row, col } => format!("gather {src}[{row}, {col}]"),
         Op::Insert { base, value, row, col, rows, cols } => format!("insert {base}[{row}..+{rows}, {col}..+{cols}] = {value}"),
         Op::Scan { src, reverse } => format!("scan.{} {src}", if *reverse { "rev" } else { "fwd" }),
         Op::Load { src, index } => format!("load {src}[{}]", index_text(index)),

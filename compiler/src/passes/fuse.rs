@@ -184,7 +184,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             // Evaluated per element of a larger iteration space (fused into a broadcasting
             // consumer, or into one that is itself so evaluated): only cheap work repeats.
             let ushape = k.insts[u].result.and_then(|r| k.values[r].ty.shape());
-            let pointwise = matches!(uop, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..));
+            // A gather's indices are evaluated at its own elements, as a pointwise operand is.
+            let gather_index = matches!(uop, Op::Gather { src, .. } if *src != v);
+            let pointwise = gather_index || matches!(uop, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..));
             let bcast = broadcast_eval[u] || (pointwise && ushape.is_some_and(|us| us != vshape && broadcasts(vshape, us)));
             if bcast && (!cheap(k, op) || matches!(op, Op::ReadVar(var) if !in_smem(*var))) {
                 continue;
@@ -197,6 +199,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                 // A view (a block, a row, an element) of a shared-memory variable reads the
                 // variable in place: no copy of the whole tile for the few elements it takes.
                 Op::Slice { .. } => matches!(op, Op::ReadVar(var) if in_smem(*var)),
+                // A gather reads its source in place too, at the elements its indices name.
+                Op::Gather { src, .. } if *src == v => matches!(op, Op::ReadVar(var) if in_smem(*var)),
+                Op::Gather { .. } => ushape == Some(vshape) || bcast,
                 // The stored value has the store's shape; a `where` mask may broadcast along it.
                 Op::Store { value, .. } => k.values[*value].ty.shape() == Some(vshape),
                 // A [R, 1] mask or row factor (or a [1, C] one) of cheap operations is evaluated
@@ -295,7 +300,7 @@ fn cheap(k: &Kernel, op: &Op) -> bool {
         Op::Unary(UnOp::Neg | UnOp::Abs | UnOp::Not, _) => true,
         Op::Unary(..) => false,
         Op::Binary(BinOp::Div | BinOp::Rem | BinOp::Cdiv, a, b) => k.values[*a].ty.elem() == Elem::I32 && super::pipeline::const_int(k, *b).is_some(),
-        Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Slice { .. } | Op::ReadVar(_) => true,
+        Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Slice { .. } | Op::Gather { .. } | Op::ReadVar(_) => true,
         _ => false,
     }
 }
@@ -333,7 +338,7 @@ fn views_in_place(
             return None;
         }
         match k.insts[u].op {
-            Op::Slice { src, .. } if src == v => last_view = last_view.max(eval_pos[u].unwrap_or(upos)),
+            Op::Slice { src, .. } | Op::Gather { src, .. } if src == v => last_view = last_view.max(eval_pos[u].unwrap_or(upos)),
             Op::Insert { base, value, rows, cols, .. } if base == v && value != v && (rows, cols) != full && write_back.is_none() => {
                 let r = k.insts[u].result?;
                 if !f.is_fused(r) || f.is_fused(value) {
@@ -383,7 +388,7 @@ fn fragment_root(k: &Kernel, f: &Fusion, uses: &SecondaryMap<Value, Vec<Inst>>, 
             // from row 0.
             Op::Reduce(_, Axis::Row, a) => return (k.values[*a].ty.shape() == Some(vshape) && whole_rows).then_some(x),
             // Index remaps: the element read is not the element written.
-            Op::Transpose(_) | Op::Slice { .. } | Op::Insert { .. } => return None,
+            Op::Transpose(_) | Op::Slice { .. } | Op::Gather { .. } | Op::Insert { .. } => return None,
             op if op.is_elementwise() => {}
             _ => return None,
         }

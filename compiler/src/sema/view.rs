@@ -11,7 +11,7 @@ use super::consts::{eval_const, eval_extent};
 use super::target::MAX_TILE_EXTENT;
 use super::KernelLowering;
 use crate::diag::{Code, Diagnostic, Span};
-use crate::ir::{BinOp, Elem, Op, Type, Value};
+use crate::ir::{Axis, BinOp, Elem, Op, Type, Value};
 use crate::syntax::ast::{AssignOp, Expr, IndexExpr};
 
 /// One resolved dimension of a view: first index, extent, whether it was a point.
@@ -31,24 +31,93 @@ impl KernelLowering<'_> {
             self.error(Diagnostic::error(Code::BadIndex, format!("cannot index a scalar ({t})"), span, "not a tile").with_note("views select rows, columns, blocks or elements of a tile"));
             return None;
         };
-        let (r, c) = self.view_dims(index, shape, "the tile", span)?;
+        // The indices' starts are lowered once, here, in order: a tile among them makes the read
+        // a gather.
+        let mut pre = vec![];
+        for ix in index {
+            pre.push(match ix {
+                IndexExpr::Point(e) | IndexExpr::Range { start: e, .. } => Some(self.expr(e)?),
+                IndexExpr::Full(_) => None,
+            });
+        }
+        if pre.iter().flatten().any(|&x| self.ty(x).shape().is_some()) {
+            return self.gather(v, shape, index, &pre, span);
+        }
+        let (r, c) = self.view_dims_lowered(index, &pre, shape, "the tile", span)?;
         let ty = if r.point && c.point { Type::Scalar(t.elem()) } else { Type::tile(t.elem(), r.len, c.len) };
         self.b.set_span(span);
         Some(self.b.value(Op::Slice { src: v, row: r.start, col: c.start }, ty))
     }
 
+    /// Lowers the gather `src[rows, cols]` (`Op::Gather`): each index an i32 tile, an i32 scalar
+    /// or `:` (every row or column of `src`, as `row_index` / `col_index`), broadcast together
+    /// to the result's shape; `pre` holds the point indices already lowered.
+    fn gather(&mut self, src: Value, (rows, cols): (u32, u32), index: &[IndexExpr], pre: &[Option<Value>], span: Span) -> Option<Value> {
+        let elem = self.ty(src).elem();
+        let [ri, ci] = index else {
+            self.error(
+                Diagnostic::error(Code::BadIndex, format!("{} indices for a gather from a [{rows}, {cols}] tile", index.len()), span, "a tile index needs two indices")
+                    .with_note("a gather takes a row and a column index, `t[rows, cols]`: e.g. `t[:, ib - d]` or `t[r, col_index(1, N)]`"),
+            );
+            return None;
+        };
+        let mut ix = [None, None];
+        for (k, (e, axis)) in [(ri, Axis::Row), (ci, Axis::Col)].into_iter().enumerate() {
+            ix[k] = Some(match e {
+                IndexExpr::Full(s) => {
+                    self.b.set_span(*s);
+                    let ty = if axis == Axis::Row { Type::tile(Elem::I32, rows, 1) } else { Type::tile(Elem::I32, 1, cols) };
+                    self.b.value(Op::Iota(axis), ty)
+                }
+                IndexExpr::Point(e) => {
+                    let x = match pre[k] {
+                        Some(x) => x,
+                        None => self.expr(e)?,
+                    };
+                    let t = self.ty(x);
+                    if t.elem() != Elem::I32 {
+                        self.error(Diagnostic::error(Code::BadIndex, format!("gather index of type {t}"), e.span, "gather indices are i32").with_note("convert with `i32(...)`, or build the index from `row_index` / `col_index`"));
+                        return None;
+                    }
+                    x
+                }
+                IndexExpr::Range { span, .. } => {
+                    self.error(
+                        Diagnostic::error(Code::BadIndex, "a range beside a tile index", *span, "a range")
+                            .with_note("help: write the range as an index tile, e.g. `c0 + col_index(1, LEN)` for `c0..+LEN`"),
+                    );
+                    return None;
+                }
+            });
+        }
+        let (r, c) = (ix[0]?, ix[1]?);
+        let (tr, tc) = (self.ty(r), self.ty(c));
+        let Ok(Some((gr, gc))) = crate::ir::broadcast(tr, tc) else {
+            self.error(Diagnostic::error(Code::ShapeMismatch, format!("gather indices {tr} and {tc} do not broadcast together"), span, "index shapes").with_note("each dimension of the two index tiles must be equal, or 1 in one of them"));
+            return None;
+        };
+        self.b.set_span(span);
+        Some(self.b.value(Op::Gather { src, row: r, col: c }, Type::tile(elem, gr, gc)))
+    }
+
     /// Resolves a view's indices against a `shape` tile (`what` names it in messages).
     fn view_dims(&mut self, index: &[IndexExpr], shape: (u32, u32), what: &str, span: Span) -> Option<(Dim, Dim)> {
+        self.view_dims_lowered(index, &[None, None], shape, what, span)
+    }
+
+    /// [`Self::view_dims`] with the point indices in `pre` already lowered (`None`: lower here).
+    fn view_dims_lowered(&mut self, index: &[IndexExpr], pre: &[Option<Value>], shape: (u32, u32), what: &str, span: Span) -> Option<(Dim, Dim)> {
         let (rows, cols) = shape;
+        let at = |k: usize| pre.get(k).copied().flatten();
         match index {
             [ri, ci] => {
-                let r = self.view_dim(ri, rows, "row", what);
-                let c = self.view_dim(ci, cols, "column", what);
+                let r = self.view_dim(ri, at(0), rows, "row", what);
+                let c = self.view_dim(ci, at(1), cols, "column", what);
                 Some((r?, c?))
             }
             // A vector takes one index along its long axis.
-            [i] if cols == 1 && rows > 1 => Some((self.view_dim(i, rows, "row", what)?, self.zero_dim(span))),
-            [i] if rows == 1 => Some((self.zero_dim(span), self.view_dim(i, cols, "column", what)?)),
+            [i] if cols == 1 && rows > 1 => Some((self.view_dim(i, at(0), rows, "row", what)?, self.zero_dim(span))),
+            [i] if rows == 1 => Some((self.zero_dim(span), self.view_dim(i, at(0), cols, "column", what)?)),
             _ => {
                 self.error(
                     Diagnostic::error(Code::BadIndex, format!("{} indices for a [{rows}, {cols}] tile", index.len()), span, "wrong number of indices")
@@ -64,8 +133,8 @@ impl KernelLowering<'_> {
         Dim { start: self.b.iconst(0), len: 1, point: true }
     }
 
-    /// One index of a view along a dimension of `extent`.
-    fn view_dim(&mut self, ix: &IndexExpr, extent: u32, axis: &str, what: &str) -> Option<Dim> {
+    /// One index of a view along a dimension of `extent` (`pre`: its start, lowered).
+    fn view_dim(&mut self, ix: &IndexExpr, pre: Option<Value>, extent: u32, axis: &str, what: &str) -> Option<Dim> {
         let (start, len, point, span) = match ix {
             IndexExpr::Full(s) => {
                 self.b.set_span(*s);
@@ -91,10 +160,18 @@ impl KernelLowering<'_> {
                 return None;
             }
         }
-        let s = self.expr(start)?;
+        let s = match pre {
+            Some(s) => s,
+            None => self.expr(start)?,
+        };
         if self.ty(s) != Type::Scalar(Elem::I32) {
             let t = self.ty(s);
-            self.error(Diagnostic::error(Code::BadIndex, format!("view index of type {t}"), start.span, "view indices are i32 scalars"));
+            let note = if t.shape().is_some() && t.elem() == Elem::I32 {
+                "help: an i32 tile index gathers, in a read with two indices (`t[:, idx]`); a range's start and a written block's index are i32 scalars"
+            } else {
+                "view indices are i32 scalars; a read may also gather with i32 tile indices (`t[:, idx]`)"
+            };
+            self.error(Diagnostic::error(Code::BadIndex, format!("view index of type {t}"), start.span, "view indices are i32 scalars").with_note(note));
             return None;
         }
         Some(Dim { start: s, len, point })
