@@ -50,6 +50,14 @@ if "$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n13.in
 else
   echo "view_trap n=13 (outside): launch failed as it must: $(tail -n1 "$out/view_trap13.err")"
 fi
+# A gather index outside its tile (tests/gpu/gathers.tile, gather_trap): n = 15 runs, n = 16 traps.
+"$b/tilec-run" "$a/gather_trap.sm_90a.meta.json" --inputs "$io/gather_trap_n15.in.safetensors" --out "$out/gather_trap15.safetensors" >/dev/null 2>&1 \
+  && echo "gather_trap n=15 (inside): ran" || echo "FAIL gather_trap n=15 (inside) did not run"
+if "$b/tilec-run" "$a/gather_trap.sm_90a.meta.json" --inputs "$io/gather_trap_n16.in.safetensors" --out "$out/gather_trap16.safetensors" 2>"$out/gather_trap16.err"; then
+  echo "FAIL gather_trap n=16 (outside) ran instead of trapping"
+else
+  echo "gather_trap n=16 (outside): launch failed as it must: $(tail -n1 "$out/gather_trap16.err")"
+fi
 echo "== an access past an undeclared edge traps (tests/gpu/edge_trap.tile, N = 16)"
 for nm in 12_8 13_8 12_9; do
   if "$b/tilec-run" "$a/edge_trap.sm_90a.meta.json" --inputs "$io/edge_trap_$nm.in.safetensors" --out "$out/edge_trap_$nm.safetensors" 2>"$out/edge_trap_$nm.err"; then

@@ -68,6 +68,9 @@ case_ reductions_pieces4_r100 tests/gpu/frag_reduce_pieces.tile frag_reduce_piec
 case_ rowplan_r150 tests/gpu/row_plans.tile row_plans --size R=150
 case_ rowplan_wide_r300 tests/gpu/row_plans.tile row_plans_wide --size R=300
 case_ rowplan_narrow_r100 tests/gpu/row_plans.tile row_plans_narrow --size R=100
+# Gathers `t[rows, cols]` (a row's own column, a row per 16-row block, indices from the data,
+# a gather from a computed value): bitwise against the interpreter.
+case_ gathers_r100 tests/gpu/gathers.tile gathers --size R=100
 # Float `%`: the GPU's div.rn, cvt.rzi, fma.rn sequence; bitwise.
 case_ float_rem_n1000 tests/gpu/float_rem.tile float_rem --size N=1000
 # gdn.tile's chunk stages; T = 100: a partial chunk. Small values keep (I + L)⁻¹ tame.
@@ -88,6 +91,7 @@ case_ table_varlen dsl-examples/sequences.tile chunk_table --size NP=4 --size NS
 printf '%s\n' "${cases[@]}" > "$d/io/cases"
 # A view outside its tile must trap on the GPU (the interpreter stops on n = 13, so no reference is made).
 for n in 12 13; do "$tilec" inputs tests/gpu/view_trap.tile --scalar n=$n --out "$d/io/view_trap_n$n.in.safetensors" >/dev/null; done
+for n in 15 16; do "$tilec" inputs tests/gpu/gathers.tile --kernel gather_trap --scalar n=$n --out "$d/io/gather_trap_n$n.in.safetensors" >/dev/null; done
 # An access past the edge of a tensor without `edge(zeros)` must trap too (N = 16): inside,
 # a load past the edge, a masked store keeping an element past it.
 for nm in 12,8 13,8 12,9; do "$tilec" inputs tests/gpu/edge_trap.tile --size N=16 --scalar n=${nm%,*} --scalar m=${nm#*,} --out "$d/io/edge_trap_${nm/,/_}.in.safetensors" >/dev/null; done

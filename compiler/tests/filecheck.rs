@@ -256,6 +256,8 @@ fixtures!(
     frag_reduce_pieces_barrier,
     tmem_var_stays_in_smem,
     lints_unused,
+    gather_in_place,
+    barriers_own_update,
 );
 
 #[test]
@@ -332,7 +334,7 @@ fn covered(op: &Op) {
         Op::ConstInt(_) | Op::ConstFloat(_) | Op::ProgramId(_) | Op::Size(_) | Op::ScalarParam(_) | Op::Unary(..) | Op::Binary(..) => {}
         Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::Splat(_) | Op::Iota(_) | Op::Mask(_) | Op::Reduce(..) | Op::Transpose(_) => {}
         Op::Load { .. } | Op::Store { .. } | Op::ReadVar(_) | Op::WriteVar(..) | Op::Mma { .. } | Op::For { .. } => {}
-        Op::Slice { .. } | Op::Insert { .. } | Op::Scan { .. } => {}
+        Op::Slice { .. } | Op::Gather { .. } | Op::Insert { .. } | Op::Scan { .. } => {}
         Op::TmemAlloc { .. } | Op::TmemRelinquish | Op::TmemDealloc { .. } => {}
     }
 }
@@ -374,7 +376,7 @@ fn every_op_round_trips() {
         ops.extend([ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min].map(|r| Op::Reduce(r, ax, f)));
     }
     ops.extend([Op::Mask(TriMask::Lower), Op::Mask(TriMask::StrictLower)]);
-    ops.extend([Op::Slice { src: f, row: iv, col: i }, Op::Insert { base: f, value: iv, row: i, col: iv, rows: 3, cols: 5 }, Op::Scan { src: f, reverse: false }, Op::Scan { src: f, reverse: true }]);
+    ops.extend([Op::Slice { src: f, row: iv, col: i }, Op::Gather { src: f, row: iv, col: i }, Op::Insert { base: f, value: iv, row: i, col: iv, rows: 3, cols: 5 }, Op::Scan { src: f, reverse: false }, Op::Scan { src: f, reverse: true }]);
     for (n, op) in ops.into_iter().enumerate() {
         b.value(op, if n % 2 == 0 { t } else { Type::Scalar(Elem::Bool) });
     }

@@ -23,7 +23,8 @@ fn root() -> PathBuf {
 
 /// The shipped examples (not the negative ones, which do not build), and GPU check programs whose
 /// lowering no shipped example reaches (`frag_reduce_pieces4`: a row reduction over four column
-/// pieces, whose middle pieces both continue and hand on the partials).
+/// pieces, whose middle pieces both continue and hand on the partials; the row plans; gathers
+/// with tested and untested indices).
 fn examples() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("dsl-examples"))
         .expect("dsl-examples/ exists")
@@ -33,6 +34,7 @@ fn examples() -> Vec<PathBuf> {
     v.sort();
     v.push(root().join("tests/gpu/frag_reduce_pieces.tile"));
     v.push(root().join("tests/gpu/row_plans.tile"));
+    v.push(root().join("tests/gpu/gathers.tile"));
     v
 }
 

@@ -279,3 +279,31 @@ fn a_view_outside_its_tile_is_a_run_time_error() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error[E0601]: the view [13..+4, 0..+1] is outside the 16x16 tile"), "{err}");
 }
+
+/// A gather index outside its tile (tests/gpu/gather_trap: n = 16 reads column 16 of a
+/// 16-column tile at every even row) stops the interpreter at the statement, naming the first
+/// element that reads outside; n = 15 runs and takes column 15 − (row mod 2) of each row.
+#[test]
+fn a_gather_index_outside_its_tile_is_a_run_time_error() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/gpu/gathers.tile");
+    let x: Vec<f64> = (0..256).map(|v| v as f64).collect();
+    for n in [15, 16] {
+        let inp = tmp(&format!("gather_trap{n}.in.safetensors"));
+        let nv = tilec_abi::tensor::HostTensor::from_f64(DType::I32, vec![], &[n as f64]).unwrap();
+        let xt = tilec_abi::tensor::HostTensor::from_f64(DType::F32, vec![16, 16], &x).unwrap();
+        tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), xt), ("n".to_string(), nv)])).unwrap();
+        let out = tmp(&format!("gather_trap{n}.out.safetensors"));
+        let _ = std::fs::remove_file(&out);
+        let (code, err) = tilec_bin(&["run", "--interp", src.to_str().unwrap(), "--kernel", "gather_trap", "--inputs", inp.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        if n == 16 {
+            assert_eq!(code, 1, "{err}");
+            assert!(err.contains("error[E0601]: the gather's element (0, 0) reads (0, 16), outside the 16x16 tile"), "{err}");
+            assert!(!out.exists(), "nothing is written after an error");
+            continue;
+        }
+        assert_eq!(code, 0, "{err}");
+        let y = tilec_abi::st::read(&out).unwrap()["y"].to_f64();
+        let want: Vec<f64> = (0..16).map(|r| (r * 16 + 15 - r % 2) as f64).collect();
+        assert_eq!(y, want);
+    }
+}

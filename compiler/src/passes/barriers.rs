@@ -152,6 +152,11 @@ struct Access {
     mma: bool,
     /// Every variable it reads or writes, fused values' included (an accumulator's registers).
     vars: Vec<Var>,
+    /// The instruction.
+    inst: Option<Inst>,
+    /// A shared-memory variable it updates element for element in place (`own_update`): each
+    /// thread reads and writes the same elements, the same ones every time it runs.
+    own: Option<Resource>,
 }
 
 /// Accesses since the last barrier on some path.
@@ -159,13 +164,17 @@ struct Access {
 struct Pending {
     reads: Vec<Resource>,
     writes: Vec<Resource>,
+    /// Variables read and written by an in-place elementwise update (`Access::own`), with the
+    /// instruction: a conflict for every other instruction, none for that one's next run (a
+    /// loop's back edge), whose threads touch the same elements they touched.
+    owned: Vec<(Resource, Inst)>,
     /// Unnamed accesses (after an opaque instruction): anything conflicts.
     unknown: bool,
 }
 
 impl Pending {
     fn is_empty(&self) -> bool {
-        !self.unknown && self.reads.is_empty() && self.writes.is_empty()
+        !self.unknown && self.reads.is_empty() && self.writes.is_empty() && self.owned.is_empty()
     }
 
     fn conflicts(&self, a: &Access) -> bool {
@@ -173,7 +182,7 @@ impl Pending {
         if a.opaque && a.mma {
             // An MMA: unnamed shared-memory traffic, no global access.
             let smem = |r: &Resource| matches!(r, Resource::Smem(..));
-            return self.unknown || self.reads.iter().chain(&self.writes).any(smem);
+            return self.unknown || self.reads.iter().chain(&self.writes).any(smem) || !self.owned.is_empty();
         }
         if a.opaque {
             // Tensor memory: its tcgen05 fences pair with the barrier before them.
@@ -181,6 +190,11 @@ impl Pending {
         }
         if self.unknown {
             return !a.reads.is_empty() || !a.writes.is_empty() || !a.issues.is_empty();
+        }
+        let mine = |r: Resource, j: Inst| a.inst == Some(j) && a.own == Some(r);
+        let touches = |r: Resource| a.reads.iter().chain(&a.writes).chain(&a.issues).any(|x| x.overlaps(r));
+        if self.owned.iter().any(|&(r, j)| !mine(r, j) && touches(r)) {
+            return true;
         }
         let writes = || a.writes.iter().chain(&a.issues);
         hit(&a.reads, &self.writes) || writes().any(|&w| self.reads.iter().chain(&self.writes).any(|&x| w.overlaps(x)))
@@ -190,12 +204,19 @@ impl Pending {
         if a.opaque {
             self.unknown = true;
         }
-        for &r in &a.reads {
+        let own = a.own.zip(a.inst);
+        if let Some(o) = own {
+            if !self.owned.contains(&o) {
+                self.owned.push(o);
+            }
+        }
+        let other = |r: &Resource| own.is_none_or(|(o, _)| o != *r);
+        for &r in a.reads.iter().filter(|r| other(r)) {
             if !self.reads.contains(&r) {
                 self.reads.push(r);
             }
         }
-        for &w in &a.writes {
+        for &w in a.writes.iter().filter(|r| other(r)) {
             if !self.writes.contains(&w) {
                 self.writes.push(w);
             }
@@ -205,6 +226,11 @@ impl Pending {
     fn join(&mut self, other: &Pending) {
         self.unknown |= other.unknown;
         self.add(&Access { reads: other.reads.clone(), writes: other.writes.clone(), ..Access::default() });
+        for &o in &other.owned {
+            if !self.owned.contains(&o) {
+                self.owned.push(o);
+            }
+        }
     }
 }
 
@@ -328,17 +354,30 @@ impl Ctx<'_> {
                     }
                     state.add(&a);
                 }
-                // The back edge: iterate the body until the state at its start is stable.
-                let mut entry = state.clone();
-                loop {
-                    let end = self.block(body, entry.clone(), inner, out);
-                    let mut next = state.clone();
-                    next.join(&end);
-                    if next == entry {
-                        break;
+                // Accesses pending from before the loop that its body would meet put a barrier
+                // inside the body, run every iteration; one before the loop serves them once
+                // (the distance loops read tiles written just before them: a barrier per step).
+                // Hoisted when the body then needs fewer barriers — not for a pipelined loop,
+                // whose first copies (issued above, in the loop's own code) a barrier before
+                // the loop would not order.
+                let piped = self.pipelines.get(i).is_some_and(Option::is_some);
+                if !piped && !state.is_empty() && !out.before[i] {
+                    // A barrier before the body's first instruction after a body that ends
+                    // with one (its MMAs settled) is that same barrier after the first
+                    // iteration (`drop_repeated_barriers` merges the two): it costs nothing.
+                    let first = self.k.blocks[body].insts.iter().copied().find(|&j| !self.k.insts[j].result.is_some_and(|r| self.fusion.is_fused(r)));
+                    let inside = |s: Pending| {
+                        let mut trial = out.clone();
+                        self.fixed_point(body, &s, inner, &mut trial);
+                        let merged = trial.settles_at_end(body) && first.is_some_and(|j| trial.before(j));
+                        trial.count() - usize::from(merged)
+                    };
+                    if inside(Pending::default()) < inside(state.clone()) {
+                        out.before[i] = true;
+                        state = Pending::default();
                     }
-                    entry = next;
                 }
+                let entry = self.fixed_point(body, &state, inner, out);
                 // After it: the body's end, or its start when it ran zero times — together the
                 // fixed point's entry; an MMA left in flight is awaited after the loop, then a
                 // barrier ([`crate::backend`]).
@@ -381,6 +420,22 @@ impl Ctx<'_> {
             state = Pending::default();
         }
         state
+    }
+
+    /// Places the barriers of loop body `body` entered with `state` from before the loop: the
+    /// body is iterated until the state at its start (`state` joined with the body's end, the
+    /// back edge) is stable, which is returned.
+    fn fixed_point(&self, body: Block, state: &Pending, inner: Option<&Pipeline>, out: &mut Barriers) -> Pending {
+        let mut entry = state.clone();
+        loop {
+            let end = self.block(body, entry.clone(), inner, out);
+            let mut next = state.clone();
+            next.join(&end);
+            if next == entry {
+                return entry;
+            }
+            entry = next;
+        }
     }
 
     /// The in-flight record of deferred MMA `i`: its accumulator, and the bytes the tensor core
@@ -458,7 +513,45 @@ impl Ctx<'_> {
         }
         let in_registers = self.fusion.frag_root(i).is_some();
         self.operands(i, in_registers, &mut a);
+        a.inst = Some(i);
+        a.own = self.own_update(i).and_then(|v| self.ranges.get(&Owner::Var(v))).map(|&(s, e)| Resource::Smem(s, e));
         a
+    }
+
+    /// The shared-memory variable `w` that `i`, `write w = f(read w, …)`, updates element for
+    /// element: every fused read of `w` reaches the write through pointwise operations at
+    /// `w`'s shape (no view, gather, transpose, reduction or block write on the way), so each
+    /// element is read and written by the thread evaluating it, the same one at every run of
+    /// `i` (its code maps elements to threads the same way each time). The distance loops'
+    /// `dks += …` ran a barrier per step for its own previous step's write.
+    fn own_update(&self, i: Inst) -> Option<Var> {
+        let Op::WriteVar(w, x) = self.k.insts[i].op else { return None };
+        let shape = self.k.vars[w].ty.shape()?;
+        if self.roles.accumulator(w).is_some() || self.k.values[x].ty.shape() != Some(shape) || !self.fusion.is_fused(x) {
+            return None;
+        }
+        let pointwise = |op: &Op| matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..));
+        // Walk the fused tree: reads of `w` only under pointwise operations at the full shape.
+        let (mut stack, mut reads) = (vec![(x, true)], 0);
+        while let Some((v, clean)) = stack.pop() {
+            let ValueDef::Result(d) = self.k.values[v].def else { continue };
+            if !self.fusion.is_fused(v) {
+                continue;
+            }
+            let op = &self.k.insts[d].op;
+            if let Op::ReadVar(r) = op {
+                if *r == w {
+                    if !(clean && self.k.values[v].ty.shape() == Some(shape)) {
+                        return None;
+                    }
+                    reads += 1;
+                }
+                continue;
+            }
+            let keep = clean && pointwise(op) && self.k.values[v].ty.shape() == Some(shape);
+            stack.extend(self.k.inst_args(d).into_iter().map(|a| (a, keep)));
+        }
+        (reads > 0).then_some(w)
     }
 
     /// Adds what instruction `i` reads and writes besides its result: its operands' buffers,

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The device call of the thirtieth session (docs/results.md, "Thirtieth session"), run as
+# .device/call1.sh with carry [".device"] after `scripts/h200-prepare.sh`, `OLD=41d2bef
+# scripts/h200-ab.sh prepare` and the prepare-x of xnogather, xv1 and xdecays: the torch unit
+# tests on the CPU stand-in; the column-piece, row-plan and gather check cases against the
+# interpreter and the gather trap; new (HEAD) vs 41d2bef bitwise, the x sets against new, every
+# set's kda/gla (and saved forms) timed; racecheck of kda and gla on new; Nsight on
+# dqkwg/k2_keys if time is left. Everything goes to $OUT.
+set -u
+start=$(date +%s)
+nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
+echo "=== python tests (torch, CPU stand-in)"
+(cd python/tests && PYTHONPATH=../:. timeout 60 python3 -m unittest test_fla_ops 2>&1 | tail -4)
+echo "=== check cases vs interpreter"
+for case in frag_reduce_pieces@reductions_pieces_r100 frag_reduce_pieces4@reductions_pieces4_r100 \
+            row_plans@rowplan_r150 row_plans_wide@rowplan_wide_r300 row_plans_narrow@rowplan_narrow_r100 gathers@gathers_r100; do
+  kernel=${case%%@*}; name=${case#*@}
+  .device/bin/tilec-run .device/art/$kernel.sm_90a.meta.json --inputs .device/io/$name.in.safetensors --out /tmp/$name.gpu.safetensors $(cat .device/io/$name.flags 2>/dev/null) >/dev/null || echo "FAIL $name"
+done
+for n in 15 16; do
+  .device/bin/tilec-run .device/art/gather_trap.sm_90a.meta.json --inputs .device/io/gather_trap_n$n.in.safetensors --out /tmp/gt$n.safetensors > /tmp/gt$n.txt 2>&1
+  echo "gather_trap n=$n: exit $? ($( [ $n = 15 ] && echo 'must run' || echo 'must trap')): $(tail -n1 /tmp/gt$n.txt | cut -c1-160)"
+done
+AB_PARTS="same plans bwd" AB_SPEED=kda,gla AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
+for name in reductions_pieces_r100 reductions_pieces4_r100 rowplan_r150 rowplan_wide_r300 rowplan_narrow_r100 gathers_r100; do
+  PYTHONPATH=/tmp/site python3 scripts/h200_compare_outputs.py "$name" /tmp/$name.gpu.safetensors .device/io/$name.interp.safetensors --exact
+done
+grep -v "^  *bitwise" $OUT/ab/ab.txt | cut -c1-300 | tail -90
+echo "=== FAIL lines:"; grep -E "FAIL" $OUT/ab/ab.txt | head -20
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
+for ms in kda@new gla@new kda@xdecays; do
+  m=${ms%@*}; x=${ms#*@}
+  [ $(( $(date +%s) - start )) -lt 500 ] || { echo "skip racecheck $m $x: time"; continue; }
+  a=.device/art_$x; [ $x = new ] && a=.device/art
+  cp -n .device/art/* $a/ 2>/dev/null
+  timeout $(( 585 - ($(date +%s) - start) )) "$cs" --tool racecheck --racecheck-report hazard --print-limit 3 .device/bin/tilec-run $a/${m}_bwd.sm_90a.plan.json --inputs .device/rec/$m/in.safetensors --out /tmp/rc_$m.safetensors > $OUT/rc_${m}_$x.txt 2>&1
+  echo "racecheck $x $m (rc $?): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $OUT/rc_${m}_$x.txt | tail -n2 | tr '\n' ' ') ($(( $(date +%s) - start )) s)"
+done
+el=$(( $(date +%s) - start ))
+if [ $el -lt 450 ]; then
+  echo "=== ncu dqkwg/k2_keys on art_xv1 kda_bwd ($el s)"
+  cp -n .device/art/* .device/art_xv1/ 2>/dev/null
+  PYTHONPATH=/tmp/site:python timeout $(( 585 - el )) python3 bench/h200_ncu.py --tilec-run .device/bin/tilec-run --plan .device/art_xv1/kda_bwd.sm_90a.plan.json --out $OUT/ncu --kernels 'dqkwg_channel|k2_keys_channel' 2>&1 | tail -5
+  cat $OUT/ncu/*.summary.txt 2>/dev/null | head -60
+fi
+echo "=== done $(( $(date +%s) - start )) s"
