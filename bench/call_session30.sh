@@ -21,7 +21,7 @@ for n in 15 16; do
   .device/bin/tilec-run .device/art/gather_trap.sm_90a.meta.json --inputs .device/io/gather_trap_n$n.in.safetensors --out /tmp/gt$n.safetensors > /tmp/gt$n.txt 2>&1
   echo "gather_trap n=$n: exit $? ($( [ $n = 15 ] && echo 'must run' || echo 'must trap')): $(tail -n1 /tmp/gt$n.txt | cut -c1-160)"
 done
-AB_PARTS="same plans bwd" AB_SPEED=kda,gla AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
+AB_SETS="${SETS:-new old xv1 xnogather xdecays}" AB_PARTS="same plans bwd" AB_SPEED=kda,gla AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
 for name in reductions_pieces_r100 reductions_pieces4_r100 rowplan_r150 rowplan_wide_r300 rowplan_narrow_r100 gathers_r100; do
   PYTHONPATH=/tmp/site python3 scripts/h200_compare_outputs.py "$name" /tmp/$name.gpu.safetensors .device/io/$name.interp.safetensors --exact
 done

@@ -15,7 +15,8 @@
 # Before the speed parts it prints each set's CTAs per SM as the driver computes them
 # (scripts/h200_occupancy.py) for the kernels in OCC_KERNELS (default K#1 and gemm).
 # AB_PARTS picks parts (default "same anchors bwd check"; also "plans"); AB_SPEED the bench's speed sets
-# (default dense; e.g. dense,saved,kda), AB_FLA_SPEED those fla runs beside the new set (default
+# (default dense; e.g. dense,saved,kda), AB_SETS the sets timed, in order (default new, the x sets,
+# old), AB_FLA_SPEED those fla runs beside the new set (default
 # dense; each new shape costs fla ~2 min of JIT). Everything goes to $OUT: ab.txt,
 # {new,old}/perf.json, {new,old}/gdn_bwd.json.
 # Experiment sets (the same compiler on edited sources), each .device/art_x* that exists:
@@ -143,6 +144,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   # backward only (its first call JIT-compiles for ~100 s).
   # AB_OLD_SPEED=0: old is compared (same, plans) but not timed.
   sets="new $xsets"; [ -d .device/art_old ] && [ "${AB_OLD_SPEED:-1}" != 0 ] && sets="$sets old"
+  # AB_SETS: the timing order (what matters most first, when the budget may cut the rest).
+  sets=${AB_SETS:-$sets}
   for s in $sets; do
     a=.device/art; [ $s != new ] && a=.device/art_$s
     skip=""; [[ $s == x* ]] && skip="--skip=${ANCHOR_SKIP_X:-}"
