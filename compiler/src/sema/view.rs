@@ -70,6 +70,18 @@ impl KernelLowering<'_> {
                     self.b.value(Op::Iota(axis), ty)
                 }
                 IndexExpr::Point(e) => {
+                    // A constant index beside a tile index: refused here when it can never fit,
+                    // as a view's constant start is.
+                    let (extent, name) = if axis == Axis::Row { (rows, "row") } else { (cols, "column") };
+                    if let Ok(i) = eval_const(e, self.consts) {
+                        if i < 0 || i >= extent as i64 {
+                            self.error(
+                                Diagnostic::error(Code::BadIndex, format!("{name} {i} of the tile, which has {extent} {name}s"), e.span, "always outside the tile")
+                                    .with_note(format!("help: a gather's constant index must lie in 0..={}", extent - 1)),
+                            );
+                            return None;
+                        }
+                    }
                     let x = match pre[k] {
                         Some(x) => x,
                         None => self.expr(e)?,
