@@ -7,7 +7,7 @@
 # set's kda/gla (and saved forms) timed; racecheck of kda and gla on new; Nsight on
 # dqkwg/k2_keys if time is left. Everything goes to $OUT.
 set -u
-start=$(date +%s)
+start=$(date +%s); limit=${LIMIT:-585}   # seconds this call may take (the racechecks and Nsight stop short of it)
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
 echo "=== python tests (torch, CPU stand-in)"
 (cd python/tests && PYTHONPATH=../:. timeout 60 python3 -m unittest test_fla_ops 2>&1 | tail -4)
@@ -28,19 +28,19 @@ done
 grep -v "^  *bitwise" $OUT/ab/ab.txt | cut -c1-300 | tail -90
 echo "=== FAIL lines:"; grep -E "FAIL" $OUT/ab/ab.txt | head -20
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
-for ms in kda@new gla@new kda@xdecays; do
+for ms in ${RC:-kda@new gla@new kda@xdecays}; do
   m=${ms%@*}; x=${ms#*@}
-  [ $(( $(date +%s) - start )) -lt 500 ] || { echo "skip racecheck $m $x: time"; continue; }
+  [ $(( $(date +%s) - start )) -lt $(( limit - 85 )) ] || { echo "skip racecheck $m $x: time"; continue; }
   a=.device/art_$x; [ $x = new ] && a=.device/art
   cp -n .device/art/* $a/ 2>/dev/null
-  timeout $(( 585 - ($(date +%s) - start) )) "$cs" --tool racecheck --racecheck-report hazard --print-limit 3 .device/bin/tilec-run $a/${m}_bwd.sm_90a.plan.json --inputs .device/rec/$m/in.safetensors --out /tmp/rc_$m.safetensors > $OUT/rc_${m}_$x.txt 2>&1
+  timeout $(( limit - ($(date +%s) - start) )) "$cs" --tool racecheck --racecheck-report hazard --print-limit 3 .device/bin/tilec-run $a/${m}_bwd.sm_90a.plan.json --inputs .device/rec/$m/in.safetensors --out /tmp/rc_$m.safetensors > $OUT/rc_${m}_$x.txt 2>&1
   echo "racecheck $x $m (rc $?): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $OUT/rc_${m}_$x.txt | tail -n2 | tr '\n' ' ') ($(( $(date +%s) - start )) s)"
 done
 el=$(( $(date +%s) - start ))
-if [ $el -lt 450 ]; then
+if [ $el -lt $(( limit - 135 )) ]; then
   echo "=== ncu dqkwg/k2_keys on art_xv1 kda_bwd ($el s)"
   cp -n .device/art/* .device/art_xv1/ 2>/dev/null
-  PYTHONPATH=/tmp/site:python timeout $(( 585 - el )) python3 bench/h200_ncu.py --tilec-run .device/bin/tilec-run --plan .device/art_xv1/kda_bwd.sm_90a.plan.json --out $OUT/ncu --kernels 'dqkwg_channel|k2_keys_channel' 2>&1 | tail -5
+  PYTHONPATH=/tmp/site:python timeout $(( limit - el )) python3 bench/h200_ncu.py --tilec-run .device/bin/tilec-run --plan .device/art_xv1/kda_bwd.sm_90a.plan.json --out $OUT/ncu --kernels 'dqkwg_channel|k2_keys_channel' 2>&1 | tail -5
   cat $OUT/ncu/*.summary.txt 2>/dev/null | head -60
 fi
 echo "=== done $(( $(date +%s) - start )) s"
