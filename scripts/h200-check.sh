@@ -42,22 +42,21 @@ if [ "${RACECHECK:-0}" != 0 ]; then
   done
 fi
 [ $skip = 1 ] && exit 0
+# trap_pair KERNEL INSIDE OUTSIDE: KERNEL with n = INSIDE must run, with n = OUTSIDE fail its launch.
+trap_pair() {
+  local k=$1 n_in=$2 n_out=$3
+  "$b/tilec-run" "$a/$k.sm_90a.meta.json" --inputs "$io/${k}_n$n_in.in.safetensors" --out "$out/$k$n_in.safetensors" >/dev/null 2>&1 \
+    && echo "$k n=$n_in (inside): ran" || echo "FAIL $k n=$n_in (inside) did not run"
+  if "$b/tilec-run" "$a/$k.sm_90a.meta.json" --inputs "$io/${k}_n$n_out.in.safetensors" --out "$out/$k$n_out.safetensors" 2>"$out/$k$n_out.err"; then
+    echo "FAIL $k n=$n_out (outside) ran instead of trapping"
+  else
+    echo "$k n=$n_out (outside): launch failed as it must: $(tail -n1 "$out/$k$n_out.err")"
+  fi
+}
 echo "== a view outside its tile traps"
-"$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n12.in.safetensors" --out "$out/view_trap12.safetensors" >/dev/null 2>&1 \
-  && echo "view_trap n=12 (inside): ran" || echo "FAIL view_trap n=12 (inside) did not run"
-if "$b/tilec-run" "$a/view_trap.sm_90a.meta.json" --inputs "$io/view_trap_n13.in.safetensors" --out "$out/view_trap13.safetensors" 2>"$out/view_trap13.err"; then
-  echo "FAIL view_trap n=13 (outside) ran instead of trapping"
-else
-  echo "view_trap n=13 (outside): launch failed as it must: $(tail -n1 "$out/view_trap13.err")"
-fi
-# A gather index outside its tile (tests/gpu/gathers.tile, gather_trap): n = 15 runs, n = 16 traps.
-"$b/tilec-run" "$a/gather_trap.sm_90a.meta.json" --inputs "$io/gather_trap_n15.in.safetensors" --out "$out/gather_trap15.safetensors" >/dev/null 2>&1 \
-  && echo "gather_trap n=15 (inside): ran" || echo "FAIL gather_trap n=15 (inside) did not run"
-if "$b/tilec-run" "$a/gather_trap.sm_90a.meta.json" --inputs "$io/gather_trap_n16.in.safetensors" --out "$out/gather_trap16.safetensors" 2>"$out/gather_trap16.err"; then
-  echo "FAIL gather_trap n=16 (outside) ran instead of trapping"
-else
-  echo "gather_trap n=16 (outside): launch failed as it must: $(tail -n1 "$out/gather_trap16.err")"
-fi
+trap_pair view_trap 12 13
+echo "== a gather index outside its tile traps (tests/gpu/gathers.tile, gather_trap)"
+trap_pair gather_trap 15 16
 echo "== an access past an undeclared edge traps (tests/gpu/edge_trap.tile, N = 16)"
 for nm in 12_8 13_8 12_9; do
   if "$b/tilec-run" "$a/edge_trap.sm_90a.meta.json" --inputs "$io/edge_trap_$nm.in.safetensors" --out "$out/edge_trap_$nm.safetensors" 2>"$out/edge_trap_$nm.err"; then

@@ -515,21 +515,17 @@ impl KernelReader {
                 Op::Reduce(lookup(&REDUCEOPS, r).ok_or_else(bad)?, lookup(&AXES, ax).ok_or_else(bad)?, self.value(c)?)
             }
             ("transpose", "") => Op::Transpose(self.value(c)?),
-            ("slice", "") => {
+            (name @ ("slice" | "gather"), "") => {
                 let src = self.value(c)?;
                 c.expect("[")?;
                 let row = self.value(c)?;
                 let col = self.after(c, ",")?;
                 c.expect("]")?;
-                Op::Slice { src, row, col }
-            }
-            ("gather", "") => {
-                let src = self.value(c)?;
-                c.expect("[")?;
-                let row = self.value(c)?;
-                let col = self.after(c, ",")?;
-                c.expect("]")?;
-                Op::Gather { src, row, col }
+                if name == "slice" {
+                    Op::Slice { src, row, col }
+                } else {
+                    Op::Gather { src, row, col }
+                }
             }
             ("insert", "") => {
                 let base = self.value(c)?;
