@@ -130,10 +130,25 @@ fn render_values(k: &Kernel, tp: &TargetPlan) -> String {
             _ => "its consumer".into(),
         }
     };
+    // The consumers of each value: a variable read taken only by views and gathers is read in
+    // place, element by element, whatever root evaluates them.
+    let mut users: std::collections::HashMap<crate::ir::Value, Vec<&Op>> = std::collections::HashMap::new();
+    k.walk(|i| {
+        for a in k.inst_args(i) {
+            users.entry(a).or_default().push(&k.insts[i].op);
+        }
+    });
+    let viewed_only = |v: crate::ir::Value| users.get(&v).is_some_and(|us| us.iter().all(|u| matches!(u, Op::Slice { src, .. } | Op::Gather { src, .. } if *src == v)));
     k.walk(|i| {
         if let Some(v) = k.insts[i].result {
             let crate::ir::Type::Tile { elem, rows, cols } = k.values[v].ty else { return };
-            let place = if tp.fusion.is_fused(v) {
+            let read_in_place = match k.insts[i].op {
+                Op::ReadVar(w) if tp.fusion.is_fused(v) && viewed_only(v) => Some(w),
+                _ => None,
+            };
+            let place = if let Some(w) = read_in_place {
+                format!("no buffer: `{}` read in place, element by element, by its views and gathers (evaluated by {})", k.vars[w].name, tp.fusion.evaluated_at(i))
+            } else if tp.fusion.is_fused(v) {
                 let root = tp.fusion.evaluated_at(i);
                 let in_place = |w: crate::ir::Var, x| tp.fusion.in_place_insert(k, w, x).is_some();
                 match (tp.fusion.frag_root(root), &k.insts[root].op) {
