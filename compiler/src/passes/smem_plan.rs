@@ -336,6 +336,8 @@ fn op_name(k: &Kernel, op: &Op) -> String {
         Op::Transpose(_) => "transpose".into(),
         Op::Splat(_) => "broadcast scalar".into(),
         Op::Cast(..) => "conversion result".into(),
+        Op::Slice { .. } => "view".into(),
+        Op::Gather { .. } => "gather".into(),
         _ if op.is_elementwise() => "elementwise result".into(),
         _ => "value".into(),
     }
