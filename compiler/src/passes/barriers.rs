@@ -519,39 +519,14 @@ impl Ctx<'_> {
     }
 
     /// The shared-memory variable `w` that `i`, `write w = f(read w, …)`, updates element for
-    /// element: every fused read of `w` reaches the write through pointwise operations at
-    /// `w`'s shape (no view, gather, transpose, reduction or block write on the way), so each
-    /// element is read and written by the thread evaluating it, the same one at every run of
-    /// `i` (its code maps elements to threads the same way each time). The distance loops'
-    /// `dks += …` ran a barrier per step for its own previous step's write.
+    /// element in place ([`Fusion::own_update`]): each thread reads and writes the same elements,
+    /// the same ones at every run of `i`. The distance loops' `dks += …` ran a barrier per step
+    /// for its own previous step's write.
     fn own_update(&self, i: Inst) -> Option<Var> {
-        let Op::WriteVar(w, x) = self.k.insts[i].op else { return None };
-        let shape = self.k.vars[w].ty.shape()?;
-        if self.roles.accumulator(w).is_some() || self.k.values[x].ty.shape() != Some(shape) || !self.fusion.is_fused(x) {
-            return None;
+        match self.k.insts[i].op {
+            Op::WriteVar(w, _) if self.fusion.own_update[i] => Some(w),
+            _ => None,
         }
-        let pointwise = |op: &Op| matches!(op, Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..));
-        // Walk the fused tree: reads of `w` only under pointwise operations at the full shape.
-        let (mut stack, mut reads) = (vec![(x, true)], 0);
-        while let Some((v, clean)) = stack.pop() {
-            let ValueDef::Result(d) = self.k.values[v].def else { continue };
-            if !self.fusion.is_fused(v) {
-                continue;
-            }
-            let op = &self.k.insts[d].op;
-            if let Op::ReadVar(r) = op {
-                if *r == w {
-                    if !(clean && self.k.values[v].ty.shape() == Some(shape)) {
-                        return None;
-                    }
-                    reads += 1;
-                }
-                continue;
-            }
-            let keep = clean && pointwise(op) && self.k.values[v].ty.shape() == Some(shape);
-            stack.extend(self.k.inst_args(d).into_iter().map(|a| (a, keep)));
-        }
-        (reads > 0).then_some(w)
     }
 
     /// Adds what instruction `i` reads and writes besides its result: its operands' buffers,

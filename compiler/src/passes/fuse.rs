@@ -53,6 +53,11 @@ pub struct Fusion {
     /// For an instruction whose result is fused: the instruction of its block that evaluates it
     /// (its consumer, or that consumer's own evaluator, transitively).
     pub eval_at: SecondaryMap<Inst, Option<Inst>>,
+    /// `WriteVar(w, x)` roots that update shared-memory variable `w` element for element in
+    /// place: a read of `w` is fused into `x` through pointwise operations at `w`'s shape, so
+    /// each thread reads and writes the same elements, the same ones at every run of the root.
+    /// (Any other read of `w` under such a root would be clobbered by it, so it is not fused.)
+    pub own_update: SecondaryMap<Inst, bool>,
 }
 
 impl Fusion {
@@ -216,6 +221,7 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             }
             // A register accumulator's read: only into a root evaluated in its fragment order.
             let mut end_excl = false;
+            let mut own = None;
             let mut frag = None;
             if let Op::ReadVar(var) = op {
                 if acc(*var) {
@@ -252,8 +258,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
                     // own write is no clobber and the tile needs no copy (the distance loops of
                     // the per-channel stages copied their [C, K] accumulator out and back, with
                     // a barrier, fifteen times each).
-                    end_excl = fragment_root(k, &out, &uses, u, vshape, *var, false, &|_| false)
-                        .is_some_and(|root| matches!(k.insts[root].op, Op::WriteVar(w, _) if w == *var));
+                    own = fragment_root(k, &out, &uses, u, vshape, *var, false, &|_| false)
+                        .filter(|&root| matches!(k.insts[root].op, Op::WriteVar(w, _) if w == *var));
+                    end_excl = own.is_some();
                 }
             }
             let end = eval_pos[u].unwrap_or(upos);
@@ -273,6 +280,9 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             broadcast_eval[i] = bcast;
             eval_pos[i] = Some(end);
             out.eval_at[i] = data.insts.get(end).copied();
+            if let Some(root) = own {
+                out.own_update[root] = true;
+            }
             if let Some((root, var)) = frag {
                 match out.frag_root[root] {
                     Some(w) if w != var => out.frag_also[root].push(var),
