@@ -1,5 +1,5 @@
 //! The one pipeline driver, up to checked and planned IR: parse → lower → validate → lints →
-//! TMEM plan → per target: fusion, shared-memory plan (budget E0405), barriers
+//! dead code → TMEM plan → per target: fusion, shared-memory plan (budget E0405), barriers
 //! ([`crate::passes::target_plan`]). `tilec check`, `tilec build`, `tilec run --interp` and tests
 //! all go through it, so `check` reports every planning error `build` would hit.
 
@@ -166,6 +166,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
         if lint {
             diags.extend(lints::run(&k));
         }
+        crate::passes::dce::run(&mut k);
         let tmem = match tmem_plan::run(&mut k) {
             Ok(p) => p,
             Err(d) => {

@@ -3,7 +3,7 @@
 //! the text form (print → read → print) that the fixtures rely on.
 //!
 //! Directives (comment lines; see docs/architecture.md, "IR text and file tests"):
-//! * `; run: PASS` — exactly one; PASS is `validate`, `tmem-plan`, `smem-plan sm_90a`,
+//! * `; run: PASS` — exactly one; PASS is `validate`, `dce`, `tmem-plan`, `smem-plan sm_90a`,
 //!   `smem-plan sm_100a` or `lints`. Every pass but `validate` validates the kernel first.
 //! * `; check: TEXT` — TEXT occurs in a line of the pass's output after the line the previous
 //!   check matched (FileCheck order; runs of spaces match any run of spaces).
@@ -16,7 +16,7 @@ use tilec::diag::{Diagnostic, Severity, Span};
 use tilec::ir::builder::Builder;
 use tilec::ir::validate::{validate, Validated};
 use tilec::ir::*;
-use tilec::passes::{lints, smem_report, target_plan, tmem_plan, tmem_report};
+use tilec::passes::{dce, lints, smem_report, target_plan, tmem_plan, tmem_report};
 use tilec::target::Target;
 
 /// One error of a pass: code (empty for validator errors), message, and its rendering.
@@ -47,6 +47,7 @@ fn render(d: &Diagnostic) -> String {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Pass {
     Validate,
+    Dce,
     TmemPlan,
     SmemPlan(Target),
     Lints,
@@ -55,6 +56,7 @@ enum Pass {
 fn parse_pass(s: &str) -> Result<Pass, String> {
     Ok(match s.split_whitespace().collect::<Vec<_>>().as_slice() {
         ["validate"] => Pass::Validate,
+        ["dce"] => Pass::Dce,
         ["tmem-plan"] => Pass::TmemPlan,
         ["smem-plan", "sm_90a"] => Pass::SmemPlan(Target::Sm90a),
         ["smem-plan", "sm_100a"] => Pass::SmemPlan(Target::Sm100a),
@@ -71,6 +73,13 @@ fn checked(k: &Kernel) -> Result<Validated<'_>, Vec<PassError>> {
 fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
     match pass {
         Pass::Validate => checked(k).map(|_| format!("kernel {}: valid\n", k.name)),
+        Pass::Dce => {
+            checked(k)?;
+            let mut k = k.clone();
+            let removed = dce::run(&mut k);
+            checked(&k)?; // what is left must validate, as in the driver
+            Ok(format!("; {removed} instructions removed\n") + &write::write_kernel(&k))
+        }
         Pass::TmemPlan => {
             checked(k)?;
             let mut k = k.clone();
@@ -224,6 +233,7 @@ macro_rules! fixtures {
 
 fixtures!(
     tmem_reuse_disjoint,
+    dce_dropped_output,
     fuse_column_sum_costly_terms,
     tmem_loop_extends_live_range,
     tmem_over_budget,

@@ -100,3 +100,68 @@ operator op(x: f32[N], y: out f32[N]) {
     assert!(!err.contains("in instance `as_bf16`"), "{err}");
     assert!(!err.contains("no kernel or operator `refused`"), "{err}");
 }
+
+// z = Σ_j x xᵀ... over a loop of products, y elementwise; `only_y` drops z.
+const DROP_SRC: &str = "\
+kernel two(x: bf16[N, 64] edge(zeros), y: out f32[N, 64] edge(zeros), z: out f32[N, 64] edge(zeros)) grid(cdiv(N, 64)) threads(128) {
+    let r0 = program_id(0) * 64;
+    let a: smem = load x[r0..+64, :];
+    let mut acc: tmem f32[64, 64] = zeros(64, 64);
+    for j in 0..2 {
+        let b: smem = load x[r0..+64, :];
+        acc += a @ b;
+    }
+    store y[r0..+64, :] = a * 2.0 + 0.25;
+    store z[r0..+64, :] = acc;
+}
+
+kernel only_y = two(z: none);
+";
+
+/// `param: none` drops an output: the instance has no `z`, no loop, no product and no second
+/// copy of `x` (dead-code elimination, `passes::dce`), and its `y` is the base kernel's, bit for
+/// bit, on the interpreter; built, its metadata lists `x` and `y` only and its PTX has no wgmma.
+#[test]
+fn a_dropped_output_goes_with_the_code_that_only_fed_it() {
+    let file = tmp("drop.tile");
+    std::fs::write(&file, DROP_SRC).unwrap();
+    let o = tilec(&["check", file.to_str().unwrap(), "--emit", "ir"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ir = |name: &str| format!("\n{out}").split("\nkernel ").find(|s| s.starts_with(name)).map(|s| s.split("\n}").next().unwrap().to_string()).unwrap();
+    let (base, inst) = (ir("two("), ir("only_y("));
+    for (text, want) in [(&base, 1), (&inst, 0)] {
+        assert_eq!(text.matches(" mma ").count(), want, "{text}");
+        assert_eq!(text.matches(" for ").count(), want, "{text}");
+        assert_eq!(text.matches(" = load ").count(), 1 + want, "{text}");
+        assert_eq!(text.matches(" store ").count(), 1 + want, "{text}");
+    }
+    assert!(inst.starts_with("only_y(p0 x: bf16[N, 64] edge(zeros), p1 y: out f32[N, 64] edge(zeros))\n"), "{inst}");
+
+    // 100 rows: a partial second tile.
+    let xs: Vec<f64> = (0..100 * 64).map(|i| f64::from(i % 37) * 0.125 - 2.0).collect();
+    let inp = tmp("drop_in.safetensors");
+    tilec_abi::st::write(&inp, &BTreeMap::from([("x".to_string(), HostTensor::from_f64(DType::Bf16, vec![100, 64], &xs).unwrap())])).unwrap();
+    let mut outs = vec![];
+    for k in ["two", "only_y"] {
+        let out = tmp(&format!("drop_{k}.out.safetensors"));
+        let o = tilec(&["run", "--interp", file.to_str().unwrap(), "--kernel", k, "--inputs", inp.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{k}: {}", String::from_utf8_lossy(&o.stderr));
+        outs.push(tilec_abi::st::read(&out).unwrap());
+    }
+    assert!(outs[0].contains_key("z") && !outs[1].contains_key("z"));
+    let y: Vec<f64> = xs.iter().map(|&v| f64::from(half::bf16::from_f64(v).to_f32() * 2.0 + 0.25)).collect();
+    assert_eq!(outs[0]["y"].to_f64(), y);
+    assert_eq!(outs[1]["y"].to_f64(), y);
+
+    let dir = tmp("drop_out");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = tilec(&["build", file.to_str().unwrap(), "--target", "sm_90a", "--no-ptxas", "--no-cache", "-o", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("only_y.sm_90a.meta.json")).unwrap()).unwrap();
+    let names: Vec<&str> = meta["params"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["x", "y", "N"]); // N: the size argument
+    let ptx = |k: &str| std::fs::read_to_string(dir.join(format!("{k}.sm_90a.ptx"))).unwrap();
+    assert!(ptx("two").contains("wgmma.mma_async"));
+    assert!(!ptx("only_y").contains("wgmma"));
+}

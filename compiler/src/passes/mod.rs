@@ -1,7 +1,8 @@
 //! IR passes and analyses, one per file. The pipeline (see [`crate::frontend`]):
 //!
 //! 1. `sema` lowers the AST; afterwards the IR is valid ([`crate::ir::validate`]).
-//! 2. [`lints`] — warnings on the lowered IR.
+//! 2. [`lints`] — warnings on the lowered IR; then [`dce`] removes code whose effect reaches no
+//!    store.
 //! 3. [`tmem_plan`] — TMEM placement; afterwards every TMEM variable has a column offset and
 //!    the kernel has exactly one alloc / relinquish / dealloc.
 //! 4. Per target ([`target_plan`]): [`fuse`] (elementwise fusion), [`smem_plan`] (shared-memory
@@ -11,6 +12,7 @@
 //!    The back end consumes the result and plans nothing itself.
 
 pub mod barriers;
+pub mod dce;
 pub mod fuse;
 pub mod interval_plan;
 pub mod layout_report;

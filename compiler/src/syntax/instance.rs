@@ -51,6 +51,7 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
         k.name = Ident { name: inst.name.name.clone(), span: inst.name.span };
         k.instance = Some((base.name.name.clone(), span));
         let mut ok = true;
+        let mut dropped: Vec<String> = vec![];
         for (i, (p, elem)) in inst.retypes.iter().enumerate() {
             if let Some((q, _)) = inst.retypes[..i].iter().find(|(q, _)| q.name == p.name) {
                 diags.push(Diagnostic::error(Code::DuplicateName, format!("parameter `{}` is retyped twice", p.name), p.span, "again here").with_label(q.span, "first here"));
@@ -63,6 +64,18 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
                 ok = false;
                 continue;
             };
+            if elem.name == "none" {
+                if !param.output {
+                    diags.push(
+                        Diagnostic::error(Code::WrongKind, format!("parameter `{}` of kernel `{}` is an input", p.name, base.name.name), p.span, "only an output can be dropped")
+                            .with_note("help: `none` drops an `out` tensor and the code that only fed it; an input the body reads must be passed"),
+                    );
+                    ok = false;
+                    continue;
+                }
+                dropped.push(p.name.clone());
+                continue;
+            }
             if param.shape.is_none() {
                 diags.push(
                     Diagnostic::error(Code::WrongKind, format!("parameter `{}` of kernel `{}` is a scalar", p.name, base.name.name), p.span, "not a tensor")
@@ -74,11 +87,14 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
             // Checked here rather than left to sema: the parameter sema would drop would also make
             // the base body's uses of it unknown names, at the base kernel's text.
             if let Err(d) = crate::sema::storage_elem(elem) {
-                diags.push(d);
+                diags.push(d.with_note("help: or `none`, which drops an output"));
                 ok = false;
                 continue;
             }
             param.elem = elem.clone();
+        }
+        if ok && !dropped.is_empty() {
+            drop_outputs(&mut k, &dropped);
         }
         if !ok {
             refused.push(inst.name.name.clone());
@@ -111,4 +127,23 @@ pub fn attribute(file: &File, chunks: Vec<(String, Diagnostics)>) -> Diagnostics
         }
     }
     out
+}
+
+/// Removes the output parameters `names` from `k` with every `store` to them (in loops too);
+/// the code that only fed those stores is left to dead-code elimination
+/// ([`crate::passes::dce`]). The instance has no `contract`: a class's fp64 reference judges
+/// every output of the kernel it names.
+fn drop_outputs(k: &mut super::ast::KernelDecl, names: &[String]) {
+    use super::ast::Stmt;
+    fn strip(body: &mut Vec<Stmt>, names: &[String]) {
+        body.retain(|st| !matches!(st, Stmt::Store { tensor, .. } if names.contains(&tensor.name)));
+        for st in body {
+            if let Stmt::For { body, .. } = st {
+                strip(body, names);
+            }
+        }
+    }
+    k.params.retain(|p| !names.contains(&p.name.name));
+    strip(&mut k.body, names);
+    k.contract = None;
 }
