@@ -73,8 +73,9 @@ fn res02_passes_on_every_built_artifact() {
 /// spills nothing. Every artifact passes RES-02 (the demo judges them all).
 #[test]
 fn a_declared_residency_lets_res02_accept_its_spills() {
-    /// The per-channel stages built with `ctas_per_sm(sm_90a: 2)` (gdn_channel.tile, kda_wy.tile).
-    const TWO_PER_SM: [&str; 2] = ["dqkwg_channel", "k2_keys_channel"];
+    /// The per-channel stages built with `ctas_per_sm(sm_90a: 2)` (gdn_channel.tile, kda_wy.tile;
+    /// dqkg_channel is dqkwg_channel's instance without dW, the same launch attributes).
+    const TWO_PER_SM: [&str; 3] = ["dqkwg_channel", "dqkg_channel", "k2_keys_channel"];
     let dir = std::env::temp_dir().join(format!("kverify-res02-{}-gdn_fwd", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let metas = build("gdn_fwd.tile", &dir);
