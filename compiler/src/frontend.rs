@@ -28,11 +28,14 @@ pub struct Options {
     /// Values of size parameters for this build (`--const K=64`; see `const K = 128 in {64, 128};`),
     /// applied in every file of the import graph that declares the name.
     pub size_values: BTreeMap<String, i64>,
+    /// `let` bindings and variables, by name, that dead-code elimination keeps though nothing
+    /// stored depends on them: `tilec run --interp --dump NAME` records them.
+    pub keep: Vec<String>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { deny_warnings: false, targets: Target::ALL.to_vec(), file: None, size_values: BTreeMap::new() }
+        Options { deny_warnings: false, targets: Target::ALL.to_vec(), file: None, size_values: BTreeMap::new(), keep: vec![] }
     }
 }
 
@@ -166,7 +169,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
         if lint {
             diags.extend(lints::run(&k));
         }
-        crate::passes::dce::run(&mut k);
+        crate::passes::dce::run(&mut k, &opts.keep);
         let tmem = match tmem_plan::run(&mut k) {
             Ok(p) => p,
             Err(d) => {

@@ -76,7 +76,7 @@ fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
         Pass::Dce => {
             checked(k)?;
             let mut k = k.clone();
-            let removed = dce::run(&mut k);
+            let removed = dce::run(&mut k, &[]);
             checked(&k)?; // what is left must validate, as in the driver
             Ok(format!("; {removed} instructions removed\n") + &write::write_kernel(&k))
         }

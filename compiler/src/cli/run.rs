@@ -64,7 +64,8 @@ pub struct RunArgs {
     pub target: Target,
     /// Record every value of the `let` binding or variable NAME in the CTA of `--dump-cta`
     /// (repeatable). The output file gets `dump.NAME`, shape [records, rows, cols], one record
-    /// per time the value is computed or the variable written (per loop iteration).
+    /// per time the value is computed or the variable written (per loop iteration). A NAME that
+    /// nothing stored depends on is computed all the same (dead-code elimination keeps it).
     #[arg(long, value_name = "NAME", conflicts_with = "operator")]
     pub dump: Vec<String>,
     /// The CTA whose values `--dump` records, as `program_id` x,y,z (missing ones are 0).
@@ -117,7 +118,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
         }
     };
     let Some(size_values) = a.consts.values_or_report() else { return ExitCode::from(2) };
-    let checked = check_source(&src, &Options { size_values, ..Options::default() }.for_file(&a.file));
+    let checked = check_source(&src, &Options { size_values, keep: a.dump.clone(), ..Options::default() }.for_file(&a.file));
     let name = a.file.display().to_string();
     if !checked.diags.is_empty() {
         eprint!("{}", checked.diags.render(&name, &src, std::io::stderr().is_terminal()));

@@ -25,8 +25,9 @@ use cranelift_entity::{EntitySet, PrimaryMap, SecondaryMap};
 use crate::ir::{Block, Inst, Kernel, Op, ValueDef, Var};
 
 /// Removes `k`'s dead instructions; returns how many were removed (0 for almost every kernel
-/// written by hand: the unused-`let` and unused-load lints flag such code).
-pub fn run(k: &mut Kernel) -> usize {
+/// written by hand: the unused-`let` and unused-load lints flag such code). The `let` bindings
+/// and variables named in `keep` stay, with what they depend on (the interpreter's `--dump`).
+pub fn run(k: &mut Kernel, keep: &[String]) -> usize {
     // The loop around each instruction, and every writer of each variable.
     let mut parent: SecondaryMap<Inst, Option<Inst>> = SecondaryMap::new();
     let mut writers: SecondaryMap<Var, Vec<Inst>> = SecondaryMap::new();
@@ -47,6 +48,16 @@ pub fn run(k: &mut Kernel) -> usize {
 
     let mut live: EntitySet<Inst> = EntitySet::new();
     let mut work: Vec<Inst> = all.iter().copied().filter(|&i| has_effect(&k.insts[i].op)).collect();
+    for (name, v) in &k.bindings {
+        if let (true, ValueDef::Result(d)) = (keep.contains(name), k.values[*v].def) {
+            work.push(d);
+        }
+    }
+    for (v, d) in k.vars.iter() {
+        if keep.contains(&d.name) {
+            work.extend(writers[v].iter().copied());
+        }
+    }
     let mut var_seen: EntitySet<Var> = EntitySet::new();
     while let Some(i) = work.pop() {
         if !live.insert(i) {
