@@ -330,7 +330,7 @@ class AutogradWiring(_Patched):
         x = make("gla", dtype=torch.float64)
         for t in x.values():
             t.requires_grad_(True)
-        o, ht = ops.fwd_op("gla")(*x.values(), None, 0.25, "")
+        o, ht, *_ = ops.fwd_op("gla")(*x.values(), None, 0.25, "")   # GLA's op also returns pt
         w = torch.randn_like(ht)
         (ht * w).sum().backward()
         self.assertTrue(torch.equal(self.standin.calls[-1][2]["dht"], w))
