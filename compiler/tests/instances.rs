@@ -165,3 +165,55 @@ fn a_dropped_output_goes_with_the_code_that_only_fed_it() {
     assert!(ptx("two").contains("wgmma.mma_async"));
     assert!(!ptx("only_y").contains("wgmma"));
 }
+
+// y = a + b · s[row block]; `no_b` declares b all zeros.
+const ZERO_SRC: &str = "\
+kernel comb(a: f32[N, 16] edge(zeros), b: bf16[N, 16] edge(zeros), s: f32[N], y: out f32[N, 16] edge(zeros)) grid(cdiv(N, 64)) threads(128) {
+    let r0 = program_id(0) * 64;
+    store y[r0..+64, :] = load a[r0..+64, :] + load b[r0..+64, :] * load s[r0];
+}
+
+kernel no_b = comb(b: zeros);
+";
+
+/// `param: zeros` removes an input whose every element is 0: the instance has no `b`, no load of
+/// it, and its `y` is bitwise the base kernel's run with `b` = 0 — signed zeros included: the
+/// zero takes part in the arithmetic (`−0.0 + 0 · s` is +0.0 for s > 0), it is not folded away.
+#[test]
+fn a_zeroed_input_reads_zeros_without_a_parameter() {
+    let file = tmp("zeros.tile");
+    std::fs::write(&file, ZERO_SRC).unwrap();
+    let o = tilec(&["check", file.to_str().unwrap(), "--emit", "ir"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let inst = format!("\n{out}").split("\nkernel ").find(|s| s.starts_with("no_b(")).map(|s| s.split("\n}").next().unwrap().to_string()).unwrap();
+    assert!(inst.starts_with("no_b(p0 a: f32[N, 16] edge(zeros), p1 s: f32[N], p2 y: out f32[N, 16] edge(zeros))\n"), "{inst}");
+    assert_eq!(inst.matches(" = load ").count(), 2, "{inst}");
+
+    // 100 rows (a partial second tile); a holds −0.0 and values of both signs, s both signs.
+    let a: Vec<f64> = (0..100 * 16).map(|i| if i % 7 == 0 { -0.0 } else { f64::from(i % 23) * 0.5 - 5.0 }).collect();
+    let s: Vec<f64> = (0..100).map(|i| f64::from(i) - 50.5).collect();
+    let tensors = |b: bool| {
+        let mut m = BTreeMap::from([("a".to_string(), HostTensor::from_f64(DType::F32, vec![100, 16], &a).unwrap()), ("s".to_string(), HostTensor::from_f64(DType::F32, vec![100], &s).unwrap())]);
+        if b {
+            m.insert("b".to_string(), HostTensor::from_f64(DType::Bf16, vec![100, 16], &[0.0; 1600]).unwrap());
+        }
+        m
+    };
+    let mut ys = vec![];
+    for (k, with_b) in [("comb", true), ("no_b", false)] {
+        let inp = tmp(&format!("zeros_{k}.in.safetensors"));
+        tilec_abi::st::write(&inp, &tensors(with_b)).unwrap();
+        let out = tmp(&format!("zeros_{k}.out.safetensors"));
+        let o = tilec(&["run", "--interp", file.to_str().unwrap(), "--kernel", k, "--inputs", inp.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{k}: {}", String::from_utf8_lossy(&o.stderr));
+        ys.push(tilec_abi::st::read(&out).unwrap().remove("y").unwrap());
+    }
+    let bits = |t: &HostTensor| t.to_f64().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&ys[0]) == bits(&ys[1]), "the instance's y differs from the base kernel's with b = 0");
+    // Each y is a + 0 · s[r0] (r0 the first row of its CTA's 64): a, except that −0.0 + 0 · s is
+    // +0.0 where s > 0 (0 · s = +0.0).
+    let want: Vec<u64> = a.iter().enumerate().map(|(i, &v)| (v + 0.0 * s[i / 16 / 64 * 64]).to_bits()).collect();
+    assert!(bits(&ys[1]) == want, "y is not a + 0 · s");
+    assert!(want.contains(&(-0.0f64).to_bits()) && a.iter().zip(&want).any(|(v, w)| v.to_bits() != *w), "the inputs must show the zero's sign rule");
+}

@@ -205,6 +205,9 @@ struct KernelLowering<'a> {
     scopes: Vec<HashMap<String, (Binding, Span)>>,
     /// Mutable scalars: `[1, 1]` register variables whose reads are scalars.
     scalar_vars: std::collections::HashSet<Var>,
+    /// Input tensors an instance declares all zeros (`ast::KernelDecl::zeroed`): a load of one
+    /// is a zero tile; they leave the signature after lowering ([`drop_params`]).
+    zeroed: Vec<crate::ir::Param>,
     diags: &'a mut Diagnostics,
 }
 
@@ -217,7 +220,8 @@ impl<'a> KernelLowering<'a> {
             global.insert(n.clone(), (Binding::Const(*v), Span::default()));
         }
         signature(k, consts, &mut kernel, &mut global, diags);
-        let mut cx = KernelLowering { b: Builder::new(&mut kernel), grid_rank: k.grid.len(), saw_parse_error: false, used: Default::default(), lets: vec![], consts, scopes: vec![global], scalar_vars: Default::default(), diags };
+        let zeroed: Vec<crate::ir::Param> = kernel.params.iter().filter(|(_, d)| k.zeroed.contains(&d.name)).map(|(p, _)| p).collect();
+        let mut cx = KernelLowering { b: Builder::new(&mut kernel), grid_rank: k.grid.len(), saw_parse_error: false, used: Default::default(), lets: vec![], consts, scopes: vec![global], scalar_vars: Default::default(), zeroed: zeroed.clone(), diags };
         cx.block(&k.body);
         let saw_parse_error = cx.saw_parse_error;
         // Unused bindings are worth a warning only in a kernel that otherwise lowered cleanly: a
@@ -237,6 +241,7 @@ impl<'a> KernelLowering<'a> {
         if !saw_parse_error && !diags.has_errors_since(errors_before) {
             outputs_are_stored(k, &kernel, diags);
         }
+        drop_params(&mut kernel, &zeroed);
         kernel
     }
 
@@ -284,6 +289,29 @@ impl<'a> KernelLowering<'a> {
         }
         self.scopes.pop();
     }
+}
+
+/// Removes the parameters `gone` from `k`'s signature, renumbering the others; no instruction
+/// may name them (a zeroed input's loads are zero tiles).
+fn drop_params(k: &mut Kernel, gone: &[crate::ir::Param]) {
+    if gone.is_empty() {
+        return;
+    }
+    let mut params = cranelift_entity::PrimaryMap::new();
+    let mut new: cranelift_entity::SecondaryMap<crate::ir::Param, Option<crate::ir::Param>> = cranelift_entity::SecondaryMap::new();
+    for (p, d) in k.params.iter() {
+        if !gone.contains(&p) {
+            new[p] = Some(params.push(d.clone()));
+        }
+    }
+    let to = |p: &mut crate::ir::Param| *p = new[*p].expect("a zeroed input is never an instruction's operand");
+    for (_, d) in k.insts.iter_mut() {
+        match &mut d.op {
+            crate::ir::Op::Load { src: p, .. } | crate::ir::Op::Store { dst: p, .. } | crate::ir::Op::ScalarParam(p) => to(p),
+            _ => {}
+        }
+    }
+    k.params = params;
 }
 
 /// Lowers the kernel signature: parameters, symbolic sizes, grid and threads.

@@ -81,10 +81,14 @@ pub struct KernelDecl {
     pub span: Span,
     /// For a kernel made by an instance item: the kernel it copies and the instance item's span.
     pub instance: Option<(String, Span)>,
+    /// Input tensors an instance declares all zeros (`dk2: zeros`): not parameters of the
+    /// kernel; every load of one reads 0 (`syntax::instance`).
+    pub zeroed: Vec<String>,
 }
 
 /// A kernel instance: `kernel k1_bf16 = k1(dv2: bf16);` — kernel `base` of the same file under
-/// another name, the listed tensor parameters of another element type (`syntax::instance`).
+/// another name, the listed tensor parameters of another element type, dropped (`dw: none`, an
+/// output) or all zeros (`dk2: zeros`, an input) (`syntax::instance`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstanceDecl {
     /// The instance's name.

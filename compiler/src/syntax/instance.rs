@@ -8,10 +8,18 @@
 //! and KDA, where f32 costs DRAM bytes and nothing else), and the body must not be copied.
 //! Stores round to the parameter's type and loads widen from it, so the body is unchanged.
 //!
+//! Two more kinds of entry: `dw: none` drops an output (its parameter and every store to it;
+//! dead-code elimination, [`crate::passes::dce`], removes what only fed them), and `dk2: zeros`
+//! declares an input all zeros (not a parameter of the instance; sema lowers each load of it to
+//! a zero tile, `ast::KernelDecl::zeroed`). Both exist for members of a family that share a
+//! kernel but not all of its dataflow: the W = 0 members of gdn.tile need no dW, and have no
+//! K#2 parts to combine.
+//!
 //! Errors (the instance is dropped, the rest of the file checked): no kernel `base` in this file
 //! (an instance is declared beside its kernel: imported kernels are compiled, not parsed, here)
 //! E0201; an instance or an operator as the base E0203; no such parameter E0201; a scalar
-//! parameter E0203; a parameter listed twice E0202; an unknown element type E0301. A mistake the
+//! parameter E0203; a parameter listed twice E0202; an unknown element type E0301; `none` on an
+//! input or `zeros` on an output or a scalar E0203. A mistake the
 //! new types cause in the body is reported at the base kernel's text with a label on the
 //! instance ([`attribute`]); one the base kernel has itself is reported once, for the base.
 
@@ -64,6 +72,19 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
                 ok = false;
                 continue;
             };
+            if elem.name == "zeros" {
+                if param.output || param.shape.is_none() {
+                    let what = if param.output { "an output" } else { "a scalar" };
+                    diags.push(
+                        Diagnostic::error(Code::WrongKind, format!("parameter `{}` of kernel `{}` is {what}", p.name, base.name.name), p.span, "only an input tensor can be all zeros")
+                            .with_note("help: `zeros` removes an input tensor whose every element is 0, each load of it reading 0; `none` drops an output"),
+                    );
+                    ok = false;
+                    continue;
+                }
+                k.zeroed.push(p.name.clone());
+                continue;
+            }
             if elem.name == "none" {
                 if !param.output {
                     diags.push(
@@ -87,7 +108,7 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
             // Checked here rather than left to sema: the parameter sema would drop would also make
             // the base body's uses of it unknown names, at the base kernel's text.
             if let Err(d) = crate::sema::storage_elem(elem) {
-                diags.push(d.with_note("help: or `none`, which drops an output"));
+                diags.push(d.with_note("help: or `none`, which drops an output, or `zeros`, an input whose every element is 0"));
                 ok = false;
                 continue;
             }
