@@ -161,12 +161,18 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
     // Unused-result lints only when the file has no error: a statement that failed to parse or
     // lower may be the one that used the value (one mistake, one diagnostic).
     let lint = !diags.has_errors();
+    // Not the instances: the base kernel's lints cover their body, and code an instance drops
+    // (`none`, `zeros`) is no mistake (an unread TMEM buffer it leaves is removed, not wasted).
+    let instances: Vec<&str> = file.items.iter().filter_map(|i| match i {
+        crate::syntax::ast::Item::Kernel(k) if k.instance.is_some() => Some(k.name.name.as_str()),
+        _ => None,
+    }).collect();
     // Each kernel's diagnostics apart, so that an instance's are attributed (syntax::instance).
     let mut chunks: Vec<(String, crate::diag::Diagnostics)> = vec![];
     for mut k in module.kernels.drain(..) {
         chunks.push((k.name.clone(), crate::diag::Diagnostics::new()));
         let Some((_, diags)) = chunks.last_mut() else { continue };
-        if lint {
+        if lint && !instances.contains(&k.name.as_str()) {
             diags.extend(lints::run(&k));
         }
         crate::passes::dce::run(&mut k, &opts.keep);

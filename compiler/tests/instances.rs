@@ -217,3 +217,45 @@ fn a_zeroed_input_reads_zeros_without_a_parameter() {
     assert!(bits(&ys[1]) == want, "y is not a + 0 · s");
     assert!(want.contains(&(-0.0f64).to_bits()) && a.iter().zip(&want).any(|(v, w)| v.to_bits() != *w), "the inputs must show the zero's sign rule");
 }
+
+/// An instance that drops the only matrix product of a kernel that keeps tensor memory builds the
+/// same sm_100a PTX as the kernel written without it (no MMA mbarrier left behind by a removed
+/// instruction), and `tilec check` warns about nothing in it (the base kernel's lints cover its
+/// body; an unread accumulator the instance leaves is removed, not wasted).
+#[test]
+fn a_dropped_product_leaves_nothing_behind() {
+    let src = "\
+kernel two(x: bf16[N, 64] edge(zeros), y: out f32[N, 64] edge(zeros), z: out f32[N, 64] edge(zeros)) grid(cdiv(N, 64)) threads(128) {
+    let r0 = program_id(0) * 64;
+    let a: smem = load x[r0..+64, :];
+    let mut t: tmem f32[64, 64] = zeros(64, 64);
+    t = t + a;
+    let mut acc: tmem f32[64, 64] = zeros(64, 64);
+    let c0 = 0;
+    acc += a @ a;
+    store y[r0..+64, :] = t;
+    store z[r0..+64, c0..+64] = acc;
+}
+kernel only_y = two(z: none);
+kernel hand(x: bf16[N, 64] edge(zeros), y: out f32[N, 64] edge(zeros)) grid(cdiv(N, 64)) threads(128) {
+    let r0 = program_id(0) * 64;
+    let a: smem = load x[r0..+64, :];
+    let mut t: tmem f32[64, 64] = zeros(64, 64);
+    t = t + a;
+    store y[r0..+64, :] = t;
+}
+";
+    let file = tmp("product.tile");
+    std::fs::write(&file, src).unwrap();
+    let o = tilec(&["check", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("0 warnings"), "{err}");
+    let dir = tmp("product_out");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = tilec(&["build", file.to_str().unwrap(), "--target", "sm_100a", "--no-ptxas", "--no-cache", "-o", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ptx = |k: &str| std::fs::read_to_string(dir.join(format!("{k}.sm_100a.ptx"))).unwrap();
+    assert!(ptx("two").contains("mbarrier.init"));
+    let body = |k: &str| ptx(k).split_once(&format!(".entry {k}(")).map(|(_, b)| b.replace(k, "KERNEL")).unwrap();
+    assert_eq!(body("only_y"), body("hand"));
+}

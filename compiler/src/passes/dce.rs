@@ -49,7 +49,9 @@ pub fn run(k: &mut Kernel, keep: &[String]) -> usize {
     let mut live: EntitySet<Inst> = EntitySet::new();
     let mut work: Vec<Inst> = all.iter().copied().filter(|&i| has_effect(&k.insts[i].op)).collect();
     for (name, v) in &k.bindings {
-        if let (true, ValueDef::Result(d)) = (keep.contains(name), k.values[*v].def) {
+        if keep.contains(name) {
+            // A name for a loop index keeps its loop.
+            let (ValueDef::Result(d) | ValueDef::LoopIndex(d)) = k.values[*v].def;
             work.push(d);
         }
     }
@@ -81,6 +83,14 @@ pub fn run(k: &mut Kernel, keep: &[String]) -> usize {
         let blocks: Vec<Block> = k.blocks.keys().collect();
         for b in blocks {
             k.blocks[b].insts.retain(|&i| live.contains(i));
+        }
+        // The removed instructions stay in `k.insts` (entities are not renumbered): make them
+        // inert, so that a scan of every instruction ("has the kernel an MMA?") cannot see them
+        // nor the variables renumbered below.
+        for &i in &all {
+            if !live.contains(i) {
+                k.insts[i] = crate::ir::InstData { op: Op::ConstInt(0), result: None };
+            }
         }
         // A removed instruction may have had a name: drop the debug names of removed values.
         let values = &k.values;

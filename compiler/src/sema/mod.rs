@@ -226,7 +226,9 @@ impl<'a> KernelLowering<'a> {
         let saw_parse_error = cx.saw_parse_error;
         // Unused bindings are worth a warning only in a kernel that otherwise lowered cleanly: a
         // failed statement elsewhere may be the one that would have used them.
-        let clean = !cx.saw_parse_error && !cx.diags.has_errors_since(errors_before);
+        // Not in an instance: its body is the base kernel's, warned about there, less what the
+        // instance drops (a `let` only a dropped store used is no mistake of the instance's).
+        let clean = !cx.saw_parse_error && !cx.diags.has_errors_since(errors_before) && k.instance.is_none();
         for (name, covered) in &cx.lets {
             if clean && !*covered && !name.name.starts_with('_') && !cx.used.borrow().contains(&name.span) {
                 cx.diags.push(

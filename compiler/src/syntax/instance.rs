@@ -62,7 +62,7 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
         let mut dropped: Vec<String> = vec![];
         for (i, (p, elem)) in inst.retypes.iter().enumerate() {
             if let Some((q, _)) = inst.retypes[..i].iter().find(|(q, _)| q.name == p.name) {
-                diags.push(Diagnostic::error(Code::DuplicateName, format!("parameter `{}` is retyped twice", p.name), p.span, "again here").with_label(q.span, "first here"));
+                diags.push(Diagnostic::error(Code::DuplicateName, format!("parameter `{}` is listed twice", p.name), p.span, "again here").with_label(q.span, "first here"));
                 ok = false;
                 continue;
             }
@@ -86,9 +86,10 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
                 continue;
             }
             if elem.name == "none" {
-                if !param.output {
+                if param.shape.is_none() || !param.output {
+                    let what = if param.shape.is_none() { "a scalar" } else { "an input" };
                     diags.push(
-                        Diagnostic::error(Code::WrongKind, format!("parameter `{}` of kernel `{}` is an input", p.name, base.name.name), p.span, "only an output can be dropped")
+                        Diagnostic::error(Code::WrongKind, format!("parameter `{}` of kernel `{}` is {what}", p.name, base.name.name), p.span, "only an output can be dropped")
                             .with_note("help: `none` drops an `out` tensor and the code that only fed it; an input the body reads must be passed"),
                     );
                     ok = false;
@@ -115,7 +116,10 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
             param.elem = elem.clone();
         }
         if ok && !dropped.is_empty() {
-            drop_outputs(&mut k, &dropped);
+            ok = droppable(&k, inst, &dropped, diags);
+            if ok {
+                drop_outputs(&mut k, &dropped);
+            }
         }
         if !ok {
             refused.push(inst.name.name.clone());
@@ -148,6 +152,122 @@ pub fn attribute(file: &File, chunks: Vec<(String, Diagnostics)>) -> Diagnostics
         }
     }
     out
+}
+
+/// Whether the outputs `dropped` of kernel `k` can go (E0203 at the `none` otherwise): the body
+/// must not read one, a size only one of them declares must not be used elsewhere, and some
+/// output must stay.
+fn droppable(k: &super::ast::KernelDecl, inst: &super::ast::InstanceDecl, dropped: &[String], diags: &mut Diagnostics) -> bool {
+    let at = |name: &str| inst.retypes.iter().find(|(p, _)| p.name == name).map(|(p, _)| p.span).unwrap_or(inst.span);
+    let mut ok = true;
+    if k.params.iter().filter(|p| p.output).all(|p| dropped.contains(&p.name.name)) {
+        diags.push(
+            Diagnostic::error(Code::WrongKind, format!("instance `{}` drops every output of `{}`", inst.name.name, inst.base.name), inst.span, "it would store nothing")
+                .with_note("help: keep at least one output; a launch that stores nothing is better left out of the operator"),
+        );
+        return false;
+    }
+    let mut used = vec![];
+    names_in_stmts(&k.body, dropped, &mut used);
+    for g in &k.grid {
+        names_in_expr(g, &mut used);
+    }
+    for name in dropped {
+        if used.contains(name) {
+            diags.push(
+                Diagnostic::error(Code::WrongKind, format!("output `{name}` of kernel `{}` is read by its body", inst.base.name), at(name), "cannot be dropped")
+                    .with_note("help: `none` drops an output the body only stores to; keep this one"),
+            );
+            ok = false;
+        }
+    }
+    // Sizes: the names in the dropped shapes that no kept parameter declares.
+    let mut kept_sizes = vec![];
+    for p in k.params.iter().filter(|p| !dropped.contains(&p.name.name)) {
+        for d in p.shape.iter().flatten() {
+            names_in_expr(d, &mut kept_sizes);
+        }
+    }
+    for p in k.params.iter().filter(|p| dropped.contains(&p.name.name)) {
+        let mut sizes = vec![];
+        for d in p.shape.iter().flatten() {
+            names_in_expr(d, &mut sizes);
+        }
+        for size in sizes.iter().filter(|n| !kept_sizes.contains(n) && used.contains(n)) {
+            diags.push(
+                Diagnostic::error(Code::WrongKind, format!("size `{size}` of kernel `{}` is declared only by `{}`, which this instance drops", inst.base.name, p.name.name), at(&p.name.name), "the size goes with it")
+                    .with_note(format!("help: keep `{}`, or give a kept parameter a dimension `{size}`", p.name.name)),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// Every name an expression mentions (a `load`'s tensor included).
+fn names_in_expr(e: &super::ast::Expr, out: &mut Vec<String>) {
+    use super::ast::ExprKind as E;
+    match &e.kind {
+        E::Name(n) => out.push(n.clone()),
+        E::Binary(_, a, b) => {
+            names_in_expr(a, out);
+            names_in_expr(b, out);
+        }
+        E::Unary(_, a) | E::Field(a, _) => names_in_expr(a, out),
+        E::Call(_, args) => args.iter().for_each(|a| names_in_expr(a, out)),
+        E::Load(t, index) => {
+            out.push(t.name.clone());
+            names_in_index(index, out);
+        }
+        E::Index(a, index) => {
+            names_in_expr(a, out);
+            names_in_index(index, out);
+        }
+        E::Int(_) | E::Float(_) | E::Error => {}
+    }
+}
+
+fn names_in_index(index: &[super::ast::IndexExpr], out: &mut Vec<String>) {
+    use super::ast::IndexExpr as I;
+    for ix in index {
+        match ix {
+            I::Point(e) => names_in_expr(e, out),
+            I::Range { start, len, .. } => {
+                names_in_expr(start, out);
+                names_in_expr(len, out);
+            }
+            I::Full(_) => {}
+        }
+    }
+}
+
+/// Every name the statements mention, a `store`'s tensor excepted (storing is not reading), and
+/// nothing of a store to one of `dropped` (the instance removes those).
+fn names_in_stmts(body: &[super::ast::Stmt], dropped: &[String], out: &mut Vec<String>) {
+    use super::ast::Stmt;
+    for st in body {
+        match st {
+            Stmt::Let { value, .. } => names_in_expr(value, out),
+            Stmt::Assign { index, value, .. } => {
+                names_in_index(index, out);
+                names_in_expr(value, out);
+            }
+            Stmt::Store { tensor, .. } if dropped.contains(&tensor.name) => {}
+            Stmt::Store { index, value, mask, .. } => {
+                names_in_index(index, out);
+                names_in_expr(value, out);
+                if let Some(m) = mask {
+                    names_in_expr(m, out);
+                }
+            }
+            Stmt::For { lo, hi, body, .. } => {
+                names_in_expr(lo, out);
+                names_in_expr(hi, out);
+                names_in_stmts(body, dropped, out);
+            }
+            Stmt::Error(_) => {}
+        }
+    }
 }
 
 /// Removes the output parameters `names` from `k` with every `store` to them (in loops too);

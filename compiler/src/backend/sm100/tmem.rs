@@ -19,7 +19,8 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Entry code of a kernel that uses tensor memory: initialise the MMA mbarrier (when the
     /// kernel has MMAs) and publish it with a CTA barrier.
     pub fn tcgen05_prologue(&mut self) -> Result<(), BackendError> {
-        let has_mma = self.k.insts.values().any(|d| matches!(d.op, crate::ir::Op::Mma { .. }));
+        let mut has_mma = false;
+        self.k.walk(|i| has_mma |= matches!(self.k.insts[i].op, crate::ir::Op::Mma { .. }));
         if has_mma {
             self.mbar_init()?;
             self.bar_sync()?;

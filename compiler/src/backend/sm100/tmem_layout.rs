@@ -71,9 +71,7 @@ impl TmemLayout {
 pub fn insert_lifecycle(k: &mut Kernel) -> Result<TmemLayout, BackendError> {
     let layout = TmemLayout::prefix_sums(k)?;
     let mut has = false;
-    for i in k.insts.values() {
-        has |= matches!(i.op, Op::TmemAlloc { .. });
-    }
+    k.walk(|i| has |= matches!(k.insts[i].op, Op::TmemAlloc { .. }));
     if layout.alloc_columns == 0 || has {
         return Ok(layout);
     }
