@@ -1,5 +1,5 @@
 //! The one pipeline driver, up to checked and planned IR: parse → lower → validate → lints →
-//! dead code → TMEM plan → per target: fusion, shared-memory plan (budget E0405), barriers
+//! zero products → dead code → TMEM plan → per target: fusion, shared-memory plan (budget E0405), barriers
 //! ([`crate::passes::target_plan`]). `tilec check`, `tilec build`, `tilec run --interp` and tests
 //! all go through it, so `check` reports every planning error `build` would hit.
 
@@ -175,6 +175,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
         if lint && !instances.contains(&k.name.as_str()) {
             diags.extend(lints::run(&k));
         }
+        crate::passes::zero_products::run(&mut k);
         crate::passes::dce::run(&mut k, &opts.keep);
         let tmem = match tmem_plan::run(&mut k) {
             Ok(p) => p,

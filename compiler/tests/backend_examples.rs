@@ -27,7 +27,7 @@ fn opts(out: Option<PathBuf>) -> BuildOptions {
 fn k1_builds_for_all_targets_with_metadata() {
     let out = tmp("k1");
     let (_, r) = build_file(&root().join("dsl-examples/k1_reverse_scan.tile"), &opts(Some(out.clone()))).unwrap();
-    assert_eq!(r.built.len(), 8); // four kernels (both gate settings' bf16-dU instances too) x two targets
+    assert_eq!(r.built.len(), 12); // six kernels (both gate settings' bf16-dU and W = 0 instances too) x two targets
     let dv2 = |stem: &str| KernelMeta::load(&out.join(format!("{stem}.meta.json"))).unwrap().params.into_iter().find(|p| p.name == "dv2").map(|p| p.dtype);
     assert_eq!((dv2("k1_scan_scalar.sm_90a"), dv2("k1_scan_scalar_bf16.sm_90a")), (Some(DType::F32), Some(DType::Bf16)));
     assert_eq!((dv2("k1_scan_channel.sm_100a"), dv2("k1_scan_channel_bf16.sm_100a")), (Some(DType::F32), Some(DType::Bf16)));
@@ -39,8 +39,8 @@ fn k1_builds_for_all_targets_with_metadata() {
         assert_eq!(meta.launch.block_threads, 128);
         assert_eq!(meta.launch.grid[0], "cdiv(V, 32)"); // BV = 32
         // Declared parameters (k1_scan_channel takes q and k gated, the scale folded in: no
-        // `scale`), then one i32 per symbolic size.
-        let declared = if b.kernel.starts_with("k1_scan_channel") { 12 } else { 13 };
+        // `scale`; the W = 0 instances no `w`), then one i32 per symbolic size.
+        let declared = if b.kernel.starts_with("k1_scan_channel") { 12 } else { 13 } - usize::from(b.kernel.ends_with("_w0"));
         assert_eq!(meta.params.len(), declared + meta.sizes.len(), "{stem}");
         assert_eq!(meta.params.iter().find(|p| p.name == "dh").map(|p| p.role), Some(Role::Output));
         // Fits the 227 KiB a CTA may use.

@@ -3,8 +3,9 @@
 //! the text form (print → read → print) that the fixtures rely on.
 //!
 //! Directives (comment lines; see docs/architecture.md, "IR text and file tests"):
-//! * `; run: PASS` — exactly one; PASS is `validate`, `dce`, `tmem-plan`, `smem-plan sm_90a`,
-//!   `smem-plan sm_100a` or `lints`. Every pass but `validate` validates the kernel first.
+//! * `; run: PASS` — exactly one; PASS is `validate`, `dce`, `zero-products` (then `dce`),
+//!   `tmem-plan`, `smem-plan sm_90a`, `smem-plan sm_100a` or `lints`. Every pass but `validate`
+//!   validates the kernel first.
 //! * `; check: TEXT` — TEXT occurs in a line of the pass's output after the line the previous
 //!   check matched (FileCheck order; runs of spaces match any run of spaces).
 //! * `; check-next: TEXT` — TEXT occurs in the line right after the previous check's line.
@@ -16,7 +17,7 @@ use tilec::diag::{Diagnostic, Severity, Span};
 use tilec::ir::builder::Builder;
 use tilec::ir::validate::{validate, Validated};
 use tilec::ir::*;
-use tilec::passes::{dce, lints, smem_report, target_plan, tmem_plan, tmem_report};
+use tilec::passes::{dce, lints, zero_products, smem_report, target_plan, tmem_plan, tmem_report};
 use tilec::target::Target;
 
 /// One error of a pass: code (empty for validator errors), message, and its rendering.
@@ -48,6 +49,7 @@ fn render(d: &Diagnostic) -> String {
 enum Pass {
     Validate,
     Dce,
+    ZeroProducts,
     TmemPlan,
     SmemPlan(Target),
     Lints,
@@ -57,6 +59,7 @@ fn parse_pass(s: &str) -> Result<Pass, String> {
     Ok(match s.split_whitespace().collect::<Vec<_>>().as_slice() {
         ["validate"] => Pass::Validate,
         ["dce"] => Pass::Dce,
+        ["zero-products"] => Pass::ZeroProducts,
         ["tmem-plan"] => Pass::TmemPlan,
         ["smem-plan", "sm_90a"] => Pass::SmemPlan(Target::Sm90a),
         ["smem-plan", "sm_100a"] => Pass::SmemPlan(Target::Sm100a),
@@ -79,6 +82,14 @@ fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
             let removed = dce::run(&mut k, &[]);
             checked(&k)?; // what is left must validate, as in the driver
             Ok(format!("; {removed} instructions removed\n") + &write::write_kernel(&k))
+        }
+        Pass::ZeroProducts => {
+            checked(k)?;
+            let mut k = k.clone();
+            let folded = zero_products::run(&mut k);
+            let removed = dce::run(&mut k, &[]);
+            checked(&k)?;
+            Ok(format!("; {folded} products folded, {removed} instructions removed\n") + &write::write_kernel(&k))
         }
         Pass::TmemPlan => {
             checked(k)?;
@@ -234,6 +245,7 @@ macro_rules! fixtures {
 fixtures!(
     tmem_reuse_disjoint,
     dce_dropped_output,
+    zero_products,
     fuse_column_sum_costly_terms,
     tmem_loop_extends_live_range,
     tmem_over_budget,

@@ -134,7 +134,7 @@ fn strong_decay_dg_is_accurate() {
 /// the example sources), else `name`.
 fn body_of(name: &str) -> String {
     let prefix = format!("kernel {name} = ");
-    for f in ["gdn.tile", "gdn_channel.tile", "k1_reverse_scan.tile"] {
+    for f in ["gdn.tile", "gdn_fwd.tile", "gdn_channel.tile", "k1_reverse_scan.tile"] {
         let src = std::fs::read_to_string(examples().join(f)).unwrap();
         if let Some(line) = src.lines().find(|l| l.starts_with(&prefix)) {
             return line[prefix.len()..].split('(').next().unwrap().to_string();
@@ -162,7 +162,8 @@ fn the_other_members_share_the_stage_kernels_and_meet_their_bounds() {
         let op = c.module.operators.iter().find(|o| o.name == name).unwrap();
         // No kernel of its own: every launch runs the body of one `shares` launches — itself, or
         // an instance of the same kernel (gdn_bwd's bf16-dU k1_scan_scalar_bf16 and dqkwg_bf16;
-        // SSD's, LA's and GLA's dqkg and dqkg_channel, dqkwg without dW).
+        // SSD's, LA's and GLA's W = 0 instances: dqkg, state_fwd_w0, k1_scan_scalar_w0,
+        // combine_no_k2 and their per-channel forms).
         let base: Vec<String> = launches(shares).iter().map(|k| body_of(k)).collect();
         assert!(op.launches.iter().all(|l| base.contains(&body_of(&l.kernel))), "{name} launches a kernel {shares} does not");
         let js = judge_op(&c, name);

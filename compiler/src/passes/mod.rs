@@ -1,8 +1,8 @@
 //! IR passes and analyses, one per file. The pipeline (see [`crate::frontend`]):
 //!
 //! 1. `sema` lowers the AST; afterwards the IR is valid ([`crate::ir::validate`]).
-//! 2. [`lints`] — warnings on the lowered IR; then [`dce`] removes code whose effect reaches no
-//!    store.
+//! 2. [`lints`] — warnings on the lowered IR; then [`zero_products`] folds matrix products with
+//!    an all-zero operand and [`dce`] removes code whose effect reaches no store.
 //! 3. [`tmem_plan`] — TMEM placement; afterwards every TMEM variable has a column offset and
 //!    the kernel has exactly one alloc / relinquish / dealloc.
 //! 4. Per target ([`target_plan`]): [`fuse`] (elementwise fusion), [`smem_plan`] (shared-memory
@@ -28,6 +28,7 @@ pub mod tmem_plan;
 pub mod tmem_report;
 pub mod var_roles;
 pub mod warp_spec;
+pub mod zero_products;
 
 #[cfg(test)]
 mod interval_plan_tests;

@@ -115,6 +115,9 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
             }
             param.elem = elem.clone();
         }
+        if !k.zeroed.is_empty() {
+            k.contract = None; // a class's fp64 reference takes every input of the kernel
+        }
         if ok && !dropped.is_empty() {
             ok = droppable(&k, inst, &dropped, diags);
             if ok {
