@@ -32,7 +32,7 @@ fn build(example: &str, dir: &Path) -> Vec<PathBuf> {
 fn res02_passes_on_every_built_artifact() {
     let ptxas = find_ptxas().is_some();
     let mut judged = Vec::new();
-    for (example, n_kernels) in [("k1_reverse_scan.tile", 4), ("gemm.tile", 1)] {
+    for (example, n_kernels) in [("k1_reverse_scan.tile", 6), ("gemm.tile", 1)] {
         let dir = std::env::temp_dir().join(format!("kverify-res02-{}-{}", std::process::id(), example.trim_end_matches(".tile")));
         let _ = std::fs::remove_dir_all(&dir);
         let metas = build(example, &dir);
@@ -62,7 +62,7 @@ fn res02_passes_on_every_built_artifact() {
         let _ = std::fs::remove_dir_all(&dir);
     }
     eprintln!("RES-02 on tilec artifacts:\n  {}", judged.join("\n  "));
-    assert_eq!(judged.len(), 10); // (K#1 scalar and channel, their bf16-dU instances, gemm) x 2 targets
+    assert_eq!(judged.len(), 14); // (K#1 scalar and channel, their bf16-dU and W = 0 instances, gemm) x 2 targets
 }
 
 /// A declared residency's spills pass RES-02, and only there: gdn_fwd.tile's solve_tril declares
