@@ -14,7 +14,7 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Kernel, Op, Type, Value, ValueDef, Var};
+use crate::ir::{Elem, InstData, Kernel, Op, Type, Value, ValueData, ValueDef, Var};
 
 /// Folds `k`'s products with an all-zero operand; returns how many.
 pub fn run(k: &mut Kernel) -> usize {
@@ -41,31 +41,26 @@ pub fn run(k: &mut Kernel) -> usize {
             continue;
         }
         folded += 1;
+        let Some((blk, at)) = k.blocks.iter().find_map(|(blk, d)| d.insts.iter().position(|&x| x == i).map(|at| (blk, at))) else { continue };
         if accumulate {
-            // acc ± 0: unchanged. Made inert and left to dead-code elimination's block sweep.
-            k.insts[i].op = Op::ConstInt(0);
-            let c = k.values.push(crate::ir::ValueData { ty: Type::Scalar(crate::ir::Elem::I32), def: ValueDef::Result(i) });
-            k.insts[i].result = Some(c);
-        } else {
-            // acc = 0 · b: the accumulator's type of zeros, written where the product was.
-            let ty = k.vars[dst].ty;
-            let z = k.insts.push(crate::ir::InstData { op: Op::ConstFloat(0.0), result: None });
-            let zv = k.values.push(crate::ir::ValueData { ty: Type::Scalar(crate::ir::Elem::F32), def: ValueDef::Result(z) });
-            k.insts[z].result = Some(zv);
-            let s = k.insts.push(crate::ir::InstData { op: Op::Splat(zv), result: None });
-            let sv = k.values.push(crate::ir::ValueData { ty, def: ValueDef::Result(s) });
-            k.insts[s].result = Some(sv);
-            k.insts[i].op = Op::WriteVar(dst, sv);
-            let span = k.inst_spans[i];
-            k.inst_spans[z] = span;
-            k.inst_spans[s] = span;
-            for (_, blk) in k.blocks.iter_mut() {
-                if let Some(p) = blk.insts.iter().position(|&x| x == i) {
-                    blk.insts.splice(p..p, [z, s]);
-                    break;
-                }
-            }
+            // acc ± 0: unchanged.
+            k.blocks[blk].insts.remove(at);
+            k.insts[i].op = Op::ConstInt(0); // inert, as dead-code elimination leaves what it removes
+            continue;
         }
+        // acc = 0 · b: a tile of zeros of the accumulator's type, written where the product was.
+        let span = k.inst_spans[i];
+        let push = |k: &mut Kernel, op: Op, ty: Type| {
+            let n = k.insts.push(InstData { op, result: None });
+            let v = k.values.push(ValueData { ty, def: ValueDef::Result(n) });
+            k.insts[n].result = Some(v);
+            k.inst_spans[n] = span;
+            (n, v)
+        };
+        let (z, zv) = push(k, Op::ConstFloat(0.0), Type::Scalar(Elem::F32));
+        let (s, sv) = push(k, Op::Splat(zv), k.vars[dst].ty);
+        k.insts[i].op = Op::WriteVar(dst, sv);
+        k.blocks[blk].insts.splice(at..at, [z, s]);
     }
     folded
 }

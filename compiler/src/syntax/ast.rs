@@ -394,6 +394,42 @@ pub struct Expr {
 /// Expression trees can be arbitrarily deep while they are being parsed (a 200 000-term sum
 /// before a syntax error), and the derived recursive drop overflowed the stack on them; this
 /// one moves children onto a heap stack first. See also [`super::depth`].
+impl Expr {
+    /// The direct sub-expressions (index expressions included), for walks that must not recurse
+    /// (`syntax::depth`; a deep expression would overflow the stack).
+    pub fn children(&self) -> Vec<&Expr> {
+        let mut out: Vec<&Expr> = vec![];
+        let ix: &[IndexExpr] = match &self.kind {
+            ExprKind::Binary(_, a, b) => {
+                out.extend([&**a, &**b]);
+                &[]
+            }
+            ExprKind::Unary(_, a) | ExprKind::Field(a, _) => {
+                out.push(a);
+                &[]
+            }
+            ExprKind::Call(_, args) => {
+                out.extend(args.iter());
+                &[]
+            }
+            ExprKind::Load(_, ix) => ix,
+            ExprKind::Index(a, ix) => {
+                out.push(a);
+                ix
+            }
+            ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Name(_) | ExprKind::Error => &[],
+        };
+        for i in ix {
+            match i {
+                IndexExpr::Point(x) => out.push(x),
+                IndexExpr::Range { start, len, .. } => out.extend([start, len]),
+                IndexExpr::Full(_) => {}
+            }
+        }
+        out
+    }
+}
+
 impl Drop for Expr {
     fn drop(&mut self) {
         let mut stack = Vec::new();

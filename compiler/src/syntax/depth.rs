@@ -154,24 +154,7 @@ fn expr_depth(root: &Expr) -> usize {
     let mut stack = vec![(root, 1usize)];
     while let Some((e, d)) = stack.pop() {
         max = max.max(d);
-        match &e.kind {
-            ExprKind::Binary(_, a, b) => stack.extend([(&**a, d + 1), (&**b, d + 1)]),
-            ExprKind::Unary(_, a) | ExprKind::Field(a, _) => stack.push((a, d + 1)),
-            ExprKind::Call(_, args) => stack.extend(args.iter().map(|a| (a, d + 1))),
-            ExprKind::Load(_, index) | ExprKind::Index(_, index) => {
-                if let ExprKind::Index(a, _) = &e.kind {
-                    stack.push((a, d + 1));
-                }
-                for i in index {
-                    match i {
-                        IndexExpr::Point(x) => stack.push((x, d + 1)),
-                        IndexExpr::Range { start, len, .. } => stack.extend([(start, d + 1), (len, d + 1)]),
-                        IndexExpr::Full(_) => {}
-                    }
-                }
-            }
-            ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Name(_) | ExprKind::Error => {}
-        }
+        stack.extend(e.children().into_iter().map(|c| (c, d + 1)));
     }
     max
 }

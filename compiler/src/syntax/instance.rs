@@ -118,8 +118,8 @@ pub fn expand(file: &mut File, diags: &mut Diagnostics) {
         if !k.zeroed.is_empty() {
             k.contract = None; // a class's fp64 reference takes every input of the kernel
         }
-        if ok && !dropped.is_empty() {
-            ok = droppable(&k, inst, &dropped, diags);
+        if ok && !(dropped.is_empty() && k.zeroed.is_empty()) {
+            ok = removable(&k, inst, &dropped, diags);
             if ok {
                 drop_outputs(&mut k, &dropped);
             }
@@ -157,13 +157,15 @@ pub fn attribute(file: &File, chunks: Vec<(String, Diagnostics)>) -> Diagnostics
     out
 }
 
-/// Whether the outputs `dropped` of kernel `k` can go (E0203 at the `none` otherwise): the body
-/// must not read one, a size only one of them declares must not be used elsewhere, and some
-/// output must stay.
-fn droppable(k: &super::ast::KernelDecl, inst: &super::ast::InstanceDecl, dropped: &[String], diags: &mut Diagnostics) -> bool {
+/// Whether the outputs `dropped` and the inputs `k.zeroed` of kernel `k` can leave its signature
+/// (E0203 at the entry otherwise): the body must not read a dropped output, some output must
+/// stay, and a size only removed parameters declare must not be needed — used elsewhere, for a
+/// dropped output; at all, for a zeroed input (sema still lowers its shape, so its sizes would
+/// stay kernel arguments that no launch can bind).
+fn removable(k: &super::ast::KernelDecl, inst: &super::ast::InstanceDecl, dropped: &[String], diags: &mut Diagnostics) -> bool {
     let at = |name: &str| inst.retypes.iter().find(|(p, _)| p.name == name).map(|(p, _)| p.span).unwrap_or(inst.span);
     let mut ok = true;
-    if k.params.iter().filter(|p| p.output).all(|p| dropped.contains(&p.name.name)) {
+    if !dropped.is_empty() && k.params.iter().filter(|p| p.output).all(|p| dropped.contains(&p.name.name)) {
         diags.push(
             Diagnostic::error(Code::WrongKind, format!("instance `{}` drops every output of `{}`", inst.name.name, inst.base.name), inst.span, "it would store nothing")
                 .with_note("help: keep at least one output; a launch that stores nothing is better left out of the operator"),
@@ -184,21 +186,24 @@ fn droppable(k: &super::ast::KernelDecl, inst: &super::ast::InstanceDecl, droppe
             ok = false;
         }
     }
-    // Sizes: the names in the dropped shapes that no kept parameter declares.
+    // Sizes: the names in the removed shapes that no kept parameter declares.
+    let removed = |name: &String| dropped.contains(name) || k.zeroed.contains(name);
     let mut kept_sizes = vec![];
-    for p in k.params.iter().filter(|p| !dropped.contains(&p.name.name)) {
+    for p in k.params.iter().filter(|p| !removed(&p.name.name)) {
         for d in p.shape.iter().flatten() {
             names_in_expr(d, &mut kept_sizes);
         }
     }
-    for p in k.params.iter().filter(|p| dropped.contains(&p.name.name)) {
+    for p in k.params.iter().filter(|p| removed(&p.name.name)) {
+        let (verb, zeroed) = if dropped.contains(&p.name.name) { ("drops", false) } else { ("declares all zeros", true) };
         let mut sizes = vec![];
         for d in p.shape.iter().flatten() {
             names_in_expr(d, &mut sizes);
         }
-        for size in sizes.iter().filter(|n| !kept_sizes.contains(n) && used.contains(n)) {
+        sizes.dedup();
+        for size in sizes.iter().filter(|n| !kept_sizes.contains(n) && (zeroed || used.contains(n))) {
             diags.push(
-                Diagnostic::error(Code::WrongKind, format!("size `{size}` of kernel `{}` is declared only by `{}`, which this instance drops", inst.base.name, p.name.name), at(&p.name.name), "the size goes with it")
+                Diagnostic::error(Code::WrongKind, format!("size `{size}` of kernel `{}` is declared only by `{}`, which this instance {verb}", inst.base.name, p.name.name), at(&p.name.name), "the size goes with it")
                     .with_note(format!("help: keep `{}`, or give a kept parameter a dimension `{size}`", p.name.name)),
             );
             ok = false;
@@ -207,26 +212,17 @@ fn droppable(k: &super::ast::KernelDecl, inst: &super::ast::InstanceDecl, droppe
     ok
 }
 
-/// Every name an expression mentions (a `load`'s tensor included).
+/// Every name an expression mentions (a `load`'s tensor included), without recursion.
 fn names_in_expr(e: &super::ast::Expr, out: &mut Vec<String>) {
     use super::ast::ExprKind as E;
-    match &e.kind {
-        E::Name(n) => out.push(n.clone()),
-        E::Binary(_, a, b) => {
-            names_in_expr(a, out);
-            names_in_expr(b, out);
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match &e.kind {
+            E::Name(n) => out.push(n.clone()),
+            E::Load(t, _) => out.push(t.name.clone()),
+            _ => {}
         }
-        E::Unary(_, a) | E::Field(a, _) => names_in_expr(a, out),
-        E::Call(_, args) => args.iter().for_each(|a| names_in_expr(a, out)),
-        E::Load(t, index) => {
-            out.push(t.name.clone());
-            names_in_index(index, out);
-        }
-        E::Index(a, index) => {
-            names_in_expr(a, out);
-            names_in_index(index, out);
-        }
-        E::Int(_) | E::Float(_) | E::Error => {}
+        stack.extend(e.children());
     }
 }
 
