@@ -27,6 +27,16 @@ fn tilec(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tilec")).args(args).output().unwrap()
 }
 
+/// The IR text (`tilec check --emit ir`) of the kernel of `file` whose header starts with
+/// `head`, from its name to its body's last instruction.
+fn kernel_ir(file: &std::path::Path, head: &str) -> String {
+    let o = tilec(&["check", file.to_str().unwrap(), "--emit", "ir"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = format!("\n{}", String::from_utf8_lossy(&o.stdout));
+    let text = out.split("\nkernel ").find(|s| s.starts_with(head)).unwrap_or_else(|| panic!("no kernel `{head}` in:{out}"));
+    text.split("\n}").next().unwrap_or_default().to_string()
+}
+
 /// The instance stores what the base kernel computes, rounded once to bf16 (nearest even): its
 /// output equals the base kernel's f32 output rounded, bit for bit, on 37 elements (a partial
 /// last tile) whose products round in both directions.
@@ -125,11 +135,7 @@ kernel only_y = two(z: none);
 fn a_dropped_output_goes_with_the_code_that_only_fed_it() {
     let file = tmp("drop.tile");
     std::fs::write(&file, DROP_SRC).unwrap();
-    let o = tilec(&["check", file.to_str().unwrap(), "--emit", "ir"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let ir = |name: &str| format!("\n{out}").split("\nkernel ").find(|s| s.starts_with(name)).map(|s| s.split("\n}").next().unwrap().to_string()).unwrap();
-    let (base, inst) = (ir("two("), ir("only_y("));
+    let (base, inst) = (kernel_ir(&file, "two("), kernel_ir(&file, "only_y("));
     for (text, want) in [(&base, 1), (&inst, 0)] {
         assert_eq!(text.matches(" mma ").count(), want, "{text}");
         assert_eq!(text.matches(" for ").count(), want, "{text}");
@@ -183,10 +189,7 @@ kernel no_b = comb(b: zeros);
 fn a_zeroed_input_reads_zeros_without_a_parameter() {
     let file = tmp("zeros.tile");
     std::fs::write(&file, ZERO_SRC).unwrap();
-    let o = tilec(&["check", file.to_str().unwrap(), "--emit", "ir"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let inst = format!("\n{out}").split("\nkernel ").find(|s| s.starts_with("no_b(")).map(|s| s.split("\n}").next().unwrap().to_string()).unwrap();
+    let inst = kernel_ir(&file, "no_b(");
     assert!(inst.starts_with("no_b(p0 a: f32[N, 16] edge(zeros), p1 s: f32[N], p2 y: out f32[N, 16] edge(zeros))\n"), "{inst}");
     assert_eq!(inst.matches(" = load ").count(), 2, "{inst}");
 
