@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The next device call (docs/results.md, "Thirty-first session"), run as .device/call1.sh with
+# The device call (docs/results.md, "Thirty-second session"), run as .device/call1.sh with
 # carry [".device"] after `scripts/h200-prepare.sh` (it empties .device: prepare first),
 # `X_PATCH=bench/x_one_v_pass_dqkwg.patch X_FILES=dsl-examples/gdn_channel.tile X_NAME=xv1
 # scripts/h200-ab.sh prepare-x` and, for an old set, `OLD=<commit> scripts/h200-ab.sh prepare`:
 # the torch unit tests on the CPU stand-in; the column-piece, row-plan and gather check cases
 # against the interpreter and the gather trap; the sets of SETS compared with new (bitwise) and
-# timed (kda, gla and their saved forms; fla beside new with FLA=kda,gla, ~2 min of JIT each);
+# timed (SPEED, default kda and gla with their saved forms; fla beside new with FLA=kda,gla, ~2 min of JIT each);
 # racecheck of RC; Nsight on dqkwg/k2_keys if time is left. Everything goes to $OUT, whose file
 # count the device limits (about 8 come back): keep SETS short.
 set -u
@@ -23,7 +23,7 @@ for n in 15 16; do
   .device/bin/tilec-run .device/art/gather_trap.sm_90a.meta.json --inputs .device/io/gather_trap_n$n.in.safetensors --out /tmp/gt$n.safetensors > /tmp/gt$n.txt 2>&1
   echo "gather_trap n=$n: exit $? ($( [ $n = 15 ] && echo 'must run' || echo 'must trap')): $(tail -n1 /tmp/gt$n.txt | cut -c1-160)"
 done 2>&1 | tee -a $OUT/checks.txt
-AB_SETS="${SETS:-new xv1}" AB_PARTS="same plans bwd" AB_SPEED=kda,gla AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
+AB_SETS="${SETS:-new xv1}" AB_PARTS="same plans bwd" AB_SPEED=${SPEED:-kda,gla} AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
 for name in reductions_pieces_r100 reductions_pieces4_r100 rowplan_r150 rowplan_wide_r300 rowplan_narrow_r100 gathers_r100; do
   PYTHONPATH=/tmp/site python3 scripts/h200_compare_outputs.py "$name" /tmp/$name.gpu.safetensors .device/io/$name.interp.safetensors --exact
 done 2>&1 | tee -a $OUT/checks.txt   # in a file too: the reply keeps only the output's tail
