@@ -12,7 +12,7 @@ set -u
 start=$(date +%s); limit=${LIMIT:-585}   # seconds this call may take (the racechecks and Nsight stop short of it)
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
 echo "=== python tests (torch, CPU stand-in)"
-(cd python/tests && PYTHONPATH=../:. timeout 60 python3 -m unittest test_fla_ops 2>&1 | tail -4)
+(cd python/tests && PYTHONPATH=../:. timeout 60 python3 -m unittest test_fla_ops 2>&1 | tail -4 | tee $OUT/checks.txt)
 echo "=== check cases vs interpreter"
 for case in frag_reduce_pieces@reductions_pieces_r100 frag_reduce_pieces4@reductions_pieces4_r100 \
             row_plans@rowplan_r150 row_plans_wide@rowplan_wide_r300 row_plans_narrow@rowplan_narrow_r100 gathers@gathers_r100; do

@@ -43,6 +43,14 @@ fn init_nvptx() {
 /// (0.4 → 1.0 s). Every shipped kernel's PTX is unchanged.
 pub const LONG_FUNCTION_INSTRUCTIONS: usize = 30_000;
 
+/// Why the rest keep `default<O3>` and -O2 code generation with Straight Line Strength
+/// Reduction, although they are nearly all of a cold build's time: both cheaper settings were
+/// measured on a GPU (thirty-second session, H100, outputs bitwise the same) and both lose
+/// speed. SLSR alone turned off (`-opt-disable=slsr`: code generation 3.96 → 2.79 s of CPU for
+/// gdn.tile) made dqkwg_channel 22 %, dqkg_channel 24 % and k2_keys_channel 15 % slower; a short
+/// IR pipeline (SROA, CSE, one InstCombine each side of LICM and GVN, loop rotation; IR 5.6 →
+/// 2.5 s) made them 37–38 % slower and solve_tril and state_fwd 17 %.
+///
 /// The IR pipeline of a module over [`LONG_FUNCTION_INSTRUCTIONS`].
 pub const LONG_FUNCTION_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,gvn,loop-mssa(licm),simplifycfg)";
 
