@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The device call (docs/results.md, "Thirty-second session"), run as .device/call1.sh with
-# carry [".device"] after `scripts/h200-prepare.sh` (it empties .device: prepare first),
-# `X_PATCH=bench/x_one_v_pass_dqkwg.patch X_FILES=dsl-examples/gdn_channel.tile X_NAME=xv1
-# scripts/h200-ab.sh prepare-x` and, for an old set, `OLD=<commit> scripts/h200-ab.sh prepare`:
+# carry [".device"] after `scripts/h200-prepare.sh` (it empties .device: prepare first), for
+# each experiment set `X_PATCH=<patch> X_FILES=<sources> X_NAME=x<name> scripts/h200-ab.sh
+# prepare-x` and, for an old set, `OLD=<commit> scripts/h200-ab.sh prepare`:
 # the torch unit tests on the CPU stand-in; the column-piece, row-plan and gather check cases
 # against the interpreter and the gather trap; the sets of SETS compared with new (bitwise) and
 # timed (SPEED, default kda and gla with their saved forms; fla beside new with FLA=kda,gla, ~2 min of JIT each);
-# racecheck of RC; Nsight on dqkwg/k2_keys if time is left. Everything goes to $OUT, whose file
+# racecheck of RC; Nsight Compute on the kernels NCU_KERNELS (a regex) of the set NCU_SET if time is left. Everything goes to $OUT, whose file
 # count the device limits (about 8 come back): keep SETS short.
 set -u
 start=$(date +%s); limit=${LIMIT:-585}   # seconds this call may take (the racechecks and Nsight stop short of it)
@@ -24,13 +24,29 @@ for n in 15 16; do
   echo "gather_trap n=$n: exit $? ($( [ $n = 15 ] && echo 'must run' || echo 'must trap')): $(tail -n1 /tmp/gt$n.txt | cut -c1-160)"
 done 2>&1 | tee -a $OUT/checks.txt
 AB_SETS="${SETS:-new xv1}" AB_PARTS="same plans bwd" AB_SPEED=${SPEED:-kda,gla} AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
+# Every set's records in one file (the device returns only about eight): $OUT/ab/sets.json,
+# {set: [records of bench/h200_gdn_bwd.py]}; the per-set files go.
+python3 - "$OUT/ab" <<'PY'
+import json, os, sys
+d = sys.argv[1]; out = {}
+for s in sorted(os.listdir(d)):
+    f = os.path.join(d, s, "gdn_bwd.json")
+    if os.path.isfile(f):
+        txt = open(f).read(); dec = json.JSONDecoder(); i = 0; recs = []
+        while i < len(txt):
+            while i < len(txt) and txt[i] in " \n\r\t,[]": i += 1
+            if i >= len(txt): break
+            o, i = dec.raw_decode(txt, i); recs.append(o)
+        out[s] = recs; os.remove(f)
+json.dump(out, open(os.path.join(d, "sets.json"), "w"), indent=1)
+PY
 for name in reductions_pieces_r100 reductions_pieces4_r100 rowplan_r150 rowplan_wide_r300 rowplan_narrow_r100 gathers_r100; do
   PYTHONPATH=/tmp/site python3 scripts/h200_compare_outputs.py "$name" /tmp/$name.gpu.safetensors .device/io/$name.interp.safetensors --exact
 done 2>&1 | tee -a $OUT/checks.txt   # in a file too: the reply keeps only the output's tail
 grep -v "^  *bitwise" $OUT/ab/ab.txt | cut -c1-300 | tail -90
 echo "=== FAIL lines:"; grep -E "FAIL" $OUT/ab/ab.txt | head -20
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
-for ms in ${RC:-kda@new}; do
+for ms in ${RC-kda@new}; do   # RC="" runs none
   m=${ms%@*}; x=${ms#*@}
   [ $(( $(date +%s) - start )) -lt $(( limit - 85 )) ] || { echo "skip racecheck $m $x: time"; continue; }
   a=.device/art_$x; [ $x = new ] && a=.device/art
@@ -39,10 +55,11 @@ for ms in ${RC:-kda@new}; do
   echo "racecheck $x $m (rc $?): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $OUT/rc_${m}_$x.txt | tail -n2 | tr '\n' ' ') ($(( $(date +%s) - start )) s)"
 done
 el=$(( $(date +%s) - start ))
-if [ $el -lt $(( limit - 135 )) ]; then
-  echo "=== ncu dqkwg/k2_keys on art_xv1 kda_bwd ($el s)"
-  cp -n .device/art/* .device/art_xv1/ 2>/dev/null
-  PYTHONPATH=/tmp/site:python timeout $(( limit - el )) python3 bench/h200_ncu.py --tilec-run .device/bin/tilec-run --plan .device/art_xv1/kda_bwd.sm_90a.plan.json --out $OUT/ncu --kernels 'dqkwg_channel|k2_keys_channel' 2>&1 | tail -5
+ns=${NCU_SET:-new}; na=.device/art; [ $ns = new ] || na=.device/art_$ns
+if [ -n "${NCU_KERNELS:-}" ] && [ $el -lt $(( limit - 135 )) ]; then
+  echo "=== ncu $NCU_KERNELS on $na kda_bwd ($el s)"
+  [ $ns = new ] || cp -n .device/art/* $na/ 2>/dev/null
+  PYTHONPATH=/tmp/site:python timeout $(( limit - el )) python3 bench/h200_ncu.py --tilec-run .device/bin/tilec-run --plan $na/kda_bwd.sm_90a.plan.json --out $OUT/ncu --kernels "$NCU_KERNELS" 2>&1 | tail -5
   cat $OUT/ncu/*.summary.txt 2>/dev/null | head -60
 fi
 echo "=== done $(( $(date +%s) - start )) s"
