@@ -6,7 +6,7 @@
 # the torch unit tests on the CPU stand-in; the column-piece, row-plan and gather check cases
 # against the interpreter and the gather trap; the sets of SETS compared with new (bitwise) and
 # timed (SPEED, default kda and gla with their saved forms; fla beside new with FLA=kda,gla, ~2 min of JIT each);
-# racecheck of RC; Nsight Compute on the kernels NCU_KERNELS (a regex) of the set NCU_SET if time is left. Everything goes to $OUT, whose file
+# PARTS (default "same plans bwd"; "check" runs scripts/h200-check.sh, racecheck there with RACECHECK=1); racecheck of RC; Nsight Compute on the kernels NCU_KERNELS (a regex) of the set NCU_SET if time is left. Everything goes to $OUT, whose file
 # count the device limits (about 8 come back): keep SETS short.
 set -u
 start=$(date +%s); limit=${LIMIT:-585}   # seconds this call may take (the racechecks and Nsight stop short of it)
@@ -23,7 +23,7 @@ for n in 15 16; do
   .device/bin/tilec-run .device/art/gather_trap.sm_90a.meta.json --inputs .device/io/gather_trap_n$n.in.safetensors --out /tmp/gt$n.safetensors > /tmp/gt$n.txt 2>&1
   echo "gather_trap n=$n: exit $? ($( [ $n = 15 ] && echo 'must run' || echo 'must trap')): $(tail -n1 /tmp/gt$n.txt | cut -c1-160)"
 done 2>&1 | tee -a $OUT/checks.txt
-AB_SETS="${SETS:-new xv1}" AB_PARTS="same plans bwd" AB_SPEED=${SPEED:-kda,gla} AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
+AB_SETS="${SETS:-new xv1}" AB_PARTS="${PARTS:-same plans bwd}" RACECHECK=${RACECHECK:-0} AB_SPEED=${SPEED:-kda,gla} AB_FLA_SPEED=${FLA:-none} AB_OLD_SPEED=${OLD_SPEED:-1} BUDGET=${BUDGET:-450} OUT=$OUT/ab scripts/h200-ab.sh > /dev/null 2>&1
 # Every set's records in one file (the device returns only about eight): $OUT/ab/sets.json,
 # {set: [records of bench/h200_gdn_bwd.py]}; the per-set files go.
 python3 - "$OUT/ab" <<'PY'
