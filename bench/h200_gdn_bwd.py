@@ -37,7 +37,7 @@ ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
 ap.add_argument("--fla-for", default="gdn,gdn_varlen,gdn_gva", help="accuracy cases to run fla beside (its first call JIT-compiles for minutes)")
 ap.add_argument("--qla-for", default="gdn", help="accuracy cases to run FlashQLA beside (when flash_qla imports; its first call per shape JIT-compiles for ~2 min)")
-ap.add_argument("--speed", default="dense,saved,kda,gla,varlen,variants", help="speed sets to run: dense, saved (gdn_bwd_saved: the backward from the forward's Ai, as fla's), kda and gla (the per-channel members, beside fla's chunk_kda / chunk_gla), varlen (beside fla), variants (tilec at the other head sizes)")
+ap.add_argument("--speed", default="dense,saved,kda,gla,varlen,variants", help="speed sets to run: dense, saved (gdn_bwd_saved: the backward from the forward's Ai, as fla's), kda and gla (the per-channel members, beside fla's chunk_kda / chunk_gla), ssd and la (beside fla's chunk_simple_gla / chunk_linear_attn; not in the default), varlen (beside fla), variants (tilec at the other head sizes)")
 ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
 ap.add_argument("--fla-speed", default="dense,saved,kda,gla,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
@@ -79,6 +79,18 @@ def fla_gla_fn():
     return fla_op("fla.ops.gla", "chunk_gla")
 
 
+def fla_ssd_fn():
+    """fla's chunk_simple_gla (a scalar gate g [B, T, H] in log space, no β): SSD / Mamba-2's recurrence."""
+    return fla_op("fla.ops.simple_gla", "chunk_simple_gla")
+
+
+def fla_la_fn():
+    """fla's chunk_linear_attn with `normalize=False`: the plain linear-attention recurrence
+    (no gate, no β) that tilec's la_bwd differentiates; fla normalises by default."""
+    f = fla_op("fla.ops.linear_attn", "chunk_linear_attn")
+    return lambda *a, **kw: f(*a, normalize=False, **kw)
+
+
 def fla_grads(x, scale, f=None):
     """fla's (or `f`'s: FlashQLA's, fla's KDA or GLA) forward with autograd, then the gradients of Σ o·do + Σ h_T·dht; returns (grads, bwd)."""
     f = f or fla_fn()
@@ -91,7 +103,7 @@ def fla_grads(x, scale, f=None):
     return dict(zip(["d" + n for n in order], g)), bwd
 
 
-ANCHORS = {"fla": fla_fn, "flashqla": qla_fn, "fla_kda": fla_kda_fn, "fla_gla": fla_gla_fn}  # the anchors' result keys: <key>_worst, <key>_bwd_ms, ...
+ANCHORS = {"fla": fla_fn, "flashqla": qla_fn, "fla_kda": fla_kda_fn, "fla_gla": fla_gla_fn, "fla_ssd": fla_ssd_fn, "fla_la": fla_la_fn}  # the anchors' result keys: <key>_worst, <key>_bwd_ms, ...
 
 
 def anchor_accuracy(res, key, x, ref, grads):
@@ -238,9 +250,9 @@ rn = lambda *s: torch.randn(*s, device=dev, generator=g_)
 scale = K ** -0.5
 
 
-def inputs(b, t, n, K=K, V=V):
-    """Random GDN inputs in fla's layout: [b, t, H, ·], states for n sequences."""
-    return gdn_inputs(rn, b, t, H, K, V, n)
+def inputs(b, t, n, K=K, V=V, member="gdn"):
+    """Random inputs of `member` (default GDN) in fla's layout: [b, t, H, ·], states for n sequences."""
+    return gdn_inputs(rn, b, t, H, K, V, n, member=member)
 
 
 SPEED = args.speed.split(",")
@@ -290,6 +302,12 @@ for member in [m for m in ("kda", "gla") if m in SPEED]:
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
     emit(res)
+
+# ---- 2d. the scalar-gate members without W (the W = 0 instances): ssd_bwd beside fla's
+# chunk_simple_gla, la_bwd beside chunk_linear_attn(normalize=False) -------------------------------
+for member in [m for m in ("ssd", "la") if m in SPEED]:
+    anchor = ["fla_" + member] * (member in FLA_SPEED)
+    emit({"case": f"{member}_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed(f"speed_{member}", inputs(B, T, B, member=member), f"{member}_bwd.sm_90a.plan.json", anchors=anchor)})
 
 # ---- 3. varlen speed beside fla: 8 sequences of mixed lengths, T = 8·2048 tokens packed --------
 lens = [3000, 1000, 2048, 517, 4096, 1500, 2331, 1892]
