@@ -325,3 +325,45 @@ fn recompute_w_u_matches_fp64() {
         eprintln!("{name}: max |err| = {worst:.3e}");
     }
 }
+
+/// scores_channel's diagonal 16-row blocks keep the sign of zero a sum from +0 gives: its
+/// distance loop gathers each P[i, j] back into the block (paired steps), and a gathered value
+/// keeps a −0 that the former sum `+0 + p` turned into +0 (a breaker's find). At scale ±0 every
+/// P[i, j] with j ≤ i in i's block is then exactly ±0 — the product of a row sum and the scale —
+/// and must be stored as +0, for row sums of either sign. The blocks' other entries and the
+/// rows' sums are covered by the operator tests.
+#[test]
+fn scores_channel_stores_plus_zero_in_its_diagonal_blocks() {
+    let (b, t, h) = (1, 64, 1);
+    let mut rng = Rng(9);
+    let (q, _) = random_tensor(&mut rng, DType::Bf16, &[b, t, h, KD], 1.0);
+    let (k, _) = random_tensor(&mut rng, DType::Bf16, &[b, t, h, KD], 1.0);
+    // Γ (log2 units) falling down each column, as gate_cumsum_channel makes it.
+    let gc: Vec<f64> = (0..t * KD).map(|x| -0.05 * (x / KD) as f64 * (1.0 + rng.uniform().abs())).collect();
+    let mut negative_sums = 0;
+    for scale in [0.0f64, -0.0] {
+        let inputs = BTreeMap::from([
+            ("q".to_string(), q.clone()),
+            ("k".to_string(), k.clone()),
+            ("gc".to_string(), HostTensor::from_f64(DType::F32, vec![b, t, h, KD], &gc).unwrap()),
+            ("scale".to_string(), HostTensor::from_f64(DType::F32, vec![], &[scale]).unwrap()),
+        ]);
+        let pt = run("scores_channel", inputs)["pt"].clone();
+        assert_eq!(pt.shape, [b, t, h, C]);
+        let bits = pt.to_f64();
+        // pt[b, j, h, i] = P[i, j]: the diagonal blocks' lower triangles.
+        for i in 0..t {
+            for j in (i / 16) * 16..=i {
+                let p = bits[j * C + i];
+                assert!(p == 0.0 && p.is_sign_positive(), "P[{i}, {j}] at scale {scale:?} is {p:?}, not +0");
+            }
+        }
+        // The test bites only if some row sum is negative (a negative sum times +0 is −0).
+        let (qv, kv) = (q.to_f64(), k.to_f64());
+        negative_sums += (0..t)
+            .flat_map(|i| ((i / 16) * 16..=i).map(move |j| (i, j)))
+            .filter(|&(i, j)| (0..KD).map(|c| qv[i * KD + c] * kv[j * KD + c] * (gc[i * KD + c] - gc[j * KD + c]).exp2()).sum::<f64>() < 0.0)
+            .count();
+    }
+    assert!(negative_sums > 0, "no negative row sum: the inputs cannot tell +0 from −0");
+}

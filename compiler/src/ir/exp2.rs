@@ -10,8 +10,8 @@
 //! Polynomial: `2^f = 1 + f·q(f)` with `q` of degree 5 ([`Q`]: minimax for the relative error
 //! of `1 + f·q(f)` against 2^f on [−1/2, 1/2], below 3.0e-9 with the f32 coefficients), `q` by
 //! Estrin's scheme (three dependent FMAs deep; Knuth, TAOCP vol. 2, §4.6.4), then one FMA
-//! `f·q + 1` so that the error of `q` is scaled by `|f·q| ≤ 0.35` before the one rounding that
-//! dominates. Until the thirty-second session `q` was the degree-7 Taylor polynomial
+//! `f·q + 1` so that the error of `q` is scaled by `|f·q| ≤ √2 − 1 ≈ 0.41` before the one
+//! rounding that dominates. Until the thirty-second session `q` was the degree-7 Taylor polynomial
 //! (`(ln 2)^i / i!`): two FMAs and two coefficient registers more per element in the kernels that
 //! spend most of their instructions here (kkt_channel, scores_channel). Reconstruction:
 //! `2^f · 2^⌊n/2⌋ · 2^(n−⌊n/2⌋)`, both powers normal f32 numbers built from exponent bits; the
@@ -214,7 +214,8 @@ mod tests {
         }
         assert_eq!(n, 758_253 + 2 * ((1 << 20) + 1));
         // 217,633 of these (7.6 %) are one ulp off: the final FMA rounds once, and q's own
-        // rounding (scaled by |f·q| ≤ 0.35) moves about one in thirteen across a halfway point.
+        // rounding (scaled by |f·q| ≤ √2 − 1 ≈ 0.41) moves about one in thirteen across a
+        // halfway point.
         assert!(off * 10 <= n, "{off} of {n} points not correctly rounded");
         eprintln!("exp2: {off} of {n} points one ulp off, the rest correctly rounded");
     }
