@@ -81,6 +81,9 @@ case_ tril_t100 dsl-examples/gdn.tile solve_tril --size B=1 --size T=100 --size 
 case_ wu_t100 dsl-examples/gdn.tile recompute_w_u --size B=1 --size T=100 --size H=2 --size G=1 "${dense2[@]}"
 case_ statefwd_t100 dsl-examples/gdn.tile state_fwd --size B=1 --size T=100 --size H=2 --size G=1 "${dense1[@]}"
 case_ gateqk_t100 dsl-examples/gdn.tile gate_qk_channel --size B=1 --size T=100 --size H=2 --size G=1 --scalar scale=0.088 "${dense2[@]}"
+# The per-channel intra-chunk products with their paired distance steps (per-row gathers).
+case_ scoresc_t100 dsl-examples/gdn.tile scores_channel --size B=1 --size T=100 --size H=2 --size G=1 --scalar scale=0.088 "${dense2[@]}"
+STD=0.1 case_ kktc_t100 dsl-examples/gdn.tile kkt_channel --size B=1 --size T=100 --size H=2 --size G=1 "${dense2[@]}"
 case_ dvlocal_t100 dsl-examples/gdn.tile dv_local --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
 case_ dqkwg_t100 dsl-examples/gdn.tile dqkwg --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
 case_ dqkwgb_t100 dsl-examples/gdn.tile dqkwg_bf16 --size B=1 --size T=100 --size H=2 --size G=2 --scalar scale=0.088 "${dense2[@]}"
