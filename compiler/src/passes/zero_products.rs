@@ -40,8 +40,8 @@ pub fn run(k: &mut Kernel) -> usize {
         if !(all_zero(a.var) || all_zero(b.var)) {
             continue;
         }
-        folded += 1;
         let Some((blk, at)) = k.blocks.iter().find_map(|(blk, d)| d.insts.iter().position(|&x| x == i).map(|at| (blk, at))) else { continue };
+        folded += 1;
         if accumulate {
             // acc ± 0: unchanged.
             k.blocks[blk].insts.remove(at);

@@ -200,7 +200,8 @@ fn removable(k: &super::ast::KernelDecl, inst: &super::ast::InstanceDecl, droppe
         for d in p.shape.iter().flatten() {
             names_in_expr(d, &mut sizes);
         }
-        sizes.dedup();
+        sizes.sort();
+        sizes.dedup(); // one error per size, however many dimensions name it
         for size in sizes.iter().filter(|n| !kept_sizes.contains(n) && (zeroed || used.contains(n))) {
             diags.push(
                 Diagnostic::error(Code::WrongKind, format!("size `{size}` of kernel `{}` is declared only by `{}`, which this instance {verb}", inst.base.name, p.name.name), at(&p.name.name), "the size goes with it")
