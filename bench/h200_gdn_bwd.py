@@ -37,9 +37,10 @@ ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--speed-t", type=int, default=2048)
 ap.add_argument("--fla-for", default="gdn,gdn_varlen,gdn_gva", help="accuracy cases to run fla beside (its first call JIT-compiles for minutes)")
 ap.add_argument("--qla-for", default="gdn", help="accuracy cases to run FlashQLA beside (when flash_qla imports; its first call per shape JIT-compiles for ~2 min)")
-ap.add_argument("--speed", default="dense,saved,kda,gla,varlen,variants", help="speed sets to run: dense, saved (gdn_bwd_saved: the backward from the forward's Ai, as fla's), kda and gla (the per-channel members, beside fla's chunk_kda / chunk_gla), ssd and la (beside fla's chunk_simple_gla / chunk_linear_attn; not in the default), varlen (beside fla), variants (tilec at the other head sizes)")
+ap.add_argument("--speed", default="dense,saved,kda,gla,varlen,variants", help="speed sets to run: dense, saved (gdn_bwd_saved: the backward from the forward's Ai, as fla's), kda and gla (the per-channel members, beside fla's chunk_kda / chunk_gla), ssd and la (beside fla's chunk_simple_gla / chunk_linear_attn; not in the default), fwd (gdn_fwd, kda_fwd, gla_fwd beside fla's forwards; not in the default), varlen (beside fla), variants (tilec at the other head sizes)")
 ap.add_argument("--qla-speed", default="dense", help="speed sets to run FlashQLA beside")
 ap.add_argument("--fla-speed", default="dense,saved,kda,gla,varlen", help="speed sets to run fla beside (its first call at a new shape JIT-compiles for ~2 min); 'none' times tilec alone")
+ap.add_argument("--fwd-members", default="gdn,kda,gla", help="the forwards the 'fwd' speed set times (beside fla's forward when FLA speed has 'fwd')")
 ap.add_argument("--no-speed", action="store_true", help="accuracy only")
 ap.add_argument("--large", default="", help="members whose backward is also judged at B=8 T=2048 H=16 K=V=128 against the fp64 token-serial oracle run on the GPU (e.g. gdn,kda,gla,ssd,la)")
 ap.add_argument("--large-fla-for", default="gdn", help="of those, the members fla runs beside (its first call at the shape JIT-compiles for ~2 min)")
@@ -302,6 +303,42 @@ for member in [m for m in ("kda", "gla") if m in SPEED]:
     except Exception as e:
         res["tilec_error"] = repr(e)[:2000]
     emit(res)
+
+# ---- 2c'. the forwards (<member>_fwd, o and h_T plus what the backward keeps) beside fla's
+# forward of the same op (no autograd: fla's training forward computes the same tensors and
+# saves them; its kernels were JIT-compiled by the sets above when those ran) ---------------------
+def fwd_speed(member, x):
+    """tilec's <member>_fwd plan and fla's forward (do_bench, no grad) on `x` less do and dht."""
+    xf = {k: v for k, v in x.items() if k not in ("do", "dht")}
+    res = speed(f"speed_{member}_fwd", xf, f"{member}_fwd.sm_90a.plan.json", anchors=())
+    key = {"gdn": "fla", "kda": "fla_kda", "gla": "fla_gla"}[member]
+    if "fwd" in FLA_SPEED:
+        try:
+            from triton.testing import do_bench
+            f = ANCHORS[key]()
+            order = [n for n in ["q", "k", "v", "g", "beta"] if n in xf]
+            def run():
+                with torch.no_grad():
+                    return f(*[xf[n] for n in order], scale=scale, initial_state=xf["s0"], output_final_state=True)
+            t0 = time.time(); o, ht = run(); torch.cuda.synchronize()
+            res[f"{key}_first_call_s"] = time.time() - t0
+            res[f"{key}_fwd_ms"] = do_bench(run, warmup=10, rep=100)
+            if "tilec_ms" in res:
+                res[f"ratio_tilec_over_{key}"] = res["tilec_ms"] / res[f"{key}_fwd_ms"]
+                out = load_file(os.path.join(args.work, f"speed_{member}_fwd_out.safetensors"))
+                res[f"tilec_relerr_vs_{key}"] = {"o": rel(out["o"].to(dev), o), "ht": rel(out["ht"].to(dev), ht)}
+        except Exception as e:
+            res[f"{key}_error"] = repr(e)[:2000]
+    return res
+
+
+for member in [m for m in ("gdn", "kda", "gla") if "fwd" in SPEED and m in args.fwd_members.split(",")]:
+    x = inputs(B, T, B)
+    if member != "gdn":
+        x["g"] = F.logsigmoid(rn(B, T, H, K)).float()
+    if member == "gla":
+        del x["beta"]
+    emit({"case": f"{member}_fwd speed B={B} T={T} H={H} K={K} V={V}", **fwd_speed(member, x)})
 
 # ---- 2d. the scalar-gate members without W (the W = 0 instances): ssd_bwd beside fla's
 # chunk_simple_gla, la_bwd beside chunk_linear_attn(normalize=False) -------------------------------
