@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device call (docs/results.md, "Thirty-second session"), run as .device/call1.sh with
+# The device call (docs/results.md, "Thirty-third session"), run as .device/call1.sh with
 # carry [".device"] after `scripts/h200-prepare.sh` (it empties .device: prepare first), for
 # each experiment set `X_PATCH=<patch> X_FILES=<sources> X_NAME=x<name> scripts/h200-ab.sh
 # prepare-x` and, for an old set, `OLD=<commit> scripts/h200-ab.sh prepare`:
@@ -61,5 +61,9 @@ if [ -n "${NCU_KERNELS:-}" ] && [ $el -lt $(( limit - 135 )) ]; then
   [ $ns = new ] || cp -n .device/art/* $na/ 2>/dev/null
   PYTHONPATH=/tmp/site:python timeout $(( limit - el )) python3 bench/h200_ncu.py --tilec-run .device/bin/tilec-run --plan $na/kda_bwd.sm_90a.plan.json --out $OUT/ncu --kernels "$NCU_KERNELS" 2>&1 | tail -5
   cat $OUT/ncu/*.summary.txt 2>/dev/null | head -60
+  for f in $OUT/ncu/*.sass.csv; do   # per loop of the SASS (bench/ncu_loops.py), into a file and the output
+    [ -f "$f" ] && python3 bench/ncu_loops.py "$f" --ops 10 > "${f%.sass.csv}.loops.txt" 2>&1 && { echo "== $f"; head -40 "${f%.sass.csv}.loops.txt" | cut -c1-220; }
+  done
+  rm -f $OUT/ncu/*.ncu-rep $OUT/ncu/*.details.txt   # the device returns about eight files: keep the summary, the SASS pages and the loops
 fi
 echo "=== done $(( $(date +%s) - start )) s"
