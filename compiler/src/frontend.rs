@@ -176,6 +176,7 @@ pub(crate) fn check_importing(src: &str, opts: &Options, ctx: &mut ImportCtx) ->
             diags.extend(lints::run(&k));
         }
         crate::passes::zero_products::run(&mut k);
+        crate::passes::remat::run(&mut k);
         crate::passes::dce::run(&mut k, &opts.keep);
         let tmem = match tmem_plan::run(&mut k) {
             Ok(p) => p,

@@ -17,7 +17,7 @@ use tilec::diag::{Diagnostic, Severity, Span};
 use tilec::ir::builder::Builder;
 use tilec::ir::validate::{validate, Validated};
 use tilec::ir::*;
-use tilec::passes::{dce, lints, zero_products, smem_report, target_plan, tmem_plan, tmem_report};
+use tilec::passes::{dce, lints, zero_products, remat, smem_report, target_plan, tmem_plan, tmem_report};
 use tilec::target::Target;
 
 /// One error of a pass: code (empty for validator errors), message, and its rendering.
@@ -50,6 +50,7 @@ enum Pass {
     Validate,
     Dce,
     ZeroProducts,
+    Remat,
     TmemPlan,
     SmemPlan(Target),
     Lints,
@@ -60,6 +61,7 @@ fn parse_pass(s: &str) -> Result<Pass, String> {
         ["validate"] => Pass::Validate,
         ["dce"] => Pass::Dce,
         ["zero-products"] => Pass::ZeroProducts,
+        ["remat"] => Pass::Remat,
         ["tmem-plan"] => Pass::TmemPlan,
         ["smem-plan", "sm_90a"] => Pass::SmemPlan(Target::Sm90a),
         ["smem-plan", "sm_100a"] => Pass::SmemPlan(Target::Sm100a),
@@ -90,6 +92,14 @@ fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
             let removed = dce::run(&mut k, &[]);
             checked(&k)?;
             Ok(format!("; {folded} products folded, {removed} instructions removed\n") + &write::write_kernel(&k))
+        }
+        Pass::Remat => {
+            checked(k)?;
+            let mut k = k.clone();
+            let copied = remat::run(&mut k);
+            let removed = dce::run(&mut k, &[]);
+            checked(&k)?;
+            Ok(format!("; {copied} index operands copied, {removed} instructions removed\n") + &write::write_kernel(&k))
         }
         Pass::TmemPlan => {
             checked(k)?;
@@ -279,6 +289,7 @@ fixtures!(
     tmem_var_stays_in_smem,
     lints_unused,
     gather_in_place,
+    remat_gather_index,
     barriers_own_update,
 );
 

@@ -2,7 +2,8 @@
 //!
 //! 1. `sema` lowers the AST; afterwards the IR is valid ([`crate::ir::validate`]).
 //! 2. [`lints`] — warnings on the lowered IR; then [`zero_products`] folds matrix products with
-//!    an all-zero operand and [`dce`] removes code whose effect reaches no store.
+//!    an all-zero operand, [`remat`] gives each gather its own copy of a shared index
+//!    expression, and [`dce`] removes code whose effect reaches no store.
 //! 3. [`tmem_plan`] — TMEM placement; afterwards every TMEM variable has a column offset and
 //!    the kernel has exactly one alloc / relinquish / dealloc.
 //! 4. Per target ([`target_plan`]): [`fuse`] (elementwise fusion), [`smem_plan`] (shared-memory
@@ -19,6 +20,7 @@ pub mod layout_report;
 pub mod lints;
 pub mod liveness;
 pub mod pipeline;
+pub mod remat;
 pub mod residency;
 pub mod smem_plan;
 pub mod smem_report;
