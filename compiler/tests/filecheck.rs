@@ -290,6 +290,7 @@ fixtures!(
     lints_unused,
     gather_in_place,
     remat_gather_index,
+    remat_limits,
     barriers_own_update,
 );
 

@@ -1,8 +1,9 @@
 //! Index tiles recomputed at each gather instead of shared: a gather's row or column index that
-//! is built only from `row_index`/`col_index`, triangular masks, scalars (constants, loop
-//! counters, sizes, program ids) and cheap integer or predicate operations gets a private copy
-//! of that expression, placed right before the gather, whenever some node of the expression has
-//! another use.
+//! is built only from `row_index`/`col_index`, triangular masks, scalars (any scalar value:
+//! constants, loop counters, sizes, program ids, parameters, scalar loads — each is computed once
+//! and read where it is) and cheap integer or predicate operations gets a private copy of that
+//! expression, placed right before the gather, whenever some node of the expression has another
+//! use.
 //!
 //! Why: elementwise fusion ([`super::fuse`]) evaluates a value inside its consumer only when it
 //! has one use; a `let` index bound once and read by several gathers (the paired distance loops
@@ -15,7 +16,10 @@
 //!
 //! Exactness: the copies compute the same integers and predicates, so results are bitwise
 //! unchanged; the interpreter runs the same IR. The originals that nothing else reads are
-//! removed by dead-code elimination ([`super::dce`], run next).
+//! removed by dead-code elimination ([`super::dce`], run next) — so, as for any unused code, an
+//! index computed before a loop and read only by the loop's gathers is evaluated in the loop: a
+//! loop that runs zero times no longer reports that index's i32 overflow (a value no gather
+//! reads; the GPU never checked it).
 
 use cranelift_entity::SecondaryMap;
 
