@@ -6,25 +6,16 @@
 #   ncu -k regex:'^NAME$' -c 1 --section SourceCounters --section WarpStateStats -o /tmp/x CMD...
 #   ncu -i /tmp/x.ncu-rep --page source --csv --print-source sass > /tmp/x.csv
 #   python3 bench/ncu_hotspots.py /tmp/x.csv [--top 40]
-import argparse, collections, csv, sys
+import argparse, collections, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_source import EXCESS as excess, STALL as stall, num, read_rows  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("csv")
 ap.add_argument("--top", type=int, default=40)
 a = ap.parse_args()
-text = open(a.csv, encoding="utf-8", errors="replace").read().splitlines()
-start = next(i for i, l in enumerate(text) if l.startswith('"Address"') or l.startswith('"#"') or '"Source"' in l)
-rows = list(csv.DictReader(text[start:]))
-def num(r, key):
-    for k, v in r.items():
-        if k and k.startswith(key):
-            try:
-                return float(str(v).replace(",", ""))
-            except ValueError:
-                return 0.0
-    return 0.0
-stall = "Warp Stall Sampling (All Samples)"
-excess = "L1 Wavefronts Shared Excessive"
+rows = read_rows(a.csv)
 total = sum(num(r, stall) for r in rows) or 1.0
 print(f"{len(rows)} SASS lines, {total:.0f} stall samples")
 by_op, ex_op = collections.Counter(), collections.Counter()

@@ -7,36 +7,20 @@
 # starts, summed over warps).
 #
 # Usage: python3 bench/ncu_loops.py KERNEL.sass.csv [--ops 12]
-import argparse, collections, csv, re
+import argparse, collections, os, re, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_source import EXCESS, EXECUTED as EXEC, STALL, num, opcode, read_rows  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("csv")
 ap.add_argument("--ops", type=int, default=12, help="opcodes listed per loop, most executed first")
 a = ap.parse_args()
-text = open(a.csv, encoding="utf-8", errors="replace").read().splitlines()
-start = next(i for i, l in enumerate(text) if l.startswith('"Address"') or l.startswith('"#"') or '"Source"' in l)
-rows = list(csv.DictReader(text[start:]))
-
-
-def num(r, key):
-    """The first column whose name starts with `key`, as a number (0 when empty)."""
-    for k, v in r.items():
-        if k and k.startswith(key):
-            try:
-                return float(str(v).replace(",", ""))
-            except ValueError:
-                return 0.0
-    return 0.0
-
-
-def opcode(src):
-    toks = [t for t in (src or "").split() if not t.startswith("@")]
-    return toks[0].split(".")[0] if toks else "?"
+rows = read_rows(a.csv)
 
 
 addr = [int(r.get("Address", "0"), 16) for r in rows]
 index = {x: i for i, x in enumerate(addr)}
-STALL, EXEC, EXCESS = "Warp Stall Sampling (All Samples)", "Instructions Executed", "L1 Wavefronts Shared Excessive"
 stall = [num(r, STALL) for r in rows]
 execd = [num(r, EXEC) for r in rows]
 excess = [num(r, EXCESS) for r in rows]
