@@ -74,33 +74,29 @@ fn checked(k: &Kernel) -> Result<Validated<'_>, Vec<PassError>> {
     validate(k).map_err(|errs| errs.iter().map(|e| PassError { code: String::new(), message: e.to_string(), text: format!("error: invalid IR: {e}\n") }).collect())
 }
 
+/// A rewriting pass `f` run on a copy of a valid kernel, as the driver runs it: the line `f`
+/// returns, then the rewritten kernel, which must validate too.
+fn rewrite(k: &Kernel, f: impl FnOnce(&mut Kernel) -> String) -> Result<String, Vec<PassError>> {
+    checked(k)?;
+    let mut k = k.clone();
+    let line = f(&mut k);
+    checked(&k)?;
+    Ok(line + "\n" + &write::write_kernel(&k))
+}
+
 /// Runs `pass` on one kernel: its text output, or its errors.
 fn run_pass(pass: Pass, k: &Kernel) -> Result<String, Vec<PassError>> {
     match pass {
         Pass::Validate => checked(k).map(|_| format!("kernel {}: valid\n", k.name)),
-        Pass::Dce => {
-            checked(k)?;
-            let mut k = k.clone();
-            let removed = dce::run(&mut k, &[]);
-            checked(&k)?; // what is left must validate, as in the driver
-            Ok(format!("; {removed} instructions removed\n") + &write::write_kernel(&k))
-        }
-        Pass::ZeroProducts => {
-            checked(k)?;
-            let mut k = k.clone();
-            let folded = zero_products::run(&mut k);
-            let removed = dce::run(&mut k, &[]);
-            checked(&k)?;
-            Ok(format!("; {folded} products folded, {removed} instructions removed\n") + &write::write_kernel(&k))
-        }
-        Pass::Remat => {
-            checked(k)?;
-            let mut k = k.clone();
-            let copied = remat::run(&mut k);
-            let removed = dce::run(&mut k, &[]);
-            checked(&k)?;
-            Ok(format!("; {copied} index operands copied, {removed} instructions removed\n") + &write::write_kernel(&k))
-        }
+        Pass::Dce => rewrite(k, |k| format!("; {} instructions removed", dce::run(k, &[]))),
+        Pass::ZeroProducts => rewrite(k, |k| {
+            let folded = zero_products::run(k);
+            format!("; {folded} products folded, {} instructions removed", dce::run(k, &[]))
+        }),
+        Pass::Remat => rewrite(k, |k| {
+            let copied = remat::run(k);
+            format!("; {copied} index operands copied, {} instructions removed", dce::run(k, &[]))
+        }),
         Pass::TmemPlan => {
             checked(k)?;
             let mut k = k.clone();

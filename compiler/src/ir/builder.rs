@@ -5,19 +5,22 @@
 
 use super::*;
 
-/// Appends instructions at the end of a block, giving them a span.
+/// Appends instructions at the end of a block (or inserts them at a position of it), giving
+/// them a span.
 pub struct Builder<'k> {
     /// The kernel being built.
     pub kernel: &'k mut Kernel,
     block: Block,
     span: Span,
+    /// Where the next instruction goes in `block`; `None`: at its end.
+    at: Option<usize>,
 }
 
 impl<'k> Builder<'k> {
     /// A builder appending to the kernel's top-level block.
     pub fn new(kernel: &'k mut Kernel) -> Builder<'k> {
         let block = kernel.body;
-        Builder { kernel, block, span: Span::default() }
+        Builder { kernel, block, span: Span::default(), at: None }
     }
     /// The block instructions are appended to.
     pub fn block(&self) -> Block {
@@ -26,6 +29,13 @@ impl<'k> Builder<'k> {
     /// Appends to `block` from now on.
     pub fn switch_to(&mut self, block: Block) {
         self.block = block;
+        self.at = None;
+    }
+    /// Inserts into `block` before its instruction at `pos` from now on, each instruction after
+    /// the one inserted before it (passes that add code in the middle of a block).
+    pub fn insert_at(&mut self, block: Block, pos: usize) {
+        self.block = block;
+        self.at = Some(pos);
     }
     /// Gives the following instructions `span`.
     pub fn set_span(&mut self, span: Span) {
@@ -37,7 +47,13 @@ impl<'k> Builder<'k> {
         let result = ty.map(|ty| self.kernel.values.push(ValueData { ty, def: ValueDef::Result(inst) }));
         self.kernel.insts[inst].result = result;
         self.kernel.inst_spans[inst] = self.span;
-        self.kernel.blocks[self.block].insts.push(inst);
+        match &mut self.at {
+            Some(pos) => {
+                self.kernel.blocks[self.block].insts.insert(*pos, inst);
+                *pos += 1;
+            }
+            None => self.kernel.blocks[self.block].insts.push(inst),
+        }
         (inst, result)
     }
     /// Appends an instruction with a result and returns the result.

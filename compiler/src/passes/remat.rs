@@ -23,7 +23,8 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{BinOp, Block, Elem, Inst, InstData, Kernel, Op, UnOp, Value, ValueData, ValueDef};
+use crate::ir::builder::Builder;
+use crate::ir::{BinOp, Block, Elem, Inst, Kernel, Op, UnOp, Value, ValueDef};
 
 /// Largest expression (nodes, counted as a tree) copied per gather operand: the paired loops'
 /// indices have up to 17; a larger one keeps its buffer rather than grow every gather's code.
@@ -56,8 +57,10 @@ pub fn run(k: &mut Kernel) -> usize {
             if nodes > MAX_NODES || !shared(k, &uses, *x) {
                 continue;
             }
-            let mut at = k.blocks[b].insts.iter().position(|&i| i == g).expect("the gather is in its block");
-            *x = copy(k, *x, b, &mut at);
+            let at = k.blocks[b].insts.iter().position(|&i| i == g).expect("the gather is in its block");
+            let mut bld = Builder::new(k);
+            bld.insert_at(b, at);
+            *x = copy(&mut bld, *x);
             copied += 1;
         }
         if let Op::Gather { row, col, .. } = &mut k.insts[g].op {
@@ -114,15 +117,17 @@ fn shared(k: &Kernel, uses: &SecondaryMap<Value, u32>, v: Value) -> bool {
     k.values[v].ty.shape().is_some() && (uses[v] > 1 || node_args(k, v).unwrap_or_default().into_iter().any(|a| shared(k, uses, a)))
 }
 
-/// A copy of the index expression `v` inserted into block `b` at `*at` (advanced past it):
-/// tile nodes are new instructions with `v`'s spans, scalars are read where they are.
-fn copy(k: &mut Kernel, v: Value, b: Block, at: &mut usize) -> Value {
+/// A copy of the index expression `v` made by `b` (inserting before the gather): tile nodes
+/// are new instructions with the spans of the ones they copy, scalars are read where they are.
+fn copy(b: &mut Builder<'_>, v: Value) -> Value {
+    let k = &*b.kernel;
+    let ValueDef::Result(d) = k.values[v].def else { return v };
     if k.values[v].ty.shape().is_none() {
         return v;
     }
-    let ValueDef::Result(d) = k.values[v].def else { return v };
-    let args: Vec<Value> = node_args(k, v).unwrap_or_default().into_iter().map(|a| copy(k, a, b, at)).collect();
-    let op = match (k.insts[d].op.clone(), args.as_slice()) {
+    let (ty, op, span) = (k.values[v].ty, k.insts[d].op.clone(), k.inst_spans[d]);
+    let args: Vec<Value> = node_args(k, v).unwrap_or_default().into_iter().map(|a| copy(b, a)).collect();
+    let op = match (op, args.as_slice()) {
         (Op::Splat(_), [s]) => Op::Splat(*s),
         (Op::Unary(u, _), [a]) => Op::Unary(u, *a),
         (Op::Binary(o, _, _), [a, c]) => Op::Binary(o, *a, *c),
@@ -130,11 +135,6 @@ fn copy(k: &mut Kernel, v: Value, b: Block, at: &mut usize) -> Value {
         (Op::Select(..), [c, a, e]) => Op::Select(*c, *a, *e),
         (op, _) => op, // Iota, Mask: no operands
     };
-    let n = k.insts.push(InstData { op, result: None });
-    let r = k.values.push(ValueData { ty: k.values[v].ty, def: ValueDef::Result(n) });
-    k.insts[n].result = Some(r);
-    k.inst_spans[n] = k.inst_spans[d];
-    k.blocks[b].insts.insert(*at, n);
-    *at += 1;
-    r
+    b.set_span(span);
+    b.value(op, ty)
 }

@@ -14,7 +14,8 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Elem, InstData, Kernel, Op, Type, Value, ValueData, ValueDef, Var};
+use crate::ir::builder::Builder;
+use crate::ir::{Kernel, Op, Value, ValueDef, Var};
 
 /// Folds `k`'s products with an all-zero operand; returns how many.
 pub fn run(k: &mut Kernel) -> usize {
@@ -49,18 +50,13 @@ pub fn run(k: &mut Kernel) -> usize {
             continue;
         }
         // acc = 0 · b: a tile of zeros of the accumulator's type, written where the product was.
-        let span = k.inst_spans[i];
-        let push = |k: &mut Kernel, op: Op, ty: Type| {
-            let n = k.insts.push(InstData { op, result: None });
-            let v = k.values.push(ValueData { ty, def: ValueDef::Result(n) });
-            k.insts[n].result = Some(v);
-            k.inst_spans[n] = span;
-            (n, v)
-        };
-        let (z, zv) = push(k, Op::ConstFloat(0.0), Type::Scalar(Elem::F32));
-        let (s, sv) = push(k, Op::Splat(zv), k.vars[dst].ty);
-        k.insts[i].op = Op::WriteVar(dst, sv);
-        k.blocks[blk].insts.splice(at..at, [z, s]);
+        let ty = k.vars[dst].ty;
+        let mut b = Builder::new(k);
+        b.insert_at(blk, at);
+        b.set_span(b.kernel.inst_spans[i]);
+        let z = b.fconst(0.0);
+        let zeros = b.value(Op::Splat(z), ty);
+        k.insts[i].op = Op::WriteVar(dst, zeros);
     }
     folded
 }
