@@ -21,7 +21,6 @@
 # Prints one JSON line per measurement and writes them to $OUT/gdn_bwd.json.
 import argparse, os, re, sys, time
 import torch
-import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "tests"))
@@ -281,10 +280,7 @@ if "saved" in SPEED:
 # ---- 2c. the per-channel members: kda_bwd and kda_bwd_saved beside fla's chunk_kda, gla_bwd
 # beside chunk_gla (same B, T, H, K, V; g per key channel, log space) ---------------------------
 for member in [m for m in ("kda", "gla") if m in SPEED]:
-    x = inputs(B, T, B)
-    x["g"] = F.logsigmoid(rn(B, T, H, K)).float()
-    if member == "gla":
-        del x["beta"]
+    x = inputs(B, T, B, member=member)   # g per key channel; GLA has no β
     anchor = ["fla_" + member] * (member in FLA_SPEED)
     emit({"case": f"{member}_bwd speed B={B} T={T} H={H} K={K} V={V}", **speed(f"speed_{member}", x, f"{member}_bwd.sm_90a.plan.json", anchors=anchor)})
     # The training pair, as fla's autograd runs it: the backward from what the forward saved
@@ -333,11 +329,7 @@ def fwd_speed(member, x):
 
 
 for member in [m for m in ("gdn", "kda", "gla") if "fwd" in SPEED and m in args.fwd_members.split(",")]:
-    x = inputs(B, T, B)
-    if member != "gdn":
-        x["g"] = F.logsigmoid(rn(B, T, H, K)).float()
-    if member == "gla":
-        del x["beta"]
+    x = inputs(B, T, B, member=member)
     emit({"case": f"{member}_fwd speed B={B} T={T} H={H} K={K} V={V}", **fwd_speed(member, x)})
 
 # ---- 2d. the scalar-gate members without W (the W = 0 instances): ssd_bwd beside fla's

@@ -57,7 +57,8 @@ pub fn run(k: &mut Kernel) -> usize {
             if nodes > MAX_NODES || !shared(k, &uses, *x) {
                 continue;
             }
-            let at = k.blocks[b].insts.iter().position(|&i| i == g).expect("the gather is in its block");
+            // (The gather is in block `b`: `index` found it there, and copies only go before it.)
+            let Some(at) = k.blocks[b].insts.iter().position(|&i| i == g) else { continue };
             let mut bld = Builder::new(k);
             bld.insert_at(b, at);
             *x = copy(&mut bld, *x);
