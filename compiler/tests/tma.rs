@@ -297,3 +297,34 @@ fn an_accumulator_read_by_the_threads_needs_no_buffer() {
     let f32_tiles = tp.smem.placements.iter().filter(|pl| pl.bytes == 64 * 64 * 4).count();
     assert_eq!(f32_tiles, 1, "one 64x64 f32 tile: the read's result");
 }
+
+/// A B operand read in wgmma N pieces narrower than its panel keeps the widest swizzle when the
+/// pieces divide the panel (each piece starts inside a panel and ends in it): the per-channel
+/// backwards' [C, 32] hi/lo tiles, read in pieces of 16 by two warpgroups, are 64B-swizzled,
+/// where the core-matrix layout put a row's four 16-byte chunks in one bank group. Pieces
+/// that would cross a panel boundary (24 columns of 16-column 32B panels) leave the tile in
+/// core matrices.
+#[test]
+fn narrow_n_pieces_inside_a_panel_keep_the_swizzle() {
+    let kernel = |n: u32, threads: u32| {
+        format!(
+            "kernel f(a: bf16[64, 64], x: f32[64, {n}], c: out f32[64, {n}]) grid(1) threads({threads}) {{
+                let at: smem = load a[0..+64, 0..+64];
+                let bh: smem = bf16(load x[0..+64, 0..+{n}] * 2.0);
+                let p: tmem = at.T @ bh;
+                store c[0..+64, 0..+{n}] = p;
+            }}"
+        )
+    };
+    // (N, threads) → the accumulator's piece and the swizzle of bh.
+    for (n, threads, piece, want) in [(32, 256, 16, Some(Swizzle::B64)), (32, 128, 32, Some(Swizzle::B64)), (64, 256, 32, Some(Swizzle::B128)), (48, 256, 24, None)] {
+        let c = check_source(&kernel(n, threads), &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+        assert!(c.ok(), "{:?}", c.diags);
+        let pk = c.kernels().next().expect("kernel f");
+        let tp = pk.target(Target::Sm90a).expect("sm_90a plan");
+        let var = |name: &str| pk.kernel.vars.iter().find(|(_, d)| d.name == name).expect(name).0;
+        let dist = tp.roles.accumulator(var("p")).expect("p is a wgmma accumulator");
+        assert_eq!(dist.piece_n, piece, "N = {n}, {threads} threads");
+        assert_eq!(tp.tma.swizzle_of(var("bh")), want, "N = {n}, pieces of {piece}");
+    }
+}

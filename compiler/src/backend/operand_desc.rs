@@ -11,6 +11,7 @@ use inkwell::values::IntValue;
 use crate::ir::MmaOperand;
 use crate::layout::staging::LBO;
 use crate::layout::swizzle::{OperandSteps, Swizzle};
+use crate::layout::IndexArith;
 
 use super::descriptors::{smem_desc_fields, smem_desc_start};
 use super::emit::Codegen;
@@ -29,15 +30,18 @@ pub(crate) struct OperandDesc<'ctx> {
 }
 
 impl OperandDesc<'_> {
-    /// Bytes per 8 rows (A) or columns (B) of the operand's M/N dimension from its start: its
-    /// 8-row groups are SBO apart (so are MN-major core-matrix columns without swizzle, SBO =
-    /// 128); a swizzled MN-major tile's panels of `P/2` are LBO apart, i.e. `8·LBO/(P/2)` per 8
-    /// — exact because every origin used is a whole number of panels (the TMA pass checks B's
-    /// pieces; A's units start at multiples of 64).
-    pub fn origin_step(&self) -> u32 {
+    /// Bytes from the operand's start to the unit whose M (A) or N (B) origin is `n0`, a
+    /// multiple of 8: 8-row groups SBO apart (so are MN-major core-matrix columns without
+    /// swizzle, SBO = 128); a swizzled MN-major tile's panels of `P/2` LBO apart, a unit inside
+    /// a panel `2·(n0 mod P/2)` bytes in ([`OperandSteps::origin`]; the TMA pass admits only
+    /// pieces that stay inside one panel or cover whole ones).
+    ///
+    /// # Errors
+    /// Only those of the emitting [`IndexArith`].
+    pub fn origin<A: IndexArith>(&self, a: &A, n0: A::V) -> Result<A::V, A::E> {
         match self.swizzle {
-            Some((sw, _)) => self.steps().origin_step(sw),
-            None => self.sbo,
+            Some((sw, _)) => self.steps().origin(a, sw, n0),
+            None => a.mul(a.shr(n0, 3)?, a.c(self.sbo)),
         }
     }
 

@@ -47,14 +47,22 @@ pub struct OperandSteps {
 }
 
 impl OperandSteps {
-    /// Bytes per 8 rows (A) or columns (B) of the operand's M/N dimension: SBO (8-row groups)
-    /// K-major; MN-major the panels of `P/2` are LBO apart, `8·LBO/(P/2)` per 8 — exact for an
-    /// origin on a panel boundary, the only kind a unit starts at.
-    pub fn origin_step(&self, sw: Swizzle) -> u32 {
+    /// Bytes from the tile start to the operand unit whose M (A) or N (B) origin is `n0`, a
+    /// multiple of 8: K-major, `n0/8` 8-row groups SBO apart; MN-major, panel `n0 / (P/2)` (LBO
+    /// apart) and `2·(n0 mod P/2)` bytes into it. A unit may start inside a panel (a wgmma N
+    /// piece narrower than the panel) as long as it ends in it: the hardware adds its offsets
+    /// to the start address and then swizzles the absolute address, as it does for the 32-byte
+    /// K steps inside a K-major panel row.
+    ///
+    /// # Errors
+    /// Only those of the emitting [`IndexArith`].
+    pub fn origin<A: IndexArith>(&self, a: &A, sw: Swizzle, n0: A::V) -> Result<A::V, A::E> {
         if self.mn_major {
-            8 * self.lbo / sw.elems()
+            let per = sw.elems();
+            let panel = a.mul(a.shr(n0, per.trailing_zeros())?, a.c(self.lbo))?;
+            a.add(panel, a.shl(a.and(n0, per - 1)?, 1)?)
         } else {
-            self.sbo
+            a.mul(a.shr(n0, 3)?, a.c(self.sbo))
         }
     }
 
@@ -192,6 +200,22 @@ mod tests {
     }
 
     #[test]
+    fn row_order_16_byte_stores_of_a_32_column_tile_are_conflict_free_in_64b_mode() {
+        // The threads write a [rows, 32] bf16 tile a 16-byte chunk each in row order (4 per
+        // row); a store instruction's 8-thread phase covers rows 2m and 2m + 1. 64B swizzle: 8
+        // distinct 16-byte bank groups. The core-matrix layout (`staging::kmajor_offset`, the
+        // fallback when no swizzle fits) puts a row's 4 chunks 128 bytes apart: 2 groups, a
+        // 4-way conflict.
+        let groups = |off: &dyn Fn(u32, u32) -> u32, m: u32| -> usize {
+            (0..8).map(|t| (off(2 * m + t / 4, 8 * (t % 4)) % 128) / 16).collect::<std::collections::HashSet<u32>>().len()
+        };
+        for m in 0..8 {
+            assert_eq!(groups(&|r, c| eval(swizzled_offset(&Eval, r, c, 16, Swizzle::B64)), m), 8, "64B, rows {}", 2 * m);
+            assert_eq!(groups(&|r, c| eval(crate::layout::staging::kmajor_offset(&Eval, r, c, 32)), m), 2, "core matrices, rows {}", 2 * m);
+        }
+    }
+
+    #[test]
     fn descriptor_steps_land_where_the_layout_puts_the_elements() {
         // Start addresses a descriptor is advanced to must be the byte offsets the writers
         // (TMA, threads: `swizzled_offset`) give the first element of that step or unit. Rows
@@ -205,7 +229,7 @@ mod tests {
                 assert_eq!(km.k_step(sw, rows, ks), eval(swizzled_offset(&Eval, 0, 16 * ks, rows, sw)), "{sw:?} K-major step {ks}");
             }
             for g in 0..rows / 8 {
-                assert_eq!(g * km.origin_step(sw), eval(swizzled_offset(&Eval, 8 * g, 0, rows, sw)), "{sw:?} K-major row group {g}");
+                assert_eq!(eval(km.origin(&Eval, sw, 8 * g)), eval(swizzled_offset(&Eval, 8 * g, 0, rows, sw)), "{sw:?} K-major row group {g}");
             }
             // MN-major (rows are K, columns M/N): step ks starts at row 16·ks; a unit at a
             // panel-aligned column c starts at column c.
@@ -213,8 +237,34 @@ mod tests {
             for ks in 0..rows / 16 {
                 assert_eq!(mn.k_step(sw, rows, ks), eval(swizzled_offset(&Eval, 16 * ks, 0, rows, sw)), "{sw:?} MN-major step {ks}");
             }
-            for c in (0..cols).step_by(sw.elems() as usize) {
-                assert_eq!((c / 8) * mn.origin_step(sw), eval(swizzled_offset(&Eval, 0, c, rows, sw)), "{sw:?} MN-major column {c}");
+            // A unit at any column c that is a multiple of 8 (inside a panel too: a wgmma N
+            // piece narrower than the panel) starts at column c.
+            for c in (0..cols).step_by(8) {
+                assert_eq!(eval(mn.origin(&Eval, sw, c)), eval(swizzled_offset(&Eval, 0, c, rows, sw)), "{sw:?} MN-major column {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_unit_inside_a_panel_reads_its_own_columns() {
+        // The hardware's reading of an MN-major operand unit of `n` columns at origin `c0`
+        // (PTX ISA canonical MN-major layout): element (k, j) at start + (k/8)·SBO + (k%8)·P +
+        // 2j, swizzled as an absolute address. Pieces of 8 or 16 columns inside a wider panel
+        // must find the elements the writers put at (k, c0 + j).
+        for sw in [Swizzle::B32, Swizzle::B64, Swizzle::B128] {
+            let (rows, cols) = (32, 2 * sw.elems());
+            let mn = sw.operand(rows, false);
+            for n in [8, 16].into_iter().filter(|n| sw.elems() % n == 0) {
+                for c0 in (0..cols).step_by(n as usize) {
+                    let start = eval(mn.origin(&Eval, sw, c0));
+                    for k in 0..rows {
+                        for j in 0..n {
+                            let lin = start + (k / 8) * mn.sbo + (k % 8) * sw.bytes() + 2 * j;
+                            let panel_start = (lin / (rows * sw.bytes())) * rows * sw.bytes();
+                            assert_eq!(hw(lin, sw), eval(swizzled_offset(&Eval, k, c0 + j, rows, sw)), "{sw:?} n {n} c0 {c0} ({k}, {j}) panel at {panel_start}");
+                        }
+                    }
+                }
             }
         }
     }

@@ -219,15 +219,20 @@ fn fragment_order_reads(k: &Kernel, fusion: &Fusion) -> std::collections::HashSe
     out
 }
 
-/// Whether every MMA reading `v` as an MN-major B operand splits N on `sw`'s panel
-/// boundaries: wgmma in its accumulator's pieces, tcgen05 in pieces of 256 columns. (An A
-/// operand's units start at multiples of 64 rows, a whole number of panels in every mode.)
+/// Whether every MMA reading `v` as an MN-major B operand reads each of its N pieces from one
+/// panel or from whole panels: wgmma in its accumulator's pieces (a piece narrower than the
+/// panel and dividing it starts inside the panel, [`crate::layout::swizzle::OperandSteps::origin`]
+/// — so a [C, 32] tile read in pieces of 16 keeps the 64B swizzle, whose 16-byte row stores do
+/// not conflict, where the core-matrix layout put a row's four chunks in one bank group),
+/// tcgen05 in pieces of 256 columns. (An A operand's units start at multiples of 64 rows, a
+/// whole number of panels in every mode.)
 fn panels_fit(k: &Kernel, roles: &VarRoles, v: Var, sw: Swizzle, tcgen05: bool) -> bool {
     let mut ok = true;
     k.walk(|i| {
         if let Op::Mma { dst, b, .. } = k.insts[i].op {
             if b.var == v && !b.transposed {
-                ok &= if tcgen05 { TCGEN05_MAX_N % sw.elems() == 0 } else { roles.accumulator(dst).is_some_and(|dist| dist.piece_n % sw.elems() == 0) };
+                let fits = |n: u32| n % sw.elems() == 0 || (n % 8 == 0 && sw.elems() % n == 0);
+                ok &= if tcgen05 { TCGEN05_MAX_N % sw.elems() == 0 } else { roles.accumulator(dst).is_some_and(|dist| fits(dist.piece_n)) };
             }
         }
     });

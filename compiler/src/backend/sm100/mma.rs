@@ -77,7 +77,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             for ks in 0..kdim / 16 {
                 for (p, &(n0, _)) in pieces.iter().enumerate() {
                     let adesc = desc(cg, cg.b.build_int_add(da.base, cg.i32(da.k_step_bytes(ks) as i32), "")?, hi_a)?;
-                    let b_off = (n0 / 8) * db.origin_step() + db.k_step_bytes(ks);
+                    let b_off = crate::layout::eval(db.origin(&crate::layout::Eval, n0)) + db.k_step_bytes(ks);
                     let bdesc = desc(cg, cg.b.build_int_add(db.base, cg.i32(b_off as i32), "")?, hi_b)?;
                     let daddr = cg.b.build_int_add(base, cg.i32((d_off + n0) as i32), "")?;
                     let dptr = cg.tmem_ptr(daddr)?;

@@ -253,10 +253,10 @@ impl<'ctx> Codegen<'ctx, '_> {
         // then one commit and one wait: the tensor core never idles between units.
         self.call("llvm.nvvm.wgmma.fence.sync.aligned", None, &[])?;
         self.for_each_unit(d, &mut |cg, s, r0, c0, _t| {
-            // The unit's rows r0.. of A and columns c0.. of B start r0/8 (c0/8) core-matrix
-            // blocks in, SBO apart; a K = 16 step is two K-adjacent core matrices, 2·LBO.
-            let a_base = cg.b.build_int_add(da.base, cg.b.build_int_mul(cg.b.build_right_shift(r0, cg.i32(3), false, "")?, cg.i32(da.origin_step() as i32), "")?, "")?;
-            let b_base = cg.b.build_int_add(db.base, cg.b.build_int_mul(cg.b.build_right_shift(c0, cg.i32(3), false, "")?, cg.i32(db.origin_step() as i32), "")?, "")?;
+            // The unit's rows r0.. of A and columns c0.. of B ([`OperandDesc::origin`]); a K = 16
+            // step is two K-adjacent core matrices, 2·LBO, or 32 bytes inside a swizzled panel.
+            let a_base = cg.b.build_int_add(da.base, da.origin(&*cg, r0)?, "")?;
+            let b_base = cg.b.build_int_add(db.base, db.origin(&*cg, c0)?, "")?;
             let mut acc: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
             for r in 0..per_slot {
                 let slot = cg.frag_slot(arr, len, s * per_slot + r)?;
