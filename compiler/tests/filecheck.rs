@@ -287,6 +287,7 @@ fixtures!(
     gather_in_place,
     remat_gather_index,
     remat_limits,
+    remat_loop_invariant,
     barriers_own_update,
 );
 
