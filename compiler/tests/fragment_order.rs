@@ -193,3 +193,45 @@ fn emit_ir_names_how_each_fragment_order_store_writes() {
     let budgeted = report(&budget);
     assert!(line(&budgeted, "dh").ends_with("written a column pair per store"), "{}", line(&budgeted, "dh"));
 }
+
+/// The sm_90a PTX of `src` (no ptxas).
+fn sm90_ptx(name: &str, src: &str) -> String {
+    let opts = tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]);
+    let r = tilec::build::build_source(src, &format!("{name}.tile"), &opts).expect("builds");
+    r.built.iter().map(|b| b.compiled.ptx.clone()).collect()
+}
+
+/// Shared-memory loads of `ptx` by kind: (`ld.shared.b32`, `ld.shared.v2.b32`).
+fn shared_loads(ptx: &str) -> (usize, usize) {
+    let count = |op: &str| ptx.lines().filter(|l| l.trim_start().starts_with(op) && l.trim_start()[op.len()..].starts_with([' ', '\t'])).count();
+    (count("ld.shared.b32"), count("ld.shared.v2.b32"))
+}
+
+/// A fragment pair `(r, c)`, `(r, c + 1)` (c even) read from a shared-memory tile is one 8-byte
+/// load where the two are adjacent (backend/sm90/frag_pair.rs): a gather whose row index is a
+/// column vector and whose column index is the element's own, and a view starting at an even
+/// column. A view starting at an odd column is read one element at a time. One warpgroup holds
+/// a 64 x 32 accumulator as 16 floats a thread, 8 pairs.
+#[test]
+fn a_fragment_pair_is_read_with_one_load_where_adjacent() {
+    let pairs_per_thread = 64 * 32 / 128 / 2;
+    let gather = "kernel pairs(a: bf16[64, 64], b: bf16[64, 32], x: f32[80, 32], y: out f32[64, 32]) grid(1) threads(128) {
+        let at: smem = load a[0..+64, 0..+64];
+        let bt: smem = load b[0..+64, 0..+32];
+        let xs: smem = load x[0..+80, 0..+32];
+        let acc: tmem f32[64, 32] = at @ bt;
+        store y[0..+64, 0..+32] = acc * xs[row_index(64, 1) % 16 + 3, :];
+    }";
+    assert_eq!(shared_loads(&sm90_ptx("pairs", gather)), (0, pairs_per_thread));
+    // xs's view at column 1: 2 loads a pair; ys's at column 2: one (distinct tiles, so that no
+    // load is shared between them).
+    let views = "kernel views(a: bf16[64, 64], b: bf16[64, 32], x: f32[80, 34], z: f32[64, 34], y: out f32[64, 32]) grid(1) threads(128) {
+        let at: smem = load a[0..+64, 0..+64];
+        let bt: smem = load b[0..+64, 0..+32];
+        let xs: smem = load x[0..+80, 0..+34];
+        let ys: smem = load z[0..+64, 0..+34];
+        let acc: tmem f32[64, 32] = at @ bt;
+        store y[0..+64, 0..+32] = acc * xs[0..+64, 1..+32] + ys[0..+64, 2..+32];
+    }";
+    assert_eq!(shared_loads(&sm90_ptx("views", views)), (2 * pairs_per_thread, pairs_per_thread));
+}

@@ -116,40 +116,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     pub fn element(&self, i: Inst, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
         let el = |v: Value| self.k.values[v].ty.elem();
         Ok(match &self.k.insts[i].op {
-            Op::Unary(op, a) => {
-                let x = self.operand(*a, r, c)?;
-                let x = self.to_class(x, class(el(*a)), class(out))?;
-                let y = self.unary(*op, x, out)?;
-                self.round_to(y, out)?
-            }
-            Op::Binary(op, a, b) => {
-                let x = self.operand(*a, r, c)?;
-                let y = self.operand(*b, r, c)?;
-                let x = self.to_class(x, class(el(*a)), class(out))?;
-                let y = self.to_class(y, class(el(*b)), class(out))?;
-                let z = self.binary(*op, x, y, class(out))?;
-                self.round_to(z, out)?
-            }
-            Op::Cmp(op, a, b) => {
-                let cl = class(el(*a)).max(class(el(*b)));
-                let x = self.operand(*a, r, c)?;
-                let y = self.operand(*b, r, c)?;
-                let x = self.to_class(x, class(el(*a)), cl)?;
-                let y = self.to_class(y, class(el(*b)), cl)?;
-                self.compare(*op, x, y, cl)?.into()
-            }
-            Op::Select(cnd, a, b) => {
-                let p = self.operand(*cnd, r, c)?;
-                let p = self.to_class(p, class(el(*cnd)), Class::Bool)?.into_int_value();
-                let x = self.operand(*a, r, c)?;
-                let y = self.operand(*b, r, c)?;
-                let x = self.convert(x, el(*a), out)?;
-                let y = self.convert(y, el(*b), out)?;
-                self.b.build_select(p, x, y, "sel")?
-            }
-            Op::Cast(a, to) => {
-                let x = self.operand(*a, r, c)?;
-                self.convert(x, el(*a), *to)?
+            op @ (Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..)) => {
+                let xs = self.k.inst_args(i).into_iter().map(|a| self.operand(a, r, c)).collect::<Result<Vec<_>, _>>()?;
+                self.apply(op, out, &xs)?
             }
             Op::Splat(a) => {
                 let x = self.scalar(*a)?;
@@ -197,6 +166,41 @@ impl<'ctx> Codegen<'ctx, '_> {
                 self.convert(x, ve, out)?
             }
             other => return Err(BackendError::Invalid(format!("{other:?} is not elementwise"))),
+        })
+    }
+
+    /// The arithmetic of the elementwise `op` (Unary, Binary, Cmp, Select or Cast) on the values
+    /// `xs` of its operands, in operand order, as a value of `out`: the one place each element's
+    /// operation is emitted, whether its operands were evaluated one element at a time
+    /// ([`Codegen::element`]) or a fragment pair at a time (`sm90::frag_pair`).
+    pub(crate) fn apply(&self, op: &Op, out: Elem, xs: &[BasicValueEnum<'ctx>]) -> Result<BasicValueEnum<'ctx>, BackendError> {
+        let el = |v: Value| self.k.values[v].ty.elem();
+        Ok(match (op, xs) {
+            (Op::Unary(u, a), [x]) => {
+                let x = self.to_class(*x, class(el(*a)), class(out))?;
+                let y = self.unary(*u, x, out)?;
+                self.round_to(y, out)?
+            }
+            (Op::Binary(o, a, b), [x, y]) => {
+                let x = self.to_class(*x, class(el(*a)), class(out))?;
+                let y = self.to_class(*y, class(el(*b)), class(out))?;
+                let z = self.binary(*o, x, y, class(out))?;
+                self.round_to(z, out)?
+            }
+            (Op::Cmp(o, a, b), [x, y]) => {
+                let cl = class(el(*a)).max(class(el(*b)));
+                let x = self.to_class(*x, class(el(*a)), cl)?;
+                let y = self.to_class(*y, class(el(*b)), cl)?;
+                self.compare(*o, x, y, cl)?.into()
+            }
+            (Op::Select(cnd, a, b), [p, x, y]) => {
+                let p = self.to_class(*p, class(el(*cnd)), Class::Bool)?.into_int_value();
+                let x = self.convert(*x, el(*a), out)?;
+                let y = self.convert(*y, el(*b), out)?;
+                self.b.build_select(p, x, y, "sel")?
+            }
+            (Op::Cast(a, to), [x]) => self.convert(*x, el(*a), *to)?,
+            (other, _) => return Err(BackendError::Invalid(format!("{other:?} with {} operands is no elementwise operation", xs.len()))),
         })
     }
 

@@ -65,7 +65,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// `(rows, cols)` of a value, scalars as `1 x 1`.
-    fn extent2(&self, v: Value) -> (u32, u32) {
+    pub(crate) fn extent2(&self, v: Value) -> (u32, u32) {
         self.k.values[v].ty.shape().unwrap_or((1, 1))
     }
 
@@ -83,11 +83,18 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// `src` (the interpreter's `GatherOutOfBounds`): an unsigned compare per index, a branch
     /// that is never taken in a correct program.
     pub(crate) fn gather_element(&self, src: Value, row: Value, col: Value, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
-        let (sr, sc) = self.extent2(src);
         let ri = self.operand(row, r, c)?.into_int_value();
         let ci = self.operand(col, r, c)?.into_int_value();
-        // Unsigned: a negative index is outside too. An index that is the element's own row
-        // (column) of a source at least as tall (wide) — `t[:, j]` — needs no test.
+        self.check_gather(src, (row, ri), (col, ci))?;
+        let x = self.operand(src, ri, ci)?;
+        self.convert(x, self.k.values[src].ty.elem(), out)
+    }
+
+    /// Traps unless the gather indices `ri` (of index tile `row`) and `ci` (of `col`) lie inside
+    /// `src`. Unsigned: a negative index is outside too. An index that is the element's own row
+    /// (column) of a source at least as tall (wide) — `t[:, j]` — needs no test.
+    pub(crate) fn check_gather(&self, src: Value, (row, ri): (Value, IntValue<'ctx>), (col, ci): (Value, IntValue<'ctx>)) -> Result<(), BackendError> {
+        let (sr, sc) = self.extent2(src);
         let mut ok = None;
         for (x, n, idx, axis) in [(ri, sr, row, crate::ir::Axis::Row), (ci, sc, col, crate::ir::Axis::Col)] {
             if self.own_index(idx, axis, n) {
@@ -99,16 +106,15 @@ impl<'ctx> Codegen<'ctx, '_> {
                 None => t,
             });
         }
-        if let Some(ok) = ok {
-            self.trap_unless(ok, "gather")?;
+        match ok {
+            Some(ok) => self.trap_unless(ok, "gather"),
+            None => Ok(()),
         }
-        let x = self.operand(src, ri, ci)?;
-        self.convert(x, self.k.values[src].ty.elem(), out)
     }
 
     /// Whether `idx` is `row_index` (`axis` Row) or `col_index` (Col) over at most `extent`
     /// along `axis`: at element `(r, c)` it is `r` (`c`) itself, inside a source of `extent`.
-    fn own_index(&self, idx: Value, axis: crate::ir::Axis, extent: u32) -> bool {
+    pub(crate) fn own_index(&self, idx: Value, axis: crate::ir::Axis, extent: u32) -> bool {
         let ValueDef::Result(d) = self.k.values[idx].def else { return false };
         let Some((rows, cols)) = self.k.values[idx].ty.shape() else { return false };
         let along = if axis == crate::ir::Axis::Row { rows } else { cols };

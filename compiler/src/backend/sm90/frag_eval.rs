@@ -12,8 +12,10 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
 use crate::layout::wgmma::Distribution;
 
-use crate::ir::{Inst, Op, Value, Var};
+use crate::ir::{Inst, Op, Var};
 use crate::layout::wgmma::fragment_coords;
+
+use super::frag_pair::PairAt;
 
 use super::super::copy::TileLayout;
 use super::super::emit::Codegen;
@@ -73,26 +75,23 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// The values of root `op` at elements `(r, c)` and `(r, c + 1)` (and its `where` mask
     /// there), whose registers are `idx` and `idx + 1` of accumulators of distribution `d`.
     fn fragment_pair(&mut self, op: &Op, d: Distribution, idx: u32, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<([BasicValueEnum<'ctx>; 2], Option<[IntValue<'ctx>; 2]>), BackendError> {
-        let cs = [c, self.b.build_int_add(c, self.i32(1), "")?];
-        // Each element's expression reads the accumulators at its own register.
-        let at = |cg: &mut Self, k: usize, x: Value| {
-            cg.frag_ctx = Some((d, idx + k as u32));
-            let y = cg.operand(x, r, cs[k]);
-            cg.frag_ctx = None;
-            y
-        };
+        // Both elements at once (`super::frag_pair`): c is even.
+        let at = PairAt { d, idx };
         match op {
             Op::Store { value, mask, .. } => {
-                let vals = [at(self, 0, *value)?, at(self, 1, *value)?];
+                let vals = self.operand_pair(*value, r, c, true, at)?;
                 let keep = match mask {
-                    Some(m) => Some([at(self, 0, *m)?.into_int_value(), at(self, 1, *m)?.into_int_value()]),
+                    Some(m) => {
+                        let [x, y] = self.operand_pair(*m, r, c, true, at)?;
+                        Some([x.into_int_value(), y.into_int_value()])
+                    }
                     None => None,
                 };
                 Ok((vals, keep))
             }
             Op::WriteVar(w, x) => {
                 let we = self.k.vars[*w].ty.elem();
-                let ys = [at(self, 0, *x)?, at(self, 1, *x)?];
+                let ys = self.operand_pair(*x, r, c, true, at)?;
                 Ok(([self.convert(ys[0], self.res_elem(*x), we)?, self.convert(ys[1], self.res_elem(*x), we)?], None))
             }
             other => Err(BackendError::Invalid(format!("{other:?} is not a fragment-order root"))),
