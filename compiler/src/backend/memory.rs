@@ -310,9 +310,10 @@ impl<'ctx> Codegen<'ctx, '_> {
                 }
                 let vty = cg.storage_type(vel).into_float_type().vec_type(per);
                 let mut acc = vty.get_undef();
-                for j in 0..per {
-                    let cj = cg.b.build_int_add(c, cg.i32(j as i32), "")?;
-                    let y = cg.operand(x, r, cj)?;
+                // The chunk's 8 elements evaluated together (`backend::groups`): c is a
+                // multiple of 8.
+                let ys = cg.operand_group(x, r, c, true, super::groups::Group { n: per, frag: None })?;
+                for (j, y) in ys.into_iter().enumerate() {
                     let y = cg.convert(y, xel, vel)?;
                     let y = cg.to_storage(y, vel)?;
                     acc = cg.b.build_insert_element(acc, y, cg.i32(j as i32), "")?;

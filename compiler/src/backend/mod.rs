@@ -25,6 +25,7 @@ pub(crate) mod descriptors;
 pub(crate) mod edge;
 pub(crate) mod elementwise;
 pub(crate) mod emit;
+pub(crate) mod groups;
 pub(crate) mod llvm;
 pub(crate) mod loops;
 pub(crate) mod lowering;

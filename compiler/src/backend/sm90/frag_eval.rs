@@ -12,10 +12,10 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
 use crate::layout::wgmma::Distribution;
 
-use crate::ir::{Inst, Op, Var};
+use crate::ir::{Inst, Op, Value, Var};
 use crate::layout::wgmma::fragment_coords;
 
-use super::frag_pair::PairAt;
+use super::super::groups::Group;
 
 use super::super::copy::TileLayout;
 use super::super::emit::Codegen;
@@ -75,14 +75,18 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// The values of root `op` at elements `(r, c)` and `(r, c + 1)` (and its `where` mask
     /// there), whose registers are `idx` and `idx + 1` of accumulators of distribution `d`.
     fn fragment_pair(&mut self, op: &Op, d: Distribution, idx: u32, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<([BasicValueEnum<'ctx>; 2], Option<[IntValue<'ctx>; 2]>), BackendError> {
-        // Both elements at once (`super::frag_pair`): c is even.
-        let at = PairAt { d, idx };
+        // Both elements at once (`backend::groups`): c is even.
+        let g = Group { n: 2, frag: Some((d, idx)) };
+        let pair = |cg: &mut Self, x: Value| -> Result<[BasicValueEnum<'ctx>; 2], BackendError> {
+            let v = cg.operand_group(x, r, c, true, g)?;
+            Ok([v[0], v[1]])
+        };
         match op {
             Op::Store { value, mask, .. } => {
-                let vals = self.operand_pair(*value, r, c, true, at)?;
+                let vals = pair(self, *value)?;
                 let keep = match mask {
                     Some(m) => {
-                        let [x, y] = self.operand_pair(*m, r, c, true, at)?;
+                        let [x, y] = pair(self, *m)?;
                         Some([x.into_int_value(), y.into_int_value()])
                     }
                     None => None,
@@ -91,7 +95,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             Op::WriteVar(w, x) => {
                 let we = self.k.vars[*w].ty.elem();
-                let ys = self.operand_pair(*x, r, c, true, at)?;
+                let ys = pair(self, *x)?;
                 Ok(([self.convert(ys[0], self.res_elem(*x), we)?, self.convert(ys[1], self.res_elem(*x), we)?], None))
             }
             other => Err(BackendError::Invalid(format!("{other:?} is not a fragment-order root"))),

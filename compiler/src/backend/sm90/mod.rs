@@ -6,7 +6,6 @@
 //! ([`mma_sync`]). The TMEM lifecycle instructions emit nothing.
 
 pub(crate) mod frag_eval;
-pub(crate) mod frag_pair;
 pub(crate) mod frag_reduce;
 pub(crate) mod frag_store;
 pub(crate) mod mma_sync;
