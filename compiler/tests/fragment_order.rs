@@ -37,9 +37,10 @@ fn example(name: &str) -> String {
 fn k1_state_updates_and_stores_stay_in_registers() {
     let r = roots(&example("k1_reverse_scan.tile"));
     let scalar: Vec<(String, String)> = r.iter().filter(|x| x.0 == "k1_scan_scalar").map(|x| (x.1.clone(), x.2.clone())).collect();
-    // In source order: store dh = d; db = bf16(d); d = d * exp2(glast); dvn += dv; store dv2 =
-    // dvn; dvb = bf16(dvn); store dh0 = d. (`d` starts as a load: written through shared memory.)
-    let want = [("store dh", "d"), ("write db", "d"), ("write d", "d"), ("write dvn", "dvn"), ("store dv2", "dvn"), ("write dvb", "dvn"), ("store dh0", "d")];
+    // In source order: d = its first value (a load, evaluated straight into d's fragments: a
+    // whole-tile write into a register accumulator); store dh = d; db = bf16(d); d = d *
+    // exp2(glast); dvn += dv; store dv2 = dvn; dvb = bf16(dvn); store dh0 = d.
+    let want = [("write d", "d"), ("store dh", "d"), ("write db", "d"), ("write d", "d"), ("write dvn", "dvn"), ("store dv2", "dvn"), ("write dvb", "dvn"), ("store dh0", "d")];
     assert_eq!(scalar, want.map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
 }
 

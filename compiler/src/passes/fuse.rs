@@ -291,6 +291,19 @@ pub fn analyze(k: &Kernel, target: &TargetInfo, roles: &super::var_roles::VarRol
             }
         }
     }
+    // A write of a whole-tile expression into a register accumulator that no fragment order
+    // claimed above (its expression reads no accumulator) is evaluated in the accumulator's own
+    // order too: each thread computes its elements straight into its registers, where the tile
+    // went through a shared-memory staging copy, a barrier and a reload of the fragments (a
+    // per-step decay `let ea: tmem f32[C, K] = exp2(..)` of the per-channel backwards).
+    // (A scalar fill has its own lowering.)
+    k.walk(|i| {
+        if let Op::WriteVar(w, x) = k.insts[i].op {
+            if out.frag_root[i].is_none() && roles.accumulator(w).is_some() && !super::var_roles::is_splat(k, x) && k.values[x].ty.shape() == k.vars[w].ty.shape() {
+                out.frag_root[i] = Some(w);
+            }
+        }
+    });
     out
 }
 
