@@ -147,9 +147,13 @@ impl<'ctx> Codegen<'ctx, '_> {
             other => return Err(BackendError::Invalid(format!("no vector of {other:?}"))),
         };
         let ld = self.b.build_load(ty, p, "ldv")?;
+        // Every buffer starts on 16 bytes (the header is 0, 16 or whole swizzle periods; the plan
+        // aligns to 128), and a group starts on a multiple of its size inside a row whose length
+        // is one: aligned to the group's size up to 16 bytes (the widest shared access; a
+        // 32-byte group is two).
         ld.as_instruction_value()
             .ok_or_else(|| BackendError::Invalid("a group load is no instruction".into()))?
-            .set_alignment(n * elem.size_bytes())
+            .set_alignment((n * elem.size_bytes()).min(16))
             .map_err(|e| BackendError::Invalid(format!("group load alignment: {e}")))?;
         let v = ld.into_vector_value();
         (0..n)
