@@ -209,7 +209,7 @@ fn shared_loads(ptx: &str) -> (usize, usize) {
 }
 
 /// A fragment pair `(r, c)`, `(r, c + 1)` (c even) read from a shared-memory tile is one 8-byte
-/// load where the two are adjacent (backend/sm90/frag_pair.rs): a gather whose row index is a
+/// load where the two are adjacent (backend/groups.rs): a gather whose row index is a
 /// column vector and whose column index is the element's own, and a view starting at an even
 /// column. A view starting at an odd column is read one element at a time. One warpgroup holds
 /// a 64 x 32 accumulator as 16 floats a thread, 8 pairs.

@@ -172,7 +172,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// The arithmetic of the elementwise `op` (Unary, Binary, Cmp, Select or Cast) on the values
     /// `xs` of its operands, in operand order, as a value of `out`: the one place each element's
     /// operation is emitted, whether its operands were evaluated one element at a time
-    /// ([`Codegen::element`]) or a fragment pair at a time (`sm90::frag_pair`).
+    /// ([`Codegen::element`]) or a group at a time (`backend::groups`).
     pub(crate) fn apply(&self, op: &Op, out: Elem, xs: &[BasicValueEnum<'ctx>]) -> Result<BasicValueEnum<'ctx>, BackendError> {
         let el = |v: Value| self.k.values[v].ty.elem();
         Ok(match (op, xs) {

@@ -44,7 +44,8 @@ pub struct Fusion {
     /// Roots evaluated in the fragment order of a register accumulator: a `Store`, a `WriteVar`
     /// or a row `Reduce` whose fused expression reads the accumulator (`ReadVar` fused at full
     /// shape, no transpose on the way), so each thread evaluates exactly the elements whose
-    /// accumulator values it holds, in registers (issue 9, item 1).
+    /// accumulator values it holds, in registers (issue 9, item 1); and any other whole-tile
+    /// `WriteVar` (not a scalar fill) into a register accumulator, in that accumulator's order.
     pub frag_root: SecondaryMap<Inst, Option<crate::ir::Var>>,
     /// Other accumulators a fragment-order root reads in the same registers: those with the
     /// root's accumulator's distribution, which hold each element in the same thread at the

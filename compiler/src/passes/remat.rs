@@ -4,8 +4,9 @@
 //! it is) and cheap integer or predicate operations gets a private copy of its expression,
 //! placed right before the instruction that reads it, in two cases:
 //!
-//! 1. **Read in a loop, made outside it**: an operand of an elementwise operation (or a gather's
-//!    row or column index) in a loop body whose value is made in another block.
+//! 1. **Read in a loop, made outside it**: an operand of a unary, binary, compare or select
+//!    operation (or a gather's row or column index) in a loop body whose value is made in
+//!    another block. (A cast or transpose of such a tile still reads its buffer.)
 //! 2. **Shared by gathers**: a gather's row or column index some node of which has another use.
 //!
 //! Why: elementwise fusion ([`super::fuse`]) evaluates a value inside its consumer only when it

@@ -12,7 +12,8 @@
 //! extent), and either
 //! * an operand tile of 16-bit elements, rows a multiple of 8, columns a whole number of
 //!   16-element panels (the widest swizzle that divides them is used: [`Swizzle::for_cols`]),
-//!   every MMA that reads it as an MN-major B operand splitting N in pieces of whole panels: its
+//!   every MMA that reads it as an MN-major B operand splitting N in pieces of whole panels or
+//!   in pieces that divide a panel (each then starts and ends inside one, `panels_fit`): its
 //!   variable lives in the swizzled layout, its box is one panel wide (`P/2` elements on the last
 //!   dimension), and one copy per panel fills it; or
 //! * a plain tile read element by element (2- or 4-byte elements, a row of whole 16-byte

@@ -4,7 +4,9 @@
 //! of its own fragment elements ([`crate::layout::wgmma::fragment_coords`]) instead of a CTA
 //! loop over a shared-memory copy: `d = d * exp2(g)`, `dvn += dv_tile` and `store dh = d` touch
 //! registers and global memory only, and `db = bf16(d)` writes the operand tile straight from
-//! registers. Every element is computed by the same operations as before, so results are
+//! registers. A whole-tile write into a register accumulator whose expression reads none is
+//! evaluated in that accumulator's order too (`let ea: tmem f32[C, K] = exp2(..)`: no staging
+//! copy and reload). Every element is computed by the same operations as before, so results are
 //! bit-identical; what goes away is the write-back of the fragments, a copy, a reload and
 //! their barriers.
 
