@@ -81,8 +81,7 @@ impl<'ctx> Codegen<'ctx, '_> {
                 self.convert_group(xs, self.k.values[*src].ty.elem(), out)
             }
             Op::Slice { src, row, col } => {
-                let rr = self.b.build_int_add(self.scalar(*row)?.into_int_value(), r, "vr")?;
-                let cc = self.b.build_int_add(self.scalar(*col)?.into_int_value(), c, "vc")?;
+                let (rr, cc) = self.slice_coords(*row, *col, r, c)?;
                 let aligned = aligned && crate::passes::pipeline::const_int(self.k, *col).is_some_and(|c0| c0 % i64::from(g.n) == 0);
                 let xs = self.operand_group(*src, rr, cc, aligned, g)?;
                 self.convert_group(xs, self.k.values[*src].ty.elem(), out)
@@ -95,7 +94,7 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             _ => (0..g.n)
                 .map(|k| {
-                    let ck = if k == 0 { c } else { self.b.build_int_add(c, self.i32(k as i32), "")? };
+                    let ck = self.column_k(c, k)?;
                     self.one_of_group(g, k, |cg| cg.element(i, out, r, ck))
                 })
                 .collect(),
@@ -131,13 +130,8 @@ impl<'ctx> Codegen<'ctx, '_> {
             TileLayout::RowMajor => shape.1 % n == 0,
             TileLayout::CoreMatrices | TileLayout::Swizzled(_) => 8 % n == 0,
         };
-        if !(aligned && contiguous) || n == 1 {
-            return (0..n)
-                .map(|k| {
-                    let ck = if k == 0 { c } else { self.b.build_int_add(c, self.i32(k as i32), "")? };
-                    self.load_elem_in(base, layout, r, ck, shape, elem)
-                })
-                .collect();
+        if !(aligned && contiguous) {
+            return (0..n).map(|k| self.load_elem_in(base, layout, r, self.column_k(c, k)?, shape, elem)).collect();
         }
         let off = layout.offset(self, r, c, shape, elem.size_bytes())?;
         let p = self.smem_at(self.b.build_int_add(base, off, "")?)?;
@@ -162,6 +156,11 @@ impl<'ctx> Codegen<'ctx, '_> {
                 self.to_compute(raw, elem)
             })
             .collect()
+    }
+
+    /// Column `c + k` of a group starting at column `c`.
+    fn column_k(&self, c: IntValue<'ctx>, k: u32) -> Result<IntValue<'ctx>, BackendError> {
+        Ok(if k == 0 { c } else { self.b.build_int_add(c, self.i32(k as i32), "")? })
     }
 
     /// [`Codegen::convert`] of every element.

@@ -72,10 +72,14 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Element `(r, c)` of `Slice { src, row, col }` (result of type `out`): element
     /// `(row + r, col + c)` of `src` ([`Codegen::check_views`] tested the origin).
     pub(crate) fn slice_element(&self, src: Value, row: Value, col: Value, out: Elem, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
-        let rr = self.b.build_int_add(self.scalar(row)?.into_int_value(), r, "vr")?;
-        let cc = self.b.build_int_add(self.scalar(col)?.into_int_value(), c, "vc")?;
+        let (rr, cc) = self.slice_coords(row, col, r, c)?;
         let x = self.operand(src, rr, cc)?;
         self.convert(x, self.k.values[src].ty.elem(), out)
+    }
+
+    /// The source coordinates `(row + r, col + c)` of a view's element `(r, c)`.
+    pub(crate) fn slice_coords(&self, row: Value, col: Value, r: IntValue<'ctx>, c: IntValue<'ctx>) -> Result<(IntValue<'ctx>, IntValue<'ctx>), BackendError> {
+        Ok((self.b.build_int_add(self.scalar(row)?.into_int_value(), r, "vr")?, self.b.build_int_add(self.scalar(col)?.into_int_value(), c, "vc")?))
     }
 
     /// Element `(r, c)` of `Gather { src, row, col }`: element `(row[r, c], col[r, c])` of
