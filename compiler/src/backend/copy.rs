@@ -13,7 +13,7 @@
 //! chunk (0 for a row outside the tensor) and the rest of the 16 bytes is zero-filled; an
 //! invalid chunk reads from the tensor's base, which is a valid address.
 //!
-//! The destination is row-major, the 8 × 8 core-matrix layout of an operand tile that wgmma
+//! The destination is row-major (rows padded or not), the 8 × 8 core-matrix layout of an operand tile that wgmma
 //! reads in place ([`crate::layout::staging::kmajor_offset`], whose 16-byte core-matrix rows are
 //! exactly these chunks), or a swizzled layout ([`crate::layout::swizzle`], which permutes whole
 //! 16-byte chunks).
@@ -41,6 +41,10 @@ pub enum TileLayout {
     CoreMatrices,
     /// Column panels in a swizzle mode ([`swizzled_offset`]; its 16-byte chunks stay whole).
     Swizzled(Swizzle),
+    /// Row-major with rows this many elements apart (more than the columns, a whole number of
+    /// 16-byte chunks): padded so a fragment-order read spreads over the banks
+    /// ([`crate::layout::bank::fragment_pitch`], chosen by [`crate::passes::bank_pad`]).
+    Pitched(u32),
 }
 
 impl TileLayout {
@@ -50,6 +54,7 @@ impl TileLayout {
             TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
             TileLayout::CoreMatrices => kmajor_offset(cg, r, c, cols)?,
             TileLayout::Swizzled(sw) => swizzled_offset(cg, r, c, rows, sw)?,
+            TileLayout::Pitched(pitch) => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(pitch as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
         })
     }
 }
@@ -83,7 +88,13 @@ impl<'ctx> Codegen<'ctx, '_> {
             }
             return Ok(false);
         }
-        if layout != TileLayout::RowMajor && (size != 2 || rows % 8 != 0 || cols % 8 != 0) {
+        // The other layouts keep 16-byte chunks whole: core matrices and swizzled panels of
+        // 16-bit tiles, and padded rows (whole chunks by construction).
+        let chunked = match layout {
+            TileLayout::RowMajor | TileLayout::Pitched(_) => true,
+            TileLayout::CoreMatrices | TileLayout::Swizzled(_) => size == 2 && rows % 8 == 0 && cols % 8 == 0,
+        };
+        if !chunked {
             return Ok(false);
         }
         // Run-time alignment: base, start column and every outer stride in 16-byte units.

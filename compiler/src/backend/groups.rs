@@ -128,6 +128,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     fn load_group(&self, base: IntValue<'ctx>, layout: TileLayout, r: IntValue<'ctx>, c: IntValue<'ctx>, shape: (u32, u32), elem: Elem, aligned: bool, n: u32) -> Result<Vec<BasicValueEnum<'ctx>>, BackendError> {
         let contiguous = match layout {
             TileLayout::RowMajor => shape.1 % n == 0,
+            TileLayout::Pitched(pitch) => pitch % n == 0 && shape.1 % n == 0,
             TileLayout::CoreMatrices | TileLayout::Swizzled(_) => 8 % n == 0,
         };
         if !(aligned && contiguous) {

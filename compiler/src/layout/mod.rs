@@ -6,6 +6,8 @@
 //! planners, and on LLVM values by the code generator (`backend::emit`), which implements the
 //! trait by emitting the same operations in the same order.
 //!
+//! * [`bank`] — shared-memory bank conflicts of a warp's access, and the padded row pitch of a
+//!   tile read in a wgmma fragment's order.
 //! * [`mma_sync`] — `mma.sync.aligned.m16n8k16` A/B/C fragments (PTX ISA 9.7.14.5.8).
 //! * [`tmem`] — tensor-memory lane quarters and addresses of `tcgen05.ld/st.32x32b` (PTX ISA
 //!   "Tensor Memory", "Access restrictions").
@@ -17,6 +19,7 @@
 //! * [`quad_transpose`] — the 4 × 4 word transpose across a quad that turns fragment pairs into
 //!   16-byte row segments for vector stores.
 
+pub mod bank;
 pub mod mma_sync;
 pub mod quad_transpose;
 pub mod reduction;

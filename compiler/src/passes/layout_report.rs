@@ -29,6 +29,8 @@ pub fn render(k: &Kernel, tp: &TargetPlan) -> String {
                 Some(sw) => format!("shared memory, {}-swizzled panels of {} columns read by the tensor core in place{r}", sw.name(), sw.elems()),
                 None => format!("shared memory, 8x8 core-matrix layout read by the tensor core in place{r}"),
             }
+        } else if let Some(pitch) = tp.pitch_of(v) {
+            format!("shared memory, row-major, rows {pitch} elements apart (padded: fragment-order reads spread over the banks)")
         } else {
             "shared memory, row-major".to_string()
         };

@@ -9,9 +9,11 @@
 //! 4. Per target ([`target_plan`]): [`fuse`] (elementwise fusion), [`smem_plan`] (shared-memory
 //!    placement and its budget, E0405), [`pipeline`] (software pipelining), [`tma`] (which
 //!    pipelined loads are TMA copies, their tensor maps), [`warp_spec`] (a producer warpgroup for
-//!    a TMA loop, an experiment), [`barriers`] (CTA barrier placement).
+//!    a TMA loop, an experiment), [`bank_pad`] (padded rows for tiles read in fragment order),
+//!    [`barriers`] (CTA barrier placement).
 //!    The back end consumes the result and plans nothing itself.
 
+pub mod bank_pad;
 pub mod barriers;
 pub mod dce;
 pub mod fuse;

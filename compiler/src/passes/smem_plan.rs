@@ -67,6 +67,8 @@ pub struct Placement {
     pub stages: u32,
     /// The swizzle of a variable in a swizzled layout ([`crate::passes::tma::TmaPlan::swizzle`]).
     pub swizzle: Option<Swizzle>,
+    /// The row pitch in elements of a variable with padded rows ([`super::bank_pad`]).
+    pub pitch: Option<u32>,
 }
 
 /// The shared-memory plan of one kernel for one target.
@@ -94,6 +96,14 @@ pub fn tile_bytes(ty: Type) -> u32 {
     match ty {
         Type::Scalar(_) => 0,
         Type::Tile { elem, rows, cols } => rows * cols * elem.size_bytes(),
+    }
+}
+
+/// Bytes of a variable's buffer: [`tile_bytes`], with rows `pitch` elements apart when padded.
+pub fn var_bytes(ty: Type, pitch: Option<u32>) -> u32 {
+    match (ty, pitch) {
+        (Type::Tile { elem, rows, .. }, Some(p)) => rows * p * elem.size_bytes(),
+        _ => tile_bytes(ty),
     }
 }
 
@@ -138,9 +148,11 @@ pub fn scratch_bytes(k: &Kernel, target: &TargetInfo, roles: &VarRoles, fusion: 
 /// variable of a pipelined loop in `loops` (live from the loop's start, where the first
 /// iterations are issued). Deterministic.
 ///
+/// A variable `pitch` gives a row pitch ([`super::bank_pad`]) takes that many elements per row.
 /// A variable `swizzled` gives a swizzle mode gets a buffer, and ring stages, aligned to
 /// [`PERIOD_ALIGN`] (the swizzle pattern is a function of the absolute address).
-pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, loops: &SecondaryMap<Inst, Option<Pipeline>>, swizzled: &dyn Fn(Var) -> Option<Swizzle>) -> SmemPlan {
+#[allow(clippy::too_many_arguments)] // the kernel, its target, and each earlier pass's decision
+pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &Fusion, loops: &SecondaryMap<Inst, Option<Pipeline>>, swizzled: &dyn Fn(Var) -> Option<Swizzle>, pitch: &dyn Fn(Var) -> Option<u32>) -> SmemPlan {
     let (k, pp) = (v.kernel(), v.points());
     // Loop extension of live ranges is shared with the TMEM planner's liveness.
     let extend = |use_inst: Inst, def_point: Option<u32>| pp.live_end(use_inst, def_point);
@@ -234,7 +246,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
                 pipelined[v] = Some((pp.point[l], pp.loop_end[l]));
                 if p.stages > 1 {
                     let align = if swizzled(v).is_some() { PERIOD_ALIGN } else { ALIGN };
-                    rings[v] = Some((p.stages, tile_bytes(k.vars[v].ty).next_multiple_of(align)));
+                    rings[v] = Some((p.stages, var_bytes(k.vars[v].ty, pitch(v)).next_multiple_of(align)));
                 }
             }
         }
@@ -242,7 +254,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
     for (v, iv) in var_iv.iter() {
         if let Some(&(s, e)) = iv.as_ref() {
             let live = pipelined[v].map_or((s, e), |(ls, le)| (s.min(ls), e.max(le)));
-            let bytes = rings[v].map_or(tile_bytes(k.vars[v].ty), |(stages, stride)| stages * stride);
+            let bytes = rings[v].map_or(var_bytes(k.vars[v].ty, pitch(v)), |(stages, stride)| stages * stride);
             reqs.push((Owner::Var(v), bytes, live));
         }
     }
@@ -262,12 +274,13 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
     let placed = interval_plan::plan(&preqs);
     let mut out = SmemPlan::default();
     for ((owner, bytes, live), off) in reqs.into_iter().zip(placed.offsets) {
-        let (mut stages, mut swizzle) = (1, None);
+        let (mut stages, mut swizzle, mut padded) = (1, None, None);
         match owner {
             Owner::Value(v) => out.values[v] = Some(off),
             Owner::Var(v) => {
                 out.vars[v] = Some(off);
                 swizzle = swizzled(v);
+                padded = pitch(v);
                 if let Some((s, stride)) = rings[v] {
                     out.rings[v] = Some((s, stride));
                     stages = s;
@@ -275,7 +288,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
             }
             Owner::Scratch(i) => out.scratch[i] = Some(off),
         }
-        out.placements.push(Placement { owner, offset: off, bytes, live, stages, swizzle });
+        out.placements.push(Placement { owner, offset: off, bytes, live, stages, swizzle, pitch: padded });
     }
     out.bytes = placed.extent.next_multiple_of(16);
     out.peak = (placed.peak_demand, placed.peak_point);
@@ -319,6 +332,10 @@ pub fn label(k: &Kernel, p: &Placement, target: &TargetInfo, roles: &VarRoles) -
     let (mut what, span) = describe(k, p.owner, target, roles);
     if let Some(sw) = p.swizzle {
         what = what.replace("8x8 core-matrix layout", &format!("{}-swizzled panels", sw.name()));
+    }
+    if let (Some(pitch), Owner::Var(v)) = (p.pitch, p.owner) {
+        let pad = (pitch - k.vars[v].ty.shape().map_or(0, |s| s.1)) * k.vars[v].ty.elem().size_bytes();
+        what = format!("{what}, rows padded by {pad} bytes (fragment-order reads spread over the banks)");
     }
     if p.stages > 1 {
         (format!("{what}, a {}-stage ring (software pipeline)", p.stages), span)
@@ -418,7 +435,7 @@ mod tests {
         let _ = b.value(Op::Binary(BinOp::Add, w, w), t);
         b.switch_to(top);
         let v = crate::ir::validate::validate(&k).expect("valid test kernel");
-        let p = plan(&v, crate::target::Target::Sm90a.info(), &VarRoles::default(), &Fusion::none(), &SecondaryMap::new(), &|_| None);
+        let p = plan(&v, crate::target::Target::Sm90a.info(), &VarRoles::default(), &Fusion::none(), &SecondaryMap::new(), &|_| None, &|_| None);
         let off = |v: Value| p.values[v].unwrap();
         assert_eq!(off(x), 0);
         assert_ne!(off(y), off(x)); // co-live at the cast
@@ -451,14 +468,14 @@ mod tests {
         b.switch_to(top);
         let v = crate::ir::validate::validate(&k).expect("valid test kernel");
         let sm90 = crate::target::Target::Sm90a.info();
-        let p = plan(&v, sm90, &VarRoles::default(), &Fusion::none(), &SecondaryMap::new(), &|_| None);
+        let p = plan(&v, sm90, &VarRoles::default(), &Fusion::none(), &SecondaryMap::new(), &|_| None, &|_| None);
         assert_eq!(p.vars[va], p.vars[vb], "a is dead once b is written: one buffer");
 
         let mut loops: SecondaryMap<Inst, Option<Pipeline>> = SecondaryMap::new();
         // Two stages (a ring), and one stage refilled early (after a's last read).
         for stages in [2, 1] {
             loops[l] = Some(Pipeline { writes: vec![wa], vars: vec![va], slice: vec![], stages, overlap_mma: false, reverse: false, last_read: vec![], trips: None });
-            let p = plan(&v, sm90, &VarRoles::default(), &Fusion::none(), &loops, &|_| None);
+            let p = plan(&v, sm90, &VarRoles::default(), &Fusion::none(), &loops, &|_| None, &|_| None);
             let (a0, b0) = (p.vars[va].unwrap(), p.vars[vb].unwrap());
             let ring = stages * tile_bytes(t).next_multiple_of(ALIGN);
             assert!(b0 >= a0 + ring || b0 + tile_bytes(t) <= a0, "{stages} stages: b ({b0}) overlaps a's buffer [{a0}, {})", a0 + ring);

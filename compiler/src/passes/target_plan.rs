@@ -13,6 +13,7 @@ use crate::ir::{Kernel, Space};
 use crate::layout::swizzle::PERIOD_ALIGN;
 use crate::target::{Target, TargetInfo};
 
+use super::bank_pad;
 use super::barriers::{self, Barriers};
 use super::fuse::{self, Fusion};
 use super::pipeline;
@@ -52,9 +53,16 @@ pub struct TargetPlan {
     pub ring_given_up: Option<(u32, u32)>,
     /// A producer warpgroup issuing a TMA loop's copies ([`warp_spec`]), if any.
     pub warp_spec: Option<WarpSpecialization>,
+    /// Row pitches of the variables with padded rows ([`bank_pad`]).
+    pub pitches: bank_pad::Pitches,
 }
 
 impl TargetPlan {
+    /// The row pitch in elements of variable `v` if its rows are padded ([`bank_pad`]).
+    pub fn pitch_of(&self, v: crate::ir::Var) -> Option<u32> {
+        self.pitches.get(v).copied().flatten()
+    }
+
     /// Dynamic shared memory per CTA in bytes: header plus planned region.
     pub fn smem_bytes(&self) -> u32 {
         self.header_bytes + self.smem.bytes
@@ -102,6 +110,23 @@ const RESIDENT_ENOUGH: u32 = 2;
 /// # Errors
 /// E0405 when the shared memory the kernel needs exceeds the target's per-CTA limit.
 pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> {
+    let padded = run_with(v, target, true);
+    let Ok(p) = &padded else { return run_with(v, target, false) };
+    if p.pitches.values().all(Option::is_none) {
+        return padded;
+    }
+    // Padding is worth a few wavefronts per read, not a resident CTA or a ring stage.
+    let plain = run_with(v, target, false)?;
+    let threads = v.kernel().threads;
+    let stages = |t: &TargetPlan| t.pipelines.values().flatten().map(|p| p.stages).sum::<u32>();
+    if p.resident_ctas(threads) < plain.resident_ctas(threads) || stages(p) < stages(&plain) {
+        return Ok(plain);
+    }
+    padded
+}
+
+/// [`run`], with rows padded where fragment-order reads conflict ([`bank_pad`]) or not.
+fn run_with(v: &Validated<'_>, target: Target, pad: bool) -> Result<TargetPlan, Diagnostic> {
     let k = v.kernel();
     let info = target.info();
     let roles = VarRoles::compute(k, info);
@@ -115,6 +140,8 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     let mut pipelines = pipeline::candidates(k, &roles, &fusion);
     let mut tma = tma::plan(k, info, &roles, &fusion, &pipelines);
     let mut header_bytes = header(k, info, &tma, &pipelines);
+    let pitches = if pad { bank_pad::plan(k, info, &roles, &fusion, &tma, &pipelines) } else { bank_pad::Pitches::new() };
+    let pitch = |v| pitches.get(v).copied().flatten();
     let swizzled = |v| tma.swizzle_of(v);
     let mut chosen = None;
     let mut ring_given_up = None;
@@ -130,7 +157,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
                 }
                 p.stages = if p.overlap_mma { stages } else { stages.min(pipeline::MAX_STAGES - 1) }.min(p.useful_stages());
             }
-            let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swizzled);
+            let smem = smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swizzled, &pitch);
             if smem_plan::fits(&smem, header_bytes, info) {
                 let overlap = pipelines.values().flatten().any(|p| p.overlap_mma);
                 fitting.push((resident(&smem), overlap, smem, pipelines.clone()));
@@ -170,7 +197,7 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
             tma = tma::plan(k, info, &roles, &fusion, &pipelines);
             header_bytes = header(k, info, &tma, &pipelines);
             let swz = |v| tma.swizzle_of(v);
-            smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swz)
+            smem_plan::plan(v, info, &roles, &fusion, &pipelines, &swz, &pitch)
         }
     };
     tma.place_barriers(&pipelines);
@@ -178,5 +205,5 @@ pub fn run(v: &Validated<'_>, target: Target) -> Result<TargetPlan, Diagnostic> 
     residency::check(k, header_bytes + smem.bytes, info, &roles)?;
     let barriers = barriers::run(k, info, &roles, &fusion, &smem, &pipelines, &tma);
     let warp_spec = warp_spec::plan(k, info, &roles, &fusion, &pipelines, &tma, header_bytes);
-    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma, ring_given_up, warp_spec })
+    Ok(TargetPlan { target, fusion, smem, barriers, header_bytes, roles, pipelines, tma, ring_given_up, warp_spec, pitches })
 }

@@ -162,7 +162,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         match self.tp.tma.swizzle_of(v) {
             Some(sw) => TileLayout::Swizzled(sw),
             None if self.tp.roles.is_tiled(v) => TileLayout::CoreMatrices,
-            None => TileLayout::RowMajor,
+            None => self.tp.pitch_of(v).map_or(TileLayout::RowMajor, TileLayout::Pitched),
         }
     }
 }
