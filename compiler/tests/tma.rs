@@ -328,3 +328,33 @@ fn narrow_n_pieces_inside_a_panel_keep_the_swizzle() {
         assert_eq!(tp.tma.swizzle_of(var("bh")), want, "N = {n}, pieces of {piece}");
     }
 }
+
+#[test]
+fn a_conversion_to_the_tensors_own_type_is_no_instruction_and_the_load_is_a_tma_copy() {
+    // `bf16(load x[...])`: with x bf16 (a kernel instance narrowing x, as KDA's dU) the
+    // conversion is the identity, so the tile is a plain load the pipeline copies with TMA; with
+    // x f32 it converts, and the threads fill the tile.
+    let src = |elem: &str| {
+        format!(
+            "kernel t(x: {elem}[256, 64], w: bf16[64, 64], y: out f32[64, 64]) grid(1) threads(128) {{
+                let ws: smem = load w[:, :];
+                let mut acc: tmem f32[64, 64] = zeros(64, 64);
+                for j in 0..4 {{
+                    let xs: smem = bf16(load x[j * 64..+64, :]);
+                    acc += xs @ ws;
+                }}
+                store y[:, :] = acc;
+            }}"
+        )
+    };
+    let casts = |tp: &(String, TargetPlan), src: &str| {
+        let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+        let k = c.kernels().next().expect("a kernel").kernel.clone();
+        let mut n = 0;
+        k.walk(|i| n += usize::from(matches!(k.insts[i].op, tilec::ir::Op::Cast(..))));
+        (n, tp.1.tma.loads.values().flatten().count())
+    };
+    let (bf, f) = (src("bf16"), src("f32"));
+    assert_eq!(casts(&plans(&bf)[0], &bf), (0, 1));
+    assert_eq!(casts(&plans(&f)[0], &f), (1, 0));
+}

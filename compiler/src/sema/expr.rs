@@ -356,6 +356,12 @@ impl KernelLowering<'_> {
                 if t.elem() == Elem::Bool {
                     return self.type_err(args[0].span, "cannot convert a bool; use select(..)");
                 }
+                if t.elem() == to {
+                    // An identity (a bf16 value is a bf16 number): no instruction, so that
+                    // `bf16(load x[...])` of a bf16 tensor stays a plain load, which a pipeline
+                    // copies with TMA (a kernel instance that narrows a parameter to bf16).
+                    return Some(v);
+                }
                 self.b.set_span(span);
                 Some(self.b.value(Op::Cast(v, to), t.with_elem(to)))
             }
