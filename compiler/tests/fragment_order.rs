@@ -236,3 +236,21 @@ fn a_fragment_pair_is_read_with_one_load_where_adjacent() {
     }";
     assert_eq!(shared_loads(&sm90_ptx("views", views)), (2 * pairs_per_thread, pairs_per_thread));
 }
+
+#[test]
+fn a_tile_written_by_a_load_stays_in_registers_with_or_without_a_conversion() {
+    // `f32(load x)` of an f32 tensor is the load itself (no conversion instruction): the tmem
+    // tile is still written and read where its fragments are, as with a bf16 x.
+    for elem in ["bf16", "f32"] {
+        let src = format!(
+            "kernel t(x: {elem}[64, 32], y: out f32[64, 32]) grid(1) threads(128) {{
+                let tt: tmem f32[64, 32] = f32(load x[:, :]);
+                let mut acc: tmem f32[64, 32] = zeros(64, 32);
+                acc += tt * 2.0;
+                store y[:, :] = acc;
+            }}"
+        );
+        let r = roots(&src);
+        assert!(r.iter().any(|x| x.1 == "write tt" && x.2 == "tt"), "{elem}: {r:?}");
+    }
+}

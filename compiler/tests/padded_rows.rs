@@ -77,3 +77,20 @@ fn padding_never_costs_a_resident_cta() {
         assert_eq!((vars, sizes), (vec![], vec![(114_688, 2)]));
     }
 }
+
+#[test]
+fn a_padded_tile_loaded_element_by_element_still_uses_cp_async() {
+    // x[:, :, 1] has no 16-byte chunk (its elements are 16 bytes apart): each element is one
+    // 4-byte `cp.async.ca`, at its padded place (rows 160 bytes apart: `mul i32 %r, 40`).
+    let src = "kernel t(x: f32[64, 32, 4], y: out f32[64, 32]) grid(1) threads(256) {
+        let xs: smem = load x[:, :, 1];
+        let mut acc: tmem f32[64, 32] = zeros(64, 32);
+        acc += xs * 2.0 + xs[:, 3];
+        store y[:, :] = acc;
+    }";
+    assert_eq!(padded(src).0, vec![("xs".to_string(), 40)]);
+    let opts = tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]);
+    let r = tilec::build::build_source(src, "t.tile", &opts).expect("builds");
+    let ptx = &r.built[0].compiled.ptx;
+    assert!(ptx.contains("cp.async.ca.shared.global"), "no element cp.async");
+}

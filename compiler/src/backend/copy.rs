@@ -83,8 +83,8 @@ impl<'ctx> Codegen<'ctx, '_> {
         let size = elem.size_bytes();
         let last = index.len().saturating_sub(1);
         if !chunk_copyable(self.k, src, index, (rows, cols), elem) {
-            if layout == TileLayout::RowMajor && element_copyable(self.k, src, index, elem) {
-                return self.copy_elements_async(src, index, (rows, cols), dst, wait).map(|()| true);
+            if matches!(layout, TileLayout::RowMajor | TileLayout::Pitched(_)) && element_copyable(self.k, src, index, elem) {
+                return self.copy_elements_async(src, index, (rows, cols), dst, layout, wait).map(|()| true);
             }
             return Ok(false);
         }
@@ -134,18 +134,23 @@ impl<'ctx> Codegen<'ctx, '_> {
     }
 
     /// Copies the `rows x cols` tile `src[index]` of 4-byte elements into row-major shared
-    /// memory at byte `dst`, one `cp.async.ca` of 4 bytes per element (see
+    /// memory (rows padded or not) at byte `dst`, one `cp.async.ca` of 4 bytes per element (see
     /// [`element_copyable`]); an element outside the tensor is zero-filled (source size 0,
     /// reading from the tensor's base). A 4-byte element of a tensor is 4-byte aligned, so no
     /// run-time test is needed.
-    fn copy_elements_async(&mut self, src: Param, index: &[Index], (rows, cols): (u32, u32), dst: IntValue<'ctx>, wait: bool) -> Result<(), BackendError> {
+    #[allow(clippy::too_many_arguments)] // one tile access: tensor, indices, shape, destination, layout, completion
+    fn copy_elements_async(&mut self, src: Param, index: &[Index], (rows, cols): (u32, u32), dst: IntValue<'ctx>, layout: TileLayout, wait: bool) -> Result<(), BackendError> {
         let base = self.params[src].ok_or_else(|| BackendError::Invalid("tensor parameter not bound".into()))?.into_pointer_value();
         self.cta_loop(rows * cols, &mut |cg, e| {
             let (r, c) = cg.tile_coords(e, cols)?;
             let (inb, ptr) = cg.global_elem(src, index, r, c)?;
             let from = cg.b.build_select(inb, ptr, base, "cp.src")?;
             let bytes = cg.b.build_select(inb, cg.i32(4), cg.i32(0), "valid")?;
-            let off = cg.b.build_int_add(cg.b.build_int_mul(e, cg.i32(4), "")?, dst, "")?;
+            let at = match layout {
+                TileLayout::RowMajor => cg.b.build_int_mul(e, cg.i32(4), "")?,
+                _ => layout.offset(cg, r, c, (rows, cols), 4)?,
+            };
+            let off = cg.b.build_int_add(at, dst, "")?;
             let dptr = cg.smem_at(off)?;
             cg.call("llvm.nvvm.cp.async.ca.shared.global.4.s", None, &[dptr.into(), from, bytes])?;
             Ok(())

@@ -170,8 +170,9 @@ impl VarRoles {
 }
 
 /// Whether every access of variable `v` can be made where its fragments are, element by
-/// element: each write a broadcast scalar or a pointwise expression at its whole shape, and each
-/// read taken only by pointwise operations, row reductions, writes and stores of its whole shape.
+/// element: each write a broadcast scalar, a whole-tile load or a pointwise expression at its
+/// whole shape, and each read taken only by pointwise operations, row reductions, writes and
+/// stores of its whole shape.
 /// A view, transpose or block update of a register tile needs its fragments written back to a
 /// buffer and a copy of the whole tile (more shared memory and barriers than a shared-memory
 /// variable read in place), so a tmem tile that no MMA writes is register-resident only when
@@ -187,7 +188,9 @@ fn in_fragment_order(k: &Kernel, uses: &HashMap<Value, Vec<Inst>>, v: Var) -> bo
                 ValueDef::Result(d) => Some(&k.insts[d].op),
                 ValueDef::LoopIndex(_) => None,
             };
-            ok &= is_splat(k, *x) || (full(*x) && def.is_some_and(pointwise));
+            // A whole-tile load is read per element in fragment order too (as a converted one:
+            // `f32(load x)` of an f32 tensor is the load itself, `sema`'s identity conversion).
+            ok &= is_splat(k, *x) || (full(*x) && def.is_some_and(|op| pointwise(op) || matches!(op, Op::Load { .. })));
         }
         Op::ReadVar(w) if *w == v => {
             let res = k.insts[i].result;
