@@ -74,9 +74,8 @@ fn res02_passes_on_every_built_artifact() {
 #[test]
 fn a_declared_residency_lets_res02_accept_its_spills() {
     /// The per-channel stages built with `ctas_per_sm(sm_90a: 2)` (gdn_channel.tile, kda_wy.tile;
-    /// dqkg_channel and dqkwg_channel_bf16 are dqkwg_channel's instances, the same launch
-    /// attributes).
-    const TWO_PER_SM: [&str; 4] = ["dqkwg_channel", "dqkg_channel", "dqkwg_channel_bf16", "k2_keys_channel"];
+    /// dqkg_channel is dqkwg_channel's instance without dW, the same launch attributes).
+    const TWO_PER_SM: [&str; 3] = ["dqkwg_channel", "dqkg_channel", "k2_keys_channel"];
     let dir = std::env::temp_dir().join(format!("kverify-res02-{}-gdn_fwd", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let metas = build("gdn_fwd.tile", &dir);
