@@ -23,6 +23,7 @@ use inkwell::IntPredicate;
 
 use crate::ir::{Index, Param};
 use crate::passes::pipeline::{chunk_copyable, element_copyable};
+use crate::layout::bank::pitched_offset;
 use crate::layout::staging::kmajor_offset;
 use crate::layout::swizzle::{swizzled_offset, Swizzle};
 
@@ -54,7 +55,7 @@ impl TileLayout {
             TileLayout::RowMajor => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(cols as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
             TileLayout::CoreMatrices => kmajor_offset(cg, r, c, cols)?,
             TileLayout::Swizzled(sw) => swizzled_offset(cg, r, c, rows, sw)?,
-            TileLayout::Pitched(pitch) => cg.b.build_int_mul(cg.b.build_int_add(cg.b.build_int_mul(r, cg.i32(pitch as i32), "")?, c, "")?, cg.i32(size as i32), "")?,
+            TileLayout::Pitched(pitch) => pitched_offset(cg, r, c, pitch, size)?,
         })
     }
 }

@@ -16,7 +16,7 @@
 //! rows) 4 where 1 would do. Padding the rows ([`fragment_pitch`]) spreads them over the banks.
 
 use super::wgmma::fragment_coords;
-use super::Eval;
+use super::{eval, Eval, IndexArith};
 
 /// Banks of shared memory.
 pub const BANKS: u32 = 32;
@@ -42,6 +42,17 @@ pub fn wavefronts(addrs: &[u32], width: u32) -> u32 {
         .sum()
 }
 
+/// Byte offset of element `(r, c)` of a row-major tile of `size`-byte elements whose rows are
+/// `pitch` elements apart (`pitch` = the column count unpadded): `(r·pitch + c)·size`. The back
+/// end emits it for a padded tile (`backend::copy::TileLayout::Pitched`), and
+/// [`fragment_read_wavefronts`] models the same addresses.
+///
+/// # Errors
+/// Only those of the emitting [`IndexArith`].
+pub fn pitched_offset<A: IndexArith>(a: &A, r: A::V, c: A::V, pitch: u32, size: u32) -> Result<A::V, A::E> {
+    a.mul(a.add(a.mul(r, a.c(pitch))?, c)?, a.c(size))
+}
+
 /// How the threads of a fragment read a tile.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum FragRead {
@@ -52,13 +63,14 @@ pub enum FragRead {
 }
 
 /// Wavefronts of one warp's fragment-order read of a row-major tile of `size`-byte elements
-/// whose rows are `pitch` bytes apart (the first instruction of warp 0; the others differ by a
-/// whole number of rows and columns of pairs for every lane alike).
+/// whose rows are `pitch` elements apart ([`pitched_offset`]; the first instruction of warp 0,
+/// the others differ by a whole number of rows and columns of pairs for every lane alike).
 pub fn fragment_read_wavefronts(read: FragRead, pitch: u32, size: u32) -> u32 {
-    let lane = |t: u32| fragment_coords(&Eval, t, 0).unwrap_or_else(|e| match e {});
+    let lane = |t: u32| eval(fragment_coords(&Eval, t, 0));
+    let at = |r: u32, c: u32| eval(pitched_offset(&Eval, r, c, pitch, size));
     let (addrs, width): (Vec<u32>, u32) = match read {
-        FragRead::Pairs => ((0..32).map(|t| lane(t)).map(|(r, c)| r * pitch + c * size).collect(), 2 * size),
-        FragRead::Column => ((0..32).map(|t| lane(t).0 * pitch).collect(), size),
+        FragRead::Pairs => ((0..32).map(|t| lane(t)).map(|(r, c)| at(r, c)).collect(), 2 * size),
+        FragRead::Column => ((0..32).map(|t| at(lane(t).0, 0)).collect(), size),
     };
     wavefronts(&addrs, width)
 }
@@ -73,13 +85,12 @@ pub const MAX_PAD: u32 = BANKS * WORD - 16;
 /// copies into the tile keep their alignment; a row that is not a whole number of chunks is
 /// not padded.
 pub fn fragment_pitch(cols: u32, size: u32, reads: &[FragRead]) -> Option<u32> {
-    let row = cols * size;
-    if reads.is_empty() || row % 16 != 0 {
+    if reads.is_empty() || (cols * size) % 16 != 0 {
         return None;
     }
     let cost = |pitch: u32| reads.iter().map(|&r| fragment_read_wavefronts(r, pitch, size)).sum::<u32>();
-    let best = (0..=MAX_PAD / 16).map(|j| row + 16 * j).min_by_key(|&p| (cost(p), p))?;
-    (best != row).then_some(best / size)
+    let best = (0..=MAX_PAD / 16).map(|j| cols + 16 * j / size).min_by_key(|&p| (cost(p), p))?;
+    (best != cols).then_some(best)
 }
 
 #[cfg(test)]
@@ -102,27 +113,35 @@ mod tests {
     }
 
     #[test]
+    fn a_padded_row_starts_pitch_elements_after_the_last() {
+        let at = |r, c, pitch, size| eval(pitched_offset(&Eval, r, c, pitch, size));
+        assert_eq!([at(0, 3, 40, 4), at(1, 0, 40, 4), at(2, 31, 40, 4)], [12, 160, 444]);
+        // Unpadded (pitch = columns) it is the dense row-major offset.
+        assert_eq!(at(5, 7, 32, 2), (5 * 32 + 7) * 2);
+    }
+
+    #[test]
     fn unpadded_fragment_reads_conflict_as_measured() {
         // f32 [*, 32] pairs (rows 128 B apart): the 4 rows of a half-warp share 8 banks — 4
         // wavefronts a phase, 8 for the warp (Nsight: 6 excess per instruction, thirty-fourth
         // session). bf16 [*, 32] pairs (64-byte rows): 8 rows over 2 bank groups, 4-way.
-        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 128, 4), 8);
-        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 64, 2), 4);
+        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 32, 4), 8);
+        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 32, 2), 4);
         // An f32 [*, 16] column read (64-byte rows): rows 0, 2, 4, 6 in one bank.
-        assert_eq!(fragment_read_wavefronts(FragRead::Column, 64, 4), 4);
+        assert_eq!(fragment_read_wavefronts(FragRead::Column, 16, 4), 4);
     }
 
     #[test]
     fn the_chosen_pitch_is_conflict_free() {
         // f32 pairs: rows 160 B apart put a half-warp's 4 rows in 4 different 32-byte bank groups.
         assert_eq!(fragment_pitch(32, 4, &[FragRead::Pairs]), Some(40));
-        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 160, 4), 2);
+        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 40, 4), 2);
         // bf16 pairs: 80-byte rows put 8 rows in 8 different 16-byte bank groups.
         assert_eq!(fragment_pitch(32, 2, &[FragRead::Pairs]), Some(40));
-        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 80, 2), 1);
+        assert_eq!(fragment_read_wavefronts(FragRead::Pairs, 40, 2), 1);
         // An f32 column read: 80-byte rows, 8 rows in 8 different banks.
         assert_eq!(fragment_pitch(16, 4, &[FragRead::Column]), Some(20));
-        assert_eq!(fragment_read_wavefronts(FragRead::Column, 80, 4), 1);
+        assert_eq!(fragment_read_wavefronts(FragRead::Column, 20, 4), 1);
     }
 
     #[test]
@@ -139,12 +158,11 @@ mod tests {
         for size in [2, 4] {
             for cols in (8..=256).step_by(8) {
                 for reads in [&[FragRead::Pairs][..], &[FragRead::Column], &[FragRead::Pairs, FragRead::Column]] {
-                    let row = cols * size;
-                    let p = fragment_pitch(cols, size, reads).map_or(row, |p| p * size);
-                    assert_eq!(p % 16, 0);
-                    assert!(p >= row && p <= row + MAX_PAD);
+                    let p = fragment_pitch(cols, size, reads).unwrap_or(cols);
+                    assert_eq!((p * size) % 16, 0);
+                    assert!(p >= cols && (p - cols) * size <= MAX_PAD);
                     let cost = |p| reads.iter().map(|&r| fragment_read_wavefronts(r, p, size)).sum::<u32>();
-                    assert!(cost(p) <= cost(row), "cols {cols} size {size}");
+                    assert!(cost(p) <= cost(cols), "cols {cols} size {size}");
                 }
             }
         }
