@@ -6,6 +6,7 @@
 
 use tilec::backend::Target;
 use tilec::frontend::{check_source, Options};
+use tilec::layout::bank::FragRead;
 
 /// `(variable, pitch)` of every padded variable of every kernel on sm_90a, and each kernel's
 /// shared-memory bytes and resident CTAs.
@@ -81,16 +82,21 @@ fn padding_never_costs_a_resident_cta() {
 #[test]
 fn a_padded_tile_loaded_element_by_element_still_uses_cp_async() {
     // x[:, :, 1] has no 16-byte chunk (its elements are 16 bytes apart): each element is one
-    // 4-byte `cp.async.ca`, at its padded place (rows 160 bytes apart: `mul i32 %r, 40`).
+    // 4-byte `cp.async.ca`, at its padded place — rows `pitch` elements apart, the pitch of the
+    // bank model for a pair and a column read of an f32 [_, 32] tile.
     let src = "kernel t(x: f32[64, 32, 4], y: out f32[64, 32]) grid(1) threads(256) {
         let xs: smem = load x[:, :, 1];
         let mut acc: tmem f32[64, 32] = zeros(64, 32);
         acc += xs * 2.0 + xs[:, 3];
         store y[:, :] = acc;
     }";
-    assert_eq!(padded(src).0, vec![("xs".to_string(), 40)]);
-    let opts = tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]);
+    let pitch = tilec::layout::bank::fragment_pitch(32, 4, &[FragRead::Pairs, FragRead::Column]).expect("padded");
+    assert_eq!(padded(src).0, vec![("xs".to_string(), pitch)]);
+    let opts = tilec::build::BuildOptions { write_llvm: true, ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]) };
     let r = tilec::build::build_source(src, "t.tile", &opts).expect("builds");
-    let ptx = &r.built[0].compiled.ptx;
-    assert!(ptx.contains("cp.async.ca.shared.global"), "no element cp.async");
+    let ll = r.built[0].compiled.llvm_ir.as_deref().expect("LLVM IR asked for");
+    let lines: Vec<&str> = ll.lines().collect();
+    let at = lines.iter().position(|l| l.contains("call void @llvm.nvvm.cp.async.ca.shared.global.4.s")).expect("an element cp.async");
+    // Its shared-memory address: (r · pitch + c) · 4.
+    assert!(lines[at.saturating_sub(8)..at].iter().any(|l| l.trim_end().ends_with(&format!("mul i32 %r, {pitch}"))), "{}", lines[at.saturating_sub(8)..=at].join("\n"));
 }
