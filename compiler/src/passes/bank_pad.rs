@@ -18,7 +18,7 @@
 
 use cranelift_entity::SecondaryMap;
 
-use crate::ir::{Kernel, Op, Value, ValueDef, Var};
+use crate::ir::{Kernel, Op, ValueDef, Var};
 use crate::layout::bank::{fragment_pitch, FragRead};
 use crate::target::TargetInfo;
 
@@ -69,20 +69,18 @@ fn fragment_reads(k: &Kernel, fusion: &Fusion) -> Vec<(Var, Vec<FragRead>)> {
         if fusion.frag_root(i).is_none() {
             return;
         }
-        // (value, whether its consumer keeps one column of it)
-        let mut stack: Vec<(Value, bool)> = k.inst_args(i).into_iter().map(|a| (a, false)).collect();
-        while let Some((v, column)) = stack.pop() {
+        fusion.visit_fused(k, i, &mut |consumer, v| {
+            let ValueDef::Result(d) = k.values[v].def else { return false };
             if !fusion.is_fused(v) {
-                continue;
+                return false;
             }
-            let ValueDef::Result(d) = k.values[v].def else { continue };
-            let shape = k.values[v].ty.shape().unwrap_or((1, 1));
-            if matches!(k.insts[d].op, Op::Slice { .. }) && shape.0 == 1 {
-                continue; // one row, the same for every thread: a broadcast, whatever the pitch
+            let rows = k.values[v].ty.shape().map_or(1, |s| s.0);
+            if matches!(k.insts[d].op, Op::Slice { .. }) && rows == 1 {
+                return false; // one row, the same for every thread: a broadcast, whatever the pitch
             }
-            let one_col = shape.1 == 1;
-            let keeps_column = matches!(k.insts[d].op, Op::Slice { .. } | Op::Gather { .. }) && one_col;
             if let Op::ReadVar(var) = k.insts[d].op {
+                let one_col = k.insts[consumer].result.and_then(|r| k.values[r].ty.shape()).is_some_and(|s| s.1 == 1);
+                let column = matches!(k.insts[consumer].op, Op::Slice { .. } | Op::Gather { .. }) && one_col;
                 let how = if column { FragRead::Column } else { FragRead::Pairs };
                 match out.iter_mut().find(|(w, _)| *w == var) {
                     Some((_, rs)) if !rs.contains(&how) => rs.push(how),
@@ -90,8 +88,8 @@ fn fragment_reads(k: &Kernel, fusion: &Fusion) -> Vec<(Var, Vec<FragRead>)> {
                     None => out.push((var, vec![how])),
                 }
             }
-            stack.extend(k.inst_args(d).into_iter().map(|a| (a, keeps_column)));
-        }
+            true
+        });
     });
     out
 }

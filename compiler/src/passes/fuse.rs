@@ -103,20 +103,34 @@ impl Fusion {
     pub fn leaves(&self, k: &Kernel, i: Inst) -> (Vec<Value>, Vec<crate::ir::Var>) {
         let mut vals = vec![];
         let mut vars = vec![];
-        let mut stack: Vec<Value> = k.inst_args(i);
-        while let Some(v) = stack.pop() {
+        self.visit_fused(k, i, &mut |_, v| {
             if !self.is_fused(v) {
                 vals.push(v);
-                continue;
+                return false;
             }
             if let ValueDef::Result(d) = k.values[v].def {
-                stack.extend(k.inst_args(d));
                 if let Op::ReadVar(var) = k.insts[d].op {
                     vars.push(var);
                 }
             }
-        }
+            true
+        });
         (vals, vars)
+    }
+
+    /// Walks the expression instruction `i` evaluates: `f(consumer, operand)` for each operand
+    /// of `i` and, where `f` returns true for a fused operand, for each operand of the
+    /// instruction that computes it, and so on down (last operand first).
+    pub fn visit_fused(&self, k: &Kernel, i: Inst, f: &mut dyn FnMut(Inst, Value) -> bool) {
+        let mut stack: Vec<(Inst, Value)> = k.inst_args(i).into_iter().map(|a| (i, a)).collect();
+        while let Some((c, v)) = stack.pop() {
+            if !f(c, v) || !self.is_fused(v) {
+                continue;
+            }
+            if let ValueDef::Result(d) = k.values[v].def {
+                stack.extend(k.inst_args(d).into_iter().map(|a| (d, a)));
+            }
+        }
     }
 }
 

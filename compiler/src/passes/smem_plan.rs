@@ -246,7 +246,7 @@ pub fn plan(v: &Validated<'_>, target: &TargetInfo, roles: &VarRoles, fusion: &F
                 pipelined[v] = Some((pp.point[l], pp.loop_end[l]));
                 if p.stages > 1 {
                     let align = if swizzled(v).is_some() { PERIOD_ALIGN } else { ALIGN };
-                    rings[v] = Some((p.stages, var_bytes(k.vars[v].ty, pitch(v)).next_multiple_of(align)));
+                    rings[v] = Some((p.stages, tile_bytes(k.vars[v].ty).next_multiple_of(align))); // never padded (bank_pad)
                 }
             }
         }

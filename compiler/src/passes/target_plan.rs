@@ -60,7 +60,7 @@ pub struct TargetPlan {
 impl TargetPlan {
     /// The row pitch in elements of variable `v` if its rows are padded ([`bank_pad`]).
     pub fn pitch_of(&self, v: crate::ir::Var) -> Option<u32> {
-        self.pitches.get(v).copied().flatten()
+        self.pitches[v]
     }
 
     /// Dynamic shared memory per CTA in bytes: header plus planned region.
@@ -141,7 +141,7 @@ fn run_with(v: &Validated<'_>, target: Target, pad: bool) -> Result<TargetPlan, 
     let mut tma = tma::plan(k, info, &roles, &fusion, &pipelines);
     let mut header_bytes = header(k, info, &tma, &pipelines);
     let pitches = if pad { bank_pad::plan(k, info, &roles, &fusion, &tma, &pipelines) } else { bank_pad::Pitches::new() };
-    let pitch = |v| pitches.get(v).copied().flatten();
+    let pitch = |v| pitches[v];
     let swizzled = |v| tma.swizzle_of(v);
     let mut chosen = None;
     let mut ring_given_up = None;

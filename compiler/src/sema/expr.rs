@@ -356,14 +356,9 @@ impl KernelLowering<'_> {
                 if t.elem() == Elem::Bool {
                     return self.type_err(args[0].span, "cannot convert a bool; use select(..)");
                 }
-                if t.elem() == to {
-                    // An identity (a bf16 value is a bf16 number): no instruction, so that
-                    // `bf16(load x[...])` of a bf16 tensor stays a plain load, which a pipeline
-                    // copies with TMA (a kernel instance that narrows a parameter to bf16).
-                    return Some(v);
-                }
-                self.b.set_span(span);
-                Some(self.b.value(Op::Cast(v, to), t.with_elem(to)))
+                // To its own type, no instruction: `bf16(load x[...])` of a bf16 tensor stays a
+                // plain load, which a pipeline copies with TMA.
+                Some(self.convert(v, t.with_elem(to), span))
             }
             "zeros" | "strict_lower" | "lower" | "row_index" | "col_index" => {
                 if !arity(2, self) {

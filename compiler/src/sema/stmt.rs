@@ -249,8 +249,10 @@ impl KernelLowering<'_> {
         Some(v)
     }
 
-    /// Widens `v` to `ty`'s element type when needed (only exact conversions happen here).
-    fn convert(&mut self, v: Value, ty: Type, span: Span) -> Value {
+    /// Converts `v` to `ty`'s element type: no instruction when it already has it (a bf16 value
+    /// is a bf16 number), else a `Cast` (implicit conversions here are exact widenings; an
+    /// explicit `bf16(x)` may round).
+    pub(super) fn convert(&mut self, v: Value, ty: Type, span: Span) -> Value {
         let t = self.ty(v);
         if t.elem() == ty.elem() {
             return v;
