@@ -49,8 +49,10 @@ check_sm_100a() {
 }
 check_sm_90a() {
   hgmma=$(count 'HGMMA' "$sass"); wg=$(count 'wgmma\.mma_async' "$ptx"); ldgsts=$(count 'LDGSTS' "$sass")
-  utma=$(count 'UTMALDG' "$sass"); local_mem=$(count '\b(LDL|STL)\b' "$sass")
-  msg="HGMMA=$hgmma (wgmma in PTX: $wg) UTMALDG=$utma LDGSTS=$ldgsts LDL/STL=$local_mem"
+  utma=$(count 'UTMALDG' "$sass"); local_mem=$(count '\b(LDL|STL)\b' "$sass"); r2ur=$(count 'R2UR' "$sass")
+  # R2UR: moves into uniform registers, printed for the Rust test that checks where ptxas
+  # builds the wgmma descriptors (one per descriptor half when it builds them per thread).
+  msg="HGMMA=$hgmma (wgmma in PTX: $wg) UTMALDG=$utma LDGSTS=$ldgsts LDL/STL=$local_mem R2UR=$r2ur"
   # A kernel without matrix products (no accumulator, so no TMEM plan in its sm_100a metadata)
   # has no wgmma to check.
   if ! grep -q '"tmem": {' "$dir/$k.sm_100a.meta.json"; then

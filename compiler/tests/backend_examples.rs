@@ -117,5 +117,15 @@ fn sass_of_every_example_has_tensor_core_paths_and_one_tmem_lifecycle() {
     // The Hopper path: HGMMA in gemm and K#1, cp.async in gemm, no local memory.
     assert!(text.contains("ok   gemm/gemm (sm_90a): HGMMA="), "{text}");
     assert!(text.contains("ok   k1_reverse_scan/k1_scan_scalar (sm_90a): HGMMA="), "{text}");
+    // wgmma descriptors from a warp-uniform warpgroup index (`shfl.sync.idx`, backend/sm90/
+    // wgmma.rs): in k2_keys_channel ptxas builds them on the uniform datapath. Built per thread,
+    // each HGMMA's two 64-bit descriptors cost four R2UR moves (76 for its 19 HGMMA before).
+    let line = text.lines().find(|l| l.contains("kda_wy/k2_keys_channel (sm_90a)")).unwrap_or_else(|| panic!("{text}"));
+    let field = |name: &str| -> usize {
+        let at = line.find(&format!("{name}=")).unwrap_or_else(|| panic!("{name} in {line}")) + name.len() + 1;
+        line[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    };
+    let (hgmma, r2ur) = (field("HGMMA"), field("R2UR"));
+    assert!(hgmma >= 8 && r2ur < hgmma, "descriptors built per thread: {line}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -92,8 +92,22 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Runs `body(slot, unit row origin, unit column origin, thread in warpgroup)` for each slot
     /// of this thread's warpgroup, skipping (uniformly per warpgroup) a slot without a unit.
     pub(crate) fn for_each_unit(&mut self, d: Distribution, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
+        self.for_each_unit_in(d, false, body)
+    }
+
+    /// [`Self::for_each_unit`], with the warpgroup index broadcast from lane 0
+    /// (`shfl.sync.idx`) when `uniform`: the value is the same, but ptxas then knows it is
+    /// warp-uniform and may build what derives from it — the wgmma descriptors — in uniform
+    /// registers, where otherwise each descriptor is computed per thread and moved over with
+    /// two R2UR (k2_keys_channel: 76 R2UR → 2, 3,760 → 3,680 SASS instructions; ptxas keeps
+    /// dqkwg_channel's per thread either way). Only where the whole warp is converged: the
+    /// MMAs (`.sync.aligned`) require it.
+    pub(crate) fn for_each_unit_in(&mut self, d: Distribution, uniform: bool, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
         let tid = self.fragment_tid()?;
-        let wg = self.b.build_right_shift(tid, self.i32(7), false, "wg")?;
+        let mut wg = self.b.build_right_shift(tid, self.i32(7), false, "wg")?;
+        if uniform {
+            wg = self.call("llvm.nvvm.shfl.sync.idx.i32", Some(self.ctx.i32_type().into()), &[self.i32(-1).into(), wg.into(), self.i32(0).into(), self.i32(0x1f).into()])?.into_int_value();
+        }
         let t = self.b.build_and(tid, self.i32((WARPGROUP - 1) as i32), "wgt")?;
         for s in 0..d.slots {
             let u = self.b.build_int_add(self.b.build_int_mul(self.i32(s as i32), self.i32(d.warpgroups as i32), "")?, wg, "unit")?;
@@ -252,7 +266,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         // All units' wgmmas go out back to back (their accumulators are distinct registers),
         // then one commit and one wait: the tensor core never idles between units.
         self.call("llvm.nvvm.wgmma.fence.sync.aligned", None, &[])?;
-        self.for_each_unit(d, &mut |cg, s, r0, c0, _t| {
+        self.for_each_unit_in(d, true, &mut |cg, s, r0, c0, _t| {
             // The unit's rows r0.. of A and columns c0.. of B ([`OperandDesc::origin`]); a K = 16
             // step is two K-adjacent core matrices, 2·LBO, or 32 bytes inside a swizzled panel.
             let a_base = cg.b.build_int_add(da.base, da.origin(&*cg, r0)?, "")?;
