@@ -106,7 +106,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let tid = self.fragment_tid()?;
         let mut wg = self.b.build_right_shift(tid, self.i32(7), false, "wg")?;
         if uniform {
-            wg = self.call("llvm.nvvm.shfl.sync.idx.i32", Some(self.ctx.i32_type().into()), &[self.i32(-1).into(), wg.into(), self.i32(0).into(), self.i32(0x1f).into()])?.into_int_value();
+            wg = self.warp_uniform(wg.into())?.into_int_value();
         }
         let t = self.b.build_and(tid, self.i32((WARPGROUP - 1) as i32), "wgt")?;
         for s in 0..d.slots {
