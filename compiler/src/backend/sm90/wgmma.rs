@@ -279,10 +279,14 @@ impl<'ctx> Codegen<'ctx, '_> {
             // All K = 16 steps of the unit in one asm statement: the accumulator registers
             // are passed in and out once per MMA instead of once per step (a fourth of the
             // LLVM IR at K = 64, which is what long programs' build time is made of).
+            // The start-address field of the unit's first step, masked once; a later step adds
+            // its offset in 16-byte units to it, which cannot carry out of the field (the operand
+            // ends inside the descriptor's range: `check_range`).
+            let (a_start, b_start) = (cg.desc_start(smem_addr, a_base)?, cg.desc_start(smem_addr, b_base)?);
             let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![];
             for ks in 0..kdim / 16 {
-                args.push(cg.descriptor(smem_addr, cg.b.build_int_add(a_base, cg.i32(da.k_step_bytes(ks) as i32), "")?, hi_a)?.into());
-                args.push(cg.descriptor(smem_addr, cg.b.build_int_add(b_base, cg.i32(db.k_step_bytes(ks) as i32), "")?, hi_b)?.into());
+                args.push(cg.descriptor(a_start, da.k_step_bytes(ks), hi_a)?.into());
+                args.push(cg.descriptor(b_start, db.k_step_bytes(ks), hi_b)?.into());
             }
             args.push(cg.i32(i32::from(accumulate)).into());
             args.extend(acc.iter().copied());
@@ -392,12 +396,22 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(())
     }
 
-    /// A descriptor for byte `off` of the dynamic shared memory: `(addr >> 4) & 0x3fff | hi`.
-    fn descriptor(&self, smem_addr: IntValue<'ctx>, off: IntValue<'ctx>, hi: u64) -> Result<IntValue<'ctx>, BackendError> {
-        let i64t = self.ctx.i64_type();
+    /// The start-address field of a descriptor for byte `off` of the dynamic shared memory:
+    /// `(addr >> 4) & 0x3fff` (the mask drops the shared window's CTA bits).
+    fn desc_start(&self, smem_addr: IntValue<'ctx>, off: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         let addr = self.b.build_int_add(smem_addr, off, "")?;
         let f = self.b.build_right_shift(addr, self.i32(4), false, "")?;
-        let f = self.b.build_and(f, self.i32(0x3fff), "")?;
+        Ok(self.b.build_and(f, self.i32(0x3fff), "")?)
+    }
+
+    /// The descriptor `bytes` (a multiple of 16) past `start` ([`Self::desc_start`]), with the
+    /// constant fields `hi`.
+    fn descriptor(&self, start: IntValue<'ctx>, bytes: u32, hi: u64) -> Result<IntValue<'ctx>, BackendError> {
+        if bytes % 16 != 0 {
+            return Err(BackendError::Invalid(format!("a wgmma K step {bytes} bytes into its operand is not 16-byte aligned")));
+        }
+        let i64t = self.ctx.i64_type();
+        let f = self.b.build_int_nuw_add(start, self.i32((bytes >> 4) as i32), "")?;
         let f = self.b.build_int_z_extend(f, i64t, "")?;
         Ok(self.b.build_or(f, i64t.const_int(hi, false), "desc")?)
     }
