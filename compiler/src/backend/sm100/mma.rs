@@ -66,19 +66,14 @@ impl<'ctx> Codegen<'ctx, '_> {
         let smem_addr = self.b.build_ptr_to_int(self.smem, self.ctx.i32_type(), "smem.addr")?;
         let bar = self.mbar()?;
         self.on_thread0(&mut |cg| {
-            let i64t = cg.ctx.i64_type();
-            let desc = |cg: &Self, off: inkwell::values::IntValue<'ctx>, hi: u64| -> Result<inkwell::values::IntValue<'ctx>, BackendError> {
-                let addr = cg.b.build_int_add(smem_addr, off, "")?;
-                let f = cg.b.build_right_shift(addr, cg.i32(4), false, "")?;
-                let f = cg.b.build_and(f, cg.i32(0x3fff), "")?;
-                let f = cg.b.build_int_z_extend(f, i64t, "")?;
-                Ok(cg.b.build_or(f, i64t.const_int(hi, false), "desc")?)
-            };
+            // Start fields masked once; steps and pieces add constant 16-byte units to them
+            // (`Codegen::descriptor`).
+            let (a_start, b_start) = (cg.desc_start(smem_addr, da.base)?, cg.desc_start(smem_addr, db.base)?);
             for ks in 0..kdim / 16 {
                 for (p, &(n0, _)) in pieces.iter().enumerate() {
-                    let adesc = desc(cg, cg.b.build_int_add(da.base, cg.i32(da.k_step_bytes(ks) as i32), "")?, hi_a)?;
+                    let adesc = cg.descriptor(a_start, da.k_step_bytes(ks), hi_a)?;
                     let b_off = crate::layout::eval(db.origin(&crate::layout::Eval, n0)) + db.k_step_bytes(ks);
-                    let bdesc = desc(cg, cg.b.build_int_add(db.base, cg.i32(b_off as i32), "")?, hi_b)?;
+                    let bdesc = cg.descriptor(b_start, b_off, hi_b)?;
                     let daddr = cg.b.build_int_add(base, cg.i32((d_off + n0) as i32), "")?;
                     let dptr = cg.tmem_ptr(daddr)?;
                     let enable = accumulate || ks > 0;

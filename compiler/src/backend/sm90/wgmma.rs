@@ -396,26 +396,6 @@ impl<'ctx> Codegen<'ctx, '_> {
         Ok(())
     }
 
-    /// The start-address field of a descriptor for byte `off` of the dynamic shared memory:
-    /// `(addr >> 4) & 0x3fff` (the mask drops the shared window's CTA bits).
-    fn desc_start(&self, smem_addr: IntValue<'ctx>, off: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
-        let addr = self.b.build_int_add(smem_addr, off, "")?;
-        let f = self.b.build_right_shift(addr, self.i32(4), false, "")?;
-        Ok(self.b.build_and(f, self.i32(0x3fff), "")?)
-    }
-
-    /// The descriptor `bytes` (a multiple of 16) past `start` ([`Self::desc_start`]), with the
-    /// constant fields `hi`.
-    fn descriptor(&self, start: IntValue<'ctx>, bytes: u32, hi: u64) -> Result<IntValue<'ctx>, BackendError> {
-        if bytes % 16 != 0 {
-            return Err(BackendError::Invalid(format!("a wgmma K step {bytes} bytes into its operand is not 16-byte aligned")));
-        }
-        let i64t = self.ctx.i64_type();
-        let f = self.b.build_int_nuw_add(start, self.i32((bytes >> 4) as i32), "")?;
-        let f = self.b.build_int_z_extend(f, i64t, "")?;
-        Ok(self.b.build_or(f, i64t.const_int(hi, false), "desc")?)
-    }
-
     /// The inline assembly of `steps` consecutive `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.
     /// {ab}.{ab}` (the K = 16 steps of one unit) on `n/2` tied f32 accumulators, inputs
     /// `(a_desc_0: i64, b_desc_0: i64, …, scale_d: i32, d...)` where `scale_d` applies to the
