@@ -58,6 +58,9 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// Traps unless `start..start + len` lies inside `0..extent` (`start`: a signed i32 scalar;
     /// `len <= extent`, which the IR validator guarantees).
     fn check_view(&self, start: Value, len: u32, extent: u32) -> Result<(), BackendError> {
+        if crate::ir::ranges::within(self.k, start, 0, i64::from(extent.saturating_sub(len))) {
+            return Ok(()); // inside on every path (`ir::ranges`)
+        }
         let start = self.scalar(start)?.into_int_value();
         // Unsigned `start <= extent - len` also rejects a negative start.
         let ok = self.b.build_int_compare(IntPredicate::ULE, start, self.i32(extent.saturating_sub(len) as i32), "view.ok")?;
@@ -96,12 +99,14 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// Traps unless the gather indices `ri` (of index tile `row`) and `ci` (of `col`) lie inside
     /// `src`. Unsigned: a negative index is outside too. An index that is the element's own row
-    /// (column) of a source at least as tall (wide) — `t[:, j]` — needs no test.
+    /// (column) of a source at least as tall (wide) — `t[:, j]` — needs no test, nor does an
+    /// index whose every value lies inside (`ir::ranges`: `sx[16 + blk + sj, :]` of a key-row
+    /// loop).
     pub(crate) fn check_gather(&self, src: Value, (row, ri): (Value, IntValue<'ctx>), (col, ci): (Value, IntValue<'ctx>)) -> Result<(), BackendError> {
         let (sr, sc) = self.extent2(src);
         let mut ok = None;
         for (x, n, idx, axis) in [(ri, sr, row, crate::ir::Axis::Row), (ci, sc, col, crate::ir::Axis::Col)] {
-            if self.own_index(idx, axis, n) {
+            if self.own_index(idx, axis, n) || crate::ir::ranges::within(self.k, idx, 0, i64::from(n) - 1) {
                 continue;
             }
             let t = self.b.build_int_compare(IntPredicate::ULT, x, self.i32(n as i32), "")?;

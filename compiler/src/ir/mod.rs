@@ -20,6 +20,7 @@
 pub mod builder;
 pub mod exp2;
 mod entities;
+pub mod ranges;
 pub mod read;
 mod types;
 pub mod validate;
