@@ -10,7 +10,14 @@ use tilec::ir::Op;
 
 /// `(row range, col range)` of every gather of the one kernel in `src`, in program order.
 fn gather_ranges(src: &str) -> Vec<(Option<(i64, i64)>, Option<(i64, i64)>)> {
-    let c = check_source(src, &Options { deny_warnings: false, targets: vec![Target::Sm90a], ..Options::default() });
+    let c = check_source(
+        src,
+        &Options {
+            deny_warnings: false,
+            targets: vec![Target::Sm90a],
+            ..Options::default()
+        },
+    );
     assert!(c.ok(), "{:?}", c.diags);
     let pk = c.kernels().next().expect("a kernel");
     let k = &pk.kernel;
@@ -26,10 +33,21 @@ fn gather_ranges(src: &str) -> Vec<(Option<(i64, i64)>, Option<(i64, i64)>)> {
 /// Labels of the run-time tests left in the kernel's LLVM IR (before optimisation): `gather.trap`
 /// and `view.trap` blocks.
 fn traps(src: &str) -> (usize, usize) {
-    let opts = tilec::build::BuildOptions { write_llvm: true, ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]) };
+    let opts = tilec::build::BuildOptions {
+        write_llvm: true,
+        ..tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a])
+    };
     let r = tilec::build::build_source(src, "t.tile", &opts).expect("builds");
-    let ll = r.built[0].compiled.llvm_ir.as_deref().expect("LLVM IR asked for");
-    let count = |what: &str| ll.lines().filter(|l| l.starts_with(what) && l.contains(':')).count();
+    let ll = r.built[0]
+        .compiled
+        .llvm_ir
+        .as_deref()
+        .expect("LLVM IR asked for");
+    let count = |what: &str| {
+        ll.lines()
+            .filter(|l| l.starts_with(what) && l.contains(':'))
+            .count()
+    };
     (count("gather.trap"), count("view.trap"))
 }
 
@@ -68,7 +86,11 @@ fn an_index_that_may_leave_its_tile_keeps_its_test() {
     // xs[blk + sj + 4, :] reaches 63 + 14 + 4 = 81 < 96: no test; xs[n + 1, :] from a scalar
     // parameter cannot be bounded; xs[2 · blk, :] reaches 126 ≥ 96: those keep a test (at
     // each place the back end evaluates the gather).
-    for (extra, kept) in [(" + xs[blk + sj + 4, :]", false), (" + xs[n + 1 + 0 * row_index(64, 1), :]", true), (" + xs[2 * blk, :]", true)] {
+    for (extra, kept) in [
+        (" + xs[blk + sj + 4, :]", false),
+        (" + xs[n + 1 + 0 * row_index(64, 1), :]", true),
+        (" + xs[2 * blk, :]", true),
+    ] {
         assert_eq!(traps(&key_rows(extra)).0 > 0, kept, "{extra}");
     }
     // A view whose origin comes from the loop: xs[16 + t..+16, :] ends at row 46 of 96; one
@@ -88,6 +110,26 @@ fn an_index_that_may_leave_its_tile_keeps_its_test() {
 }
 
 #[test]
+fn cdiv_keeps_its_test_where_the_emitted_sum_would_wrap() {
+    // cdiv(t + 2147483584, 2^30) is exactly 2 for t in 0..64, but the back end computes
+    // (x + 2^30 − 1) / 2^30 in i32, whose sum wraps to a negative quotient: found by the
+    // breaker (row −1 read without a test). The rule now gives up there; below the wrap it
+    // still bounds the view.
+    let view = |x: &str| {
+        format!(
+            "kernel t(x: f32[4, 4], y: out f32[1, 4]) grid(1) threads(128) {{
+                let xs: smem = load x[:, :];
+                let mut acc = zeros(1, 4);
+                for t in 0..64 {{ acc += xs[cdiv({x}, 1073741824)..+1, :]; }}
+                store y[:, :] = acc;
+            }}"
+        )
+    };
+    assert_eq!(traps(&view("t + 2147483584")).1, 1);
+    assert_eq!(traps(&view("t + 1073741760")).1, 0);
+}
+
+#[test]
 fn the_rules_follow_truncating_division_and_give_up_where_they_must() {
     // r in [0, 63]: r / 16 → [0, 3]; cdiv(r, 16) → [0, 4]; (r − 40) % 16: a possibly negative
     // dividend has no rule (truncation keeps its sign); −r → [−63, 0]; min(r, 10) → [0, 10];
@@ -100,5 +142,17 @@ fn the_rules_follow_truncating_division_and_give_up_where_they_must() {
         store y[:, :] = g + zeros(64, 6);
     }";
     let rows: Vec<Option<(i64, i64)>> = gather_ranges(src).into_iter().map(|x| x.0).collect();
-    assert_eq!(rows, vec![Some((0, 3)), Some((0, 4)), None, Some((0, 63)), Some((0, 10)), Some((0, 3969)), Some((0, 163)), Some((0, 15))]);
+    assert_eq!(
+        rows,
+        vec![
+            Some((0, 3)),
+            Some((0, 4)),
+            None,
+            Some((0, 63)),
+            Some((0, 10)),
+            Some((0, 3969)),
+            Some((0, 163)),
+            Some((0, 15))
+        ]
+    );
 }

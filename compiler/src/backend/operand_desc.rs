@@ -108,7 +108,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// The descriptor `bytes` (a multiple of 16) past `start` ([`Self::desc_start`]), with the
     /// constant fields `hi`.
     pub(crate) fn descriptor(&self, start: IntValue<'ctx>, bytes: u32, hi: u64) -> Result<IntValue<'ctx>, BackendError> {
-        if bytes % 16 != 0 {
+        if !bytes.is_multiple_of(16) {
             return Err(BackendError::Invalid(format!("an MMA operand step {bytes} bytes into its operand is not 16-byte aligned")));
         }
         let i64t = self.ctx.i64_type();

@@ -8,8 +8,10 @@
 //!
 //! Sound by construction: each rule is the interval-arithmetic image of the operator (integer
 //! division and remainder truncate, `BinOp::Div`/`Rem`), computed in i64; a result outside the
-//! i32 range, an operator without a rule, or a value from memory, a parameter, a program id or a
-//! variable gives no range (the test stays). Correlations between operands are lost (`x − x`
+//! i32 range — or, for `cdiv`, an intermediate of the back end's i32 lowering outside it — an
+//! operator without a rule, or a value from memory, a parameter, a program id or a variable
+//! gives no range (the test stays). An i32 operation whose exact result fits in i32 computes
+//! that result on the GPU too, so every bounded node's interval holds for the emitted code. Correlations between operands are lost (`x − x`
 //! is not 0) except the one index pattern that needs it, `x − x % m` for `x ≥ 0`.
 
 use std::collections::HashMap;
@@ -19,7 +21,11 @@ use super::{Axis, BinOp, Elem, Kernel, Op, UnOp, Value, ValueDef};
 /// The closed interval `[lo, hi]` holding every run-time value of i32 value `v`, or `None` when
 /// it cannot be bounded (or `v` is not an i32 value).
 pub fn int_range(k: &Kernel, v: Value) -> Option<(i64, i64)> {
-    Ranges { k, memo: HashMap::new() }.of(v, 0)
+    Ranges {
+        k,
+        memo: HashMap::new(),
+    }
+    .of(v, 0)
 }
 
 /// Whether every run-time value of i32 value `v` lies in `lo..=hi`.
@@ -34,25 +40,25 @@ fn same(k: &Kernel, a: Value, b: Value, depth: u32) -> bool {
     if a == b {
         return true;
     }
-    let (ValueDef::Result(i), ValueDef::Result(j)) = (k.values[a].def, k.values[b].def) else { return false };
+    let (ValueDef::Result(i), ValueDef::Result(j)) = (k.values[a].def, k.values[b].def) else {
+        return false;
+    };
     if depth > MAX_DEPTH || k.values[a].ty != k.values[b].ty {
         return false;
     }
-    let pure = |o: &Op| matches!(o, Op::ConstInt(_) | Op::Iota(_) | Op::Splat(_) | Op::Unary(..) | Op::Binary(..));
     let (oi, oj) = (&k.insts[i].op, &k.insts[j].op);
     let args_same = || {
         let (x, y) = (k.inst_args(i), k.inst_args(j));
         x.len() == y.len() && x.iter().zip(&y).all(|(&p, &q)| same(k, p, q, depth + 1))
     };
-    pure(oi)
-        && match (oi, oj) {
-            (Op::ConstInt(c), Op::ConstInt(e)) => c == e,
-            (Op::Iota(p), Op::Iota(q)) => p == q,
-            (Op::Splat(_), Op::Splat(_)) => args_same(),
-            (Op::Unary(p, _), Op::Unary(q, _)) => p == q && args_same(),
-            (Op::Binary(p, ..), Op::Binary(q, ..)) => p == q && args_same(),
-            _ => false,
-        }
+    match (oi, oj) {
+        (Op::ConstInt(c), Op::ConstInt(e)) => c == e,
+        (Op::Iota(p), Op::Iota(q)) => p == q,
+        (Op::Splat(_), Op::Splat(_)) => args_same(),
+        (Op::Unary(p, _), Op::Unary(q, _)) => p == q && args_same(),
+        (Op::Binary(p, ..), Op::Binary(q, ..)) => p == q && args_same(),
+        _ => false,
+    }
 }
 
 /// Deeper expression chains than this are not bounded (each level is one operator).
@@ -73,7 +79,14 @@ impl Ranges<'_> {
         if let Some(r) = self.memo.get(&v) {
             return *r;
         }
-        let r = if depth > MAX_DEPTH || self.k.values[v].ty.elem() != Elem::I32 { None } else { self.compute(v, depth + 1) };
+        if depth > MAX_DEPTH {
+            return None; // not remembered: a shallower path to `v` may still bound it
+        }
+        let r = if self.k.values[v].ty.elem() != Elem::I32 {
+            None
+        } else {
+            self.compute(v, depth + 1)
+        };
         self.memo.insert(v, r);
         r
     }
@@ -82,7 +95,9 @@ impl Ranges<'_> {
         let k = self.k;
         let inst = match k.values[v].def {
             ValueDef::LoopIndex(l) => {
-                let Op::For { lo, hi, .. } = k.insts[l].op else { return None };
+                let Op::For { lo, hi, .. } = k.insts[l].op else {
+                    return None;
+                };
                 // An index takes lo..hi − 1; a loop that runs no iteration has no index to bound.
                 let ((a, _), (_, b)) = (self.of(lo, d)?, self.of(hi, d)?);
                 return fit(a, b - 1);
@@ -97,7 +112,10 @@ impl Ranges<'_> {
                 fit(0, i64::from(n) - 1)
             }
             // A broadcast, a view, a transpose or a gather of a tile takes some of its values.
-            Op::Splat(x) | Op::Transpose(x) | Op::Slice { src: x, .. } | Op::Gather { src: x, .. } => self.of(*x, d),
+            Op::Splat(x)
+            | Op::Transpose(x)
+            | Op::Slice { src: x, .. }
+            | Op::Gather { src: x, .. } => self.of(*x, d),
             Op::Unary(UnOp::Neg, x) => {
                 let (a, b) = self.of(*x, d)?;
                 fit(-b, -a)
@@ -138,7 +156,11 @@ impl Ranges<'_> {
             BinOp::Max => fit(a.max(c), b.max(e)),
             // Non-negative operands and a positive divisor only (truncation then floors).
             BinOp::Div if a >= 0 && c >= 1 => fit(a / e, b / c),
-            BinOp::Cdiv if a >= 0 && c >= 1 => fit((a + e - 1) / e, (b + c - 1) / c),
+            // The back end computes (x + y − 1) / y in i32 (backend/elementwise.rs): that sum
+            // must not wrap either.
+            BinOp::Cdiv if a >= 0 && c >= 1 && b + e - 1 <= i64::from(i32::MAX) => {
+                fit((a + e - 1) / e, (b + c - 1) / c)
+            }
             BinOp::Rem if a >= 0 && c >= 1 => fit(0, b.min(e - 1)),
             _ => None,
         }

@@ -43,6 +43,10 @@ use super::super::operand_desc::{check_range, OperandDesc};
 use super::super::emit::Codegen;
 use super::super::BackendError;
 
+/// The body [`Codegen::for_each_unit`] runs per slot: `(codegen, slot, unit row origin, unit
+/// column origin, thread in warpgroup)`.
+pub(crate) type UnitBody<'b, 'ctx, C> = &'b mut dyn FnMut(&mut C, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>;
+
 impl<'ctx> Codegen<'ctx, '_> {
     /// The distribution of a register-resident accumulator, if `v` is one.
     pub fn accumulator(&self, v: Var) -> Option<Distribution> {
@@ -91,7 +95,7 @@ impl<'ctx> Codegen<'ctx, '_> {
 
     /// Runs `body(slot, unit row origin, unit column origin, thread in warpgroup)` for each slot
     /// of this thread's warpgroup, skipping (uniformly per warpgroup) a slot without a unit.
-    pub(crate) fn for_each_unit(&mut self, d: Distribution, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
+    pub(crate) fn for_each_unit(&mut self, d: Distribution, body: UnitBody<'_, 'ctx, Self>) -> Result<(), BackendError> {
         self.for_each_unit_in(d, false, body)
     }
 
@@ -102,7 +106,7 @@ impl<'ctx> Codegen<'ctx, '_> {
     /// two R2UR (k2_keys_channel: 76 R2UR → 2, 3,760 → 3,680 SASS instructions; ptxas keeps
     /// dqkwg_channel's per thread either way). Only where the whole warp is converged: the
     /// MMAs (`.sync.aligned`) require it.
-    pub(crate) fn for_each_unit_in(&mut self, d: Distribution, uniform: bool, body: &mut dyn FnMut(&mut Self, u32, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> Result<(), BackendError>) -> Result<(), BackendError> {
+    pub(crate) fn for_each_unit_in(&mut self, d: Distribution, uniform: bool, body: UnitBody<'_, 'ctx, Self>) -> Result<(), BackendError> {
         let tid = self.fragment_tid()?;
         let mut wg = self.b.build_right_shift(tid, self.i32(7), false, "wg")?;
         if uniform {
