@@ -110,11 +110,11 @@ fn an_index_that_may_leave_its_tile_keeps_its_test() {
 }
 
 #[test]
-fn cdiv_keeps_its_test_where_the_emitted_sum_would_wrap() {
-    // cdiv(t + 2147483584, 2^30) is exactly 2 for t in 0..64, but the back end computes
-    // (x + 2^30 − 1) / 2^30 in i32, whose sum wraps to a negative quotient: found by the
-    // breaker (row −1 read without a test). The rule now gives up there; below the wrap it
-    // still bounds the view.
+fn cdiv_is_the_exact_ceiling_in_the_emitted_code_too() {
+    // The back end computed cdiv as (x + y − 1) / y in i32: near 2³¹ the sum wrapped (the
+    // breaker's case below read row −1 of `xs` with its test proven away) and −4 / 2 came out −1.
+    // It now emits the interpreter's formula, so the range rule holds for the GPU too:
+    // cdiv(t + 2147483584, 2³⁰) is 2 for every t in 0..64 and the view needs no test.
     let view = |x: &str| {
         format!(
             "kernel t(x: f32[4, 4], y: out f32[1, 4]) grid(1) threads(128) {{
@@ -125,8 +125,35 @@ fn cdiv_keeps_its_test_where_the_emitted_sum_would_wrap() {
             }}"
         )
     };
-    assert_eq!(traps(&view("t + 2147483584")).1, 1);
-    assert_eq!(traps(&view("t + 1073741760")).1, 0);
+    assert_eq!(traps(&view("t + 2147483584")).1, 0);
+    // The emitted arithmetic, folded by LLVM where the operands are constants at O3: each
+    // cdiv(n − n + x, y) of the table (any signs) stores the exact ceiling as a PTX immediate.
+    let cases = [
+        (-4, 2, -2),
+        (-5, 2, -2),
+        (5, 2, 3),
+        (4, 2, 2),
+        (5, -2, -2),
+        (-5, -2, 3),
+        (2147483647, 1073741824, 2),
+        (0, 7, 0),
+    ];
+    for (x, y, want) in cases {
+        let src = format!("kernel t(n: i32, o: out i32[1]) grid(1) threads(32) {{ store o[0..+1] = cdiv(n - n + {x}, {y}) + zeros(1, 1); }}");
+        let src = src.replace("+ zeros(1, 1)", "");
+        let opts = tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a]);
+        let r = tilec::build::build_source(&src, "t.tile", &opts)
+            .unwrap_or_else(|e| panic!("{src}: {e:?}"));
+        let ptx = &r.built[0].compiled.ptx;
+        let stored = ptx
+            .lines()
+            .find(|l| l.contains("st.global"))
+            .unwrap_or_else(|| panic!("{ptx}"));
+        assert!(
+            stored.trim_end().ends_with(&format!(", {want};")),
+            "cdiv({x}, {y}) = {want}: {stored}\n{ptx}"
+        );
+    }
 }
 
 #[test]

@@ -268,7 +268,19 @@ impl<'ctx> Codegen<'ctx, '_> {
                     BinOp::Mul => b.build_int_mul(x, y, "")?.into(),
                     BinOp::Div => b.build_int_signed_div(x, y, "")?.into(),
                     BinOp::Rem => b.build_int_signed_rem(x, y, "")?.into(),
-                    BinOp::Cdiv => b.build_int_signed_div(b.build_int_add(x, b.build_int_sub(y, self.i32(1), "")?, "")?, y, "")?.into(),
+                    BinOp::Cdiv => {
+                        // ceil(x / y) for any signs, as the interpreter: the truncated quotient,
+                        // one up where the exact quotient is positive and inexact. No
+                        // intermediate sum that could wrap ((x + y − 1) / y did near 2³¹, and
+                        // rounded −4 / 2 to −1).
+                        let q = b.build_int_signed_div(x, y, "")?;
+                        let r = b.build_int_signed_rem(x, y, "")?;
+                        let inexact = b.build_int_compare(IntPredicate::NE, r, self.i32(0), "")?;
+                        let xp = b.build_int_compare(IntPredicate::SGT, x, self.i32(0), "")?;
+                        let yp = b.build_int_compare(IntPredicate::SGT, y, self.i32(0), "")?;
+                        let up = b.build_and(inexact, b.build_int_compare(IntPredicate::EQ, xp, yp, "")?, "")?;
+                        b.build_int_add(q, b.build_int_z_extend(up, self.ctx.i32_type(), "")?, "cdiv")?.into()
+                    }
                     BinOp::Min | BinOp::Max => {
                         let pred = if op == BinOp::Min { IntPredicate::SLT } else { IntPredicate::SGT };
                         let c = b.build_int_compare(pred, x, y, "")?;

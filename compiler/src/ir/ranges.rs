@@ -7,12 +7,13 @@
 //! and a branch per element and step — is proven once here instead.
 //!
 //! Sound by construction: each rule is the interval-arithmetic image of the operator (integer
-//! division and remainder truncate, `BinOp::Div`/`Rem`), computed in i64; a result outside the
-//! i32 range — or, for `cdiv`, an intermediate of the back end's i32 lowering outside it — an
-//! operator without a rule, or a value from memory, a parameter, a program id or a variable
-//! gives no range (the test stays). An i32 operation whose exact result fits in i32 computes
-//! that result on the GPU too, so every bounded node's interval holds for the emitted code. Correlations between operands are lost (`x − x`
-//! is not 0) except the one index pattern that needs it, `x − x % m` for `x ≥ 0`.
+//! division and remainder truncate, `BinOp::Div`/`Rem`; `cdiv` is the exact ceiling, as the
+//! interpreter and the back end compute it), in i64; a result outside the i32 range, an operator
+//! without a rule, or a value from memory, a parameter, a program id or a variable gives no
+//! range (the test stays). An i32 operation whose exact result fits in i32 computes that result
+//! on the GPU too, so every bounded node's interval holds for the emitted code. Correlations
+//! between operands are lost (`x − x` is not 0) except the one index pattern that needs it,
+//! `x − x % m` for `x ≥ 0`.
 
 use std::collections::HashMap;
 
@@ -156,11 +157,7 @@ impl Ranges<'_> {
             BinOp::Max => fit(a.max(c), b.max(e)),
             // Non-negative operands and a positive divisor only (truncation then floors).
             BinOp::Div if a >= 0 && c >= 1 => fit(a / e, b / c),
-            // The back end computes (x + y − 1) / y in i32 (backend/elementwise.rs): that sum
-            // must not wrap either.
-            BinOp::Cdiv if a >= 0 && c >= 1 && b + e - 1 <= i64::from(i32::MAX) => {
-                fit((a + e - 1) / e, (b + c - 1) / c)
-            }
+            BinOp::Cdiv if a >= 0 && c >= 1 => fit((a + e - 1) / e, (b + c - 1) / c),
             BinOp::Rem if a >= 0 && c >= 1 => fit(0, b.min(e - 1)),
             _ => None,
         }
