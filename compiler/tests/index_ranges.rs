@@ -183,3 +183,22 @@ fn the_rules_follow_truncating_division_and_give_up_where_they_must() {
         ]
     );
 }
+
+#[test]
+fn a_loop_clamped_by_min_bounds_its_index_whatever_the_parameter() {
+    // n is any i32, so min(n, 64) ≤ 64 and t in 0..min(n, 64) lies in [0, 63]: the view
+    // xs[t + 16..+16, :] ends by row 94 of 96 and needs no test. Without the clamp it keeps one.
+    let view = |hi: &str| {
+        format!(
+            "kernel t(x: f32[96, 32], y: out f32[16, 32], n: i32) grid(1) threads(256) {{
+                let xs: smem = load x[:, :];
+                let mut acc = zeros(16, 32);
+                for t in 0..{hi} {{ acc += xs[t + 16..+16, :]; }}
+                store y[:, :] = acc;
+            }}"
+        )
+    };
+    assert_eq!(traps(&view("min(n, 64)")).1, 0);
+    assert_eq!(traps(&view("min(n, 66)")).1, 1);
+    assert_eq!(traps(&view("n")).1, 1);
+}

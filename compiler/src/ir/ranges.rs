@@ -8,19 +8,20 @@
 //!
 //! Sound by construction: each rule is the interval-arithmetic image of the operator (integer
 //! division and remainder truncate, `BinOp::Div`/`Rem`; `cdiv` is the exact ceiling, as the
-//! interpreter and the back end compute it), in i64; a result outside the i32 range, an operator
-//! without a rule, or a value from memory, a parameter, a program id or a variable gives no
-//! range (the test stays). An i32 operation whose exact result fits in i32 computes that result
-//! on the GPU too, so every bounded node's interval holds for the emitted code. Correlations
-//! between operands are lost (`x − x` is not 0) except the one index pattern that needs it,
-//! `x − x % m` for `x ≥ 0`.
+//! interpreter and the back end compute it), in i64. A result outside the i32 range has no
+//! interval. A value without a rule — from memory, a parameter or a variable, or an operator the
+//! rules do not cover — takes the whole i32 range (program ids and sizes from 0), which bounds
+//! nothing but what `min`/`max` clamp: `for t in 0..min(n, 64)` takes t in [0, 63]. An i32
+//! operation whose exact result fits in i32 computes that result on the GPU too, so every
+//! interval holds for the emitted code. Correlations between operands are lost (`x − x` is not
+//! 0) except the one index pattern that needs it, `x − x % m` for `x ≥ 0`.
 
 use std::collections::HashMap;
 
 use super::{Axis, BinOp, Elem, Kernel, Op, UnOp, Value, ValueDef};
 
-/// The closed interval `[lo, hi]` holding every run-time value of i32 value `v`, or `None` when
-/// it cannot be bounded (or `v` is not an i32 value).
+/// The closed interval `[lo, hi]` holding every run-time value of i32 value `v`; `None` when `v`
+/// is not an i32 value, or a rule's result may leave the i32 range (the emitted code wraps).
 pub fn int_range(k: &Kernel, v: Value) -> Option<(i64, i64)> {
     Ranges {
         k,
@@ -126,7 +127,8 @@ impl Ranges<'_> {
                 fit(a.min(c), b.max(e))
             }
             Op::Binary(op, x, y) => self.binary(*op, *x, *y, d),
-            _ => None,
+            Op::ProgramId(_) | Op::Size(_) => fit(0, i64::from(i32::MAX)),
+            _ => fit(i64::from(i32::MIN), i64::from(i32::MAX)),
         }
     }
 
@@ -159,7 +161,7 @@ impl Ranges<'_> {
             BinOp::Div if a >= 0 && c >= 1 => fit(a / e, b / c),
             BinOp::Cdiv if a >= 0 && c >= 1 => fit((a + e - 1) / e, (b + c - 1) / c),
             BinOp::Rem if a >= 0 && c >= 1 => fit(0, b.min(e - 1)),
-            _ => None,
+            _ => fit(i64::from(i32::MIN), i64::from(i32::MAX)),
         }
     }
 }
