@@ -378,26 +378,16 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         self.ctx.i32_type().const_int(c as i64 as u64, true)
     }
 
-    /// `v`, a value every thread of the warp holds alike, broadcast from lane 0
-    /// (`shfl.sync.idx`) so that ptxas knows it is warp-uniform: what derives from it may then
-    /// live in uniform registers (the wgmma descriptors of [`Self::for_each_unit_in`]). 32-bit
-    /// integers and floats; other values are returned as they are. Only where the whole warp is
-    /// converged (`shfl.sync` with a full mask).
+    /// `v`, an i32 every thread of the warp holds alike, broadcast from lane 0 (`shfl.sync.idx`)
+    /// so that ptxas knows it is warp-uniform: what derives from it may then live in uniform
+    /// registers (the wgmma descriptors of [`Self::for_each_unit_in`]). Only where the whole warp
+    /// is converged (`shfl.sync` with a full mask).
     ///
     /// # Errors
     /// [`BackendError::Builder`].
-    pub fn warp_uniform(&self, v: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, BackendError> {
+    pub fn warp_uniform(&self, v: IntValue<'ctx>) -> Result<IntValue<'ctx>, BackendError> {
         let i32t = self.ctx.i32_type();
-        let bits = match v {
-            BasicValueEnum::IntValue(x) if x.get_type().get_bit_width() == 32 => x,
-            BasicValueEnum::FloatValue(x) if x.get_type() == self.ctx.f32_type() => self.b.build_bit_cast(x, i32t, "")?.into_int_value(),
-            _ => return Ok(v),
-        };
-        let y = self.call("llvm.nvvm.shfl.sync.idx.i32", Some(i32t.into()), &[self.i32(-1).into(), bits.into(), self.i32(0).into(), self.i32(0x1f).into()])?;
-        Ok(match v {
-            BasicValueEnum::FloatValue(x) => self.b.build_bit_cast(y, x.get_type(), "")?,
-            _ => y,
-        })
+        Ok(self.call("llvm.nvvm.shfl.sync.idx.i32", Some(i32t.into()), &[self.i32(-1).into(), v.into(), self.i32(0).into(), self.i32(0x1f).into()])?.into_int_value())
     }
 
     /// Calls `name` (declared on first use with the argument types given).

@@ -110,7 +110,7 @@ impl<'ctx> Codegen<'ctx, '_> {
         let tid = self.fragment_tid()?;
         let mut wg = self.b.build_right_shift(tid, self.i32(7), false, "wg")?;
         if uniform {
-            wg = self.warp_uniform(wg.into())?.into_int_value();
+            wg = self.warp_uniform(wg)?;
         }
         let t = self.b.build_and(tid, self.i32((WARPGROUP - 1) as i32), "wgt")?;
         for s in 0..d.slots {
