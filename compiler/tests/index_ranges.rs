@@ -52,10 +52,11 @@ fn traps(src: &str) -> (usize, usize) {
 }
 
 /// A key-row loop as dqkwg_channel's: per-row gathers of a block's row `blk + s` from a tile 16
-/// rows taller, a column `band[:, s]`, and `extra` (one more gather, or nothing).
+/// rows taller (80 rows, as dqkwg_channel's `kx`), a column `band[:, s]`, and `extra` (one more
+/// gather, or nothing).
 fn key_rows(extra: &str) -> String {
     format!(
-        "kernel t(x: f32[96, 32], b: f32[64, 16], y: out f32[64, 32], n: i32) grid(1) threads(256) {{
+        "kernel t(x: f32[80, 32], b: f32[64, 16], y: out f32[64, 32], n: i32) grid(1) threads(256) {{
             let xs: smem = load x[:, :];
             let band: smem = load b[:, :];
             let ib = row_index(64, 1) % 16;
@@ -73,21 +74,23 @@ fn key_rows(extra: &str) -> String {
 #[test]
 fn key_row_indices_are_bounded_by_their_loops_and_row_index() {
     // xs[16 + blk + sj, :]: sj = 14 − t, t in 0..15 → [0, 14]; blk = r − r % 16 with
-    // r = row_index(64, 1) in [0, 63] → [0, 63]; 16 + [0, 63] + [0, 14] = [16, 93]. Two separate
-    // row_index(64, 1) calls are one value. (band[:, sj] is a view: its origin sj in [0, 14].)
+    // r = row_index(64, 1) in [0, 63] → a multiple of 16 in [0, 48]; 16 + [0, 48] + [0, 14] =
+    // [16, 78]. Two separate row_index(64, 1) calls are one value. (band[:, sj] is a view: its
+    // origin sj in [0, 14].)
     let r = gather_ranges(&key_rows(""));
-    assert_eq!(r, vec![(Some((16, 93)), Some((0, 31)))]);
-    // Both inside (band has 16 columns, xs 96 rows): no run-time test.
+    assert_eq!(r, vec![(Some((16, 78)), Some((0, 31)))]);
+    // Both inside (band has 16 columns, xs 80 rows): no run-time test.
     assert_eq!(traps(&key_rows("")), (0, 0));
 }
 
 #[test]
 fn an_index_that_may_leave_its_tile_keeps_its_test() {
-    // xs[blk + sj + 4, :] reaches 63 + 14 + 4 = 81 < 96: no test; xs[n + 1, :] from a scalar
-    // parameter cannot be bounded; xs[2 · blk, :] reaches 126 ≥ 96: those keep a test (at
-    // each place the back end evaluates the gather).
+    // xs[blk + sj + 17, :] reaches 48 + 14 + 17 = 79 < 80: no test; xs[blk + sj + 18, :] reaches
+    // 80, xs[n + 1, :] from a scalar parameter cannot be bounded, xs[2 · blk, :] reaches 96:
+    // those keep a test (at each place the back end evaluates the gather).
     for (extra, kept) in [
-        (" + xs[blk + sj + 4, :]", false),
+        (" + xs[blk + sj + 17, :]", false),
+        (" + xs[blk + sj + 18, :]", true),
         (" + xs[n + 1 + 0 * row_index(64, 1), :]", true),
         (" + xs[2 * blk, :]", true),
     ] {
@@ -159,12 +162,14 @@ fn cdiv_is_the_exact_ceiling_in_the_emitted_code_too() {
 fn the_rules_follow_truncating_division_and_give_up_where_they_must() {
     // r in [0, 63]: r / 16 → [0, 3]; cdiv(r, 16) → [0, 4]; (r − 40) % 16: a possibly negative
     // dividend has no rule (truncation keeps its sign); −r → [−63, 0]; min(r, 10) → [0, 10];
-    // r · r → [0, 3969]; a select takes the union; r % d with d in [8, 16] → [0, 15].
+    // r · r → [0, 3969]; a select takes the union; r % d with d in [8, 16] → [0, 15]; the
+    // multiple of 16 at or below r + 5 in [5, 68] → [0, 64]; of d in [8, 16] → [0, 63] only.
     let src = "kernel t(x: f32[1024, 4], y: out f32[64, 6]) grid(1) threads(128) {
         let xs: smem = load x[:, :];
         let r = row_index(64, 1);
         let g = xs[r / 16, 0] + xs[cdiv(r, 16), 1] + xs[(r - 40) % 16 + 40, 2] + xs[0 - r + 63, 3]
-              + xs[min(r, 10), 0] + xs[r * r, 1] + xs[select(r > 3, r, r + 100), 2] + xs[r % select(r > 3, 16, 8), 3];
+              + xs[min(r, 10), 0] + xs[r * r, 1] + xs[select(r > 3, r, r + 100), 2] + xs[r % select(r > 3, 16, 8), 3]
+              + xs[r + 5 - (r + 5) % 16, 0] + xs[r - r % select(r > 3, 16, 8), 1];
         store y[:, :] = g + zeros(64, 6);
     }";
     let rows: Vec<Option<(i64, i64)>> = gather_ranges(src).into_iter().map(|x| x.0).collect();
@@ -178,7 +183,9 @@ fn the_rules_follow_truncating_division_and_give_up_where_they_must() {
             Some((0, 10)),
             Some((0, 3969)),
             Some((0, 163)),
-            Some((0, 15))
+            Some((0, 15)),
+            Some((0, 64)),
+            Some((0, 63))
         ]
     );
 }

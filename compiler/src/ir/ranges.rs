@@ -133,14 +133,16 @@ impl Ranges<'_> {
     }
 
     fn binary(&mut self, op: BinOp, x: Value, y: Value, d: u32) -> Option<(i64, i64)> {
-        // `x − x % m` with x ≥ 0, m ≥ 1: the multiple of m at or below x, in [0, x].
+        // `x − x % m` with x ≥ 0, m ≥ 1: the multiple of m at or below x, in [0, x]; for one m,
+        // between the multiples at or below x's bounds (`blk` of the key-row loops, a 16-row
+        // block's first row of 64: [0, 48], where [0, 63] left `kx[16 + blk + sj, :]` tested).
         if op == BinOp::Sub {
             if let ValueDef::Result(r) = self.k.values[y].def {
                 if let Op::Binary(BinOp::Rem, x2, m) = self.k.insts[r].op {
                     if same(self.k, x2, x, 0) {
-                        if let (Some((a, b)), Some((ma, _))) = (self.of(x, d), self.of(m, d)) {
+                        if let (Some((a, b)), Some((ma, me))) = (self.of(x, d), self.of(m, d)) {
                             if a >= 0 && ma >= 1 {
-                                return fit(0, b);
+                                return if ma == me { fit(a / ma * ma, b / ma * ma) } else { fit(0, b) };
                             }
                         }
                     }
