@@ -254,3 +254,51 @@ fn k1_declared_for_three_ctas_gets_launch_bounds_and_fresh_thread_indices() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The PTX lines of each loop (a label up to the last branch back to it) of `ptx`.
+fn ptx_loops(ptx: &str) -> Vec<Vec<&str>> {
+    let lines: Vec<&str> = ptx.lines().collect();
+    let mut out = vec![];
+    for (i, l) in lines.iter().enumerate() {
+        let Some(label) = l.strip_suffix(':').filter(|x| x.starts_with("$L__BB")) else { continue };
+        let back = lines.iter().enumerate().skip(i + 1).filter(|(_, b)| b.contains("bra") && b.trim_end().ends_with(&format!("{label};"))).map(|(j, _)| j).last();
+        if let Some(j) = back {
+            out.push(lines[i..=j].to_vec());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_short_loop_without_products_reads_the_thread_index_before_it() {
+    // A key-row loop as dqkwg_channel's in a kernel declared for two CTAs per SM (fragment loops
+    // read the thread index anew, `fragment_tid`): with 15 steps (SHORT_LOOP = 16) the fragment
+    // loops of its body share one read before the loop, so the loop itself reads none and LLVM
+    // adds each step's row stride to offsets computed once; with 17 steps every step reads it.
+    let src = |steps: u32| {
+        format!(
+            "kernel t(x: f32[96, 32], b: f32[64, 32], y: out f32[64, 32]) grid(1) threads(256) ctas_per_sm(sm_90a: 2) {{
+                let xs: smem = load x[:, :];
+                let band: smem = load b[:, :];
+                let ib = row_index(64, 1) % 16;
+                let blk = row_index(64, 1) - ib;
+                let mut e: tmem f32[64, 32] = full(64, 32, 1.0);
+                let mut acc: tmem f32[64, 32] = zeros(64, 32);
+                for t in 0..{steps} {{
+                    let sj = 14 - t % 15;
+                    e = select(ib > sj, e * xs[16 + blk + sj, :], e);
+                    acc += select(ib > sj, band[:, sj] * xs[blk + sj, :] * e, 0.0);
+                }}
+                store y[:, :] = acc;
+            }}"
+        )
+    };
+    for (steps, inside) in [(15, false), (17, true)] {
+        let r = tilec::build::build_source(&src(steps), "t.tile", &tilec::build::BuildOptions::ptx_only(vec![Target::Sm90a])).expect("builds");
+        let ptx = &r.built[0].compiled.ptx;
+        let loops = ptx_loops(ptx);
+        let step = loops.iter().find(|l| l.iter().any(|x| x.contains("mul.rn.f32"))).unwrap_or_else(|| panic!("no loop of products in\n{ptx}"));
+        assert_eq!(step.iter().any(|x| x.contains("%tid.x")), inside, "{steps} steps:\n{}", step.join("\n"));
+        assert!(ptx.matches("%tid.x").count() >= 2, "{steps} steps: fragment loops read the thread index anew");
+    }
+}

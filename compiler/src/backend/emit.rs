@@ -25,6 +25,9 @@ use super::{BackendError, Target, TmemLayout};
 
 /// LLVM's `ptx_kernel` calling convention number (`CallingConv::PTX_Kernel`).
 const PTX_KERNEL_CC: u32 = 71;
+/// Most iterations of a loop whose fragment loops share one thread-index read before it
+/// (`Codegen::short_inner_loop`).
+const SHORT_LOOP: i64 = 16;
 
 /// Per-kernel code-generation state.
 pub(crate) struct Codegen<'ctx, 'k> {
@@ -62,6 +65,9 @@ pub(crate) struct Codegen<'ctx, 'k> {
     pub strides: SecondaryMap<Param, Vec<IntValue<'ctx>>>,
     /// `threadIdx.x`.
     pub tid: IntValue<'ctx>,
+    /// The thread index read once before the short loop being emitted, for its fragment loops
+    /// (`Codegen::fragment_tid`); `None` outside such a loop.
+    pub(crate) loop_tid: Option<IntValue<'ctx>>,
     /// `threadIdx.x / 32`.
     pub warp: IntValue<'ctx>,
     /// TMEM base address, after the allocation.
@@ -166,6 +172,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
             dims: SecondaryMap::new(),
             strides: SecondaryMap::new(),
             tid: ctx.i32_type().const_zero(),
+            loop_tid: None,
             warp: ctx.i32_type().const_zero(),
             tmem_base: None,
             mma_phase: None,
@@ -349,12 +356,43 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         let one = self.i32(1);
         let init = if reverse { self.b.build_int_sub(hi, one, "init")? } else { lo };
         let iv = self.k.insts[i].result;
-        self.counted_loop(lo, hi, init, reverse, &mut |cg, x| {
+        let outer = self.loop_tid;
+        if self.short_inner_loop(i, body) {
+            self.loop_tid = None;
+            self.loop_tid = Some(self.fragment_tid()?);
+        }
+        let r = self.counted_loop(lo, hi, init, reverse, &mut |cg, x| {
             if let Some(iv) = iv {
                 cg.scalars[iv] = Some(x.into());
             }
             cg.block(body)
-        })
+        });
+        self.loop_tid = outer;
+        r
+    }
+
+    /// Whether loop `i` (body `body`) is an innermost loop of at most [`SHORT_LOOP`] iterations
+    /// by constant bounds, without matrix products: its fragment loops then share one thread-index read before it, so
+    /// that LLVM computes their per-element offsets once, outside it, and each step adds its
+    /// row stride. (The key-row loops of dqkwg_channel and k2_keys_channel recomputed every
+    /// element's offset from the thread index at each of their 15 steps.)
+    fn short_inner_loop(&self, i: Inst, body: crate::ir::Block) -> bool {
+        let Op::For { lo, hi, .. } = self.k.insts[i].op else { return false };
+        let konst = |v: crate::ir::Value| match self.k.values[v].def {
+            crate::ir::ValueDef::Result(d) => match self.k.insts[d].op {
+                Op::ConstInt(c) => Some(c),
+                _ => None,
+            },
+            crate::ir::ValueDef::LoopIndex(_) => None,
+        };
+        let trips = match (konst(lo), konst(hi)) {
+            (Some(a), Some(b)) => b - a,
+            _ => return false,
+        };
+        // Not a loop of matrix products: their fragments and descriptors are live across it
+        // already (solve_tril's four-step Newton loop spilled 152 B with its offsets hoisted,
+        // 32 B without).
+        trips <= SHORT_LOOP && !self.k.blocks[body].insts.iter().any(|&j| matches!(self.k.insts[j].op, Op::For { .. } | Op::Mma { .. }))
     }
 
     /// A stack slot in the entry block (so that mem2reg promotes it to a register).
