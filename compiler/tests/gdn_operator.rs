@@ -340,7 +340,7 @@ fn a_wrong_gva_head_mapping_fails_verification() {
 fn a_wrong_head_mapping_inside_a_stage_fails_verification() {
     let sites = [
         ("gdn.tile", "let ks: smem = load k[b, t0..+C, h / G, k0..+BKQ];", "let ks: smem = load k[b, t0..+C, h % H, k0..+BKQ];", "gdn_bwd"),
-        ("gdn_channel.tile", "bf16(load q[b, t0..+C, h / G, :] * exp2(g) * scale)", "bf16(load q[b, t0..+C, h % H, :] * exp2(g) * scale)", "kda_bwd"),
+        ("gdn_channel.tile", "bf16(load q[b, t0..+C, h / G, c0..+BKC] * exp2(g) * scale)", "bf16(load q[b, t0..+C, h % H, c0..+BKC] * exp2(g) * scale)", "kda_bwd"),
         ("kda_wy.tile", "let kx = load k[b, t0 - 16..+C + 16, h / G, :];            // [C + 16, K]", "let kx = load k[b, t0 - 16..+C + 16, h % H, :];            // [C + 16, K]", "kda_bwd"),
     ];
     for (i, (file, from, to, op)) in sites.into_iter().enumerate() {
