@@ -356,9 +356,9 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
         let one = self.i32(1);
         let init = if reverse { self.b.build_int_sub(hi, one, "init")? } else { lo };
         let iv = self.k.insts[i].result;
+        // (A short loop holds no loop, so `outer` is always `None`; restored all the same.)
         let outer = self.loop_tid;
         if self.short_inner_loop(i, body) {
-            self.loop_tid = None;
             self.loop_tid = Some(self.fragment_tid()?);
         }
         let r = self.counted_loop(lo, hi, init, reverse, &mut |cg, x| {
@@ -372,9 +372,9 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     }
 
     /// Whether loop `i` (body `body`) is an innermost loop of at most [`SHORT_LOOP`] iterations
-    /// by constant bounds, without matrix products: its fragment loops then share one thread-index read before it, so
-    /// that LLVM computes their per-element offsets once, outside it, and each step adds its
-    /// row stride. (The key-row loops of dqkwg_channel and k2_keys_channel recomputed every
+    /// by constant bounds, without matrix products: its fragment loops then share one
+    /// thread-index read before it, so that LLVM computes their per-element offsets once,
+    /// outside it, and each step adds its row stride. (The key-row loops of dqkwg_channel and k2_keys_channel recomputed every
     /// element's offset from the thread index at each of their 15 steps.)
     fn short_inner_loop(&self, i: Inst, body: crate::ir::Block) -> bool {
         let Op::For { lo, hi, .. } = self.k.insts[i].op else { return false };
