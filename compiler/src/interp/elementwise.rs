@@ -173,16 +173,7 @@ fn int_binary(op: BinOp, x: i64, y: i64) -> Result<i64, ExecError> {
         BinOp::Div | BinOp::Rem | BinOp::Cdiv if y == 0 => return Err(ExecError::DivisionByZero),
         BinOp::Div => x / y,
         BinOp::Rem => x % y,
-        BinOp::Cdiv => {
-            // ceil(x / y) for any signs: truncation rounds toward zero, so step up when the
-            // exact quotient is positive and inexact.
-            let q = x / y;
-            if x % y != 0 && ((x > 0) == (y > 0)) {
-                q + 1
-            } else {
-                q
-            }
-        }
+        BinOp::Cdiv => crate::ir::int_cdiv(x, y),
         BinOp::Min => x.min(y),
         BinOp::Max => x.max(y),
         BinOp::And | BinOp::Or | BinOp::FMin | BinOp::FMax => return Err(ExecError::Malformed(format!("{op:?} on integers"))),

@@ -234,6 +234,20 @@ pub enum UnOp {
     Not,
 }
 
+/// The kernel's integer `cdiv(x, y)` (`BinOp::Cdiv`) for any signs: ⌈x / y⌉, the truncated
+/// quotient one up where the exact quotient is positive and inexact (`cdiv(-4, 2) = -2`,
+/// `cdiv(-5, 2) = -2`, `cdiv(5, 2) = 3`). The interpreter and the constant folder compute it here;
+/// the back end emits the same steps (backend/elementwise.rs). Size expressions keep their own
+/// `(a + b − 1) / b` (docs/metadata.md), which equals it for `a ≥ 0, b > 0`. `y` must not be 0.
+pub fn int_cdiv(x: i64, y: i64) -> i64 {
+    let q = x / y;
+    if x % y != 0 && ((x > 0) == (y > 0)) {
+        q + 1
+    } else {
+        q
+    }
+}
+
 /// Elementwise binary operators.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {

@@ -96,12 +96,17 @@ impl Pipeline {
 
 /// The value of a scalar integer computed from constants only (`const`, `+ - * / %`, `cdiv`,
 /// `min`, `max`), in the project's one integer arithmetic ([`tilec_abi::expr::apply`], the
-/// runtime's and the interpreter's too); `None` on overflow or division by zero.
+/// runtime's and the interpreter's too; `cdiv` as the kernel computes it, [`crate::ir::int_cdiv`]);
+/// `None` on overflow or division by zero.
 pub(crate) fn const_int(k: &Kernel, v: Value) -> Option<i64> {
     use tilec_abi::expr::Op as SizeOp;
     let ValueDef::Result(i) = k.values[v].def else { return None };
     match k.insts[i].op {
         Op::ConstInt(c) => Some(c),
+        Op::Binary(BinOp::Cdiv, a, b) => {
+            let (x, y) = (const_int(k, a)?, const_int(k, b)?);
+            (y != 0).then(|| crate::ir::int_cdiv(x, y))
+        }
         Op::Binary(op, a, b) => {
             let op = match op {
                 BinOp::Add => SizeOp::Add,
@@ -109,7 +114,6 @@ pub(crate) fn const_int(k: &Kernel, v: Value) -> Option<i64> {
                 BinOp::Mul => SizeOp::Mul,
                 BinOp::Div => SizeOp::Div,
                 BinOp::Rem => SizeOp::Rem,
-                BinOp::Cdiv => SizeOp::Cdiv,
                 BinOp::Min => SizeOp::Min,
                 BinOp::Max => SizeOp::Max,
                 _ => return None,
@@ -276,4 +280,30 @@ fn index_slice(k: &Kernel, for_inst: Inst, inside: &std::collections::HashSet<In
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::const_int;
+    use crate::ir::{int_cdiv, BinOp, Op};
+
+    #[test]
+    fn the_folded_cdiv_is_the_kernels() {
+        // The folder gives what the interpreter and the GPU compute (`ir::int_cdiv`, ⌈x / y⌉),
+        // not the size expressions' (x + y − 1) / y, which differs for a negative dividend
+        // (cdiv(−4, 2): −2, not −1); and nothing for a zero divisor.
+        for (x, y, want) in [(-4, 2, Some(-2)), (-5, 2, Some(-2)), (5, -2, Some(-2)), (-5, -2, Some(3)), (100, 32, Some(4)), (3, 0, None)] {
+            // Negative operands as `0 − n` (a constant difference the folder takes).
+            let int = |v: i64| if v < 0 { format!("(0 - {})", -v) } else { v.to_string() };
+            let src = format!("kernel t(o: out i32[1]) grid(1) threads(32) {{ store o[0..+1] = cdiv({}, {}); }}", int(x), int(y));
+            let c = crate::frontend::check_source(&src, &crate::frontend::Options::default());
+            assert!(c.ok(), "{src}: {:?}", c.diags);
+            let k = &c.kernels().next().expect("a kernel").kernel;
+            let (_, cd) = k.insts.iter().find(|(_, d)| matches!(d.op, Op::Binary(BinOp::Cdiv, ..))).expect("a cdiv");
+            assert_eq!(const_int(k, cd.result.expect("a value")), want, "cdiv({x}, {y})");
+            if let Some(w) = want {
+                assert_eq!(int_cdiv(x, y), w);
+            }
+        }
+    }
 }
