@@ -378,13 +378,7 @@ impl<'ctx, 'k> Codegen<'ctx, 'k> {
     /// element's offset from the thread index at each of their 15 steps.)
     fn short_inner_loop(&self, i: Inst, body: crate::ir::Block) -> bool {
         let Op::For { lo, hi, .. } = self.k.insts[i].op else { return false };
-        let konst = |v: crate::ir::Value| match self.k.values[v].def {
-            crate::ir::ValueDef::Result(d) => match self.k.insts[d].op {
-                Op::ConstInt(c) => Some(c),
-                _ => None,
-            },
-            crate::ir::ValueDef::LoopIndex(_) => None,
-        };
+        let konst = |v| crate::passes::pipeline::const_int(self.k, v);
         let trips = match (konst(lo), konst(hi)) {
             (Some(a), Some(b)) => b - a,
             _ => return false,
